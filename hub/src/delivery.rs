@@ -1,0 +1,339 @@
+//! What travels from the writer to a connection, and how events become frames.
+//!
+//! Each connection has one bounded queue of [`Outbound`] items, drained by its sink task in
+//! order. The writer puts replies and live events into it after each commit, without ever
+//! blocking: when the queue is full the connection is a slow consumer and is closed with
+//! 4008, so one stuck client can never stall the hub. An event's frame is encoded once and
+//! shared by every connection that receives it.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use roundtable_protocol::CloseCode;
+use roundtable_protocol::server::ErrReply;
+use tokio::sync::{mpsc, watch};
+
+use crate::engine::{ConnId, Refusal};
+use crate::store::{EventRecord, StreamKey};
+
+/// A committed event on its way to connections.
+#[derive(Debug)]
+pub struct LiveEvent {
+    pub record: EventRecord,
+    /// When the commit returned, for the delivery latency metric.
+    pub committed: Instant,
+    plain: OnceLock<String>,
+    keyed: OnceLock<String>,
+}
+
+impl LiveEvent {
+    pub fn new(record: EventRecord, committed: Instant) -> LiveEvent {
+        LiveEvent {
+            record,
+            committed,
+            plain: OnceLock::new(),
+            keyed: OnceLock::new(),
+        }
+    }
+
+    /// The `evt` frame, with the `client_key` (for its sender's other connections) or
+    /// without it (for everyone else).
+    pub fn frame(&self, with_key: bool) -> &str {
+        if with_key && self.record.client_key.is_some() {
+            self.keyed.get_or_init(|| event_frame(&self.record, true))
+        } else {
+            self.plain.get_or_init(|| event_frame(&self.record, false))
+        }
+    }
+}
+
+/// One item of a connection's outbound queue.
+#[derive(Debug)]
+pub enum Outbound {
+    /// An encoded reply.
+    Frame(String),
+    /// The `ok` of a `send`.
+    Sent {
+        re: u64,
+        event: EventRecord,
+        dup: bool,
+    },
+    /// A live event.
+    Event {
+        event: Arc<LiveEvent>,
+        with_key: bool,
+    },
+    /// A `sync` to serve in order with the live events around it.
+    Sync {
+        re: u64,
+        cursors: BTreeMap<String, u64>,
+    },
+}
+
+/// Why a connection is ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// The hub closes it with this code.
+    Code(CloseCode),
+    /// The peer went away (closed, errored or fell silent): nothing left to tell it.
+    PeerGone,
+}
+
+/// Ends a connection from anywhere (the writer, the reader, the sink): the first reason
+/// wins.
+#[derive(Debug)]
+pub struct ConnControl {
+    closing: watch::Sender<Option<Closing>>,
+}
+
+impl Default for ConnControl {
+    fn default() -> ConnControl {
+        ConnControl {
+            closing: watch::Sender::new(None),
+        }
+    }
+}
+
+impl ConnControl {
+    pub fn close(&self, code: CloseCode) {
+        self.end(Closing::Code(code));
+    }
+
+    pub fn end(&self, closing: Closing) {
+        self.closing.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(closing);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub fn close_code(&self) -> Option<CloseCode> {
+        match *self.closing.borrow() {
+            Some(Closing::Code(code)) => Some(code),
+            _ => None,
+        }
+    }
+
+    /// Resolves once the connection is to end, with the reason.
+    pub async fn closed(&self) -> Closing {
+        let mut receiver = self.closing.subscribe();
+        let closing = receiver
+            .wait_for(Option::is_some)
+            .await
+            .expect("the sender lives in self");
+        closing.expect("waited for Some")
+    }
+}
+
+/// The writer's handle on one connection.
+#[derive(Debug, Clone)]
+pub struct ConnHandle {
+    pub id: ConnId,
+    pub outbound: mpsc::Sender<Outbound>,
+    pub control: Arc<ConnControl>,
+}
+
+impl ConnHandle {
+    /// Queues an item without waiting; a full queue closes the connection as a slow
+    /// consumer. Returns whether the item was queued.
+    pub fn push(&self, item: Outbound) -> bool {
+        match self.outbound.try_send(item) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.control.close(CloseCode::SlowConsumer);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
+}
+
+/// Writes an event as a JSON object (the body of `evt`, and the items of `history`).
+pub fn write_event_object(out: &mut Vec<u8>, event: &EventRecord, with_key: bool) {
+    match &event.stream {
+        StreamKey::Room(room) => {
+            out.extend_from_slice(b"\"room\":");
+            json_string(out, room);
+        }
+        StreamKey::Inbox(_) => out.extend_from_slice(b"\"stream\":\"inbox\""),
+    }
+    write!(out, ",\"seq\":{},\"id\":", event.seq).expect("Vec write");
+    json_string(out, &event.id);
+    out.extend_from_slice(b",\"ts\":\"");
+    out.extend_from_slice(roundtable_protocol::ts::format_millis(event.ts_ms).as_bytes());
+    out.extend_from_slice(b"\",\"from\":");
+    json_string(out, &event.from);
+    out.extend_from_slice(b",\"kind\":");
+    json_string(out, &event.kind);
+    out.extend_from_slice(b",\"body\":");
+    out.extend_from_slice(event.body.as_bytes());
+    if with_key && let Some(key) = &event.client_key {
+        out.extend_from_slice(b",\"client_key\":");
+        json_string(out, key);
+    }
+}
+
+fn finish(out: Vec<u8>) -> String {
+    String::from_utf8(out).expect("frames are built from UTF-8 strings")
+}
+
+/// `{"t":"evt",...}`.
+pub fn event_frame(event: &EventRecord, with_key: bool) -> String {
+    let mut out = Vec::with_capacity(160 + event.body.len());
+    out.extend_from_slice(b"{\"t\":\"evt\",");
+    write_event_object(&mut out, event, with_key);
+    out.push(b'}');
+    finish(out)
+}
+
+/// The `ok` of `send`: `{"t":"ok","re":N,"event":{...},"dup":false}`.
+pub fn sent_frame(re: u64, event: &EventRecord, dup: bool) -> String {
+    let mut out = Vec::with_capacity(180 + event.body.len());
+    write!(out, "{{\"t\":\"ok\",\"re\":{re},\"event\":{{").expect("Vec write");
+    write_event_object(&mut out, event, true);
+    write!(out, "}},\"dup\":{dup}}}").expect("Vec write");
+    finish(out)
+}
+
+/// The `ok` of `history`; `caller` sees the `client_key` of its own events.
+pub fn history_frame(re: u64, events: &[EventRecord], caller: &str) -> String {
+    let mut out = Vec::with_capacity(64 + events.iter().map(|e| 160 + e.body.len()).sum::<usize>());
+    write!(out, "{{\"t\":\"ok\",\"re\":{re},\"events\":[").expect("Vec write");
+    for (index, event) in events.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        out.push(b'{');
+        write_event_object(&mut out, event, event.from == caller);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    finish(out)
+}
+
+/// An `err` frame.
+pub fn err_frame(re: Option<u64>, refusal: &Refusal) -> String {
+    serde_json::to_string(&roundtable_protocol::ServerFrame::Err(ErrReply {
+        re,
+        code: refusal.code,
+        msg: refusal.msg.clone(),
+        retry_after_ms: refusal.retry_after_ms,
+    }))
+    .expect("err frames serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable_protocol::ServerFrame;
+    use roundtable_protocol::server::{Event, HistoryOk, SendOk};
+    use serde_json::json;
+
+    fn record(stream: StreamKey) -> EventRecord {
+        EventRecord {
+            stream,
+            seq: 42,
+            id: "e_1".into(),
+            ts_ms: 1_796_115_600_123,
+            from: "p_\"quoted\"".into(),
+            kind: "message".into(),
+            body: r#"{"text":"hi \u00e9 \"x\""}"#.into(),
+            client_key: Some("key-\\-0001".into()),
+            mentions: vec![],
+            pair: false,
+        }
+    }
+
+    fn expected(record: &EventRecord, with_key: bool) -> Event {
+        Event {
+            room: match &record.stream {
+                StreamKey::Room(room) => Some(room.clone()),
+                StreamKey::Inbox(_) => None,
+            },
+            stream: match &record.stream {
+                StreamKey::Room(_) => None,
+                StreamKey::Inbox(_) => Some("inbox".into()),
+            },
+            seq: record.seq,
+            id: record.id.clone(),
+            ts: "2026-12-01T09:00:00.123Z".into(),
+            from: record.from.clone(),
+            kind: record.kind.clone(),
+            body: serde_json::from_str(&record.body).unwrap(),
+            client_key: if with_key {
+                record.client_key.clone()
+            } else {
+                None
+            },
+        }
+    }
+
+    #[test]
+    fn hand_encoded_frames_match_the_protocol_types() {
+        for stream in [
+            StreamKey::Room("r_1".into()),
+            StreamKey::Inbox("p_1".into()),
+        ] {
+            let event = record(stream);
+            for with_key in [false, true] {
+                let frame = ServerFrame::from_json(&event_frame(&event, with_key)).unwrap();
+                assert_eq!(frame, ServerFrame::Evt(expected(&event, with_key)));
+            }
+            let ServerFrame::Ok(ok) = ServerFrame::from_json(&sent_frame(9, &event, true)).unwrap()
+            else {
+                panic!("not ok")
+            };
+            assert_eq!(ok.re, 9);
+            assert_eq!(
+                ok.decode::<SendOk>().unwrap(),
+                SendOk {
+                    event: expected(&event, true),
+                    dup: true
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn history_shows_keys_of_the_callers_own_events_only() {
+        let mine = record(StreamKey::Room("r".into()));
+        let mut theirs = record(StreamKey::Room("r".into()));
+        theirs.from = "p_other".into();
+        let frame = history_frame(3, &[mine.clone(), theirs.clone()], &mine.from);
+        let ServerFrame::Ok(ok) = ServerFrame::from_json(&frame).unwrap() else {
+            panic!("not ok")
+        };
+        let history: HistoryOk = ok.decode().unwrap();
+        assert_eq!(
+            history.events,
+            vec![expected(&mine, true), expected(&theirs, false)]
+        );
+        let empty = history_frame(4, &[], "p");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&empty).unwrap(),
+            json!({"t": "ok", "re": 4, "events": []})
+        );
+    }
+
+    #[tokio::test]
+    async fn the_first_close_code_wins() {
+        let control = ConnControl::default();
+        control.close(CloseCode::SlowConsumer);
+        control.close(CloseCode::Replaced);
+        control.end(Closing::PeerGone);
+        assert_eq!(
+            control.closed().await,
+            Closing::Code(CloseCode::SlowConsumer)
+        );
+        assert_eq!(control.close_code(), Some(CloseCode::SlowConsumer));
+    }
+}

@@ -1,0 +1,323 @@
+//! Principals: signup, authentication, agent registration and profiles.
+
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::bodies::{MemberAction, MemberBody, RoomBody, RoomChangeBody};
+use roundtable_protocol::client::{ProfileSet, RegisterAgent, SignupRequest};
+use roundtable_protocol::handles;
+use roundtable_protocol::limits;
+use roundtable_protocol::model::{Discoverable, PrincipalKind};
+use roundtable_protocol::server::{OkReply, ProfileOk, RegisterAgentOk};
+
+use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, default_routing, refuse};
+use crate::config::SignupMode;
+use crate::ids::{self, TokenHash};
+use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, TokenRecord, WriteTx};
+
+/// A new user and its token (shown once).
+#[derive(Debug)]
+pub struct SignupOutcome {
+    pub principal: roundtable_protocol::model::Principal,
+    pub token: String,
+}
+
+/// Checks a display name: 1 to 128 bytes, no control characters.
+pub(crate) fn check_name(name: &str, what: &str) -> Result<(), ExecError> {
+    if name.trim().is_empty() {
+        return refuse(ErrorCode::BadFrame, format!("{what} must not be empty"));
+    }
+    if name.len() > limits::NAME {
+        return refuse(
+            ErrorCode::BadFrame,
+            format!(
+                "{what} is {} bytes; the limit is {}",
+                name.len(),
+                limits::NAME
+            ),
+        );
+    }
+    if name.chars().any(char::is_control) {
+        return refuse(
+            ErrorCode::BadFrame,
+            format!("{what} must not contain control characters"),
+        );
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Finds the principal a presented token identifies.
+    pub fn authenticate(&self, token: &str) -> Result<PrincipalRecord, Refusal> {
+        let unauthorized = || {
+            Refusal::new(
+                ErrorCode::Unauthorized,
+                "the token is unknown, revoked or malformed; sign in again to get a new one",
+            )
+        };
+        if !ids::is_token_shaped(token) {
+            return Err(unauthorized());
+        }
+        let record = self
+            .state
+            .tokens
+            .get(&TokenHash::of(token))
+            .ok_or_else(unauthorized)?;
+        if record.revoked {
+            return Err(unauthorized());
+        }
+        self.state
+            .principal(&record.principal)
+            .cloned()
+            .ok_or_else(unauthorized)
+    }
+
+    /// Creates a user (`POST /v1/signup`).
+    pub fn signup(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        mode: SignupMode,
+        request: SignupRequest,
+    ) -> Result<SignupOutcome, ExecError> {
+        handles::validate_user_handle(&request.handle)
+            .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error.0)))?;
+        check_name(&request.name, "name")?;
+        match mode {
+            SignupMode::Open => {}
+            SignupMode::Invite => {
+                return refuse(
+                    ErrorCode::Forbidden,
+                    "this hub signs up users with an invite code only; ask a member for one",
+                );
+            }
+            SignupMode::Closed => {
+                return refuse(
+                    ErrorCode::Forbidden,
+                    "this hub is closed to signups; its operator creates users with \
+                     `roundtable hub user add`",
+                );
+            }
+        }
+        if self.state.handles.contains_key(&request.handle) {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("the handle {:?} is taken; choose another", request.handle),
+            );
+        }
+        let record = PrincipalRecord {
+            id: self.ids.id("p"),
+            kind: PrincipalKind::User,
+            handle: request.handle,
+            name: request.name,
+            owner: None,
+            discoverable: request.discoverable.unwrap_or_default(),
+            description: None,
+            card: None,
+            created_ms: now_ms,
+        };
+        let token = self.create_principal(tx, now_ms, record.clone())?;
+        Ok(SignupOutcome {
+            principal: self.state.wire_principal(&record),
+            token,
+        })
+    }
+
+    /// Stores a new principal and its first token; returns the token.
+    fn create_principal(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        record: PrincipalRecord,
+    ) -> Result<String, ExecError> {
+        let (token, hash) = self.ids.token();
+        let token_record = TokenRecord {
+            hash,
+            principal: record.id.clone(),
+            revoked: false,
+        };
+        tx.insert_principal(&record)?;
+        tx.insert_token(&token_record, now_ms)?;
+        self.state.tokens.insert(hash, token_record);
+        self.state
+            .handles
+            .insert(record.handle.clone(), record.id.clone());
+        self.state.principals.insert(record.id.clone(), record);
+        Ok(token)
+    }
+
+    pub(super) fn register_agent(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        register: RegisterAgent,
+    ) -> Result<Outcome, ExecError> {
+        let owner = self.caller_record(caller)?.clone();
+        if owner.kind != PrincipalKind::User {
+            return refuse(
+                ErrorCode::Forbidden,
+                "only users register agents; ask your owner to register it",
+            );
+        }
+        handles::validate_segment(&register.name, "agent name")
+            .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error.0)))?;
+        let handle = handles::agent_handle(&owner.handle, &register.name);
+        if let Some(description) = &register.description
+            && description.len() > limits::DESCRIPTION
+        {
+            return refuse(
+                ErrorCode::TooLarge,
+                format!(
+                    "the description is {} bytes; the limit is {}",
+                    description.len(),
+                    limits::DESCRIPTION
+                ),
+            );
+        }
+        let card = match &register.card {
+            None => None,
+            Some(card) if !card.is_object() => {
+                return refuse(ErrorCode::BadFrame, "the agent card must be a JSON object");
+            }
+            Some(card) => {
+                let text = serde_json::to_string(card).expect("JSON values serialize");
+                if text.len() > limits::CARD {
+                    return refuse(
+                        ErrorCode::TooLarge,
+                        format!(
+                            "the agent card is {} bytes; the limit is {}",
+                            text.len(),
+                            limits::CARD
+                        ),
+                    );
+                }
+                Some(text)
+            }
+        };
+        if self.state.handles.contains_key(&handle) {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("you already have an agent {handle:?}; choose another name"),
+            );
+        }
+        let agent = PrincipalRecord {
+            id: self.ids.id("p"),
+            kind: PrincipalKind::Agent,
+            handle: handle.clone(),
+            name: register.name.clone(),
+            owner: Some(owner.id.clone()),
+            discoverable: register.discoverable.unwrap_or(Discoverable::Contacts),
+            description: register.description,
+            card,
+            created_ms: now_ms,
+        };
+        let token = self.create_principal(tx, now_ms, agent.clone())?;
+        // The agent's home room: its owner and itself.
+        let room = RoomRecord {
+            id: self.ids.id("r"),
+            title: Some(handle),
+            topic: None,
+            creator: owner.id.clone(),
+            created_ms: now_ms,
+        };
+        let events = self.open_room(
+            tx,
+            now_ms,
+            &owner.id,
+            room.clone(),
+            &[owner.id.clone(), agent.id.clone()],
+        )?;
+        let reply = RegisterAgentOk {
+            agent: self.state.wire_principal(&agent),
+            token,
+            room: Some(self.state.wire_room(&self.state.rooms[&room.id])),
+        };
+        Ok(Outcome {
+            reply: super::Reply::Ok(OkReply::with(register.id, &reply)),
+            events,
+        })
+    }
+
+    /// Creates a room with its members (already checked) and writes the room's first events:
+    /// `room`, a `member` join per member, and each member's `room_added`.
+    pub(super) fn open_room(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        creator: &str,
+        room: RoomRecord,
+        members: &[String],
+    ) -> Result<Vec<NewEvent>, ExecError> {
+        tx.insert_room(&room)?;
+        let room_id = room.id.clone();
+        let room_body = RoomBody {
+            title: room.title.clone(),
+            topic: room.topic.clone(),
+        };
+        self.state.rooms.insert(
+            room_id.clone(),
+            crate::state::RoomState {
+                record: room,
+                members: Default::default(),
+                head: 0,
+            },
+        );
+        for member in members {
+            let record = MemberRecord {
+                room: room_id.clone(),
+                principal: member.clone(),
+                routing: default_routing(),
+                joined_ms: now_ms,
+            };
+            tx.upsert_member(&record)?;
+            self.state.add_member(&room_id, member, record.routing);
+        }
+        let stream = StreamKey::Room(room_id.clone());
+        let mut events =
+            vec![self.append_hub(tx, now_ms, stream.clone(), creator, "room", &room_body)?];
+        for member in members {
+            let body = MemberBody {
+                principal: member.clone(),
+                action: MemberAction::Join,
+                by: creator.to_owned(),
+            };
+            events.push(self.append_hub(tx, now_ms, stream.clone(), creator, "member", &body)?);
+        }
+        for member in members {
+            let body = RoomChangeBody {
+                room: room_id.clone(),
+                by: creator.to_owned(),
+            };
+            events.push(self.append_hub(
+                tx,
+                now_ms,
+                StreamKey::Inbox(member.clone()),
+                creator,
+                "room_added",
+                &body,
+            )?);
+        }
+        Ok(events)
+    }
+
+    pub(super) fn profile_set(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        caller: &Caller,
+        set: ProfileSet,
+    ) -> Result<Outcome, ExecError> {
+        let mut record = self.caller_record(caller)?.clone();
+        if let Some(name) = &set.name {
+            check_name(name, "name")?;
+            record.name = name.clone();
+        }
+        if let Some(discoverable) = set.discoverable {
+            record.discoverable = discoverable;
+        }
+        tx.update_principal(&record)?;
+        let reply = ProfileOk {
+            principal: self.state.wire_principal(&record),
+        };
+        self.state.principals.insert(record.id.clone(), record);
+        Ok(Outcome::ok(OkReply::with(set.id, &reply)))
+    }
+}

@@ -1,0 +1,389 @@
+//! Rooms and membership: create, invite, kick, update, leave, list, routing, read markers.
+
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::bodies::{MemberAction, MemberBody, RoomBody, RoomChangeBody};
+use roundtable_protocol::client::{
+    Ack, MemberSet, RoomCreate, RoomInvite, RoomKick, RoomLeave, RoomUpdate,
+};
+use roundtable_protocol::limits;
+use roundtable_protocol::server::{OkReply, RoomOk, RoomsOk};
+
+use super::{Caller, Engine, ExecError, NewEvent, Outcome, default_routing, refuse};
+use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, WriteTx};
+
+fn check_text(value: &Option<String>, what: &str, limit: usize) -> Result<(), ExecError> {
+    if let Some(text) = value {
+        if text.len() > limit {
+            return refuse(
+                ErrorCode::TooLarge,
+                format!("the {what} is {} bytes; the limit is {limit}", text.len()),
+            );
+        }
+        if text
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t')
+        {
+            return refuse(
+                ErrorCode::BadFrame,
+                format!("the {what} must not contain control characters"),
+            );
+        }
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// The room, if it exists and `caller` is a member; the protocol's `not_found` and
+    /// `not_member` otherwise.
+    pub(super) fn member_room(&self, room: &str, caller: &str) -> Result<(), ExecError> {
+        match self.state.rooms.get(room) {
+            None => refuse(
+                ErrorCode::NotFound,
+                format!("there is no room {room:?}; list yours with rooms"),
+            ),
+            Some(state) if !state.members.contains_key(caller) => refuse(
+                ErrorCode::NotMember,
+                format!("you are not a member of room {room:?}; ask a member to invite you"),
+            ),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Whether `inviter` may add `invitee` to a room: they are kin, or the invitee is a
+    /// contact of the inviter or of the inviter's owner.
+    pub(super) fn may_invite(&self, inviter: &PrincipalRecord, invitee: &PrincipalRecord) -> bool {
+        self.state.are_kin(inviter, invitee)
+    }
+
+    /// Resolves a handle to invite, applying the invite rule.
+    fn invitee(
+        &self,
+        inviter: &PrincipalRecord,
+        handle: &str,
+    ) -> Result<PrincipalRecord, ExecError> {
+        let Some(invitee) = self.state.by_handle(handle) else {
+            return refuse(
+                ErrorCode::NotFound,
+                format!("no principal has the handle {handle:?}"),
+            );
+        };
+        if !self.may_invite(inviter, invitee) {
+            return refuse(
+                ErrorCode::NoConsent,
+                format!("{handle} is not your kin nor a contact; send a contact request first"),
+            );
+        }
+        Ok(invitee.clone())
+    }
+
+    pub(super) fn room_create(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        create: RoomCreate,
+    ) -> Result<Outcome, ExecError> {
+        check_text(&create.title, "title", limits::TITLE)?;
+        check_text(&create.topic, "topic", limits::TOPIC)?;
+        let creator = self.caller_record(caller)?.clone();
+        let mut members = vec![creator.id.clone()];
+        for handle in &create.members {
+            let invitee = self.invitee(&creator, handle)?;
+            if !members.contains(&invitee.id) {
+                members.push(invitee.id);
+            }
+        }
+        let room = RoomRecord {
+            id: self.ids.id("r"),
+            title: create.title,
+            topic: create.topic,
+            creator: creator.id.clone(),
+            created_ms: now_ms,
+        };
+        let room_id = room.id.clone();
+        let events = self.open_room(tx, now_ms, &creator.id, room, &members)?;
+        let reply = RoomOk {
+            room: self.state.wire_room(&self.state.rooms[&room_id]),
+        };
+        Ok(Outcome {
+            reply: super::Reply::Ok(OkReply::with(create.id, &reply)),
+            events,
+        })
+    }
+
+    pub(super) fn room_invite(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        invite: RoomInvite,
+    ) -> Result<Outcome, ExecError> {
+        self.member_room(&invite.room, &caller.id)?;
+        let inviter = self.caller_record(caller)?.clone();
+        let invitee = self.invitee(&inviter, &invite.handle)?;
+        if self.state.is_member(&invite.room, &invitee.id) {
+            return Ok(Outcome::ok(OkReply::empty(invite.id)));
+        }
+        let events = self.join(tx, now_ms, &invite.room, &invitee.id, &inviter.id)?;
+        Ok(Outcome {
+            reply: super::Reply::Ok(OkReply::empty(invite.id)),
+            events,
+        })
+    }
+
+    /// Adds a member: `member` join in the room, `room_added` in its inbox.
+    pub(super) fn join(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        room: &str,
+        principal: &str,
+        by: &str,
+    ) -> Result<Vec<NewEvent>, ExecError> {
+        let record = MemberRecord {
+            room: room.to_owned(),
+            principal: principal.to_owned(),
+            routing: default_routing(),
+            joined_ms: now_ms,
+        };
+        tx.upsert_member(&record)?;
+        self.state.add_member(room, principal, record.routing);
+        let member = MemberBody {
+            principal: principal.to_owned(),
+            action: MemberAction::Join,
+            by: by.to_owned(),
+        };
+        let added = RoomChangeBody {
+            room: room.to_owned(),
+            by: by.to_owned(),
+        };
+        Ok(vec![
+            self.append_hub(
+                tx,
+                now_ms,
+                StreamKey::Room(room.to_owned()),
+                by,
+                "member",
+                &member,
+            )?,
+            self.append_hub(
+                tx,
+                now_ms,
+                StreamKey::Inbox(principal.to_owned()),
+                by,
+                "room_added",
+                &added,
+            )?,
+        ])
+    }
+
+    /// Removes a member: `member` leave or kick in the room (which the departing principal
+    /// still receives), `room_removed` in its inbox.
+    fn depart(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        room: &str,
+        principal: &str,
+        by: &str,
+        action: MemberAction,
+    ) -> Result<Vec<NewEvent>, ExecError> {
+        tx.delete_member(room, principal)?;
+        self.state.remove_member(room, principal);
+        let member = MemberBody {
+            principal: principal.to_owned(),
+            action,
+            by: by.to_owned(),
+        };
+        let removed = RoomChangeBody {
+            room: room.to_owned(),
+            by: by.to_owned(),
+        };
+        let mut departure = self.append_hub(
+            tx,
+            now_ms,
+            StreamKey::Room(room.to_owned()),
+            by,
+            "member",
+            &member,
+        )?;
+        departure.also_to = Some(principal.to_owned());
+        Ok(vec![
+            departure,
+            self.append_hub(
+                tx,
+                now_ms,
+                StreamKey::Inbox(principal.to_owned()),
+                by,
+                "room_removed",
+                &removed,
+            )?,
+        ])
+    }
+
+    pub(super) fn room_kick(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        kick: RoomKick,
+    ) -> Result<Outcome, ExecError> {
+        let Some(room) = self.state.rooms.get(&kick.room) else {
+            return refuse(
+                ErrorCode::NotFound,
+                format!("there is no room {:?}", kick.room),
+            );
+        };
+        let creator = room.record.creator.clone();
+        let Some(target) = self.state.by_handle(&kick.handle).cloned() else {
+            return refuse(
+                ErrorCode::NotFound,
+                format!("no principal has the handle {:?}", kick.handle),
+            );
+        };
+        let owns_target = target.owner.as_deref() == Some(caller.id.as_str());
+        if caller.id != creator && !owns_target {
+            return refuse(
+                ErrorCode::Forbidden,
+                "only the room's creator, or the owner of the agent, may remove it from the room",
+            );
+        }
+        if !self.state.is_member(&kick.room, &target.id) {
+            return refuse(
+                ErrorCode::NotMember,
+                format!("{} is not a member of this room", kick.handle),
+            );
+        }
+        let events = self.depart(
+            tx,
+            now_ms,
+            &kick.room,
+            &target.id,
+            &caller.id,
+            MemberAction::Kick,
+        )?;
+        Ok(Outcome {
+            reply: super::Reply::Ok(OkReply::empty(kick.id)),
+            events,
+        })
+    }
+
+    pub(super) fn room_update(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        update: RoomUpdate,
+    ) -> Result<Outcome, ExecError> {
+        self.member_room(&update.room, &caller.id)?;
+        check_text(&update.title, "title", limits::TITLE)?;
+        check_text(&update.topic, "topic", limits::TOPIC)?;
+        if update.title.is_none() && update.topic.is_none() {
+            return refuse(ErrorCode::BadFrame, "give a title, a topic or both");
+        }
+        let room = self
+            .state
+            .rooms
+            .get_mut(&update.room)
+            .expect("checked above");
+        if let Some(title) = &update.title {
+            room.record.title = Some(title.clone());
+        }
+        if let Some(topic) = &update.topic {
+            room.record.topic = Some(topic.clone());
+        }
+        let record = room.record.clone();
+        tx.update_room(&record)?;
+        let body = RoomBody {
+            title: update.title,
+            topic: update.topic,
+        };
+        let event = self.append_hub(
+            tx,
+            now_ms,
+            StreamKey::Room(update.room),
+            &caller.id,
+            "room",
+            &body,
+        )?;
+        Ok(Outcome {
+            reply: super::Reply::Ok(OkReply::empty(update.id)),
+            events: vec![event],
+        })
+    }
+
+    pub(super) fn room_leave(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        leave: RoomLeave,
+    ) -> Result<Outcome, ExecError> {
+        self.member_room(&leave.room, &caller.id)?;
+        let events = self.depart(
+            tx,
+            now_ms,
+            &leave.room,
+            &caller.id,
+            &caller.id,
+            MemberAction::Leave,
+        )?;
+        Ok(Outcome {
+            reply: super::Reply::Ok(OkReply::empty(leave.id)),
+            events,
+        })
+    }
+
+    pub(super) fn rooms(&self, caller: &Caller, re: u64) -> Outcome {
+        let rooms = self
+            .state
+            .rooms_of
+            .get(&caller.id)
+            .into_iter()
+            .flatten()
+            .filter_map(|room| self.state.rooms.get(room))
+            .map(|room| self.state.wire_room(room))
+            .collect();
+        Outcome::ok(OkReply::with(re, &RoomsOk { rooms }))
+    }
+
+    pub(super) fn member_set(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        set: MemberSet,
+    ) -> Result<Outcome, ExecError> {
+        self.member_room(&set.room, &caller.id)?;
+        let record = MemberRecord {
+            room: set.room.clone(),
+            principal: caller.id.clone(),
+            routing: set.routing,
+            joined_ms: now_ms,
+        };
+        tx.upsert_member(&record)?;
+        self.state.add_member(&set.room, &caller.id, set.routing);
+        Ok(Outcome::ok(OkReply::empty(set.id)))
+    }
+
+    pub(super) fn ack(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        caller: &Caller,
+        ack: Ack,
+    ) -> Result<Outcome, ExecError> {
+        for (stream, seq) in &ack.cursors {
+            let key = if stream == "inbox" {
+                StreamKey::Inbox(caller.id.clone())
+            } else if self.state.is_member(stream, &caller.id) {
+                StreamKey::Room(stream.clone())
+            } else {
+                // Streams the caller cannot read are ignored, as the protocol says.
+                continue;
+            };
+            let clamped = (*seq).min(self.state.head(&key));
+            tx.set_ack(&caller.id, &caller.device, &key, clamped)?;
+        }
+        Ok(Outcome::ok(OkReply::empty(ack.id)))
+    }
+}

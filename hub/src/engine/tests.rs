@@ -1,0 +1,325 @@
+//! The command logic on a real store, without sockets: the rules the protocol states in
+//! prose, each pinned by a test.
+
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::client::*;
+use serde_json::json;
+
+use super::test_support::Fixture;
+use super::*;
+use crate::store::Store;
+
+fn message(id: u64, room: &str, key: &str, body: serde_json::Value) -> ClientFrame {
+    ClientFrame::Send(Send {
+        id,
+        room: room.into(),
+        client_key: key.into(),
+        kind: "message".into(),
+        body,
+    })
+}
+
+fn create_room(fixture: &mut Fixture, caller: &Caller, members: &[&str]) -> String {
+    let outcome = fixture
+        .run(
+            caller,
+            ClientFrame::RoomCreate(RoomCreate {
+                id: 1,
+                title: None,
+                topic: None,
+                members: members.iter().map(|m| m.to_string()).collect(),
+            }),
+        )
+        .unwrap();
+    let Reply::Ok(ok) = outcome.reply else {
+        panic!("room_create replies with ok")
+    };
+    ok.decode::<roundtable_protocol::server::RoomOk>()
+        .unwrap()
+        .room
+        .id
+}
+
+fn register(fixture: &mut Fixture, owner: &Caller, name: &str) -> Caller {
+    let outcome = fixture
+        .run(
+            owner,
+            ClientFrame::RegisterAgent(RegisterAgent {
+                id: 1,
+                name: name.into(),
+                description: None,
+                card: None,
+                discoverable: None,
+            }),
+        )
+        .unwrap();
+    let Reply::Ok(ok) = outcome.reply else {
+        panic!("register_agent replies with ok")
+    };
+    let agent: roundtable_protocol::server::RegisterAgentOk = ok.decode().unwrap();
+    fixture.caller(&agent.agent.id)
+}
+
+fn sent(outcome: Outcome) -> (EventRecord, bool) {
+    match outcome.reply {
+        Reply::Sent { event, dup } => (event, dup),
+        Reply::Ok(ok) => panic!("send replies with the event, got {ok:?}"),
+    }
+}
+
+#[test]
+fn mentions_resolve_member_handles_only_and_keep_listed_ids() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let writer = register(&mut fixture, &dana, "writer");
+    let reviewer = register(&mut fixture, &dana, "reviewer");
+    let outsider = register(&mut fixture, &dana, "outsider");
+    let room = create_room(&mut fixture, &dana, &["dana/writer", "dana/reviewer"]);
+    let (event, _) = sent(
+        fixture
+            .run(
+                &dana,
+                message(
+                    2,
+                    &room,
+                    "mentions-001",
+                    json!({"text": "@dana/reviewer and @dana/writer, not @dana/outsider nor @dana/writerx", "mentions": [reviewer.id]}),
+                ),
+            )
+            .unwrap(),
+    );
+    assert_eq!(event.mentions, vec![reviewer.id.clone(), writer.id.clone()]);
+    let body: serde_json::Value = serde_json::from_str(&event.body).unwrap();
+    assert_eq!(body["mentions"], json!([reviewer.id, writer.id]));
+    assert!(!event.mentions.contains(&outsider.id));
+}
+
+#[test]
+fn a_known_key_is_answered_before_membership_is_checked() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let room = create_room(&mut fixture, &dana, &[]);
+    let (original, dup) = sent(
+        fixture
+            .run(
+                &dana,
+                message(2, &room, "before-leave", json!({"text": "hi"})),
+            )
+            .unwrap(),
+    );
+    assert!(!dup);
+    fixture
+        .run(
+            &dana,
+            ClientFrame::RoomLeave(RoomLeave {
+                id: 3,
+                room: room.clone(),
+            }),
+        )
+        .unwrap();
+    // No longer a member, yet the retry returns the original.
+    let (again, dup) = sent(
+        fixture
+            .run(
+                &dana,
+                message(4, &room, "before-leave", json!({"text": "hi"})),
+            )
+            .unwrap(),
+    );
+    assert!(dup);
+    assert_eq!(again, original);
+    // A new key is refused for membership.
+    let refused = fixture
+        .run(
+            &dana,
+            message(5, &room, "after-leave1", json!({"text": "hi"})),
+        )
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::NotMember);
+    // But an invalid frame is refused before the key is even looked up.
+    let invalid = fixture
+        .run(
+            &dana,
+            message(6, &room, "before-leave", json!({"txt": "hi"})),
+        )
+        .unwrap_err();
+    assert_eq!(invalid.code, ErrorCode::BadFrame);
+}
+
+#[test]
+fn a_refused_room_create_changes_nothing() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    fixture.signup("sam");
+    let rooms_before = fixture.engine.state.rooms.len();
+    let refused = fixture
+        .run(
+            &dana,
+            ClientFrame::RoomCreate(RoomCreate {
+                id: 1,
+                title: None,
+                topic: None,
+                members: vec!["sam".into()],
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::NoConsent);
+    assert_eq!(fixture.engine.state.rooms.len(), rooms_before);
+    assert_eq!(fixture.store.load().unwrap().rooms.len(), rooms_before);
+    assert_eq!(
+        fixture
+            .engine
+            .state
+            .head(&StreamKey::Inbox(dana.id.clone())),
+        0
+    );
+}
+
+#[test]
+fn seqs_are_dense_per_stream_and_the_pair_flag_follows_membership() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let writer = register(&mut fixture, &dana, "writer");
+    let home = fixture.engine.state.rooms_of[&writer.id]
+        .iter()
+        .next()
+        .unwrap()
+        .clone();
+    let (first, _) = sent(
+        fixture
+            .run(
+                &dana,
+                message(2, &home, "pair-000001", json!({"text": "a"})),
+            )
+            .unwrap(),
+    );
+    assert!(first.pair, "a two-member room");
+    register(&mut fixture, &dana, "reviewer");
+    fixture
+        .run(
+            &dana,
+            ClientFrame::RoomInvite(RoomInvite {
+                id: 3,
+                room: home.clone(),
+                handle: "dana/reviewer".into(),
+            }),
+        )
+        .unwrap();
+    let (second, _) = sent(
+        fixture
+            .run(
+                &dana,
+                message(4, &home, "pair-000002", json!({"text": "b"})),
+            )
+            .unwrap(),
+    );
+    assert!(!second.pair, "three members now");
+    assert_eq!(second.seq, first.seq + 2, "the join sits between them");
+}
+
+#[test]
+fn answers_follow_the_ping_rules() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let agent = register(&mut fixture, &dana, "asker");
+    let home = fixture.engine.state.rooms_of[&agent.id]
+        .iter()
+        .next()
+        .unwrap()
+        .clone();
+    let ping = |id, key: &str, body| {
+        ClientFrame::Send(Send {
+            id,
+            room: home.clone(),
+            client_key: key.into(),
+            kind: "ping".into(),
+            body,
+        })
+    };
+    let answer = |id, key: &str, body| {
+        ClientFrame::Send(Send {
+            id,
+            room: home.clone(),
+            client_key: key.into(),
+            kind: "answer".into(),
+            body,
+        })
+    };
+    let expires = roundtable_protocol::ts::format_millis(fixture.now_ms + 1000);
+    fixture
+        .run(
+            &agent,
+            ping(
+                1,
+                "ping-soon-01",
+                json!({"ping": "soon", "question": "?", "expires_at": expires}),
+            ),
+        )
+        .unwrap();
+    fixture.now_ms += 1000;
+    let late = fixture
+        .run(
+            &dana,
+            answer(2, "answer-soon1", json!({"ping": "soon", "choice": "y"})),
+        )
+        .unwrap_err();
+    assert_eq!(
+        late.code,
+        ErrorCode::Conflict,
+        "expired at exactly expires_at"
+    );
+
+    fixture
+        .run(
+            &agent,
+            ping(
+                3,
+                "ping-now-001",
+                json!({"ping": "now", "question": "?", "to": [dana.id]}),
+            ),
+        )
+        .unwrap();
+    fixture
+        .run(
+            &dana,
+            answer(4, "answer-now-1", json!({"ping": "now", "text": "fine"})),
+        )
+        .unwrap();
+    assert_eq!(
+        fixture.engine.state.pings[&(home.clone(), "now".to_owned())]
+            .answered_by
+            .as_deref(),
+        Some(dana.id.as_str())
+    );
+    let second = fixture
+        .run(
+            &dana,
+            answer(5, "answer-now-2", json!({"ping": "now", "text": "again"})),
+        )
+        .unwrap_err();
+    assert_eq!(second.code, ErrorCode::Conflict);
+}
+
+#[test]
+fn ack_ignores_unreadable_streams_and_clamps() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let sam = fixture.signup("sam");
+    let sams_room = create_room(&mut fixture, &sam, &[]);
+    let dana_room = create_room(&mut fixture, &dana, &[]);
+    let cursors = [(sams_room.clone(), 5), (dana_room.clone(), 50)]
+        .into_iter()
+        .collect();
+    fixture
+        .run(&dana, ClientFrame::Ack(Ack { id: 1, cursors }))
+        .unwrap();
+    let db = rusqlite::Connection::open(fixture._dir.path().join("hub.sqlite3")).unwrap();
+    let rows: Vec<(String, i64)> = db
+        .prepare("SELECT stream, seq FROM acks")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows, vec![(dana_room, 2)]);
+}

@@ -1,0 +1,157 @@
+//! Counters for `GET /metrics`, in the Prometheus text format. Plain atomics: the hot path
+//! pays one relaxed add per event.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the latency histograms, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+#[derive(Debug, Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, value: Duration) {
+        let seconds = value.as_secs_f64();
+        for (bound, count) in BUCKETS.iter().zip(&self.counts) {
+            if seconds <= *bound {
+                count.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add(value.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, count) in BUCKETS.iter().zip(&self.counts) {
+            cumulative += count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let total = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {total}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {total}");
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub connections: AtomicU64,
+    pub connections_total: AtomicU64,
+    pub events_written: AtomicU64,
+    pub events_delivered: AtomicU64,
+    pub commits: AtomicU64,
+    pub commands: AtomicU64,
+    pub refused: AtomicU64,
+    pub slow_consumers: AtomicU64,
+    pub commit_latency: Histogram,
+    pub delivery_latency: Histogram,
+}
+
+impl Metrics {
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut counter = |name: &str, kind: &str, help: &str, value: &AtomicU64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+                value.load(Ordering::Relaxed)
+            );
+        };
+        counter(
+            "roundtable_connections",
+            "gauge",
+            "Open WebSocket connections.",
+            &self.connections,
+        );
+        counter(
+            "roundtable_connections_total",
+            "counter",
+            "WebSocket connections accepted.",
+            &self.connections_total,
+        );
+        counter(
+            "roundtable_events_written_total",
+            "counter",
+            "Events committed to the store.",
+            &self.events_written,
+        );
+        counter(
+            "roundtable_events_delivered_total",
+            "counter",
+            "Live events written to connections.",
+            &self.events_delivered,
+        );
+        counter(
+            "roundtable_commits_total",
+            "counter",
+            "Write transactions committed (each carries a batch of commands).",
+            &self.commits,
+        );
+        counter(
+            "roundtable_commands_total",
+            "counter",
+            "Commands executed by the writer.",
+            &self.commands,
+        );
+        counter(
+            "roundtable_commands_refused_total",
+            "counter",
+            "Commands answered with an error.",
+            &self.refused,
+        );
+        counter(
+            "roundtable_slow_consumers_total",
+            "counter",
+            "Connections closed with 4008 because their queue was full.",
+            &self.slow_consumers,
+        );
+        self.commit_latency.render(
+            &mut out,
+            "roundtable_commit_seconds",
+            "Time to commit one batch durably.",
+        );
+        self.delivery_latency.render(
+            &mut out,
+            "roundtable_delivery_latency_seconds",
+            "Time from commit to the event's frame being written to a connection.",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let metrics = Metrics::default();
+        metrics.events_written.fetch_add(3, Ordering::Relaxed);
+        metrics.delivery_latency.observe(Duration::from_micros(300));
+        metrics.delivery_latency.observe(Duration::from_millis(30));
+        let text = metrics.render();
+        assert!(
+            text.contains("roundtable_events_written_total 3\n"),
+            "{text}"
+        );
+        assert!(text.contains("roundtable_delivery_latency_seconds_bucket{le=\"0.0005\"} 1\n"));
+        assert!(text.contains("roundtable_delivery_latency_seconds_bucket{le=\"0.05\"} 2\n"));
+        assert!(text.contains("roundtable_delivery_latency_seconds_count 2\n"));
+    }
+}

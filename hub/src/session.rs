@@ -1,0 +1,709 @@
+//! One WebSocket connection: `hello`, authentication, then two tasks.
+//!
+//! - The reader (this task) decodes client frames, answers malformed ones, forwards
+//!   commands to the writer and reads `history` from the store. It stops reading when the
+//!   connection already has `max_in_flight` commands waiting, which is the backpressure
+//!   a pipelining client feels.
+//! - The sink owns the socket's sending half and drains the connection's queue in order:
+//!   replies, live events and `sync` requests. Serving `sync` there, in queue order, is what
+//!   keeps replay and live delivery from reordering or duplicating: events that arrive
+//!   while the replay is read wait in the queue behind it and are skipped when already
+//!   replayed (per-stream high-water marks).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use roundtable_protocol::client::{ClientFrame, History};
+use roundtable_protocol::decode::decode_client_frame;
+use roundtable_protocol::model::PrincipalKind;
+use roundtable_protocol::server::{AuthOk, Gap, Hello, OkReply, ServerFrame, SyncOk};
+use roundtable_protocol::{CloseCode, ErrorCode, PROTO_VERSION, limits};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tracing::{debug, warn};
+
+use crate::config::HubConfig;
+use crate::delivery::{
+    Closing, ConnControl, ConnHandle, Outbound, err_frame, event_frame, history_frame, sent_frame,
+};
+use crate::engine::{Caller, ConnId, Refusal};
+use crate::metrics::Metrics;
+use crate::store::{HistoryRange, ReadError, ReadStore, StreamKey};
+use crate::writer::{Request, WriterHandle};
+
+/// What every connection shares.
+pub struct SessionContext {
+    pub writer: WriterHandle,
+    pub reader: Arc<dyn ReadStore>,
+    pub config: HubConfig,
+    pub metrics: Arc<Metrics>,
+    pub hub_id: String,
+    pub epoch: String,
+    next_conn: AtomicU64,
+}
+
+impl std::fmt::Debug for SessionContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionContext").finish_non_exhaustive()
+    }
+}
+
+impl SessionContext {
+    pub fn new(
+        writer: WriterHandle,
+        reader: Arc<dyn ReadStore>,
+        config: HubConfig,
+        metrics: Arc<Metrics>,
+        hub_id: String,
+        epoch: String,
+    ) -> SessionContext {
+        SessionContext {
+            writer,
+            reader,
+            config,
+            metrics,
+            hub_id,
+            epoch,
+            next_conn: AtomicU64::new(1),
+        }
+    }
+
+    fn hello(&self) -> String {
+        ServerFrame::Hello(Hello {
+            proto: PROTO_VERSION,
+            hub: self.hub_id.clone(),
+            epoch: self.epoch.clone(),
+            hb_ms: self.config.heartbeat.as_millis() as u64,
+            max_frame: self.config.max_frame as u64,
+            max_queue: self.config.max_queue as u64,
+            replay_max: Some(self.config.replay_max),
+        })
+        .to_json()
+    }
+}
+
+type Sink = SplitSink<WebSocket, Message>;
+type Stream = SplitStream<WebSocket>;
+
+fn text(frame: String) -> Message {
+    Message::Text(Utf8Bytes::from(frame))
+}
+
+fn close_message(code: CloseCode) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: code.code(),
+        reason: Utf8Bytes::from_static(code.reason()),
+    }))
+}
+
+/// Whether a read error means the peer sent a frame over `max_frame`.
+fn is_too_large(error: &axum::Error) -> bool {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(WsError::Capacity(_)) = current.downcast_ref::<WsError>() {
+            return true;
+        }
+        source = current.source();
+    }
+    let message = error.to_string();
+    message.contains("Space limit exceeded") || message.contains("too long")
+}
+
+/// Counts the open connection for the metrics, for as long as it lives.
+struct OpenConnection(Arc<Metrics>);
+
+impl OpenConnection {
+    fn new(metrics: Arc<Metrics>) -> OpenConnection {
+        metrics.connections.fetch_add(1, Ordering::Relaxed);
+        metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(metrics)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Unregisters the connection from the writer however the session ends.
+struct Registration {
+    writer: WriterHandle,
+    conn: ConnId,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.writer.submit(Request::Disconnect { conn: self.conn });
+    }
+}
+
+/// Serves one upgraded WebSocket until it closes.
+pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
+    let _open = OpenConnection::new(context.metrics.clone());
+    let (mut sink, mut stream) = socket.split();
+    if sink.send(text(context.hello())).await.is_err() {
+        return;
+    }
+    let conn = ConnId(context.next_conn.fetch_add(1, Ordering::Relaxed));
+    let Some((principal, device, outbound, queue, control)) =
+        authenticate(&mut sink, &mut stream, &context, conn).await
+    else {
+        return;
+    };
+    let _registration = Registration {
+        writer: context.writer.clone(),
+        conn,
+    };
+    debug!(conn = conn.0, principal = %principal.id, "authenticated");
+    let caller = Caller {
+        id: principal.id.clone(),
+        kind: principal.kind,
+        device,
+        conn,
+    };
+    let sink_task = tokio::spawn(
+        SinkTask {
+            sink,
+            queue,
+            control: control.clone(),
+            context: context.clone(),
+            caller: caller.clone(),
+            delivered: HashMap::new(),
+            live: false,
+        }
+        .run(),
+    );
+    read_frames(stream, &context, &caller, outbound, &control).await;
+    control.end(Closing::PeerGone);
+    let _ = sink_task.await;
+}
+
+type Authenticated = (
+    crate::store::PrincipalRecord,
+    String,
+    mpsc::Sender<Outbound>,
+    mpsc::Receiver<Outbound>,
+    Arc<ConnControl>,
+);
+
+/// Waits for `auth` and checks it with the writer, which registers the connection. Any
+/// failure answers `err unauthorized` and closes with 4001.
+async fn authenticate(
+    sink: &mut Sink,
+    stream: &mut Stream,
+    context: &SessionContext,
+    conn: ConnId,
+) -> Option<Authenticated> {
+    let deadline = tokio::time::Instant::now() + context.config.auth_timeout;
+    let refuse = |re: Option<u64>, msg: &str| {
+        err_frame(re, &Refusal::new(ErrorCode::Unauthorized, msg.to_owned()))
+    };
+    let first = loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Err(_) => {
+                break Err(refuse(
+                    None,
+                    "no auth frame arrived in time; send auth first, within 10 seconds",
+                ));
+            }
+            Ok(None) | Ok(Some(Err(_))) => return None,
+            Ok(Some(Ok(Message::Text(frame)))) => break Ok(frame),
+            Ok(Some(Ok(Message::Binary(_)))) => {
+                break Err(refuse(
+                    None,
+                    "the first frame must be an auth JSON text frame",
+                ));
+            }
+            Ok(Some(Ok(Message::Close(_)))) => return None,
+            Ok(Some(Ok(_))) => continue,
+        }
+    };
+    let auth = first.and_then(|frame| match decode_client_frame(frame.as_str()) {
+        Ok(ClientFrame::Auth(auth)) => {
+            if auth.device.is_empty() || auth.device.len() > limits::DEVICE {
+                Err(refuse(
+                    Some(auth.id),
+                    "device must be a stable id of 1 to 128 bytes",
+                ))
+            } else {
+                Ok(auth)
+            }
+        }
+        Ok(other) => Err(refuse(
+            Some(other.id()),
+            &format!("the first frame must be auth, not {}", other.type_name()),
+        )),
+        Err(error) => Err(refuse(
+            error.re,
+            &format!("the first frame must be auth: {}", error.msg),
+        )),
+    });
+    let auth = match auth {
+        Ok(auth) => auth,
+        Err(frame) => {
+            let _ = sink.send(text(frame)).await;
+            let _ = sink.send(close_message(CloseCode::Unauthorized)).await;
+            return None;
+        }
+    };
+    let (outbound, queue) = mpsc::channel(context.config.max_queue.max(1));
+    let control = Arc::new(ConnControl::default());
+    let (reply, answer) = oneshot::channel();
+    let submitted = context.writer.submit(Request::Auth {
+        token: auth.token,
+        device: auth.device.clone(),
+        conn: ConnHandle {
+            id: conn,
+            outbound: outbound.clone(),
+            control: control.clone(),
+        },
+        reply,
+    });
+    let result = if submitted {
+        answer
+            .await
+            .unwrap_or_else(|_| Err(Refusal::new(ErrorCode::Busy, "the hub is stopping")))
+    } else {
+        Err(Refusal::new(ErrorCode::Busy, "the hub is stopping"))
+    };
+    match result {
+        Ok(principal) => {
+            let ok = OkReply::with(
+                auth.id,
+                &AuthOk {
+                    principal: roundtable_protocol::model::Principal {
+                        id: principal.id.clone(),
+                        kind: principal.kind,
+                        handle: principal.handle.clone(),
+                        name: principal.name.clone(),
+                        owner: principal.owner.clone(),
+                    },
+                },
+            );
+            if sink
+                .send(text(ServerFrame::Ok(ok).to_json()))
+                .await
+                .is_err()
+            {
+                context.writer.submit(Request::Disconnect { conn });
+                return None;
+            }
+            Some((principal, auth.device, outbound, queue, control))
+        }
+        Err(refusal) => {
+            let _ = sink.send(text(err_frame(Some(auth.id), &refusal))).await;
+            let code = if refusal.code == ErrorCode::Unauthorized {
+                CloseCode::Unauthorized
+            } else {
+                CloseCode::HubRestarting
+            };
+            let _ = sink.send(close_message(code)).await;
+            None
+        }
+    }
+}
+
+/// The reader: decodes frames until the peer leaves, errs, falls silent, or the
+/// connection is closed by the hub.
+async fn read_frames(
+    mut stream: Stream,
+    context: &Arc<SessionContext>,
+    caller: &Caller,
+    outbound: mpsc::Sender<Outbound>,
+    control: &Arc<ConnControl>,
+) {
+    let in_flight = Arc::new(Semaphore::new(context.config.max_in_flight.max(1)));
+    let silence_limit = context.config.heartbeat * 2;
+    let mut bad_frames: VecDeque<Instant> = VecDeque::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = control.closed() => return,
+            next = tokio::time::timeout(silence_limit, stream.next()) => next,
+        };
+        let message = match next {
+            Err(_) => {
+                debug!(conn = caller.conn.0, "silent for two heartbeats; closing");
+                return;
+            }
+            Ok(None) => return,
+            Ok(Some(Err(error))) => {
+                if is_too_large(&error) {
+                    control.close(CloseCode::FrameTooLarge);
+                } else {
+                    debug!(conn = caller.conn.0, %error, "read error");
+                }
+                return;
+            }
+            Ok(Some(Ok(message))) => message,
+        };
+        let frame = match message {
+            Message::Text(frame) => frame,
+            Message::Binary(_) => {
+                let refusal = Refusal::new(
+                    ErrorCode::BadFrame,
+                    "binary frames are not part of the protocol; send JSON text frames",
+                );
+                if !count_bad_frame(&mut bad_frames, control)
+                    || outbound
+                        .send(Outbound::Frame(err_frame(None, &refusal)))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            Message::Close(_) => return,
+            Message::Ping(_) | Message::Pong(_) => continue,
+        };
+        let command = match decode_client_frame(frame.as_str()) {
+            Ok(command) => command,
+            Err(error) => {
+                let refusal = Refusal::new(error.code, error.msg);
+                if (error.code == ErrorCode::BadFrame && !count_bad_frame(&mut bad_frames, control))
+                    || outbound
+                        .send(Outbound::Frame(err_frame(error.re, &refusal)))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        };
+        let forwarded = match command {
+            ClientFrame::Sync(sync) => outbound
+                .send(Outbound::Sync {
+                    re: sync.id,
+                    cursors: sync.cursors,
+                })
+                .await
+                .is_ok(),
+            ClientFrame::History(history) => {
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let context = context.clone();
+                let caller = caller.clone();
+                let outbound = outbound.clone();
+                tokio::spawn(async move {
+                    let frame = serve_history(&context, &caller, history).await;
+                    let _ = outbound.send(Outbound::Frame(frame)).await;
+                    drop(permit);
+                });
+                true
+            }
+            other => {
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                context.writer.submit(Request::Command {
+                    caller: caller.clone(),
+                    frame: other,
+                    permit,
+                })
+            }
+        };
+        if !forwarded {
+            return;
+        }
+    }
+}
+
+/// Records a `bad_frame`; false (and the connection closed with 1008) past 20 a minute.
+fn count_bad_frame(recent: &mut VecDeque<Instant>, control: &ConnControl) -> bool {
+    let now = Instant::now();
+    while recent
+        .front()
+        .is_some_and(|at| now.duration_since(*at) > Duration::from_secs(60))
+    {
+        recent.pop_front();
+    }
+    recent.push_back(now);
+    if recent.len() > 20 {
+        control.close(CloseCode::TooManyBadFrames);
+        return false;
+    }
+    true
+}
+
+async fn serve_history(context: &SessionContext, caller: &Caller, history: History) -> String {
+    let limit = history.limit.unwrap_or(limits::HISTORY_DEFAULT);
+    if limit > limits::HISTORY_MAX || limit == 0 {
+        return err_frame(
+            Some(history.id),
+            &Refusal::new(
+                ErrorCode::BadFrame,
+                format!(
+                    "limit must be 1 to {}; page with before/after",
+                    limits::HISTORY_MAX
+                ),
+            ),
+        );
+    }
+    let reader = context.reader.clone();
+    let principal = caller.id.clone();
+    let is_agent = caller.kind == PrincipalKind::Agent;
+    let room = history.room.clone();
+    let range = HistoryRange {
+        before: history.before,
+        after: history.after,
+        limit,
+    };
+    let read =
+        tokio::task::spawn_blocking(move || reader.history(&principal, is_agent, &room, range))
+            .await;
+    match read {
+        Ok(Ok(events)) => history_frame(history.id, &events, &caller.id),
+        Ok(Err(ReadError::NotFound)) => err_frame(
+            Some(history.id),
+            &Refusal::new(
+                ErrorCode::NotFound,
+                format!("there is no room {:?}", history.room),
+            ),
+        ),
+        Ok(Err(ReadError::NotMember)) => err_frame(
+            Some(history.id),
+            &Refusal::new(
+                ErrorCode::NotMember,
+                format!("you are not a member of room {:?}", history.room),
+            ),
+        ),
+        Ok(Err(ReadError::Store(error))) => {
+            warn!(%error, "history read failed");
+            err_frame(
+                Some(history.id),
+                &Refusal::new(
+                    ErrorCode::Internal,
+                    "the hub could not read the room; retry",
+                ),
+            )
+        }
+        Err(_) => err_frame(
+            Some(history.id),
+            &Refusal::new(
+                ErrorCode::Internal,
+                "the hub could not read the room; retry",
+            ),
+        ),
+    }
+}
+
+/// Why the sink stopped writing.
+enum Stop {
+    Closing(Closing),
+    SocketGone,
+}
+
+struct SinkTask {
+    sink: Sink,
+    queue: mpsc::Receiver<Outbound>,
+    control: Arc<ConnControl>,
+    context: Arc<SessionContext>,
+    caller: Caller,
+    /// Per stream (room id or `inbox`), the highest `seq` delivered on this connection.
+    delivered: HashMap<String, u64>,
+    /// Whether the writer delivers live events here (after the first `sync`).
+    live: bool,
+}
+
+/// How many queued items the sink writes before it flushes the socket.
+const WRITE_BATCH: usize = 64;
+
+impl SinkTask {
+    async fn run(mut self) {
+        let mut heartbeat = tokio::time::interval(self.context.config.heartbeat);
+        heartbeat.tick().await;
+        let stop = loop {
+            let item = tokio::select! {
+                biased;
+                closing = self.control.closed() => break Stop::Closing(closing),
+                item = self.queue.recv() => item,
+                _ = heartbeat.tick() => {
+                    match self.write(Message::Ping(Default::default())).await {
+                        Ok(()) => match self.flush().await {
+                            Ok(()) => continue,
+                            Err(stop) => break stop,
+                        },
+                        Err(stop) => break stop,
+                    }
+                }
+            };
+            let Some(item) = item else {
+                break Stop::SocketGone;
+            };
+            if let Err(stop) = self.handle(item).await {
+                break stop;
+            }
+            let mut written = 1;
+            let mut result = Ok(());
+            while written < WRITE_BATCH {
+                let Ok(item) = self.queue.try_recv() else {
+                    break;
+                };
+                result = self.handle(item).await;
+                if result.is_err() {
+                    break;
+                }
+                written += 1;
+            }
+            if let Err(stop) = result {
+                break stop;
+            }
+            if let Err(stop) = self.flush().await {
+                break stop;
+            }
+        };
+        if let Stop::Closing(Closing::Code(code)) = stop {
+            // Give a slow peer time to read what is queued and the close frame itself.
+            let grace = (self.context.config.heartbeat * 2).max(Duration::from_secs(5));
+            let _ = tokio::time::timeout(grace, async {
+                self.sink.send(close_message(code)).await?;
+                self.sink.close().await
+            })
+            .await;
+        }
+        self.control.end(Closing::PeerGone);
+    }
+
+    async fn write(&mut self, message: Message) -> Result<(), Stop> {
+        tokio::select! {
+            biased;
+            result = self.sink.feed(message) => result.map_err(|_| Stop::SocketGone),
+            closing = self.control.closed() => Err(Stop::Closing(closing)),
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), Stop> {
+        tokio::select! {
+            biased;
+            result = self.sink.flush() => result.map_err(|_| Stop::SocketGone),
+            closing = self.control.closed() => Err(Stop::Closing(closing)),
+        }
+    }
+
+    async fn handle(&mut self, item: Outbound) -> Result<(), Stop> {
+        match item {
+            Outbound::Frame(frame) => self.write(text(frame)).await,
+            Outbound::Sent { re, event, dup } => {
+                self.write(text(sent_frame(re, &event, dup))).await
+            }
+            Outbound::Event { event, with_key } => {
+                let stream = match &event.record.stream {
+                    StreamKey::Room(room) => room.as_str(),
+                    StreamKey::Inbox(_) => "inbox",
+                };
+                let seq = event.record.seq;
+                match self.delivered.get_mut(stream) {
+                    Some(high) if *high >= seq => return Ok(()),
+                    Some(high) => *high = seq,
+                    None => {
+                        self.delivered.insert(stream.to_owned(), seq);
+                    }
+                }
+                let metrics = &self.context.metrics;
+                metrics.events_delivered.fetch_add(1, Ordering::Relaxed);
+                metrics.delivery_latency.observe(event.committed.elapsed());
+                self.write(text(event.frame(with_key).to_owned())).await
+            }
+            Outbound::Sync { re, cursors } => self.serve_sync(re, cursors).await,
+        }
+    }
+
+    /// Replays every readable stream from the client's cursors (or from what this
+    /// connection already delivered, whichever is later), then answers with the heads.
+    async fn serve_sync(&mut self, re: u64, cursors: BTreeMap<String, u64>) -> Result<(), Stop> {
+        if !self.live {
+            let (done, subscribed) = oneshot::channel();
+            if !self.context.writer.submit(Request::Subscribe {
+                conn: self.caller.conn,
+                done,
+            }) || subscribed.await.is_err()
+            {
+                return Err(Stop::Closing(Closing::Code(CloseCode::HubRestarting)));
+            }
+            self.live = true;
+        }
+        let principal = self.caller.id.clone();
+        let mut starts: HashMap<StreamKey, u64> = HashMap::new();
+        for (name, cursor) in &cursors {
+            let key = if name == "inbox" {
+                StreamKey::Inbox(principal.clone())
+            } else {
+                StreamKey::Room(name.clone())
+            };
+            starts.insert(key, *cursor);
+        }
+        for (name, high) in &self.delivered {
+            let key = if name == "inbox" {
+                StreamKey::Inbox(principal.clone())
+            } else {
+                StreamKey::Room(name.clone())
+            };
+            let start = starts.entry(key).or_insert(0);
+            *start = (*start).max(*high);
+        }
+        let reader = self.context.reader.clone();
+        let is_agent = self.caller.kind == PrincipalKind::Agent;
+        let replay_max = self.context.config.replay_max;
+        let read = tokio::task::spawn_blocking(move || {
+            reader.sync_read(
+                &principal,
+                is_agent,
+                &|stream| starts.get(stream).copied().unwrap_or(0),
+                replay_max,
+            )
+        })
+        .await;
+        let read = match read {
+            Ok(Ok(read)) => read,
+            Ok(Err(error)) => {
+                warn!(%error, "sync read failed");
+                let refusal =
+                    Refusal::new(ErrorCode::Internal, "the hub could not read; sync again");
+                return self.write(text(err_frame(Some(re), &refusal))).await;
+            }
+            Err(_) => {
+                let refusal =
+                    Refusal::new(ErrorCode::Internal, "the hub could not read; sync again");
+                return self.write(text(err_frame(Some(re), &refusal))).await;
+            }
+        };
+        let mut heads = BTreeMap::new();
+        for replay in read.streams {
+            let name = match &replay.stream {
+                StreamKey::Room(room) => room.clone(),
+                StreamKey::Inbox(_) => "inbox".to_owned(),
+            };
+            if let (Some((from, to)), StreamKey::Room(room)) = (replay.gap, &replay.stream) {
+                let gap = ServerFrame::Gap(Gap {
+                    room: room.clone(),
+                    from,
+                    to,
+                });
+                self.write(text(gap.to_json())).await?;
+            }
+            let mut written = 0;
+            for event in &replay.events {
+                let with_key = event.from == self.caller.id;
+                self.write(text(event_frame(event, with_key))).await?;
+                written += 1;
+                if written % WRITE_BATCH == 0 {
+                    self.flush().await?;
+                }
+            }
+            let high = self.delivered.entry(name.clone()).or_insert(0);
+            *high = (*high).max(replay.head);
+            heads.insert(name, replay.head);
+        }
+        let ok = OkReply::with(re, &SyncOk { heads });
+        self.write(text(ServerFrame::Ok(ok).to_json())).await
+    }
+}

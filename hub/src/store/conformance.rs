@@ -1,0 +1,341 @@
+//! The suite every storage backend must pass, run here against SQLite. A new backend adds
+//! one `#[test]` per function below with its own constructor.
+
+use roundtable_protocol::model::{Discoverable, PrincipalKind, Routing};
+
+use super::sqlite;
+use super::*;
+use crate::ids::IdSource;
+
+fn principal(id: &str, kind: PrincipalKind, owner: Option<&str>) -> PrincipalRecord {
+    PrincipalRecord {
+        id: id.into(),
+        kind,
+        handle: match owner {
+            Some(owner) => format!("{owner}/{id}"),
+            None => id.into(),
+        },
+        name: id.to_uppercase(),
+        owner: owner.map(str::to_owned),
+        discoverable: Discoverable::Contacts,
+        description: Some("d".into()),
+        card: owner.map(|_| r#"{"framework":"codex"}"#.into()),
+        created_ms: 5,
+    }
+}
+
+fn event(stream: StreamKey, seq: u64, from: &str, kind: &str, mentions: &[&str]) -> EventRecord {
+    EventRecord {
+        stream,
+        seq,
+        id: format!("e{seq}"),
+        ts_ms: 1000 + seq as i64,
+        from: from.into(),
+        kind: kind.into(),
+        body: format!(r#"{{"text":"m{seq}"}}"#),
+        client_key: Some(format!("{from}-key-{seq:04}")),
+        mentions: mentions.iter().map(|m| m.to_string()).collect(),
+        pair: false,
+    }
+}
+
+struct Backend {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    store: sqlite::SqliteStore,
+    reader: sqlite::SqliteReader,
+}
+
+fn sqlite_backend() -> Backend {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hub.sqlite3");
+    let (store, reader) = sqlite::open(&path, &mut IdSource::seeded(3), 1).unwrap();
+    Backend {
+        _dir: dir,
+        path,
+        store,
+        reader,
+    }
+}
+
+/// Users `u` and `v`, agent `a` of `u`, room `r` with all three, 6 messages.
+fn populate(store: &mut dyn Store) {
+    let mut tx = store.transaction().unwrap();
+    tx.insert_principal(&principal("u", PrincipalKind::User, None))
+        .unwrap();
+    tx.insert_principal(&principal("v", PrincipalKind::User, None))
+        .unwrap();
+    tx.insert_principal(&principal("a", PrincipalKind::Agent, Some("u")))
+        .unwrap();
+    tx.insert_token(
+        &TokenRecord {
+            hash: TokenHash([7; 32]),
+            principal: "u".into(),
+            revoked: false,
+        },
+        1,
+    )
+    .unwrap();
+    tx.insert_room(&RoomRecord {
+        id: "r".into(),
+        title: Some("t".into()),
+        topic: None,
+        creator: "u".into(),
+        created_ms: 2,
+    })
+    .unwrap();
+    for member in ["u", "v", "a"] {
+        tx.upsert_member(&MemberRecord {
+            room: "r".into(),
+            principal: member.into(),
+            routing: Routing::Mentions,
+            joined_ms: 3,
+        })
+        .unwrap();
+    }
+    let room = StreamKey::Room("r".into());
+    for seq in 1..=6 {
+        let mentions: &[&str] = if seq == 3 { &["a"] } else { &[] };
+        let from = if seq == 5 { "a" } else { "u" };
+        tx.append_event(&event(room.clone(), seq, from, "message", mentions))
+            .unwrap();
+    }
+    let mut added = event(StreamKey::Inbox("v".into()), 1, "u", "room_added", &[]);
+    added.client_key = None;
+    tx.append_event(&added).unwrap();
+    tx.commit().unwrap();
+}
+
+#[test]
+fn a_new_store_has_ids_and_nothing_else() {
+    let mut backend = sqlite_backend();
+    let snapshot = backend.store.load().unwrap();
+    assert!(snapshot.hub_id.starts_with("h_"));
+    assert!(snapshot.epoch.starts_with("ep_"));
+    assert!(snapshot.principals.is_empty() && snapshot.rooms.is_empty());
+}
+
+#[test]
+fn committed_writes_load_back() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let snapshot = backend.store.load().unwrap();
+    assert_eq!(snapshot.principals.len(), 3);
+    let agent = snapshot.principals.iter().find(|p| p.id == "a").unwrap();
+    assert_eq!(agent, &principal("a", PrincipalKind::Agent, Some("u")));
+    assert_eq!(snapshot.tokens.len(), 1);
+    assert_eq!(snapshot.members.len(), 3);
+    let mut heads = snapshot.heads.clone();
+    heads.sort();
+    assert_eq!(
+        heads,
+        vec![
+            (StreamKey::Room("r".into()), 6),
+            (StreamKey::Inbox("v".into()), 1)
+        ]
+    );
+}
+
+#[test]
+fn a_dropped_transaction_writes_nothing() {
+    let mut backend = sqlite_backend();
+    {
+        let mut tx = backend.store.transaction().unwrap();
+        tx.insert_principal(&principal("u", PrincipalKind::User, None))
+            .unwrap();
+    }
+    assert!(backend.store.load().unwrap().principals.is_empty());
+}
+
+#[test]
+fn client_keys_are_found_inside_and_after_the_transaction() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let mut tx = backend.store.transaction().unwrap();
+    let original = tx.find_sent("u", "u-key-0002").unwrap().unwrap();
+    assert_eq!(original.seq, 2);
+    assert!(tx.find_sent("v", "u-key-0002").unwrap().is_none());
+    let fresh = event(StreamKey::Room("r".into()), 7, "v", "message", &[]);
+    tx.append_event(&fresh).unwrap();
+    assert_eq!(
+        tx.find_sent("v", "v-key-0007").unwrap(),
+        Some(fresh.clone())
+    );
+    // The same key twice for one sender is refused by the store itself.
+    let mut again = event(StreamKey::Room("r".into()), 8, "v", "message", &[]);
+    again.client_key = fresh.client_key.clone();
+    assert!(tx.append_event(&again).is_err());
+}
+
+#[test]
+fn a_seq_is_stored_once_per_stream() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let mut tx = backend.store.transaction().unwrap();
+    let mut duplicate = event(StreamKey::Room("r".into()), 6, "u", "message", &[]);
+    duplicate.client_key = None;
+    assert!(tx.append_event(&duplicate).is_err());
+}
+
+#[test]
+fn sync_replays_from_cursors_with_gaps_and_agent_filtering() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let user = backend
+        .reader
+        .sync_read(
+            "v",
+            false,
+            &|stream| match stream {
+                StreamKey::Room(_) => 1,
+                StreamKey::Inbox(_) => 0,
+            },
+            3,
+        )
+        .unwrap();
+    let room = user
+        .streams
+        .iter()
+        .find(|s| s.stream == StreamKey::Room("r".into()))
+        .unwrap();
+    assert_eq!(room.head, 6);
+    assert_eq!(room.gap, Some((2, 3)));
+    assert_eq!(
+        room.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![4, 5, 6]
+    );
+    let inbox = user
+        .streams
+        .iter()
+        .find(|s| s.stream == StreamKey::Inbox("v".into()))
+        .unwrap();
+    assert_eq!(inbox.events.len(), 1);
+
+    // The agent sees only what mentions it or what it wrote; gap counting uses raw seqs.
+    let agent = backend.reader.sync_read("a", true, &|_| 0, 500).unwrap();
+    let room = agent
+        .streams
+        .iter()
+        .find(|s| s.stream == StreamKey::Room("r".into()))
+        .unwrap();
+    assert_eq!(room.gap, None);
+    assert_eq!(
+        room.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![3, 5]
+    );
+
+    // Up to date: nothing to replay.
+    let current = backend.reader.sync_read("u", false, &|_| 6, 500).unwrap();
+    assert!(current.streams.iter().all(|s| s.events.is_empty()));
+}
+
+#[test]
+fn history_pages_in_ascending_order() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let seqs = |events: Vec<EventRecord>| events.iter().map(|e| e.seq).collect::<Vec<_>>();
+    let range = |before, after, limit| HistoryRange {
+        before,
+        after,
+        limit,
+    };
+    let reader = &backend.reader;
+    assert_eq!(
+        seqs(
+            reader
+                .history("u", false, "r", range(None, None, 2))
+                .unwrap()
+        ),
+        vec![5, 6]
+    );
+    assert_eq!(
+        seqs(
+            reader
+                .history("u", false, "r", range(Some(5), None, 2))
+                .unwrap()
+        ),
+        vec![3, 4]
+    );
+    assert_eq!(
+        seqs(
+            reader
+                .history("u", false, "r", range(None, Some(1), 2))
+                .unwrap()
+        ),
+        vec![2, 3]
+    );
+    assert_eq!(
+        seqs(
+            reader
+                .history("u", false, "r", range(None, Some(6), 2))
+                .unwrap()
+        ),
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        seqs(
+            reader
+                .history("a", true, "r", range(None, None, 50))
+                .unwrap()
+        ),
+        vec![3, 5]
+    );
+    assert!(matches!(
+        reader.history("u", false, "nope", range(None, None, 5)),
+        Err(ReadError::NotFound)
+    ));
+    assert!(matches!(
+        reader.history("x", false, "r", range(None, None, 5)),
+        Err(ReadError::NotMember)
+    ));
+}
+
+#[test]
+fn reopening_keeps_the_hub_id_and_epoch() {
+    let mut backend = sqlite_backend();
+    let before = backend.store.load().unwrap();
+    drop(backend.store);
+    let (mut store, _) = sqlite::open(&backend.path, &mut IdSource::seeded(99), 2).unwrap();
+    let after = store.load().unwrap();
+    assert_eq!((before.hub_id, before.epoch), (after.hub_id, after.epoch));
+}
+
+#[test]
+fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.sqlite3");
+    let mut conn = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(sqlite::migrate(&mut conn, 1).unwrap(), vec![1]);
+    assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'events'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 1);
+
+    conn.execute(
+        "UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1",
+        [],
+    )
+    .unwrap();
+    assert!(matches!(
+        sqlite::migrate(&mut conn, 3),
+        Err(StoreError::MigrationEdited { version: 1 })
+    ));
+
+    let fresh = dir.path().join("n.sqlite3");
+    let mut conn = rusqlite::Connection::open(&fresh).unwrap();
+    sqlite::migrate(&mut conn, 1).unwrap();
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (999, 'future', 'x', 1)",
+        [],
+    )
+    .unwrap();
+    assert!(matches!(
+        sqlite::migrate(&mut conn, 2),
+        Err(StoreError::NewerSchema { found: 999, .. })
+    ));
+}

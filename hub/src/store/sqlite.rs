@@ -1,0 +1,698 @@
+//! The embedded SQLite backend: one file in the data directory, WAL journal,
+//! `synchronous=FULL` (every commit is fsync'd before it returns), one writer connection
+//! owned by the writer thread and a small pool of read-only connections for replay and
+//! history. Migrations are numbered SQL files embedded in the binary, applied in order,
+//! each in its own transaction, and checksummed so an edited migration is detected.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use roundtable_protocol::model::{Discoverable, PrincipalKind, Routing};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+
+use super::{
+    EventRecord, HistoryRange, MemberRecord, PingRecord, PrincipalRecord, ReadError, ReadStore,
+    RoomRecord, Snapshot, Store, StoreError, StreamKey, StreamReplay, SyncRead, TokenRecord,
+    WriteTx,
+};
+use crate::ids::{IdSource, TokenHash};
+use crate::visibility;
+
+/// The embedded migrations, in order. Append only: never edit or remove one.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "messaging",
+    include_str!("migrations/0001_messaging.sql"),
+)];
+
+/// The newest schema version this build knows.
+pub fn schema_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |(version, _, _)| *version)
+}
+
+fn checksum(sql: &str) -> String {
+    Sha256::digest(sql.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Applies every embedded migration the database lacks. Returns the versions applied.
+pub fn migrate(conn: &mut Connection, now_ms: i64) -> Result<Vec<i64>, StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    INTEGER PRIMARY KEY,
+             name       TEXT NOT NULL,
+             checksum   TEXT NOT NULL,
+             applied_ms INTEGER NOT NULL
+         ) STRICT;",
+    )?;
+    let applied: Vec<(i64, String)> = conn
+        .prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (version, stored) in &applied {
+        match MIGRATIONS.iter().find(|(known, _, _)| known == version) {
+            None => {
+                return Err(StoreError::NewerSchema {
+                    found: *version,
+                    known: schema_version(),
+                });
+            }
+            Some((_, _, sql)) if checksum(sql) != *stored => {
+                return Err(StoreError::MigrationEdited { version: *version });
+            }
+            Some(_) => {}
+        }
+    }
+    let mut newly = Vec::new();
+    for (version, name, sql) in MIGRATIONS {
+        if applied.iter().any(|(done, _)| done == version) {
+            continue;
+        }
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![version, name, checksum(sql), now_ms],
+        )?;
+        tx.commit()?;
+        newly.push(*version);
+    }
+    Ok(newly)
+}
+
+/// The writer's connection.
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SqliteStore")
+    }
+}
+
+/// Opens (creating if needed) the database at `path`: the writer's store and a reader pool.
+/// `ids` mints the hub id and epoch of a new database.
+pub fn open(
+    path: &Path,
+    ids: &mut IdSource,
+    now_ms: i64,
+) -> Result<(SqliteStore, SqliteReader), StoreError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::DataDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        restrict_permissions(dir);
+    }
+    let mut conn = Connection::open(path)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = 10000;",
+    )?;
+    migrate(&mut conn, now_ms)?;
+    let existing: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'hub_id'", [], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    if existing.is_none() {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('hub_id', ?1), ('epoch', ?2), ('created_ms', ?3)",
+            params![ids.id("h"), ids.id("ep"), now_ms.to_string()],
+        )?;
+        tx.commit()?;
+    }
+    let reader = SqliteReader {
+        path: path.to_owned(),
+        pool: Mutex::new(Vec::new()),
+    };
+    Ok((SqliteStore { conn }, reader))
+}
+
+/// The database holds token hashes and private messages: keep it to its owner.
+fn restrict_permissions(dir: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(error) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+            tracing::warn!(dir = %dir.display(), %error, "cannot restrict the data directory to its owner");
+        }
+    }
+}
+
+fn kind_from(text: &str) -> Result<PrincipalKind, StoreError> {
+    match text {
+        "user" => Ok(PrincipalKind::User),
+        "agent" => Ok(PrincipalKind::Agent),
+        other => Err(StoreError::Corrupt {
+            table: "principals",
+            detail: format!("kind {other:?}"),
+        }),
+    }
+}
+
+fn event_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EventRecord> {
+    let stream: String = row.get(0)?;
+    let mentions: Option<String> = row.get(8)?;
+    Ok(EventRecord {
+        stream: StreamKey::from_storage_key(&stream),
+        seq: row.get::<_, i64>(1)? as u64,
+        id: row.get(2)?,
+        ts_ms: row.get(3)?,
+        from: row.get(4)?,
+        kind: row.get(5)?,
+        body: row.get(6)?,
+        client_key: row.get(7)?,
+        mentions: mentions
+            .map(|text| text.split(' ').map(str::to_owned).collect())
+            .unwrap_or_default(),
+        pair: row.get::<_, i64>(9)? != 0,
+    })
+}
+
+const EVENT_COLUMNS: &str =
+    "stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair";
+
+impl Store for SqliteStore {
+    fn load(&mut self) -> Result<Snapshot, StoreError> {
+        let tx = self.conn.transaction()?;
+        let meta = |key: &str| -> Result<String, StoreError> {
+            tx.query_row("SELECT value FROM meta WHERE key = ?1", [key], |row| {
+                row.get(0)
+            })
+            .map_err(StoreError::from)
+        };
+        let mut snapshot = Snapshot {
+            hub_id: meta("hub_id")?,
+            epoch: meta("epoch")?,
+            ..Snapshot::default()
+        };
+        {
+            let mut statement = tx.prepare(
+                "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms
+                 FROM principals",
+            )?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let discoverable: String = row.get(5)?;
+                snapshot.principals.push(PrincipalRecord {
+                    id: row.get(0)?,
+                    kind: kind_from(&row.get::<_, String>(1)?)?,
+                    handle: row.get(2)?,
+                    name: row.get(3)?,
+                    owner: row.get(4)?,
+                    discoverable: Discoverable::parse(&discoverable).ok_or_else(|| {
+                        StoreError::Corrupt {
+                            table: "principals",
+                            detail: format!("discoverable {discoverable:?}"),
+                        }
+                    })?,
+                    description: row.get(6)?,
+                    card: row.get(7)?,
+                    created_ms: row.get(8)?,
+                });
+            }
+        }
+        {
+            let mut statement =
+                tx.prepare("SELECT hash, principal, revoked_ms IS NOT NULL FROM tokens")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let hash: Vec<u8> = row.get(0)?;
+                let hash: [u8; 32] = hash.try_into().map_err(|_| StoreError::Corrupt {
+                    table: "tokens",
+                    detail: "a hash is not 32 bytes".into(),
+                })?;
+                snapshot.tokens.push(TokenRecord {
+                    hash: TokenHash(hash),
+                    principal: row.get(1)?,
+                    revoked: row.get(2)?,
+                });
+            }
+        }
+        {
+            let mut statement =
+                tx.prepare("SELECT id, title, topic, creator, created_ms FROM rooms")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                snapshot.rooms.push(RoomRecord {
+                    id: row.get(0)?,
+                    title: row.get(1)?,
+                    topic: row.get(2)?,
+                    creator: row.get(3)?,
+                    created_ms: row.get(4)?,
+                });
+            }
+        }
+        {
+            let mut statement =
+                tx.prepare("SELECT room, principal, routing, joined_ms FROM members")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let routing: String = row.get(2)?;
+                snapshot.members.push(MemberRecord {
+                    room: row.get(0)?,
+                    principal: row.get(1)?,
+                    routing: Routing::parse(&routing).ok_or_else(|| StoreError::Corrupt {
+                        table: "members",
+                        detail: format!("routing {routing:?}"),
+                    })?,
+                    joined_ms: row.get(3)?,
+                });
+            }
+        }
+        {
+            let mut head = tx.prepare("SELECT MAX(seq) FROM events WHERE stream = ?1")?;
+            let streams = snapshot
+                .rooms
+                .iter()
+                .map(|room| StreamKey::Room(room.id.clone()))
+                .chain(
+                    snapshot
+                        .principals
+                        .iter()
+                        .map(|principal| StreamKey::Inbox(principal.id.clone())),
+                );
+            for stream in streams {
+                let seq: Option<i64> = head.query_row([stream.storage_key()], |row| row.get(0))?;
+                if let Some(seq) = seq {
+                    snapshot.heads.push((stream, seq as u64));
+                }
+            }
+        }
+        {
+            let mut statement = tx.prepare(
+                "SELECT room, ping, seq, recipients, expires_ms, answered_by FROM pings",
+            )?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let recipients: String = row.get(3)?;
+                snapshot.pings.push(PingRecord {
+                    room: row.get(0)?,
+                    ping: row.get(1)?,
+                    seq: row.get::<_, i64>(2)? as u64,
+                    to: serde_json::from_str(&recipients).map_err(|error| StoreError::Corrupt {
+                        table: "pings",
+                        detail: error.to_string(),
+                    })?,
+                    expires_ms: row.get(4)?,
+                    answered_by: row.get(5)?,
+                });
+            }
+        }
+        drop(tx);
+        Ok(snapshot)
+    }
+
+    fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        Ok(Box::new(SqliteTx { tx }))
+    }
+}
+
+struct SqliteTx<'conn> {
+    tx: rusqlite::Transaction<'conn>,
+}
+
+impl WriteTx for SqliteTx<'_> {
+    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO principals (id, kind, handle, name, owner, discoverable, description, card, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                p.id,
+                p.kind.as_str(),
+                p.handle,
+                p.name,
+                p.owner,
+                p.discoverable.as_str(),
+                p.description,
+                p.card,
+                p.created_ms
+            ])?;
+        Ok(())
+    }
+
+    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE principals SET name = ?2, discoverable = ?3, description = ?4, card = ?5
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                p.id,
+                p.name,
+                p.discoverable.as_str(),
+                p.description,
+                p.card
+            ])?;
+        Ok(())
+    }
+
+    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO tokens (hash, principal, created_ms, revoked_ms) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                &token.hash.0[..],
+                token.principal,
+                now_ms,
+                token.revoked.then_some(now_ms)
+            ])?;
+        Ok(())
+    }
+
+    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE tokens SET revoked_ms = ?2 WHERE principal = ?1 AND revoked_ms IS NULL",
+            )?
+            .execute(params![principal, now_ms])?;
+        Ok(())
+    }
+
+    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO rooms (id, title, topic, creator, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                room.id,
+                room.title,
+                room.topic,
+                room.creator,
+                room.created_ms
+            ])?;
+        Ok(())
+    }
+
+    fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("UPDATE rooms SET title = ?2, topic = ?3 WHERE id = ?1")?
+            .execute(params![room.id, room.title, room.topic])?;
+        Ok(())
+    }
+
+    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO members (room, principal, routing, joined_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (room, principal) DO UPDATE SET routing = excluded.routing",
+            )?
+            .execute(params![
+                member.room,
+                member.principal,
+                member.routing.as_str(),
+                member.joined_ms
+            ])?;
+        Ok(())
+    }
+
+    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("DELETE FROM members WHERE room = ?1 AND principal = ?2")?
+            .execute(params![room, principal])?;
+        Ok(())
+    }
+
+    fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
+        let mentions = (!event.mentions.is_empty()).then(|| event.mentions.join(" "));
+        self.tx
+            .prepare_cached(
+                "INSERT INTO events (stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?
+            .execute(params![
+                event.stream.storage_key(),
+                event.seq as i64,
+                event.id,
+                event.ts_ms,
+                event.from,
+                event.kind,
+                event.body,
+                event.client_key,
+                mentions,
+                i64::from(event.pair)
+            ])?;
+        Ok(())
+    }
+
+    fn find_sent(
+        &mut self,
+        sender: &str,
+        client_key: &str,
+    ) -> Result<Option<EventRecord>, StoreError> {
+        Ok(self
+            .tx
+            .prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE sender = ?1 AND client_key = ?2"
+            ))?
+            .query_row(params![sender, client_key], event_from_row)
+            .optional()?)
+    }
+
+    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
+        let recipients = serde_json::to_string(&ping.to).expect("strings serialize");
+        self.tx
+            .prepare_cached(
+                "INSERT INTO pings (room, ping, seq, recipients, expires_ms, answered_by)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (room, ping) DO UPDATE SET answered_by = excluded.answered_by",
+            )?
+            .execute(params![
+                ping.room,
+                ping.ping,
+                ping.seq as i64,
+                recipients,
+                ping.expires_ms,
+                ping.answered_by
+            ])?;
+        Ok(())
+    }
+
+    fn set_ack(
+        &mut self,
+        principal: &str,
+        device: &str,
+        stream: &StreamKey,
+        seq: u64,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO acks (principal, device, stream, seq) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (principal, device, stream) DO UPDATE SET seq = excluded.seq",
+            )?
+            .execute(params![principal, device, stream.storage_key(), seq as i64])?;
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Read-only connections for replay and history; a connection per concurrent reader,
+/// reused.
+pub struct SqliteReader {
+    path: std::path::PathBuf,
+    pool: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SqliteReader")
+    }
+}
+
+impl SqliteReader {
+    fn with_connection<T>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, ReadError>,
+    ) -> Result<T, ReadError> {
+        let pooled = self.pool.lock().expect("reader pool lock").pop();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                let conn = Connection::open_with_flags(
+                    &self.path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(StoreError::from)?;
+                conn.execute_batch("PRAGMA busy_timeout = 10000; PRAGMA query_only = ON;")
+                    .map_err(StoreError::from)?;
+                conn
+            }
+        };
+        let result = work(&mut conn);
+        let mut pool = self.pool.lock().expect("reader pool lock");
+        if pool.len() < 8 {
+            pool.push(conn);
+        }
+        result
+    }
+}
+
+fn head_of(tx: &rusqlite::Transaction<'_>, stream: &StreamKey) -> Result<u64, StoreError> {
+    let seq: Option<i64> = tx
+        .prepare_cached("SELECT MAX(seq) FROM events WHERE stream = ?1")?
+        .query_row([stream.storage_key()], |row| row.get(0))?;
+    Ok(seq.unwrap_or(0) as u64)
+}
+
+impl ReadStore for SqliteReader {
+    fn sync_read(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        cursors: &dyn Fn(&StreamKey) -> u64,
+        replay_max: u64,
+    ) -> Result<SyncRead, StoreError> {
+        let result = self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let rooms: Vec<(String, String)> = tx
+                .prepare_cached("SELECT room, routing FROM members WHERE principal = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_map([principal], |row| Ok((row.get(0)?, row.get(1)?)))?
+                        .collect()
+                })
+                .map_err(StoreError::from)?;
+            let mut read = SyncRead::default();
+            let streams = rooms
+                .into_iter()
+                .map(|(room, routing)| {
+                    (
+                        StreamKey::Room(room),
+                        Routing::parse(&routing).unwrap_or_default(),
+                    )
+                })
+                .chain(std::iter::once((
+                    StreamKey::Inbox(principal.to_owned()),
+                    Routing::All,
+                )));
+            for (stream, routing) in streams {
+                let head = head_of(&tx, &stream)?;
+                let after = cursors(&stream);
+                let mut replay = StreamReplay {
+                    stream: stream.clone(),
+                    head,
+                    gap: None,
+                    events: Vec::new(),
+                };
+                if head > after {
+                    let mut start = after;
+                    if matches!(stream, StreamKey::Room(_)) && head - after > replay_max {
+                        start = head - replay_max;
+                        replay.gap = Some((after + 1, start));
+                    }
+                    let mut statement = tx
+                        .prepare_cached(&format!(
+                            "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 ORDER BY seq"
+                        ))
+                        .map_err(StoreError::from)?;
+                    let mut rows = statement
+                        .query(params![stream.storage_key(), start as i64])
+                        .map_err(StoreError::from)?;
+                    while let Some(row) = rows.next().map_err(StoreError::from)? {
+                        let event = event_from_row(row).map_err(StoreError::from)?;
+                        if !is_agent || visibility::agent_sees(&event, principal, routing) {
+                            replay.events.push(event);
+                        }
+                    }
+                }
+                read.streams.push(replay);
+            }
+            Ok(read)
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "members",
+                detail: other.to_string(),
+            },
+        })
+    }
+
+    fn history(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        room: &str,
+        range: HistoryRange,
+    ) -> Result<Vec<EventRecord>, ReadError> {
+        self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let exists: bool = tx
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM rooms WHERE id = ?1)")
+                .and_then(|mut statement| statement.query_row([room], |row| row.get(0)))
+                .map_err(StoreError::from)?;
+            if !exists {
+                return Err(ReadError::NotFound);
+            }
+            let routing: Option<String> = tx
+                .prepare_cached("SELECT routing FROM members WHERE room = ?1 AND principal = ?2")
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([room, principal], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(StoreError::from)?;
+            let Some(routing) = routing else {
+                return Err(ReadError::NotMember);
+            };
+            let routing = Routing::parse(&routing).unwrap_or_default();
+            let limit = range.limit as usize;
+            let (sql, bound, ascending) = match (range.after, range.before) {
+                (Some(after), before) => (
+                    format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq ASC"
+                    ),
+                    (after, before.unwrap_or(i64::MAX as u64)),
+                    true,
+                ),
+                (None, before) => (
+                    format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq DESC"
+                    ),
+                    (0, before.unwrap_or(i64::MAX as u64)),
+                    false,
+                ),
+            };
+            let mut statement = tx.prepare_cached(&sql).map_err(StoreError::from)?;
+            let mut rows = statement
+                .query(params![
+                    room,
+                    bound.0.min(i64::MAX as u64) as i64,
+                    bound.1.min(i64::MAX as u64) as i64
+                ])
+                .map_err(StoreError::from)?;
+            let mut events = Vec::new();
+            while events.len() < limit {
+                let Some(row) = rows.next().map_err(StoreError::from)? else {
+                    break;
+                };
+                let event = event_from_row(row).map_err(StoreError::from)?;
+                if !is_agent || visibility::agent_sees(&event, principal, routing) {
+                    events.push(event);
+                }
+            }
+            if !ascending {
+                events.reverse();
+            }
+            Ok(events)
+        })
+    }
+}

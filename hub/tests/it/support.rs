@@ -1,0 +1,98 @@
+//! Small steps the tests repeat.
+
+use roundtable_protocol::client::{ClientFrame, RegisterAgent, RoomCreate, RoomInvite};
+use roundtable_protocol::server::{Event, RegisterAgentOk, RoomOk, SendOk};
+use roundtable_testkit::{Client, TestHub, message};
+
+/// Creates a room with the given member handles; returns its id.
+pub async fn room(client: &mut Client, members: &[&str]) -> String {
+    let id = client.id();
+    let ok = client
+        .ok(ClientFrame::RoomCreate(RoomCreate {
+            id,
+            title: Some("test room".into()),
+            topic: None,
+            members: members.iter().map(|m| m.to_string()).collect(),
+        }))
+        .await;
+    ok.decode::<RoomOk>().unwrap().room.id
+}
+
+pub async fn invite(client: &mut Client, room: &str, handle: &str) {
+    let id = client.id();
+    client
+        .ok(ClientFrame::RoomInvite(RoomInvite {
+            id,
+            room: room.into(),
+            handle: handle.into(),
+        }))
+        .await;
+}
+
+/// Sends a message; returns the stored event.
+pub async fn say(client: &mut Client, room: &str, key: &str, text: &str) -> Event {
+    let id = client.id();
+    let ok = client.ok(message(id, room, key, text)).await;
+    let sent: SendOk = ok.decode().unwrap();
+    assert!(!sent.dup);
+    sent.event
+}
+
+/// Registers an agent of `owner`; returns the reply (agent, token, home room).
+pub async fn agent(owner: &mut Client, name: &str) -> RegisterAgentOk {
+    let id = owner.id();
+    owner
+        .ok(ClientFrame::RegisterAgent(RegisterAgent {
+            id,
+            name: name.into(),
+            description: Some(format!("{name} for tests")),
+            card: None,
+            discoverable: None,
+        }))
+        .await
+        .decode()
+        .unwrap()
+}
+
+/// Connects and authenticates with a token.
+pub async fn login(hub: &TestHub, token: &str, device: &str) -> Client {
+    let mut client = hub.connect().await;
+    client.auth(token, device).await.expect("auth");
+    client
+}
+
+/// Syncs from the given cursors; returns the events and gaps replayed, then the heads.
+pub async fn sync(
+    client: &mut Client,
+    cursors: &[(&str, u64)],
+) -> (
+    Vec<roundtable_protocol::ServerFrame>,
+    std::collections::BTreeMap<String, u64>,
+) {
+    let id = client.id();
+    client.backlog.clear();
+    let ok = client
+        .ok(ClientFrame::Sync(roundtable_protocol::client::Sync {
+            id,
+            cursors: cursors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }))
+        .await;
+    let heads = ok
+        .decode::<roundtable_protocol::server::SyncOk>()
+        .unwrap()
+        .heads;
+    (client.backlog.drain(..).collect(), heads)
+}
+
+/// The events of a replay, as (stream, seq).
+pub fn seqs(frames: &[roundtable_protocol::ServerFrame]) -> Vec<(String, u64)> {
+    frames
+        .iter()
+        .filter_map(|frame| match frame {
+            roundtable_protocol::ServerFrame::Evt(event) => {
+                Some((event.stream_name().to_owned(), event.seq))
+            }
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,377 @@
+//! Frames a client sends. Every command carries `id`, which the hub echoes as `re` in the
+//! `ok` or `err` that answers it. Fields named `handle`, `to` and `members` take handles;
+//! fields named `room`, `agent`, `principal` and `request` take ids.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{Discoverable, Routing};
+
+/// Every frame a client may send, tagged by `t`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum ClientFrame {
+    Auth(Auth),
+    Sync(Sync),
+    Ack(Ack),
+    Send(Send),
+    History(History),
+    RoomCreate(RoomCreate),
+    RoomInvite(RoomInvite),
+    RoomKick(RoomKick),
+    RoomUpdate(RoomUpdate),
+    RoomLeave(RoomLeave),
+    Rooms(Rooms),
+    MemberSet(MemberSet),
+    ProfileSet(ProfileSet),
+    Directory(Directory),
+    RegisterAgent(RegisterAgent),
+    AgentToken(AgentToken),
+    ContactRequest(ContactRequestCmd),
+    ContactRespond(ContactRespond),
+    Contacts(Contacts),
+    InviteCreate(InviteCreate),
+    InviteRedeem(InviteRedeem),
+    Control(Control),
+    Audit(Audit),
+}
+
+impl ClientFrame {
+    /// Every `t` a client may send, in the order of [`ClientFrame`]'s variants.
+    pub const TYPES: [&'static str; 23] = [
+        "auth",
+        "sync",
+        "ack",
+        "send",
+        "history",
+        "room_create",
+        "room_invite",
+        "room_kick",
+        "room_update",
+        "room_leave",
+        "rooms",
+        "member_set",
+        "profile_set",
+        "directory",
+        "register_agent",
+        "agent_token",
+        "contact_request",
+        "contact_respond",
+        "contacts",
+        "invite_create",
+        "invite_redeem",
+        "control",
+        "audit",
+    ];
+
+    /// The frame's `t`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ClientFrame::Auth(_) => "auth",
+            ClientFrame::Sync(_) => "sync",
+            ClientFrame::Ack(_) => "ack",
+            ClientFrame::Send(_) => "send",
+            ClientFrame::History(_) => "history",
+            ClientFrame::RoomCreate(_) => "room_create",
+            ClientFrame::RoomInvite(_) => "room_invite",
+            ClientFrame::RoomKick(_) => "room_kick",
+            ClientFrame::RoomUpdate(_) => "room_update",
+            ClientFrame::RoomLeave(_) => "room_leave",
+            ClientFrame::Rooms(_) => "rooms",
+            ClientFrame::MemberSet(_) => "member_set",
+            ClientFrame::ProfileSet(_) => "profile_set",
+            ClientFrame::Directory(_) => "directory",
+            ClientFrame::RegisterAgent(_) => "register_agent",
+            ClientFrame::AgentToken(_) => "agent_token",
+            ClientFrame::ContactRequest(_) => "contact_request",
+            ClientFrame::ContactRespond(_) => "contact_respond",
+            ClientFrame::Contacts(_) => "contacts",
+            ClientFrame::InviteCreate(_) => "invite_create",
+            ClientFrame::InviteRedeem(_) => "invite_redeem",
+            ClientFrame::Control(_) => "control",
+            ClientFrame::Audit(_) => "audit",
+        }
+    }
+
+    /// The command's `id`.
+    pub fn id(&self) -> u64 {
+        match self {
+            ClientFrame::Auth(c) => c.id,
+            ClientFrame::Sync(c) => c.id,
+            ClientFrame::Ack(c) => c.id,
+            ClientFrame::Send(c) => c.id,
+            ClientFrame::History(c) => c.id,
+            ClientFrame::RoomCreate(c) => c.id,
+            ClientFrame::RoomInvite(c) => c.id,
+            ClientFrame::RoomKick(c) => c.id,
+            ClientFrame::RoomUpdate(c) => c.id,
+            ClientFrame::RoomLeave(c) => c.id,
+            ClientFrame::Rooms(c) => c.id,
+            ClientFrame::MemberSet(c) => c.id,
+            ClientFrame::ProfileSet(c) => c.id,
+            ClientFrame::Directory(c) => c.id,
+            ClientFrame::RegisterAgent(c) => c.id,
+            ClientFrame::AgentToken(c) => c.id,
+            ClientFrame::ContactRequest(c) => c.id,
+            ClientFrame::ContactRespond(c) => c.id,
+            ClientFrame::Contacts(c) => c.id,
+            ClientFrame::InviteCreate(c) => c.id,
+            ClientFrame::InviteRedeem(c) => c.id,
+            ClientFrame::Control(c) => c.id,
+            ClientFrame::Audit(c) => c.id,
+        }
+    }
+
+    /// Encodes the frame as the JSON text of one WebSocket frame.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("client frames always serialize")
+    }
+}
+
+/// Which program is connecting (for logs and the sessions view).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ClientInfo {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+}
+
+/// The first frame of every connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Auth {
+    pub id: u64,
+    pub token: String,
+    /// A stable id of the client's device; one live connection per (principal, device).
+    pub device: String,
+    #[serde(default)]
+    pub client: ClientInfo,
+}
+
+/// Replay every readable stream from the given cursors, then go live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sync {
+    pub id: u64,
+    /// Stream (a room id, or `inbox`) -> last processed `seq`. Missing streams start at 0.
+    #[serde(default)]
+    pub cursors: BTreeMap<String, u64>,
+}
+
+/// Read markers: "I have processed up to seq", per stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ack {
+    pub id: u64,
+    pub cursors: BTreeMap<String, u64>,
+}
+
+/// Append an event to a room.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Send {
+    pub id: u64,
+    pub room: String,
+    /// The sender's idempotency key (8..64 bytes): a retry returns the original event.
+    pub client_key: String,
+    pub kind: String,
+    pub body: Value,
+}
+
+/// Page through a room's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub id: u64,
+    pub room: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomCreate {
+    pub id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// Handles to add besides the creator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomInvite {
+    pub id: u64,
+    pub room: String,
+    pub handle: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomKick {
+    pub id: u64,
+    pub room: String,
+    pub handle: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomUpdate {
+    pub id: u64,
+    pub room: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomLeave {
+    pub id: u64,
+    pub room: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rooms {
+    pub id: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberSet {
+    pub id: u64,
+    pub room: String,
+    pub routing: Routing,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileSet {
+    pub id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discoverable: Option<Discoverable>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Directory {
+    pub id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegisterAgent {
+    pub id: u64,
+    /// The `<name>` part of the agent's handle `<owner>/<name>`.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discoverable: Option<Discoverable>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenAction {
+    Rotate,
+    Revoke,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentToken {
+    pub id: u64,
+    pub agent: String,
+    pub action: TokenAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContactRequestCmd {
+    pub id: u64,
+    /// The target's handle.
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContactRespond {
+    pub id: u64,
+    pub request: String,
+    pub accept: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contacts {
+    pub id: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InviteCreate {
+    pub id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_uses: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InviteRedeem {
+    pub id: u64,
+    pub code: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlAction {
+    Pause,
+    Resume,
+    Stop,
+}
+
+impl ControlAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControlAction::Pause => "pause",
+            ControlAction::Resume => "resume",
+            ControlAction::Stop => "stop",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Control {
+    pub id: u64,
+    pub agent: String,
+    pub action: ControlAction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Audit {
+    pub id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// `POST /v1/signup` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignupRequest {
+    pub handle: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discoverable: Option<Discoverable>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invite: Option<String>,
+}

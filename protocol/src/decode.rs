@@ -1,0 +1,209 @@
+//! Decoding untrusted client frames.
+//!
+//! The protocol distinguishes three failures, and the reply must carry the command's `id`
+//! whenever there is one, so a plain `serde_json::from_str::<ClientFrame>` is not enough:
+//! a first pass reads only `t` and `id`, the second decodes the command.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::client::ClientFrame;
+use crate::codes::ErrorCode;
+
+/// Why a text frame is not a valid command: the `err` the hub answers with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The frame's `id`, when it had a usable one.
+    pub re: Option<u64>,
+    /// `bad_frame` or `unsupported`.
+    pub code: ErrorCode,
+    pub msg: String,
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    t: Option<Value>,
+    #[serde(default)]
+    id: Option<Value>,
+}
+
+/// Decodes one text frame from a client.
+pub fn decode_client_frame(text: &str) -> Result<ClientFrame, DecodeError> {
+    let bad = |re: Option<u64>, msg: String| DecodeError {
+        re,
+        code: ErrorCode::BadFrame,
+        msg,
+    };
+    // A struct also deserializes from a JSON array (`[t, id]`): refuse anything but an object.
+    if !text
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
+        return Err(match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+            Ok(_) => bad(
+                None,
+                "a frame must be a JSON object with a string field \"t\"".into(),
+            ),
+            Err(error) => bad(
+                None,
+                format!("the frame is not valid JSON: {}", describe(&error)),
+            ),
+        });
+    }
+    let envelope: Envelope = match serde_json::from_str(text) {
+        Ok(envelope) => envelope,
+        Err(error) if error.is_data() => {
+            return Err(bad(
+                None,
+                "a frame must be a JSON object with a string field \"t\"".into(),
+            ));
+        }
+        Err(error) => {
+            return Err(bad(
+                None,
+                format!("the frame is not valid JSON: {}", describe(&error)),
+            ));
+        }
+    };
+    let re = match envelope.id {
+        None => None,
+        Some(id) => match id.as_u64() {
+            Some(id) => Some(id),
+            None => {
+                return Err(bad(
+                    None,
+                    format!(
+                        "\"id\" must be a non-negative integer, got {}",
+                        truncate(&id.to_string())
+                    ),
+                ));
+            }
+        },
+    };
+    let t = match envelope.t {
+        Some(Value::String(t)) => t,
+        Some(other) => {
+            return Err(bad(
+                re,
+                format!("\"t\" must be a string, got {}", kind_of(&other)),
+            ));
+        }
+        None => return Err(bad(re, "the frame has no \"t\" (its type)".into())),
+    };
+    if !ClientFrame::TYPES.contains(&t.as_str()) {
+        return Err(DecodeError {
+            re,
+            code: ErrorCode::Unsupported,
+            msg: format!("unknown frame type {:?}", truncate(&t)),
+        });
+    }
+    let Some(id) = re else {
+        return Err(bad(
+            None,
+            format!("a {t} command needs an integer \"id\" to answer to"),
+        ));
+    };
+    match serde_json::from_str::<ClientFrame>(text) {
+        Ok(frame) => {
+            debug_assert_eq!(frame.id(), id);
+            Ok(frame)
+        }
+        Err(error) => Err(bad(
+            Some(id),
+            format!("invalid {t} command: {}", describe(&error)),
+        )),
+    }
+}
+
+/// serde's message without the "at line 1 column 57" suffix, which helps no one reading a
+/// one-line frame.
+fn describe(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    match text.rfind(" at line ") {
+        Some(position) => text[..position].to_owned(),
+        None => text,
+    }
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn truncate(text: &str) -> &str {
+    match text.char_indices().nth(64) {
+        Some((index, _)) => &text[..index],
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(text: &str) -> DecodeError {
+        decode_client_frame(text).unwrap_err()
+    }
+
+    #[test]
+    fn decodes_a_valid_command() {
+        let frame = decode_client_frame(r#"{"t":"rooms","id":4}"#).unwrap();
+        assert_eq!(frame, ClientFrame::Rooms(crate::client::Rooms { id: 4 }));
+    }
+
+    #[test]
+    fn classifies_failures() {
+        let invalid = error("{not json");
+        assert_eq!((invalid.re, invalid.code), (None, ErrorCode::BadFrame));
+
+        let not_object = error("[1,2]");
+        assert_eq!(
+            (not_object.re, not_object.code),
+            (None, ErrorCode::BadFrame)
+        );
+
+        let unknown = error(r#"{"t":"teleport","id":9}"#);
+        assert_eq!(
+            (unknown.re, unknown.code),
+            (Some(9), ErrorCode::Unsupported)
+        );
+
+        let no_t = error(r#"{"id":3}"#);
+        assert_eq!((no_t.re, no_t.code), (Some(3), ErrorCode::BadFrame));
+
+        let t_number = error(r#"{"t":5,"id":3}"#);
+        assert_eq!((t_number.re, t_number.code), (Some(3), ErrorCode::BadFrame));
+
+        let bad_id = error(r#"{"t":"rooms","id":"x"}"#);
+        assert_eq!((bad_id.re, bad_id.code), (None, ErrorCode::BadFrame));
+
+        let negative_id = error(r#"{"t":"rooms","id":-1}"#);
+        assert_eq!(negative_id.re, None);
+
+        let no_id = error(r#"{"t":"rooms"}"#);
+        assert_eq!((no_id.re, no_id.code), (None, ErrorCode::BadFrame));
+
+        let wrong_type = error(
+            r#"{"t":"send","id":2,"room":7,"client_key":"abcdefgh","kind":"message","body":{}}"#,
+        );
+        assert_eq!(
+            (wrong_type.re, wrong_type.code),
+            (Some(2), ErrorCode::BadFrame)
+        );
+        assert!(
+            wrong_type.msg.contains("invalid send command"),
+            "{}",
+            wrong_type.msg
+        );
+
+        let missing = error(r#"{"t":"history","id":2}"#);
+        assert!(missing.msg.contains("room"), "{}", missing.msg);
+    }
+}

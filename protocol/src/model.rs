@@ -1,0 +1,225 @@
+//! Records that replies carry: principals, rooms, members, contacts, requests, directory and
+//! audit entries. Ids are opaque strings; clients never parse them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A person, or a program acting for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrincipalKind {
+    User,
+    Agent,
+}
+
+impl PrincipalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrincipalKind::User => "user",
+            PrincipalKind::Agent => "agent",
+        }
+    }
+}
+
+/// Who may find a principal in the directory and reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Discoverable {
+    /// Kin only.
+    Private,
+    /// Kin, contacts of the principal and contacts of its owner.
+    #[default]
+    Contacts,
+    /// Everyone.
+    Public,
+}
+
+impl Discoverable {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Discoverable::Private => "private",
+            Discoverable::Contacts => "contacts",
+            Discoverable::Public => "public",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Discoverable> {
+        match text {
+            "private" => Some(Discoverable::Private),
+            "contacts" => Some(Discoverable::Contacts),
+            "public" => Some(Discoverable::Public),
+            _ => None,
+        }
+    }
+}
+
+/// An agent's routing setting in a room: which messages it sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Only messages that mention it (or its own, or in a two-member room).
+    #[default]
+    Mentions,
+    /// Every message.
+    All,
+}
+
+impl Routing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Routing::Mentions => "mentions",
+            Routing::All => "all",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Routing> {
+        match text {
+            "mentions" => Some(Routing::Mentions),
+            "all" => Some(Routing::All),
+            _ => None,
+        }
+    }
+}
+
+/// A principal as replies show it (`auth`, `register_agent`, `profile_set`, signup).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Principal {
+    pub id: String,
+    pub kind: PrincipalKind,
+    pub handle: String,
+    pub name: String,
+    /// The owning user's id, for agents; `null` for users.
+    pub owner: Option<String>,
+}
+
+/// A room as replies show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Room {
+    pub id: String,
+    pub title: Option<String>,
+    pub topic: Option<String>,
+    /// The room's latest `seq`.
+    pub head: u64,
+    /// The creator's principal id.
+    pub creator: String,
+    pub members: Vec<Member>,
+}
+
+/// A room member.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: String,
+    pub kind: PrincipalKind,
+    pub handle: String,
+    pub name: String,
+    pub routing: Routing,
+}
+
+/// The state of a contact request; every state but `pending` is final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestState {
+    Pending,
+    Accepted,
+    Rejected,
+    Cancelled,
+    Expired,
+}
+
+impl RequestState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestState::Pending => "pending",
+            RequestState::Accepted => "accepted",
+            RequestState::Rejected => "rejected",
+            RequestState::Cancelled => "cancelled",
+            RequestState::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RequestState> {
+        match text {
+            "pending" => Some(RequestState::Pending),
+            "accepted" => Some(RequestState::Accepted),
+            "rejected" => Some(RequestState::Rejected),
+            "cancelled" => Some(RequestState::Cancelled),
+            "expired" => Some(RequestState::Expired),
+            _ => None,
+        }
+    }
+}
+
+/// A contact request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContactRequest {
+    pub id: String,
+    /// Principal ids.
+    pub from: String,
+    pub to: String,
+    pub state: RequestState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub ts: String,
+}
+
+/// A principal the caller (or its owner) has an accepted contact with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contact {
+    pub id: String,
+    pub kind: PrincipalKind,
+    pub handle: String,
+    pub name: String,
+    pub owner: Option<String>,
+    /// When the contact was accepted.
+    pub since: String,
+}
+
+/// How a directory entry relates to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContactRelation {
+    Kin,
+    Accepted,
+    PendingOut,
+    PendingIn,
+    None,
+}
+
+/// One `directory` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectoryEntry {
+    pub id: String,
+    pub kind: PrincipalKind,
+    pub handle: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub owner: Option<String>,
+    /// The agent card (framework, model, skills…); `null` for users.
+    pub card: Option<Value>,
+    pub contact: ContactRelation,
+}
+
+/// The result of an audited action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditResult {
+    Ok,
+    Err,
+}
+
+/// One audit log entry; `hash = SHA-256(previous hash ‖ canonical JSON of the entry without
+/// hash)`, hex-encoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub n: u64,
+    pub ts: String,
+    /// The acting principal's id (empty when unknown, e.g. a bad token).
+    pub principal: String,
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    pub result: AuditResult,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    pub hash: String,
+}

@@ -1,0 +1,341 @@
+//! encode → decode is the identity for every client and server frame.
+
+use std::collections::BTreeMap;
+
+use proptest::collection::{btree_map, vec};
+use proptest::option;
+use proptest::prelude::*;
+use roundtable_protocol::client::*;
+use roundtable_protocol::decode::decode_client_frame;
+use roundtable_protocol::model::*;
+use roundtable_protocol::server::*;
+use roundtable_protocol::{ClientFrame, ErrorCode, ServerFrame};
+use serde_json::{Map, Value};
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z0-9_/-]{0,16}",
+        "\\PC{0,24}",
+        Just(String::new()),
+        Just("quote \" backslash \\ newline \n".to_owned()),
+    ]
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            vec(inner.clone(), 0..4).prop_map(Value::Array),
+            btree_map("[a-z_]{1,8}", inner, 0..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+fn json_object() -> impl Strategy<Value = Value> {
+    btree_map("[a-z_]{1,8}", json_value(), 0..5)
+        .prop_map(|map| Value::Object(map.into_iter().collect()))
+}
+
+fn cursors() -> impl Strategy<Value = BTreeMap<String, u64>> {
+    btree_map("[a-z0-9_]{1,10}", any::<u64>(), 0..5)
+}
+
+fn discoverable() -> impl Strategy<Value = Discoverable> {
+    prop_oneof![
+        Just(Discoverable::Private),
+        Just(Discoverable::Contacts),
+        Just(Discoverable::Public)
+    ]
+}
+
+fn client_frame() -> impl Strategy<Value = ClientFrame> {
+    let id = any::<u64>();
+    prop_oneof![
+        (id, text(), text(), text(), text()).prop_map(|(id, token, device, name, version)| {
+            ClientFrame::Auth(Auth {
+                id,
+                token,
+                device,
+                client: ClientInfo { name, version },
+            })
+        }),
+        (id, cursors()).prop_map(|(id, cursors)| ClientFrame::Sync(Sync { id, cursors })),
+        (id, cursors()).prop_map(|(id, cursors)| ClientFrame::Ack(Ack { id, cursors })),
+        (id, text(), text(), text(), json_object()).prop_map(
+            |(id, room, client_key, kind, body)| ClientFrame::Send(Send {
+                id,
+                room,
+                client_key,
+                kind,
+                body
+            })
+        ),
+        (
+            id,
+            text(),
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+            option::of(any::<u32>())
+        )
+            .prop_map(|(id, room, before, after, limit)| {
+                ClientFrame::History(History {
+                    id,
+                    room,
+                    before,
+                    after,
+                    limit,
+                })
+            }),
+        (
+            id,
+            option::of(text()),
+            option::of(text()),
+            vec(text(), 0..3)
+        )
+            .prop_map(
+                |(id, title, topic, members)| ClientFrame::RoomCreate(RoomCreate {
+                    id,
+                    title,
+                    topic,
+                    members
+                })
+            ),
+        (id, text(), text()).prop_map(|(id, room, handle)| ClientFrame::RoomInvite(RoomInvite {
+            id,
+            room,
+            handle
+        })),
+        (id, text(), text()).prop_map(|(id, room, handle)| ClientFrame::RoomKick(RoomKick {
+            id,
+            room,
+            handle
+        })),
+        (id, text(), option::of(text()), option::of(text())).prop_map(
+            |(id, room, title, topic)| ClientFrame::RoomUpdate(RoomUpdate {
+                id,
+                room,
+                title,
+                topic
+            })
+        ),
+        (id, text()).prop_map(|(id, room)| ClientFrame::RoomLeave(RoomLeave { id, room })),
+        id.prop_map(|id| ClientFrame::Rooms(Rooms { id })),
+        (id, text(), any::<bool>()).prop_map(|(id, room, all)| {
+            ClientFrame::MemberSet(MemberSet {
+                id,
+                room,
+                routing: if all { Routing::All } else { Routing::Mentions },
+            })
+        }),
+        (id, option::of(text()), option::of(discoverable())).prop_map(
+            |(id, name, discoverable)| ClientFrame::ProfileSet(ProfileSet {
+                id,
+                name,
+                discoverable
+            })
+        ),
+        (id, option::of(text()), option::of(any::<u32>())).prop_map(|(id, query, limit)| {
+            ClientFrame::Directory(Directory { id, query, limit })
+        }),
+        (
+            id,
+            text(),
+            option::of(text()),
+            option::of(json_object()),
+            option::of(discoverable())
+        )
+            .prop_map(|(id, name, description, card, discoverable)| {
+                ClientFrame::RegisterAgent(RegisterAgent {
+                    id,
+                    name,
+                    description,
+                    card,
+                    discoverable,
+                })
+            }),
+        (id, text(), any::<bool>()).prop_map(|(id, agent, rotate)| {
+            ClientFrame::AgentToken(AgentToken {
+                id,
+                agent,
+                action: if rotate {
+                    TokenAction::Rotate
+                } else {
+                    TokenAction::Revoke
+                },
+            })
+        }),
+        (id, text(), option::of(text())).prop_map(|(id, to, message)| {
+            ClientFrame::ContactRequest(ContactRequestCmd { id, to, message })
+        }),
+        (id, text(), any::<bool>()).prop_map(|(id, request, accept)| {
+            ClientFrame::ContactRespond(ContactRespond {
+                id,
+                request,
+                accept,
+            })
+        }),
+        id.prop_map(|id| ClientFrame::Contacts(Contacts { id })),
+        (
+            id,
+            option::of(text()),
+            option::of(any::<u32>()),
+            option::of(any::<u64>())
+        )
+            .prop_map(|(id, room, max_uses, expires_in_s)| {
+                ClientFrame::InviteCreate(InviteCreate {
+                    id,
+                    room,
+                    max_uses,
+                    expires_in_s,
+                })
+            }),
+        (id, text()).prop_map(|(id, code)| ClientFrame::InviteRedeem(InviteRedeem { id, code })),
+        (id, text(), 0..3u8, option::of(text())).prop_map(|(id, agent, action, room)| {
+            ClientFrame::Control(Control {
+                id,
+                agent,
+                action: [
+                    ControlAction::Pause,
+                    ControlAction::Resume,
+                    ControlAction::Stop,
+                ][action as usize],
+                room,
+            })
+        }),
+        (
+            id,
+            option::of(text()),
+            option::of(text()),
+            option::of(any::<u32>())
+        )
+            .prop_map(|(id, principal, since, limit)| ClientFrame::Audit(Audit {
+                id,
+                principal,
+                since,
+                limit
+            })),
+    ]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    (
+        any::<bool>(),
+        text(),
+        any::<u64>(),
+        text(),
+        text(),
+        text(),
+        text(),
+        json_object(),
+        option::of(text()),
+    )
+        .prop_map(
+            |(in_room, stream, seq, id, ts, from, kind, body, client_key)| Event {
+                room: in_room.then(|| stream.clone()),
+                stream: (!in_room).then_some(stream),
+                seq,
+                id,
+                ts,
+                from,
+                kind,
+                body,
+                client_key,
+            },
+        )
+}
+
+fn server_frame() -> impl Strategy<Value = ServerFrame> {
+    let codes = proptest::sample::select(ErrorCode::ALL.to_vec());
+    prop_oneof![
+        (
+            any::<u32>(),
+            text(),
+            text(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            option::of(any::<u64>())
+        )
+            .prop_map(
+                |(proto, hub, epoch, hb_ms, max_frame, max_queue, replay_max)| {
+                    ServerFrame::Hello(Hello {
+                        proto,
+                        hub,
+                        epoch,
+                        hb_ms,
+                        max_frame,
+                        max_queue,
+                        replay_max,
+                    })
+                }
+            ),
+        (any::<u64>(), btree_map("[a-q]{1,8}", json_value(), 0..4)).prop_map(|(re, fields)| {
+            ServerFrame::Ok(OkReply {
+                re,
+                fields: fields.into_iter().collect::<Map<String, Value>>(),
+            })
+        }),
+        (
+            option::of(any::<u64>()),
+            codes,
+            text(),
+            option::of(any::<u64>())
+        )
+            .prop_map(
+                |(re, code, msg, retry_after_ms)| ServerFrame::Err(ErrReply {
+                    re,
+                    code,
+                    msg,
+                    retry_after_ms
+                })
+            ),
+        event().prop_map(ServerFrame::Evt),
+        (text(), any::<u64>(), any::<u64>()).prop_map(|(room, from, to)| ServerFrame::Gap(Gap {
+            room,
+            from,
+            to
+        })),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn client_frames_round_trip(frame in client_frame()) {
+        let json = frame.to_json();
+        prop_assert_eq!(&serde_json::from_str::<ClientFrame>(&json).unwrap(), &frame);
+        // The hub's two-pass decoder agrees with serde.
+        prop_assert_eq!(decode_client_frame(&json).unwrap(), frame);
+    }
+
+    #[test]
+    fn server_frames_round_trip(frame in server_frame()) {
+        let json = frame.to_json();
+        prop_assert_eq!(ServerFrame::from_json(&json).unwrap(), frame);
+    }
+
+    #[test]
+    fn ok_payloads_round_trip(event in event(), dup in any::<bool>(), re in any::<u64>()) {
+        let ok = OkReply::with(re, &SendOk { event: event.clone(), dup });
+        let ServerFrame::Ok(back) = ServerFrame::from_json(&ServerFrame::Ok(ok).to_json()).unwrap() else {
+            panic!("not an ok");
+        };
+        prop_assert_eq!(back.re, re);
+        prop_assert_eq!(back.decode::<SendOk>().unwrap(), SendOk { event, dup });
+    }
+
+    #[test]
+    fn decoder_never_panics_on_arbitrary_text(input in "\\PC{0,200}") {
+        if let Err(error) = decode_client_frame(&input) {
+            prop_assert!(matches!(error.code, ErrorCode::BadFrame | ErrorCode::Unsupported));
+        }
+    }
+}

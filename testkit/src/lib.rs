@@ -1,0 +1,425 @@
+//! Test support shared by the hub's, the CLI's and the end-to-end tests: a real hub on a
+//! free loopback port with its data in a temporary directory, plain HTTP calls, and a
+//! protocol client that speaks raw frames so tests can also send what a good client never
+//! would.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use futures_util::{SinkExt, StreamExt};
+use roundtable_hub::HubConfig;
+use roundtable_protocol::client::{Auth, ClientFrame, ClientInfo, SignupRequest};
+use roundtable_protocol::server::{ErrReply, Event, Hello, OkReply, ServerFrame, SignupOk};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long a test waits for something that should happen promptly.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A hub running in this process.
+pub struct TestHub {
+    pub addr: SocketAddr,
+    pub config: HubConfig,
+    dir: Option<tempfile::TempDir>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestHub {
+    /// Starts a hub with default settings in a fresh directory.
+    pub async fn start() -> TestHub {
+        TestHub::start_with(|_| {}).await
+    }
+
+    /// Starts a hub in a fresh directory, letting the test adjust its settings.
+    pub async fn start_with(adjust: impl FnOnce(&mut HubConfig)) -> TestHub {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut config = HubConfig::new(dir.path().join("hub"));
+        adjust(&mut config);
+        let mut hub = TestHub {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            config,
+            dir: Some(dir),
+            stop: None,
+            task: None,
+        };
+        hub.launch().await;
+        hub
+    }
+
+    async fn launch(&mut self) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding a loopback port");
+        self.addr = listener.local_addr().unwrap();
+        let hub = roundtable_hub::Hub::open(self.config.clone()).expect("opening the hub");
+        let (stop, stopped) = oneshot::channel::<()>();
+        self.stop = Some(stop);
+        self.task = Some(tokio::spawn(async move {
+            hub.serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("the hub serves");
+        }));
+    }
+
+    /// Stops the hub gracefully (clients see 1012) and waits for it.
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("the hub task ends cleanly");
+        }
+    }
+
+    /// Stops and starts again on the same data, on a new port.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        self.launch().await;
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/v1/ws", self.addr)
+    }
+
+    pub async fn connect(&self) -> Client {
+        Client::connect(&self.ws_url()).await.expect("connecting")
+    }
+
+    /// Signs a user up and returns it, connected and authenticated.
+    pub async fn user(&self, handle: &str) -> (Client, SignupOk) {
+        let signup = signup(self.addr, handle).await.expect("signup");
+        let mut client = self.connect().await;
+        client
+            .auth(&signup.token, "test-device")
+            .await
+            .expect("auth");
+        (client, signup)
+    }
+
+    /// The hub's directory outlives the hub only while the test holds it.
+    pub fn keep_dir(&mut self) -> PathBuf {
+        self.dir.take().expect("kept once").keep()
+    }
+}
+
+impl Drop for TestHub {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A plain HTTP/1.1 response.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub body: String,
+}
+
+impl HttpResponse {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Sends one HTTP request over a fresh connection and reads the whole response.
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<HttpResponse> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let body = body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut raw)).await??;
+    let text = String::from_utf8(raw)?;
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("no HTTP head"))?;
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .ok_or_else(|| anyhow!("no status"))?
+        .parse()?;
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)?
+    } else {
+        rest.to_owned()
+    };
+    Ok(HttpResponse { status, body })
+}
+
+fn dechunk(mut rest: &str) -> Result<String> {
+    let mut body = String::new();
+    loop {
+        let (size, after) = rest
+            .split_once("\r\n")
+            .ok_or_else(|| anyhow!("bad chunk"))?;
+        let size = usize::from_str_radix(size.trim(), 16)?;
+        if size == 0 {
+            return Ok(body);
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+}
+
+/// `POST /v1/signup` with a handle and a name derived from it.
+pub async fn signup(addr: SocketAddr, handle: &str) -> Result<SignupOk> {
+    let request = SignupRequest {
+        handle: handle.into(),
+        name: format!("{handle} (test)"),
+        discoverable: None,
+        invite: None,
+    };
+    let response = http(
+        addr,
+        "POST",
+        "/v1/signup",
+        Some(&serde_json::to_string(&request)?),
+    )
+    .await?;
+    if response.status != 200 {
+        bail!("signup {handle}: {} {}", response.status, response.body);
+    }
+    Ok(serde_json::from_str(&response.body)?)
+}
+
+/// What a client read from the socket.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Frame(ServerFrame),
+    /// The hub closed the connection with this code (None: no close frame, or the socket
+    /// simply ended).
+    Closed(Option<u16>),
+}
+
+/// A raw protocol client.
+pub struct Client {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    pub hello: Hello,
+    next_id: u64,
+    /// Events (and gaps) read while waiting for a reply.
+    pub backlog: VecDeque<ServerFrame>,
+    closed: Option<Option<u16>>,
+}
+
+impl Client {
+    /// Connects and reads `hello`.
+    pub async fn connect(url: &str) -> Result<Client> {
+        let (socket, _) = tokio::time::timeout(PATIENCE, tokio_tungstenite::connect_async(url))
+            .await
+            .context("connect timed out")??;
+        let mut client = Client {
+            socket,
+            hello: Hello {
+                proto: 0,
+                hub: String::new(),
+                epoch: String::new(),
+                hb_ms: 0,
+                max_frame: 0,
+                max_queue: 0,
+                replay_max: None,
+            },
+            next_id: 1,
+            backlog: VecDeque::new(),
+            closed: None,
+        };
+        match client.recv().await? {
+            Incoming::Frame(ServerFrame::Hello(hello)) => client.hello = hello,
+            other => bail!("expected hello, got {other:?}"),
+        }
+        Ok(client)
+    }
+
+    /// A fresh command id.
+    pub fn id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Authenticates; returns the `ok` fields.
+    pub async fn auth(&mut self, token: &str, device: &str) -> Result<OkReply> {
+        let id = self.id();
+        let frame = ClientFrame::Auth(Auth {
+            id,
+            token: token.into(),
+            device: device.into(),
+            client: ClientInfo {
+                name: "roundtable-testkit".into(),
+                version: "0".into(),
+            },
+        });
+        self.call(frame)
+            .await?
+            .map_err(|err| anyhow!("auth refused: {err:?}"))
+    }
+
+    pub async fn send_text(&mut self, text: impl Into<String>) -> Result<()> {
+        self.socket.send(Message::Text(text.into().into())).await?;
+        Ok(())
+    }
+
+    pub async fn send_message(&mut self, message: Message) -> Result<()> {
+        self.socket.send(message).await?;
+        Ok(())
+    }
+
+    pub async fn send_frame(&mut self, frame: &ClientFrame) -> Result<()> {
+        self.send_text(frame.to_json()).await
+    }
+
+    /// Reads the next frame or the close.
+    pub async fn recv(&mut self) -> Result<Incoming> {
+        self.recv_within(PATIENCE)
+            .await?
+            .ok_or_else(|| anyhow!("nothing arrived within {PATIENCE:?}"))
+    }
+
+    /// Reads the next frame or the close, or `None` if nothing arrives in time.
+    pub async fn recv_within(&mut self, wait: Duration) -> Result<Option<Incoming>> {
+        if let Some(code) = self.closed {
+            return Ok(Some(Incoming::Closed(code)));
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let next = match tokio::time::timeout_at(deadline, self.socket.next()).await {
+                Err(_) => return Ok(None),
+                Ok(next) => next,
+            };
+            match next {
+                None | Some(Err(_)) => {
+                    self.closed = Some(None);
+                    return Ok(Some(Incoming::Closed(None)));
+                }
+                Some(Ok(Message::Text(text))) => {
+                    let frame = ServerFrame::from_json(text.as_str())
+                        .with_context(|| format!("undecodable frame: {text}"))?;
+                    return Ok(Some(Incoming::Frame(frame)));
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    let code = frame.map(|frame| u16::from(frame.code));
+                    self.closed = Some(code);
+                    return Ok(Some(Incoming::Closed(code)));
+                }
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
+    /// Sends a command and waits for its reply, keeping events that arrive meanwhile.
+    pub async fn call(&mut self, frame: ClientFrame) -> Result<Result<OkReply, ErrReply>> {
+        let id = frame.id();
+        self.send_frame(&frame).await?;
+        self.reply_to(id).await
+    }
+
+    /// Waits for the reply to command `id`.
+    pub async fn reply_to(&mut self, id: u64) -> Result<Result<OkReply, ErrReply>> {
+        loop {
+            match self.recv().await? {
+                Incoming::Frame(ServerFrame::Ok(ok)) if ok.re == id => return Ok(Ok(ok)),
+                Incoming::Frame(ServerFrame::Err(err)) if err.re == Some(id) => {
+                    return Ok(Err(err));
+                }
+                Incoming::Frame(frame @ (ServerFrame::Evt(_) | ServerFrame::Gap(_))) => {
+                    self.backlog.push_back(frame);
+                }
+                Incoming::Frame(other) => {
+                    bail!("unexpected frame while waiting for {id}: {other:?}")
+                }
+                Incoming::Closed(code) => bail!("closed ({code:?}) while waiting for reply {id}"),
+            }
+        }
+    }
+
+    /// Sends a command that must succeed; returns the `ok`.
+    pub async fn ok(&mut self, frame: ClientFrame) -> OkReply {
+        let t = frame.type_name();
+        match self.call(frame).await.expect("the call completes") {
+            Ok(ok) => ok,
+            Err(err) => panic!("{t} refused: {err:?}"),
+        }
+    }
+
+    /// Sends a command that must fail; returns the `err`.
+    pub async fn err(&mut self, frame: ClientFrame) -> ErrReply {
+        let t = frame.type_name();
+        match self.call(frame).await.expect("the call completes") {
+            Ok(ok) => panic!("{t} unexpectedly succeeded: {ok:?}"),
+            Err(err) => err,
+        }
+    }
+
+    /// The next event (from the backlog first).
+    pub async fn next_event(&mut self) -> Result<Event> {
+        loop {
+            if let Some(frame) = self.backlog.pop_front() {
+                match frame {
+                    ServerFrame::Evt(event) => return Ok(event),
+                    other => bail!("expected an event, got {other:?}"),
+                }
+            }
+            match self.recv().await? {
+                Incoming::Frame(ServerFrame::Evt(event)) => return Ok(event),
+                other => bail!("expected an event, got {other:?}"),
+            }
+        }
+    }
+
+    /// Asserts nothing arrives for `wait`.
+    pub async fn expect_silence(&mut self, wait: Duration) -> Result<()> {
+        if let Some(frame) = self.backlog.pop_front() {
+            bail!("expected silence, have {frame:?}");
+        }
+        match self.recv_within(wait).await? {
+            None => Ok(()),
+            Some(incoming) => bail!("expected silence, got {incoming:?}"),
+        }
+    }
+
+    /// Reads until the hub closes the connection; returns the close code.
+    pub async fn closed(&mut self) -> Result<Option<u16>> {
+        loop {
+            if let Incoming::Closed(code) = self.recv().await? {
+                return Ok(code);
+            }
+        }
+    }
+}
+
+/// `{"t":"send",...}` for a message.
+pub fn message(id: u64, room: &str, client_key: &str, text: &str) -> ClientFrame {
+    ClientFrame::Send(roundtable_protocol::client::Send {
+        id,
+        room: room.into(),
+        client_key: client_key.into(),
+        kind: "message".into(),
+        body: serde_json::json!({ "text": text }),
+    })
+}
