@@ -1,19 +1,21 @@
 //! What travels from the writer to a connection, and how events become frames.
 //!
-//! Each connection has one bounded queue of [`Outbound`] items, drained by its sink task in
-//! order. The writer puts replies and live events into it after each commit, without ever
-//! blocking: when the queue is full the connection is a slow consumer and is closed with
-//! 4008, so one stuck client can never stall the hub. An event's frame is encoded once and
-//! shared by every connection that receives it.
+//! Each connection has one bounded [`OutboundQueue`], drained by its sink task in order.
+//! The dispatcher puts a commit's replies and live events into it in one push per
+//! connection, without ever blocking: when the queue passes `max_queue` the connection is
+//! a slow consumer and is closed with 4008, so one stuck client can never stall the hub.
+//! The sink takes everything queued at once, writes it and flushes once. An event's frame
+//! is encoded once and shared by every connection that receives it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write as _;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
+use axum::extract::ws::Utf8Bytes;
 use roundtable_protocol::CloseCode;
 use roundtable_protocol::server::ErrReply;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, watch};
 
 use crate::engine::{ConnId, Refusal};
 use crate::store::{EventRecord, StreamKey};
@@ -21,15 +23,15 @@ use crate::store::{EventRecord, StreamKey};
 /// A committed event on its way to connections.
 #[derive(Debug)]
 pub struct LiveEvent {
-    pub record: EventRecord,
+    pub record: Arc<EventRecord>,
     /// When the commit returned, for the delivery latency metric.
     pub committed: Instant,
-    plain: OnceLock<String>,
-    keyed: OnceLock<String>,
+    plain: OnceLock<Utf8Bytes>,
+    keyed: OnceLock<Utf8Bytes>,
 }
 
 impl LiveEvent {
-    pub fn new(record: EventRecord, committed: Instant) -> LiveEvent {
+    pub fn new(record: Arc<EventRecord>, committed: Instant) -> LiveEvent {
         LiveEvent {
             record,
             committed,
@@ -40,11 +42,16 @@ impl LiveEvent {
 
     /// The `evt` frame, with the `client_key` (for its sender's other connections) or
     /// without it (for everyone else).
-    pub fn frame(&self, with_key: bool) -> &str {
+    /// Cloning the returned bytes shares them: one encoding for every recipient.
+    pub fn frame(&self, with_key: bool) -> Utf8Bytes {
         if with_key && self.record.client_key.is_some() {
-            self.keyed.get_or_init(|| event_frame(&self.record, true))
+            self.keyed
+                .get_or_init(|| event_frame(&self.record, true).into())
+                .clone()
         } else {
-            self.plain.get_or_init(|| event_frame(&self.record, false))
+            self.plain
+                .get_or_init(|| event_frame(&self.record, false).into())
+                .clone()
         }
     }
 }
@@ -57,7 +64,7 @@ pub enum Outbound {
     /// The `ok` of a `send`.
     Sent {
         re: u64,
-        event: EventRecord,
+        event: Arc<EventRecord>,
         dup: bool,
     },
     /// A live event.
@@ -121,34 +128,97 @@ impl ConnControl {
 
     /// Resolves once the connection is to end, with the reason.
     pub async fn closed(&self) -> Closing {
-        let mut receiver = self.closing.subscribe();
-        let closing = receiver
-            .wait_for(Option::is_some)
-            .await
-            .expect("the sender lives in self");
-        closing.expect("waited for Some")
+        wait_closing(&mut self.watch()).await
+    }
+
+    /// A receiver to wait on repeatedly with [`wait_closing`] (cheaper than `closed` in a
+    /// loop).
+    pub fn watch(&self) -> watch::Receiver<Option<Closing>> {
+        self.closing.subscribe()
     }
 }
 
-/// The writer's handle on one connection.
+/// Resolves once the connection is to end, with the reason.
+pub async fn wait_closing(receiver: &mut watch::Receiver<Option<Closing>>) -> Closing {
+    match receiver.wait_for(Option::is_some).await {
+        Ok(closing) => closing.expect("waited for Some"),
+        // The control is gone: so is the connection.
+        Err(_) => Closing::PeerGone,
+    }
+}
+
+/// A connection's outbound items, bounded by `max_queue`.
+#[derive(Debug)]
+pub struct OutboundQueue {
+    items: Mutex<VecDeque<Outbound>>,
+    ready: Notify,
+    capacity: usize,
+}
+
+impl OutboundQueue {
+    pub fn new(capacity: usize) -> OutboundQueue {
+        OutboundQueue {
+            items: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Queues items without waiting; false (and nothing queued) when they would pass the
+    /// capacity.
+    pub fn push_many(&self, new: Vec<Outbound>) -> bool {
+        if new.is_empty() {
+            return true;
+        }
+        {
+            let mut items = self.items.lock().expect("queue lock");
+            if items.len() + new.len() > self.capacity {
+                return false;
+            }
+            items.extend(new);
+        }
+        self.ready.notify_one();
+        true
+    }
+
+    /// Waits until something is queued, then moves everything queued into `into`.
+    pub async fn take_all(&self, into: &mut Vec<Outbound>) {
+        loop {
+            {
+                let mut items = self.items.lock().expect("queue lock");
+                if !items.is_empty() {
+                    into.extend(items.drain(..));
+                    return;
+                }
+            }
+            // A push between the check and here left a permit: this returns at once.
+            self.ready.notified().await;
+        }
+    }
+}
+
+/// The handle others hold on one connection.
 #[derive(Debug, Clone)]
 pub struct ConnHandle {
     pub id: ConnId,
-    pub outbound: mpsc::Sender<Outbound>,
+    pub outbound: Arc<OutboundQueue>,
     pub control: Arc<ConnControl>,
 }
 
 impl ConnHandle {
-    /// Queues an item without waiting; a full queue closes the connection as a slow
-    /// consumer. Returns whether the item was queued.
+    /// Queues an item without waiting; see [`ConnHandle::push_many`].
     pub fn push(&self, item: Outbound) -> bool {
-        match self.outbound.try_send(item) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.control.close(CloseCode::SlowConsumer);
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        self.push_many(vec![item])
+    }
+
+    /// Queues items without waiting; a full queue closes the connection as a slow
+    /// consumer. Returns whether the items were queued.
+    pub fn push_many(&self, items: Vec<Outbound>) -> bool {
+        if self.outbound.push_many(items) {
+            true
+        } else {
+            self.control.close(CloseCode::SlowConsumer);
+            false
         }
     }
 }
@@ -322,6 +392,43 @@ mod tests {
             serde_json::from_str::<serde_json::Value>(&empty).unwrap(),
             json!({"t": "ok", "re": 4, "events": []})
         );
+    }
+
+    #[tokio::test]
+    async fn the_queue_refuses_what_passes_its_capacity_and_keeps_order() {
+        let queue = OutboundQueue::new(3);
+        assert!(queue.push_many(vec![
+            Outbound::Frame("a".into()),
+            Outbound::Frame("b".into())
+        ]));
+        assert!(!queue.push_many(vec![
+            Outbound::Frame("c".into()),
+            Outbound::Frame("d".into())
+        ]));
+        assert!(queue.push_many(vec![Outbound::Frame("c".into())]));
+        let mut taken = Vec::new();
+        queue.take_all(&mut taken).await;
+        let texts: Vec<_> = taken
+            .iter()
+            .map(|item| match item {
+                Outbound::Frame(text) => text.as_str(),
+                _ => "?",
+            })
+            .collect();
+        assert_eq!(texts, vec!["a", "b", "c"]);
+        // A push wakes a waiting taker.
+        let queue = Arc::new(queue);
+        let waiter = tokio::spawn({
+            let queue = queue.clone();
+            async move {
+                let mut taken = Vec::new();
+                queue.take_all(&mut taken).await;
+                taken.len()
+            }
+        });
+        tokio::task::yield_now().await;
+        assert!(queue.push_many(vec![Outbound::Frame("e".into())]));
+        assert_eq!(waiter.await.unwrap(), 1);
     }
 
     #[tokio::test]

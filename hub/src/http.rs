@@ -33,9 +33,11 @@ async fn websocket(
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let max_frame = context.config.max_frame;
+    // A small read buffer: tungstenite zero-fills it on every read, and frames are small.
     upgrade
         .max_frame_size(max_frame)
         .max_message_size(max_frame)
+        .read_buffer_size(16 * 1024)
         .on_upgrade(move |socket| session::run(socket, context))
 }
 

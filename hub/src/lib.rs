@@ -9,8 +9,9 @@
 //! - [`store`]: durable storage behind traits; SQLite is the embedded backend.
 //! - [`state`] and [`engine`]: the command logic over an in-memory view of the store; pure
 //!   apart from the transaction it writes to.
-//! - [`writer`]: the one thread that batches commands into group commits, then replies and
-//!   fans events out.
+//! - [`writer`]: the one thread that batches commands into group commits.
+//! - [`dispatch`]: the thread that owns the connection registry and, after each commit,
+//!   queues the replies and fans the events out.
 //! - [`delivery`]: per-connection queues and event encoding.
 //! - [`session`]: one WebSocket connection (reader and sink tasks).
 //! - [`http`]: the listener's routes.
@@ -19,6 +20,7 @@
 
 pub mod config;
 pub mod delivery;
+pub mod dispatch;
 pub mod engine;
 pub mod http;
 pub mod ids;
@@ -58,6 +60,7 @@ pub enum HubError {
 pub struct Hub {
     context: Arc<SessionContext>,
     writer_thread: std::thread::JoinHandle<()>,
+    dispatch_thread: std::thread::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -86,15 +89,18 @@ impl Hub {
         let epoch = snapshot.epoch.clone();
         let metrics = Arc::new(Metrics::default());
         let engine = Engine::new(snapshot, ids);
+        let (dispatch, dispatch_thread) = dispatch::start(metrics.clone());
         let (writer, writer_thread) = writer::start(
             Box::new(store) as Box<dyn Store>,
             engine,
+            dispatch.clone(),
             metrics.clone(),
             config.signup,
             config.max_batch,
         );
         let context = Arc::new(SessionContext::new(
             writer,
+            dispatch,
             Arc::new(reader),
             config,
             metrics,
@@ -104,6 +110,7 @@ impl Hub {
         Ok(Hub {
             context,
             writer_thread,
+            dispatch_thread,
         })
     }
 
@@ -125,12 +132,20 @@ impl Hub {
         let Hub {
             context,
             writer_thread,
+            dispatch_thread,
         } = self;
         if let Ok(address) = listener.local_addr() {
             info!(%address, hub = %context.hub_id, "hub serving");
         }
         let router = http::router(context.clone());
         let writer = context.writer.clone();
+        // Frames are small and latency matters: never hold them back for Nagle.
+        let listener =
+            axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY");
+                }
+            });
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
@@ -145,7 +160,11 @@ impl Hub {
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = writer_thread.join();
+            let _ = dispatch_thread.join();
+        })
+        .await;
         info!("hub stopped");
         Ok(())
     }

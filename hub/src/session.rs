@@ -23,14 +23,17 @@ use roundtable_protocol::decode::decode_client_frame;
 use roundtable_protocol::model::PrincipalKind;
 use roundtable_protocol::server::{AuthOk, Gap, Hello, OkReply, ServerFrame, SyncOk};
 use roundtable_protocol::{CloseCode, ErrorCode, PROTO_VERSION, limits};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use rustc_hash::FxHashMap;
+use tokio::sync::{Semaphore, oneshot};
 use tracing::{debug, warn};
 
 use crate::config::HubConfig;
 use crate::delivery::{
-    Closing, ConnControl, ConnHandle, Outbound, err_frame, event_frame, history_frame, sent_frame,
+    Closing, ConnControl, ConnHandle, Outbound, OutboundQueue, err_frame, event_frame,
+    history_frame, sent_frame, wait_closing,
 };
-use crate::engine::{Caller, ConnId, Refusal};
+use crate::dispatch::{Dispatch, DispatchHandle};
+use crate::engine::{Caller, Command, ConnId, Refusal};
 use crate::metrics::Metrics;
 use crate::store::{HistoryRange, ReadError, ReadStore, StreamKey};
 use crate::writer::{Request, WriterHandle};
@@ -38,6 +41,7 @@ use crate::writer::{Request, WriterHandle};
 /// What every connection shares.
 pub struct SessionContext {
     pub writer: WriterHandle,
+    pub dispatch: DispatchHandle,
     pub reader: Arc<dyn ReadStore>,
     pub config: HubConfig,
     pub metrics: Arc<Metrics>,
@@ -55,6 +59,7 @@ impl std::fmt::Debug for SessionContext {
 impl SessionContext {
     pub fn new(
         writer: WriterHandle,
+        dispatch: DispatchHandle,
         reader: Arc<dyn ReadStore>,
         config: HubConfig,
         metrics: Arc<Metrics>,
@@ -63,6 +68,7 @@ impl SessionContext {
     ) -> SessionContext {
         SessionContext {
             writer,
+            dispatch,
             reader,
             config,
             metrics,
@@ -131,15 +137,15 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Unregisters the connection from the writer however the session ends.
+/// Unregisters the connection however the session ends.
 struct Registration {
-    writer: WriterHandle,
+    dispatch: DispatchHandle,
     conn: ConnId,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.writer.submit(Request::Disconnect { conn: self.conn });
+        self.dispatch.send(Dispatch::Disconnect { conn: self.conn });
     }
 }
 
@@ -151,13 +157,13 @@ pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
         return;
     }
     let conn = ConnId(context.next_conn.fetch_add(1, Ordering::Relaxed));
-    let Some((principal, device, outbound, queue, control)) =
+    let Some((principal, device, handle)) =
         authenticate(&mut sink, &mut stream, &context, conn).await
     else {
         return;
     };
     let _registration = Registration {
-        writer: context.writer.clone(),
+        dispatch: context.dispatch.clone(),
         conn,
     };
     debug!(conn = conn.0, principal = %principal.id, "authenticated");
@@ -167,30 +173,26 @@ pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
         device,
         conn,
     };
+    let control = handle.control.clone();
     let sink_task = tokio::spawn(
         SinkTask {
             sink,
-            queue,
+            queue: handle.outbound.clone(),
+            closing: control.watch(),
             control: control.clone(),
             context: context.clone(),
             caller: caller.clone(),
-            delivered: HashMap::new(),
+            delivered: FxHashMap::default(),
             live: false,
         }
         .run(),
     );
-    read_frames(stream, &context, &caller, outbound, &control).await;
+    read_frames(stream, &context, &caller, &handle).await;
     control.end(Closing::PeerGone);
     let _ = sink_task.await;
 }
 
-type Authenticated = (
-    crate::store::PrincipalRecord,
-    String,
-    mpsc::Sender<Outbound>,
-    mpsc::Receiver<Outbound>,
-    Arc<ConnControl>,
-);
+type Authenticated = (crate::store::PrincipalRecord, String, ConnHandle);
 
 /// Waits for `auth` and checks it with the writer, which registers the connection. Any
 /// failure answers `err unauthorized` and closes with 4001.
@@ -252,17 +254,16 @@ async fn authenticate(
             return None;
         }
     };
-    let (outbound, queue) = mpsc::channel(context.config.max_queue.max(1));
-    let control = Arc::new(ConnControl::default());
+    let handle = ConnHandle {
+        id: conn,
+        outbound: Arc::new(OutboundQueue::new(context.config.max_queue)),
+        control: Arc::new(ConnControl::default()),
+    };
     let (reply, answer) = oneshot::channel();
     let submitted = context.writer.submit(Request::Auth {
         token: auth.token,
         device: auth.device.clone(),
-        conn: ConnHandle {
-            id: conn,
-            outbound: outbound.clone(),
-            control: control.clone(),
-        },
+        conn: handle.clone(),
         reply,
     });
     let result = if submitted {
@@ -291,10 +292,10 @@ async fn authenticate(
                 .await
                 .is_err()
             {
-                context.writer.submit(Request::Disconnect { conn });
+                context.dispatch.send(Dispatch::Disconnect { conn });
                 return None;
             }
-            Some((principal, auth.device, outbound, queue, control))
+            Some((principal, auth.device, handle))
         }
         Err(refusal) => {
             let _ = sink.send(text(err_frame(Some(auth.id), &refusal))).await;
@@ -315,16 +316,17 @@ async fn read_frames(
     mut stream: Stream,
     context: &Arc<SessionContext>,
     caller: &Caller,
-    outbound: mpsc::Sender<Outbound>,
-    control: &Arc<ConnControl>,
+    handle: &ConnHandle,
 ) {
+    let control = &handle.control;
     let in_flight = Arc::new(Semaphore::new(context.config.max_in_flight.max(1)));
     let silence_limit = context.config.heartbeat * 2;
     let mut bad_frames: VecDeque<Instant> = VecDeque::new();
+    let mut closing = control.watch();
     loop {
         let next = tokio::select! {
             biased;
-            _ = control.closed() => return,
+            _ = wait_closing(&mut closing) => return,
             next = tokio::time::timeout(silence_limit, stream.next()) => next,
         };
         let message = match next {
@@ -351,10 +353,7 @@ async fn read_frames(
                     "binary frames are not part of the protocol; send JSON text frames",
                 );
                 if !count_bad_frame(&mut bad_frames, control)
-                    || outbound
-                        .send(Outbound::Frame(err_frame(None, &refusal)))
-                        .await
-                        .is_err()
+                    || !handle.push(Outbound::Frame(err_frame(None, &refusal)))
                 {
                     return;
                 }
@@ -368,48 +367,46 @@ async fn read_frames(
             Err(error) => {
                 let refusal = Refusal::new(error.code, error.msg);
                 if (error.code == ErrorCode::BadFrame && !count_bad_frame(&mut bad_frames, control))
-                    || outbound
-                        .send(Outbound::Frame(err_frame(error.re, &refusal)))
-                        .await
-                        .is_err()
+                    || !handle.push(Outbound::Frame(err_frame(error.re, &refusal)))
                 {
                     return;
                 }
                 continue;
             }
         };
+        let re = command.id();
         let forwarded = match command {
-            ClientFrame::Sync(sync) => outbound
-                .send(Outbound::Sync {
-                    re: sync.id,
-                    cursors: sync.cursors,
-                })
-                .await
-                .is_ok(),
+            ClientFrame::Sync(sync) => handle.push(Outbound::Sync {
+                re: sync.id,
+                cursors: sync.cursors,
+            }),
             ClientFrame::History(history) => {
                 let Ok(permit) = in_flight.clone().acquire_owned().await else {
                     return;
                 };
                 let context = context.clone();
                 let caller = caller.clone();
-                let outbound = outbound.clone();
+                let handle = handle.clone();
                 tokio::spawn(async move {
                     let frame = serve_history(&context, &caller, history).await;
-                    let _ = outbound.send(Outbound::Frame(frame)).await;
+                    handle.push(Outbound::Frame(frame));
                     drop(permit);
                 });
                 true
             }
-            other => {
-                let Ok(permit) = in_flight.clone().acquire_owned().await else {
-                    return;
-                };
-                context.writer.submit(Request::Command {
-                    caller: caller.clone(),
-                    frame: other,
-                    permit,
-                })
-            }
+            other => match Command::from_frame(other) {
+                Ok(command) => {
+                    let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                        return;
+                    };
+                    context.writer.submit(Request::Command {
+                        caller: caller.clone(),
+                        command,
+                        permit,
+                    })
+                }
+                Err(refusal) => handle.push(Outbound::Frame(err_frame(Some(re), &refusal))),
+            },
         };
         if !forwarded {
             return;
@@ -504,28 +501,32 @@ enum Stop {
 
 struct SinkTask {
     sink: Sink,
-    queue: mpsc::Receiver<Outbound>,
+    queue: Arc<OutboundQueue>,
+    /// Watches `control`: the sink stops writing as soon as the connection is to end.
+    closing: tokio::sync::watch::Receiver<Option<Closing>>,
     control: Arc<ConnControl>,
     context: Arc<SessionContext>,
     caller: Caller,
     /// Per stream (room id or `inbox`), the highest `seq` delivered on this connection.
-    delivered: HashMap<String, u64>,
+    delivered: FxHashMap<String, u64>,
     /// Whether the writer delivers live events here (after the first `sync`).
     live: bool,
 }
 
-/// How many queued items the sink writes before it flushes the socket.
+/// How many replayed events the sink writes before it flushes the socket.
 const WRITE_BATCH: usize = 64;
 
 impl SinkTask {
     async fn run(mut self) {
         let mut heartbeat = tokio::time::interval(self.context.config.heartbeat);
         heartbeat.tick().await;
-        let stop = loop {
-            let item = tokio::select! {
+        let queue = self.queue.clone();
+        let mut items = Vec::new();
+        let stop = 'serve: loop {
+            tokio::select! {
                 biased;
-                closing = self.control.closed() => break Stop::Closing(closing),
-                item = self.queue.recv() => item,
+                closing = wait_closing(&mut self.closing) => break Stop::Closing(closing),
+                _ = queue.take_all(&mut items) => {}
                 _ = heartbeat.tick() => {
                     match self.write(Message::Ping(Default::default())).await {
                         Ok(()) => match self.flush().await {
@@ -536,26 +537,11 @@ impl SinkTask {
                     }
                 }
             };
-            let Some(item) = item else {
-                break Stop::SocketGone;
-            };
-            if let Err(stop) = self.handle(item).await {
-                break stop;
-            }
-            let mut written = 1;
-            let mut result = Ok(());
-            while written < WRITE_BATCH {
-                let Ok(item) = self.queue.try_recv() else {
-                    break;
-                };
-                result = self.handle(item).await;
-                if result.is_err() {
-                    break;
+            // Everything queued goes out, then one flush.
+            for item in items.drain(..) {
+                if let Err(stop) = self.handle(item).await {
+                    break 'serve stop;
                 }
-                written += 1;
-            }
-            if let Err(stop) = result {
-                break stop;
             }
             if let Err(stop) = self.flush().await {
                 break stop;
@@ -577,7 +563,7 @@ impl SinkTask {
         tokio::select! {
             biased;
             result = self.sink.feed(message) => result.map_err(|_| Stop::SocketGone),
-            closing = self.control.closed() => Err(Stop::Closing(closing)),
+            closing = wait_closing(&mut self.closing) => Err(Stop::Closing(closing)),
         }
     }
 
@@ -585,7 +571,7 @@ impl SinkTask {
         tokio::select! {
             biased;
             result = self.sink.flush() => result.map_err(|_| Stop::SocketGone),
-            closing = self.control.closed() => Err(Stop::Closing(closing)),
+            closing = wait_closing(&mut self.closing) => Err(Stop::Closing(closing)),
         }
     }
 
@@ -611,7 +597,7 @@ impl SinkTask {
                 let metrics = &self.context.metrics;
                 metrics.events_delivered.fetch_add(1, Ordering::Relaxed);
                 metrics.delivery_latency.observe(event.committed.elapsed());
-                self.write(text(event.frame(with_key).to_owned())).await
+                self.write(Message::Text(event.frame(with_key))).await
             }
             Outbound::Sync { re, cursors } => self.serve_sync(re, cursors).await,
         }
@@ -622,7 +608,7 @@ impl SinkTask {
     async fn serve_sync(&mut self, re: u64, cursors: BTreeMap<String, u64>) -> Result<(), Stop> {
         if !self.live {
             let (done, subscribed) = oneshot::channel();
-            if !self.context.writer.submit(Request::Subscribe {
+            if !self.context.dispatch.send(Dispatch::Subscribe {
                 conn: self.caller.conn,
                 done,
             }) || subscribed.await.is_err()

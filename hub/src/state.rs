@@ -3,9 +3,11 @@
 //! store, rebuilt from a [`Snapshot`] at start and after any failed commit, so the database
 //! stays the one source of truth.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use roundtable_protocol::model::{self, PrincipalKind, Routing};
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::ids::TokenHash;
 use crate::store::{PingRecord, PrincipalRecord, RoomRecord, Snapshot, StreamKey, TokenRecord};
@@ -17,6 +19,29 @@ pub struct RoomState {
     pub members: BTreeMap<String, Routing>,
     /// The latest `seq` of the room's log.
     pub head: u64,
+    /// The members as delivery needs them, shared with every event fanned out until the
+    /// membership changes.
+    pub recipients: Arc<[Recipient]>,
+}
+
+impl RoomState {
+    pub fn new(record: RoomRecord) -> RoomState {
+        RoomState {
+            record,
+            members: BTreeMap::new(),
+            head: 0,
+            recipients: Arc::from(Vec::new()),
+        }
+    }
+}
+
+/// A room member, for delivery.
+#[derive(Debug, Clone)]
+pub struct Recipient {
+    pub id: Arc<str>,
+    pub routing: Routing,
+    /// Agents see only the messages that concern them.
+    pub agent: bool,
 }
 
 #[derive(Debug, Default)]
@@ -53,14 +78,7 @@ impl HubState {
             state.tokens.insert(token.hash, token);
         }
         for room in snapshot.rooms {
-            state.rooms.insert(
-                room.id.clone(),
-                RoomState {
-                    record: room,
-                    members: BTreeMap::new(),
-                    head: 0,
-                },
-            );
+            state.rooms.insert(room.id.clone(), RoomState::new(room));
         }
         for member in snapshot.members {
             if let Some(room) = state.rooms.get_mut(&member.room) {
@@ -72,6 +90,10 @@ impl HubState {
                     .or_default()
                     .insert(member.room);
             }
+        }
+        let room_ids: Vec<String> = state.rooms.keys().cloned().collect();
+        for room in room_ids {
+            state.refresh_recipients(&room);
         }
         for (stream, head) in snapshot.heads {
             match stream {
@@ -146,6 +168,22 @@ impl HubState {
         }
     }
 
+    /// Takes back the last `seq` assigned to a stream (its event was not stored).
+    pub fn undo_seq(&mut self, stream: &StreamKey) {
+        match stream {
+            StreamKey::Room(room) => {
+                if let Some(room) = self.rooms.get_mut(room) {
+                    room.head -= 1;
+                }
+            }
+            StreamKey::Inbox(principal) => {
+                if let Some(head) = self.inbox_heads.get_mut(principal) {
+                    *head -= 1;
+                }
+            }
+        }
+    }
+
     pub fn add_member(&mut self, room: &str, principal: &str, routing: Routing) {
         if let Some(state) = self.rooms.get_mut(room) {
             state.members.insert(principal.to_owned(), routing);
@@ -153,15 +191,39 @@ impl HubState {
                 .entry(principal.to_owned())
                 .or_default()
                 .insert(room.to_owned());
+            self.refresh_recipients(room);
         }
     }
 
     pub fn remove_member(&mut self, room: &str, principal: &str) {
         if let Some(state) = self.rooms.get_mut(room) {
             state.members.remove(principal);
+            self.refresh_recipients(room);
         }
         if let Some(rooms) = self.rooms_of.get_mut(principal) {
             rooms.remove(room);
+        }
+    }
+
+    /// Rebuilds a room's delivery list after its membership or a routing changed.
+    fn refresh_recipients(&mut self, room: &str) {
+        let Some(state) = self.rooms.get(room) else {
+            return;
+        };
+        let recipients: Vec<Recipient> = state
+            .members
+            .iter()
+            .map(|(id, routing)| Recipient {
+                id: Arc::from(id.as_str()),
+                routing: *routing,
+                agent: self
+                    .principals
+                    .get(id)
+                    .is_some_and(|p| p.kind == PrincipalKind::Agent),
+            })
+            .collect();
+        if let Some(state) = self.rooms.get_mut(room) {
+            state.recipients = Arc::from(recipients);
         }
     }
 

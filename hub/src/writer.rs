@@ -1,41 +1,36 @@
-//! The single writer: one OS thread that owns the store's write connection, the command
-//! logic's state and the registry of connections.
+//! The single writer: one OS thread that owns the store's write connection and the command
+//! logic's state.
 //!
 //! Why one thread: `seq`s must be dense and assigned in commit order, and SQLite has one
 //! writer anyway. Why batches: an fsync costs milliseconds, so the writer takes every
 //! request waiting in its queue, executes them all in one transaction and commits once
-//! (group commit). Replies and live events leave only after that commit returns, so an
-//! `ok` always means durable and no reader sees an uncommitted event. The connection
-//! registry lives here too, so registering a connection for live delivery is ordered with
-//! commits: everything committed before the registration is in the store when the
-//! connection then reads its replay, and everything after is delivered live.
+//! (group commit). Replies and live events are handed to the [`dispatch`](crate::dispatch)
+//! thread only after that commit returns, so an `ok` always means durable and no reader
+//! sees an uncommitted event; meanwhile the writer already executes the next batch.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use roundtable_protocol::client::{ClientFrame, SignupRequest};
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::client::SignupRequest;
 use roundtable_protocol::model::Routing;
 use roundtable_protocol::server::ServerFrame;
-use roundtable_protocol::{CloseCode, ErrorCode};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::config::SignupMode;
 use crate::delivery::{ConnHandle, LiveEvent, Outbound, err_frame};
-use crate::engine::{
-    Caller, ConnId, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, SignupOutcome,
-};
+use crate::dispatch::{Delivery, Dispatch, DispatchHandle, Recipients};
+use crate::engine::{Caller, Command, Engine, ExecError, NewEvent, Refusal, Reply, SignupOutcome};
 use crate::metrics::Metrics;
-use crate::state::HubState;
-use crate::store::{PrincipalRecord, Store};
-use crate::visibility;
+use crate::state::Recipient;
+use crate::store::{PrincipalRecord, Store, StreamKey};
 
 /// A request to the writer.
 #[derive(Debug)]
 pub enum Request {
-    /// Authenticate a new connection and register it (replacing an older connection of the
-    /// same principal and device).
+    /// Authenticate a new connection; the dispatcher registers it if the token is good.
     Auth {
         token: String,
         device: String,
@@ -45,17 +40,10 @@ pub enum Request {
     /// A command of an authenticated connection.
     Command {
         caller: Caller,
-        frame: ClientFrame,
+        command: Command,
         /// Held until the reply is queued: bounds each connection's commands in flight.
         permit: OwnedSemaphorePermit,
     },
-    /// Start live delivery to a connection.
-    Subscribe {
-        conn: ConnId,
-        done: oneshot::Sender<()>,
-    },
-    /// A connection ended.
-    Disconnect { conn: ConnId },
     /// `POST /v1/signup`.
     Signup {
         request: SignupRequest,
@@ -78,88 +66,6 @@ impl WriterHandle {
     }
 }
 
-struct Registered {
-    handle: ConnHandle,
-    principal: String,
-    device: String,
-    /// Receives live events (after its first `sync` began).
-    live: bool,
-}
-
-#[derive(Default)]
-struct Registry {
-    conns: HashMap<ConnId, Registered>,
-    by_principal: HashMap<String, Vec<ConnId>>,
-}
-
-impl Registry {
-    fn insert(&mut self, principal: &str, device: &str, handle: ConnHandle) {
-        // One live connection per (principal, device): the newer replaces the older.
-        let replaced: Vec<ConnId> = self
-            .by_principal
-            .get(principal)
-            .into_iter()
-            .flatten()
-            .filter(|id| self.conns.get(id).is_some_and(|c| c.device == device))
-            .copied()
-            .collect();
-        for id in replaced {
-            if let Some(old) = self.remove(id) {
-                old.handle.control.close(CloseCode::Replaced);
-            }
-        }
-        self.by_principal
-            .entry(principal.to_owned())
-            .or_default()
-            .push(handle.id);
-        self.conns.insert(
-            handle.id,
-            Registered {
-                handle,
-                principal: principal.to_owned(),
-                device: device.to_owned(),
-                live: false,
-            },
-        );
-    }
-
-    fn remove(&mut self, id: ConnId) -> Option<Registered> {
-        let registered = self.conns.remove(&id)?;
-        if let Some(ids) = self.by_principal.get_mut(&registered.principal) {
-            ids.retain(|other| *other != id);
-            if ids.is_empty() {
-                self.by_principal.remove(&registered.principal);
-            }
-        }
-        Some(registered)
-    }
-
-    fn handle(&self, id: ConnId) -> Option<&ConnHandle> {
-        self.conns.get(&id).map(|registered| &registered.handle)
-    }
-}
-
-/// What to do for one request once its batch is committed.
-enum Pending {
-    Command {
-        conn: ConnId,
-        re: u64,
-        result: Result<Outcome, Refusal>,
-        _permit: OwnedSemaphorePermit,
-    },
-    Auth {
-        reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
-        result: Result<PrincipalRecord, Refusal>,
-    },
-    Subscribe {
-        done: oneshot::Sender<()>,
-    },
-    Signup {
-        reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
-        result: Result<SignupOutcome, Refusal>,
-    },
-}
-
 fn internal() -> Refusal {
     Refusal::new(
         ErrorCode::Internal,
@@ -173,10 +79,61 @@ fn now_ms() -> i64 {
         .map_or(0, |elapsed| elapsed.as_millis() as i64)
 }
 
+/// The result of one request, delivered once its batch is committed.
+enum Pending {
+    Command {
+        conn: crate::engine::ConnId,
+        re: u64,
+        result: Result<crate::engine::Outcome, Refusal>,
+        permit: OwnedSemaphorePermit,
+    },
+    Auth {
+        conn: ConnHandle,
+        device: String,
+        reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
+        result: Result<PrincipalRecord, Refusal>,
+    },
+    Signup {
+        reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
+        result: Result<SignupOutcome, Refusal>,
+    },
+}
+
+impl Pending {
+    /// The same request, answered with `internal` because its batch failed.
+    fn fail(self) -> Pending {
+        match self {
+            Pending::Command {
+                conn, re, permit, ..
+            } => Pending::Command {
+                conn,
+                re,
+                result: Err(internal()),
+                permit,
+            },
+            Pending::Auth {
+                conn,
+                device,
+                reply,
+                ..
+            } => Pending::Auth {
+                conn,
+                device,
+                reply,
+                result: Err(internal()),
+            },
+            Pending::Signup { reply, .. } => Pending::Signup {
+                reply,
+                result: Err(internal()),
+            },
+        }
+    }
+}
+
 struct Writer {
     store: Box<dyn Store>,
     engine: Engine,
-    registry: Registry,
+    dispatch: DispatchHandle,
     metrics: Arc<Metrics>,
     signup: SignupMode,
     max_batch: usize,
@@ -188,6 +145,7 @@ struct Writer {
 pub fn start(
     store: Box<dyn Store>,
     engine: Engine,
+    dispatch: DispatchHandle,
     metrics: Arc<Metrics>,
     signup: SignupMode,
     max_batch: usize,
@@ -196,7 +154,7 @@ pub fn start(
     let writer = Writer {
         store,
         engine,
-        registry: Registry::default(),
+        dispatch,
         metrics,
         signup,
         max_batch,
@@ -223,19 +181,18 @@ impl Writer {
                 break;
             }
         }
-        for registered in self.registry.conns.values() {
-            registered.handle.control.close(CloseCode::HubRestarting);
-        }
+        self.dispatch.send(Dispatch::Shutdown);
         info!("writer stopped");
     }
 
-    /// Executes a batch in one transaction, commits, then replies and delivers. Returns
-    /// true when the hub is shutting down.
+    /// Executes a batch in one transaction, commits, then hands the results to the
+    /// dispatcher. Returns true when the hub is shutting down.
     fn process(&mut self, batch: Vec<Request>) -> bool {
         let now = now_ms();
         let mut shutdown = false;
         let mut pending = Vec::with_capacity(batch.len());
         let mut failure = None;
+        let started = Instant::now();
         let mut tx = match self.store.transaction() {
             Ok(tx) => Some(tx),
             Err(error) => {
@@ -247,16 +204,14 @@ impl Writer {
             match request {
                 Request::Command {
                     caller,
-                    frame,
+                    command,
                     permit,
                 } => {
-                    self.metrics
-                        .commands
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let re = frame.id();
+                    self.metrics.commands.fetch_add(1, Ordering::Relaxed);
+                    let re = command.id();
                     let result = match tx.as_deref_mut() {
                         Some(tx) if failure.is_none() => {
-                            match self.engine.execute(tx, now, &caller, frame) {
+                            match self.engine.execute(tx, now, &caller, command) {
                                 Ok(outcome) => Ok(outcome),
                                 Err(ExecError::Refused(refusal)) => Err(refusal),
                                 Err(ExecError::Store(error)) => {
@@ -271,7 +226,7 @@ impl Writer {
                         conn: caller.conn,
                         re,
                         result,
-                        _permit: permit,
+                        permit,
                     });
                 }
                 Request::Auth {
@@ -281,19 +236,12 @@ impl Writer {
                     reply,
                 } => {
                     let result = self.engine.authenticate(&token);
-                    if let Ok(principal) = &result {
-                        self.registry.insert(&principal.id, &device, conn);
-                    }
-                    pending.push(Pending::Auth { reply, result });
-                }
-                Request::Subscribe { conn, done } => {
-                    if let Some(registered) = self.registry.conns.get_mut(&conn) {
-                        registered.live = true;
-                    }
-                    pending.push(Pending::Subscribe { done });
-                }
-                Request::Disconnect { conn } => {
-                    self.registry.remove(conn);
+                    pending.push(Pending::Auth {
+                        conn,
+                        device,
+                        reply,
+                        result,
+                    });
                 }
                 Request::Signup { request, reply } => {
                     let result = match tx.as_deref_mut() {
@@ -314,7 +262,6 @@ impl Writer {
                 Request::Shutdown => shutdown = true,
             }
         }
-        let started = Instant::now();
         if failure.is_none()
             && let Some(tx) = tx.take()
             && let Err(error) = tx.commit()
@@ -326,23 +273,16 @@ impl Writer {
         if let Some(error) = failure {
             error!(%error, "a write batch failed; every command in it is answered with internal");
             self.recover();
-            for item in pending {
-                self.finish(item.fail(), committed);
-            }
+            pending = pending.into_iter().map(Pending::fail).collect();
         } else {
-            self.metrics
-                .commits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics.commits.fetch_add(1, Ordering::Relaxed);
             self.metrics.commit_latency.observe(committed - started);
-            for item in pending {
-                self.finish(item, committed);
-            }
         }
-        if shutdown {
-            for registered in self.registry.conns.values() {
-                registered.handle.control.close(CloseCode::HubRestarting);
-            }
-        }
+        let deliveries = pending
+            .into_iter()
+            .flat_map(|item| self.deliveries(item, committed))
+            .collect();
+        self.dispatch.send(Dispatch::Batch(deliveries));
         shutdown
     }
 
@@ -353,145 +293,94 @@ impl Writer {
             Err(error) => {
                 // The state may now be ahead of the store; refuse to go on with it.
                 error!(%error, "cannot reload the hub state after a failed commit; stopping");
-                for registered in self.registry.conns.values() {
-                    registered.handle.control.close(CloseCode::HubRestarting);
-                }
                 std::process::abort();
             }
         }
     }
 
-    fn finish(&mut self, item: Pending, committed: Instant) {
+    /// What the dispatcher must do for one committed (or failed) request, in order.
+    fn deliveries(&self, item: Pending, committed: Instant) -> Vec<Delivery> {
         match item {
             Pending::Command {
-                conn, re, result, ..
+                conn,
+                re,
+                result,
+                permit,
             } => match result {
                 Ok(outcome) => {
-                    if let Some(handle) = self.registry.handle(conn) {
-                        let reply = match outcome.reply {
-                            Reply::Ok(ok) => Outbound::Frame(ServerFrame::Ok(ok).to_json()),
-                            Reply::Sent { event, dup } => Outbound::Sent { re, event, dup },
-                        };
-                        self.push(handle, reply);
-                    }
-                    let written = outcome.events.len() as u64;
+                    let reply = match outcome.reply {
+                        Reply::Ok(ok) => Outbound::Frame(ServerFrame::Ok(ok).to_json()),
+                        Reply::Sent { event, dup } => Outbound::Sent { re, event, dup },
+                    };
+                    let mut deliveries = Vec::with_capacity(1 + outcome.events.len());
+                    deliveries.push(Delivery::Reply {
+                        conn,
+                        item: reply,
+                        permit: Some(permit),
+                    });
                     self.metrics
                         .events_written
-                        .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
+                        .fetch_add(outcome.events.len() as u64, Ordering::Relaxed);
                     for event in outcome.events {
-                        self.fanout(event, committed);
+                        deliveries.push(self.event_delivery(event, committed));
                     }
+                    deliveries
                 }
                 Err(refusal) => {
-                    self.metrics
-                        .refused
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if let Some(handle) = self.registry.handle(conn) {
-                        self.push(handle, Outbound::Frame(err_frame(Some(re), &refusal)));
-                    }
+                    self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                    vec![Delivery::Reply {
+                        conn,
+                        item: Outbound::Frame(err_frame(Some(re), &refusal)),
+                        permit: Some(permit),
+                    }]
                 }
             },
-            Pending::Auth { reply, result } => {
-                let _ = reply.send(result);
-            }
-            Pending::Subscribe { done } => {
-                let _ = done.send(());
-            }
+            Pending::Auth {
+                conn,
+                device,
+                reply,
+                result,
+            } => vec![Delivery::Auth {
+                conn,
+                device,
+                reply,
+                result,
+            }],
             Pending::Signup { reply, result } => {
                 let _ = reply.send(result);
+                Vec::new()
             }
         }
     }
 
-    fn push(&self, handle: &ConnHandle, item: Outbound) {
-        if !handle.push(item) && handle.control.close_code() == Some(CloseCode::SlowConsumer) {
-            self.metrics
-                .slow_consumers
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            warn!(conn = handle.id.0, "closing a slow consumer (4008)");
-        }
-    }
-
-    /// Delivers a committed event to every live connection that may see it.
-    fn fanout(&self, event: NewEvent, committed: Instant) {
+    /// Who may receive a committed event, decided with the state as of this commit.
+    fn event_delivery(&self, event: NewEvent, committed: Instant) -> Delivery {
         let NewEvent {
             record,
             origin,
             also_to,
         } = event;
-        let state = &self.engine.state;
-        let live = Arc::new(LiveEvent::new(record, committed));
-        match &live.record.stream {
-            crate::store::StreamKey::Room(room) => {
-                if let Some(room) = state.rooms.get(room) {
-                    for (member, routing) in &room.members {
-                        self.deliver(state, &live, member, *routing, origin);
-                    }
-                }
-                if let Some(departed) = &also_to {
-                    self.deliver(state, &live, departed, Routing::All, origin);
-                }
-            }
-            crate::store::StreamKey::Inbox(principal) => {
-                self.deliver(state, &live, principal, Routing::All, origin);
-            }
-        }
-    }
-
-    fn deliver(
-        &self,
-        state: &HubState,
-        live: &Arc<LiveEvent>,
-        principal: &str,
-        routing: Routing,
-        origin: Option<ConnId>,
-    ) {
-        let Some(conns) = self.registry.by_principal.get(principal) else {
-            return;
+        let recipients = match &record.stream {
+            StreamKey::Room(room) => Recipients::Room {
+                members: self
+                    .engine
+                    .state
+                    .rooms
+                    .get(room)
+                    .map(|room| room.recipients.clone())
+                    .unwrap_or_else(|| Arc::from(Vec::new())),
+                also_to: also_to.map(|id| Recipient {
+                    agent: self.engine.state.is_agent(&id),
+                    id: Arc::from(id),
+                    routing: Routing::All,
+                }),
+            },
+            StreamKey::Inbox(principal) => Recipients::One(Arc::from(principal.as_str())),
         };
-        if state.is_agent(principal) && !visibility::agent_sees(&live.record, principal, routing) {
-            return;
-        }
-        let with_key = live.record.from == principal;
-        for id in conns {
-            let Some(registered) = self.registry.conns.get(id) else {
-                continue;
-            };
-            if !registered.live || Some(*id) == origin {
-                continue;
-            }
-            self.push(
-                &registered.handle,
-                Outbound::Event {
-                    event: live.clone(),
-                    with_key,
-                },
-            );
-        }
-    }
-}
-
-impl Pending {
-    /// The same request, answered with `internal` because its batch failed.
-    fn fail(self) -> Pending {
-        match self {
-            Pending::Command {
-                conn, re, _permit, ..
-            } => Pending::Command {
-                conn,
-                re,
-                result: Err(internal()),
-                _permit,
-            },
-            Pending::Auth { reply, .. } => Pending::Auth {
-                reply,
-                result: Err(internal()),
-            },
-            Pending::Signup { reply, .. } => Pending::Signup {
-                reply,
-                result: Err(internal()),
-            },
-            subscribe @ Pending::Subscribe { .. } => subscribe,
+        Delivery::Event {
+            event: Arc::new(LiveEvent::new(record, committed)),
+            recipients,
+            origin,
         }
     }
 }

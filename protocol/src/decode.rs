@@ -104,7 +104,7 @@ pub fn decode_client_frame(text: &str) -> Result<ClientFrame, DecodeError> {
             format!("a {t} command needs an integer \"id\" to answer to"),
         ));
     };
-    match serde_json::from_str::<ClientFrame>(text) {
+    match decode_as(&t, text) {
         Ok(frame) => {
             debug_assert_eq!(frame.id(), id);
             Ok(frame)
@@ -114,6 +114,43 @@ pub fn decode_client_frame(text: &str) -> Result<ClientFrame, DecodeError> {
             format!("invalid {t} command: {}", describe(&error)),
         )),
     }
+}
+
+/// Decodes the command `t` directly as its struct: unlike the tagged enum, which first
+/// buffers every field, this reads the frame once (the `t` field is ignored as unknown).
+fn decode_as(t: &str, text: &str) -> Result<ClientFrame, serde_json::Error> {
+    use crate::client::*;
+    use serde_json::from_str;
+    Ok(match t {
+        "auth" => ClientFrame::Auth(from_str(text)?),
+        "sync" => ClientFrame::Sync(from_str(text)?),
+        "ack" => ClientFrame::Ack(from_str(text)?),
+        "send" => ClientFrame::Send(from_str(text)?),
+        "history" => ClientFrame::History(from_str(text)?),
+        "room_create" => ClientFrame::RoomCreate(from_str(text)?),
+        "room_invite" => ClientFrame::RoomInvite(from_str(text)?),
+        "room_kick" => ClientFrame::RoomKick(from_str(text)?),
+        "room_update" => ClientFrame::RoomUpdate(from_str(text)?),
+        "room_leave" => ClientFrame::RoomLeave(from_str(text)?),
+        "rooms" => ClientFrame::Rooms(from_str::<Rooms>(text)?),
+        "member_set" => ClientFrame::MemberSet(from_str(text)?),
+        "profile_set" => ClientFrame::ProfileSet(from_str(text)?),
+        "directory" => ClientFrame::Directory(from_str(text)?),
+        "register_agent" => ClientFrame::RegisterAgent(from_str(text)?),
+        "agent_token" => ClientFrame::AgentToken(from_str(text)?),
+        "contact_request" => ClientFrame::ContactRequest(from_str(text)?),
+        "contact_respond" => ClientFrame::ContactRespond(from_str(text)?),
+        "contacts" => ClientFrame::Contacts(from_str::<Contacts>(text)?),
+        "invite_create" => ClientFrame::InviteCreate(from_str(text)?),
+        "invite_redeem" => ClientFrame::InviteRedeem(from_str(text)?),
+        "control" => ClientFrame::Control(from_str(text)?),
+        "audit" => ClientFrame::Audit(from_str(text)?),
+        other => {
+            return Err(serde::de::Error::custom(format!(
+                "unknown frame type {other:?}"
+            )));
+        }
+    })
 }
 
 /// serde's message without the "at line 1 column 57" suffix, which helps no one reading a

@@ -231,9 +231,19 @@ pub struct Client {
 impl Client {
     /// Connects and reads `hello`.
     pub async fn connect(url: &str) -> Result<Client> {
-        let (socket, _) = tokio::time::timeout(PATIENCE, tokio_tungstenite::connect_async(url))
-            .await
-            .context("connect timed out")??;
+        let (socket, _) = tokio::time::timeout(
+            PATIENCE,
+            tokio_tungstenite::connect_async_with_config(
+                url,
+                Some(
+                    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                        .read_buffer_size(16 * 1024),
+                ),
+                true,
+            ),
+        )
+        .await
+        .context("connect timed out")??;
         let mut client = Client {
             socket,
             hello: Hello {
@@ -254,6 +264,11 @@ impl Client {
             other => bail!("expected hello, got {other:?}"),
         }
         Ok(client)
+    }
+
+    /// The raw socket, for load generators that encode and decode frames themselves.
+    pub fn into_socket(self) -> WebSocketStream<MaybeTlsStream<TcpStream>> {
+        self.socket
     }
 
     /// A fresh command id.

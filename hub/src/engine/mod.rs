@@ -6,6 +6,8 @@
 //! a partial change behind; a storage error fails the whole batch, and the writer then
 //! rebuilds the state from the store.
 
+use std::sync::Arc;
+
 mod principals;
 mod rooms;
 mod send;
@@ -22,6 +24,33 @@ use crate::state::HubState;
 use crate::store::{EventRecord, Snapshot, StoreError, StreamKey, WriteTx};
 
 pub use principals::SignupOutcome;
+pub use send::{PreparedSend, prepare_send};
+
+/// A command for the writer: a `send` already prepared by the connection, or any other
+/// command frame.
+#[derive(Debug)]
+pub enum Command {
+    Send(PreparedSend),
+    Frame(ClientFrame),
+}
+
+impl Command {
+    /// The command's `id`, which its reply carries as `re`.
+    pub fn id(&self) -> u64 {
+        match self {
+            Command::Send(send) => send.id,
+            Command::Frame(frame) => frame.id(),
+        }
+    }
+
+    /// Prepares a frame for the writer; a `send` is checked here, off the writer thread.
+    pub fn from_frame(frame: ClientFrame) -> Result<Command, Refusal> {
+        match frame {
+            ClientFrame::Send(send) => prepare_send(send).map(Command::Send),
+            other => Ok(Command::Frame(other)),
+        }
+    }
+}
 
 /// Identifies one WebSocket connection for the life of the hub process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,13 +108,13 @@ pub enum Reply {
     /// An `ok` with these fields.
     Ok(OkReply),
     /// The `ok` of `send`: the stored event (new, or the original of a retried key).
-    Sent { event: EventRecord, dup: bool },
+    Sent { event: Arc<EventRecord>, dup: bool },
 }
 
 /// An event written by a command, to deliver once committed.
 #[derive(Debug)]
 pub struct NewEvent {
-    pub record: EventRecord,
+    pub record: Arc<EventRecord>,
     /// The connection that wrote it with `send`: it gets the event in its `ok`, not live.
     pub origin: Option<ConnId>,
     /// A principal no longer a member that must still see it (the one who left or was
@@ -136,10 +165,17 @@ impl Engine {
         tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
-        frame: ClientFrame,
+        command: Command,
     ) -> Result<Outcome, ExecError> {
+        let frame = match command {
+            Command::Send(send) => return self.send(tx, now_ms, caller, send),
+            Command::Frame(frame) => frame,
+        };
         match frame {
-            ClientFrame::Send(send) => self.send(tx, now_ms, caller, send),
+            ClientFrame::Send(send) => {
+                let prepared = prepare_send(send).map_err(ExecError::Refused)?;
+                self.send(tx, now_ms, caller, prepared)
+            }
             ClientFrame::Ack(ack) => self.ack(tx, caller, ack),
             ClientFrame::RoomCreate(create) => self.room_create(tx, now_ms, caller, create),
             ClientFrame::RoomInvite(invite) => self.room_invite(tx, now_ms, caller, invite),
@@ -177,7 +213,42 @@ impl Engine {
         }
     }
 
-    /// Appends a hub- or client-written event to a stream: assigns its `seq` and writes it.
+    /// Builds the next event of a stream: assigns its `seq` (and id).
+    #[allow(clippy::too_many_arguments)]
+    fn next_event(
+        &mut self,
+        now_ms: i64,
+        stream: StreamKey,
+        from: &str,
+        kind: &str,
+        body: String,
+        client_key: Option<String>,
+        mentions: Vec<String>,
+    ) -> EventRecord {
+        let pair = match &stream {
+            StreamKey::Room(room) => self
+                .state
+                .rooms
+                .get(room)
+                .is_some_and(|room| room.members.len() == 2),
+            StreamKey::Inbox(_) => false,
+        };
+        let seq = self.state.next_seq(&stream);
+        EventRecord {
+            stream,
+            seq,
+            id: self.ids.id("e"),
+            ts_ms: now_ms,
+            from: from.to_owned(),
+            kind: kind.to_owned(),
+            body,
+            client_key,
+            mentions,
+            pair,
+        }
+    }
+
+    /// Appends a hub-written event.
     #[allow(clippy::too_many_arguments)]
     fn append(
         &mut self,
@@ -190,29 +261,32 @@ impl Engine {
         client_key: Option<String>,
         mentions: Vec<String>,
     ) -> Result<EventRecord, StoreError> {
-        let pair = match &stream {
-            StreamKey::Room(room) => self
-                .state
-                .rooms
-                .get(room)
-                .is_some_and(|room| room.members.len() == 2),
-            StreamKey::Inbox(_) => false,
-        };
-        let seq = self.state.next_seq(&stream);
-        let record = EventRecord {
-            stream,
-            seq,
-            id: self.ids.id("e"),
-            ts_ms: now_ms,
-            from: from.to_owned(),
-            kind: kind.to_owned(),
-            body,
-            client_key,
-            mentions,
-            pair,
-        };
+        let record = self.next_event(now_ms, stream, from, kind, body, client_key, mentions);
         tx.append_event(&record)?;
         Ok(record)
+    }
+
+    /// Appends a client's event unless its `client_key` is already used (then `None`, and
+    /// the stream's head is as before).
+    #[allow(clippy::too_many_arguments)]
+    fn append_sent(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        stream: StreamKey,
+        from: &str,
+        kind: &str,
+        body: String,
+        client_key: String,
+        mentions: Vec<String>,
+    ) -> Result<Option<EventRecord>, StoreError> {
+        let record = self.next_event(now_ms, stream, from, kind, body, Some(client_key), mentions);
+        if tx.append_unless_sent(&record)? {
+            Ok(Some(record))
+        } else {
+            self.state.undo_seq(&record.stream);
+            Ok(None)
+        }
     }
 
     /// Appends a hub-written event with a body built from `value`.
@@ -228,7 +302,7 @@ impl Engine {
         let body = serde_json::to_string(value).expect("hub bodies serialize");
         let record = self.append(tx, now_ms, stream, from, kind, body, None, Vec::new())?;
         Ok(NewEvent {
-            record,
+            record: Arc::new(record),
             origin: None,
             also_to: None,
         })
@@ -284,7 +358,10 @@ pub(crate) mod test_support {
         /// Runs one command in its own committed transaction.
         pub fn run(&mut self, caller: &Caller, frame: ClientFrame) -> Result<Outcome, Refusal> {
             let mut tx = self.store.transaction().unwrap();
-            match self.engine.execute(&mut *tx, self.now_ms, caller, frame) {
+            match self
+                .engine
+                .execute(&mut *tx, self.now_ms, caller, Command::Frame(frame))
+            {
                 Ok(outcome) => {
                     tx.commit().unwrap();
                     Ok(outcome)

@@ -253,14 +253,9 @@ impl Engine {
             title: room.title.clone(),
             topic: room.topic.clone(),
         };
-        self.state.rooms.insert(
-            room_id.clone(),
-            crate::state::RoomState {
-                record: room,
-                members: Default::default(),
-                head: 0,
-            },
-        );
+        self.state
+            .rooms
+            .insert(room_id.clone(), crate::state::RoomState::new(room));
         for member in members {
             let record = MemberRecord {
                 room: room_id.clone(),

@@ -11,70 +11,191 @@ use roundtable_protocol::model::PrincipalKind;
 use roundtable_protocol::ts;
 use serde_json::Value;
 
-use super::{Caller, Engine, ExecError, NewEvent, Outcome, Reply, refuse};
-use crate::store::{PingRecord, StreamKey, WriteTx};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, refuse};
+use crate::store::{EventRecord, PingRecord, StoreError, StreamKey, WriteTx};
+
+fn duplicate(original: EventRecord) -> Outcome {
+    Outcome {
+        reply: Reply::Sent {
+            event: Arc::new(original),
+            dup: true,
+        },
+        events: Vec::new(),
+    }
+}
+
+/// A `send` whose frame is checked and whose body is parsed and encoded: the part of the
+/// work that needs no state, done by the connection's task so the writer thread only does
+/// what must be serialized.
+#[derive(Debug)]
+pub struct PreparedSend {
+    pub id: u64,
+    pub room: String,
+    pub client_key: String,
+    pub kind: EventKind,
+    /// The body as sent.
+    body: Value,
+    /// The body as stored (unless mentions are added).
+    body_text: String,
+    detail: SendDetail,
+}
+
+#[derive(Debug)]
+enum SendDetail {
+    Message(MessageBody),
+    Ping(PingBody),
+    Answer(AnswerBody),
+    Other,
+}
+
+/// Step 1 of the protocol's order of checks: the frame is valid.
+pub fn prepare_send(send: Send) -> Result<PreparedSend, Refusal> {
+    let key_len = send.client_key.len();
+    if !(limits::CLIENT_KEY_MIN..=limits::CLIENT_KEY_MAX).contains(&key_len) {
+        return Err(Refusal::new(
+            ErrorCode::BadFrame,
+            format!(
+                "client_key must be {} to {} bytes long, got {key_len}; use a fresh random key \
+                 per message",
+                limits::CLIENT_KEY_MIN,
+                limits::CLIENT_KEY_MAX
+            ),
+        ));
+    }
+    let Some(kind) = EventKind::parse(&send.kind) else {
+        return Err(Refusal::new(
+            ErrorCode::BadFrame,
+            format!(
+                "unknown event kind {:?}; send message, tasks, arch, usage, status, ping, \
+                 answer or x-<name>",
+                send.kind
+            ),
+        ));
+    };
+    let body_text = serde_json::to_string(&send.body).expect("JSON values serialize");
+    bodies::validate_client_body(&kind, &send.body, body_text.len())
+        .map_err(|error| Refusal::new(error.code, error.msg))?;
+    let detail = match kind {
+        EventKind::Message => {
+            SendDetail::Message(MessageBody::deserialize(&send.body).expect("validated"))
+        }
+        EventKind::Ping => SendDetail::Ping(PingBody::deserialize(&send.body).expect("validated")),
+        EventKind::Answer => {
+            SendDetail::Answer(AnswerBody::deserialize(&send.body).expect("validated"))
+        }
+        _ => SendDetail::Other,
+    };
+    Ok(PreparedSend {
+        id: send.id,
+        room: send.room,
+        client_key: send.client_key,
+        kind,
+        body: send.body,
+        body_text,
+        detail,
+    })
+}
+
+/// What a `send` will store, once every check passed.
+struct SendPlan {
+    body_text: String,
+    mentions: Vec<String>,
+    /// The ping to record: a new one, or one now answered.
+    ping: Option<PingRecord>,
+}
 
 impl Engine {
+    /// Steps 2 to 4 of the protocol's order of checks. The known-key check is folded into
+    /// the insert: the store refuses a second event with the same key, and only then (or
+    /// when another check refuses) is the original looked up, so a fresh send costs one
+    /// index probe, not two.
     pub(super) fn send(
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
-        send: Send,
+        send: PreparedSend,
     ) -> Result<Outcome, ExecError> {
-        // 1. The frame is valid.
-        let key_len = send.client_key.len();
-        if !(limits::CLIENT_KEY_MIN..=limits::CLIENT_KEY_MAX).contains(&key_len) {
-            return refuse(
-                ErrorCode::BadFrame,
-                format!(
-                    "client_key must be {} to {} bytes long, got {key_len}; use a fresh random \
-                     key per message",
-                    limits::CLIENT_KEY_MIN,
-                    limits::CLIENT_KEY_MAX
-                ),
-            );
-        }
-        let Some(kind) = EventKind::parse(&send.kind) else {
-            return refuse(
-                ErrorCode::BadFrame,
-                format!(
-                    "unknown event kind {:?}; send message, tasks, arch, usage, status, ping, \
-                     answer or x-<name>",
-                    send.kind
-                ),
-            );
+        let plan = match self.plan_send(now_ms, caller, &send) {
+            Ok(plan) => plan,
+            Err(ExecError::Refused(refusal)) => {
+                // A retried key returns the original even where the retry itself would now
+                // be refused (the sender left the room, the ping was answered since…).
+                return match tx.find_sent(&caller.id, &send.client_key)? {
+                    Some(original) => Ok(duplicate(original)),
+                    None => Err(ExecError::Refused(refusal)),
+                };
+            }
+            Err(error) => return Err(error),
         };
-        let mut body = send.body;
-        let body_text = serde_json::to_string(&body).expect("JSON values serialize");
-        if let Err(error) = bodies::validate_client_body(&kind, &body, body_text.len()) {
-            return refuse(error.code, error.msg);
+        let stream = StreamKey::Room(send.room.clone());
+        let Some(record) = self.append_sent(
+            tx,
+            now_ms,
+            stream,
+            &caller.id,
+            send.kind.as_str(),
+            plan.body_text,
+            send.client_key.clone(),
+            plan.mentions,
+        )?
+        else {
+            let original =
+                tx.find_sent(&caller.id, &send.client_key)?
+                    .ok_or_else(|| StoreError::Corrupt {
+                        table: "events",
+                        detail: "an event was refused as a duplicate of nothing".into(),
+                    })?;
+            return Ok(duplicate(original));
+        };
+        if let Some(mut ping) = plan.ping {
+            if ping.answered_by.is_none() {
+                ping.seq = record.seq;
+            }
+            tx.upsert_ping(&ping)?;
+            self.state
+                .pings
+                .insert((ping.room.clone(), ping.ping.clone()), ping);
         }
-        // 2. A known key returns the original event.
-        if let Some(original) = tx.find_sent(&caller.id, &send.client_key)? {
-            return Ok(Outcome {
-                reply: Reply::Sent {
-                    event: original,
-                    dup: true,
-                },
-                events: Vec::new(),
-            });
-        }
-        // 3. Membership.
+        let record = Arc::new(record);
+        Ok(Outcome {
+            reply: Reply::Sent {
+                event: record.clone(),
+                dup: false,
+            },
+            events: vec![NewEvent {
+                record,
+                origin: Some(caller.conn),
+                also_to: None,
+            }],
+        })
+    }
+
+    /// Membership and what the kind requires; changes nothing.
+    fn plan_send(
+        &self,
+        now_ms: i64,
+        caller: &Caller,
+        send: &PreparedSend,
+    ) -> Result<SendPlan, ExecError> {
         self.member_room(&send.room, &caller.id)?;
-        // 4. What the kind requires.
-        let mut mentions = Vec::new();
-        let mut ping_to_store = None;
-        let mut body_text = body_text;
-        match kind {
-            EventKind::Message => {
-                let message: MessageBody =
-                    serde_json::from_value(body.clone()).expect("validated above");
-                mentions = self.resolve_mentions(&send.room, &message);
-                if !mentions.is_empty() && message.mentions.as_ref() != Some(&mentions) {
-                    body["mentions"] = Value::from(mentions.clone());
-                    body_text = serde_json::to_string(&body).expect("JSON values serialize");
-                    if body_text.len() > limits::EVENT_BODY {
+        let mut plan = SendPlan {
+            body_text: send.body_text.clone(),
+            mentions: Vec::new(),
+            ping: None,
+        };
+        match &send.detail {
+            SendDetail::Message(message) => {
+                plan.mentions = self.resolve_mentions(&send.room, message);
+                if !plan.mentions.is_empty() && message.mentions.as_ref() != Some(&plan.mentions) {
+                    let mut body = send.body.clone();
+                    body["mentions"] = Value::from(plan.mentions.clone());
+                    plan.body_text = serde_json::to_string(&body).expect("JSON values serialize");
+                    if plan.body_text.len() > limits::EVENT_BODY {
                         return refuse(
                             ErrorCode::TooLarge,
                             "with its mentions the message is over the body limit; shorten it",
@@ -82,8 +203,7 @@ impl Engine {
                     }
                 }
             }
-            EventKind::Ping => {
-                let ping: PingBody = serde_json::from_value(body.clone()).expect("validated");
+            SendDetail::Ping(ping) => {
                 if self
                     .state
                     .pings
@@ -97,53 +217,23 @@ impl Engine {
                         ),
                     );
                 }
-                ping_to_store = Some(PingRecord {
+                plan.ping = Some(PingRecord {
                     room: send.room.clone(),
-                    ping: ping.ping,
+                    ping: ping.ping.clone(),
                     seq: 0,
-                    to: ping.to.unwrap_or_default(),
+                    to: ping.to.clone().unwrap_or_default(),
                     expires_ms: ping.expires_at.as_deref().and_then(ts::parse_millis),
                     answered_by: None,
                 });
             }
-            EventKind::Answer => {
-                let answer: AnswerBody = serde_json::from_value(body.clone()).expect("validated");
-                let mut ping = self.check_answer(now_ms, caller, &send.room, &answer)?;
+            SendDetail::Answer(answer) => {
+                let mut ping = self.check_answer(now_ms, caller, &send.room, answer)?;
                 ping.answered_by = Some(caller.id.clone());
-                ping_to_store = Some(ping);
+                plan.ping = Some(ping);
             }
-            _ => {}
+            SendDetail::Other => {}
         }
-        let record = self.append(
-            tx,
-            now_ms,
-            StreamKey::Room(send.room.clone()),
-            &caller.id,
-            kind.as_str(),
-            body_text,
-            Some(send.client_key),
-            mentions,
-        )?;
-        if let Some(mut ping) = ping_to_store {
-            if ping.answered_by.is_none() {
-                ping.seq = record.seq;
-            }
-            tx.upsert_ping(&ping)?;
-            self.state
-                .pings
-                .insert((ping.room.clone(), ping.ping.clone()), ping);
-        }
-        Ok(Outcome {
-            reply: Reply::Sent {
-                event: record.clone(),
-                dup: false,
-            },
-            events: vec![NewEvent {
-                record,
-                origin: Some(caller.conn),
-                also_to: None,
-            }],
-        })
+        Ok(plan)
     }
 
     /// The ids a message mentions: those it lists, then every `@handle` in its text that

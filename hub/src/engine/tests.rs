@@ -62,7 +62,7 @@ fn register(fixture: &mut Fixture, owner: &Caller, name: &str) -> Caller {
 
 fn sent(outcome: Outcome) -> (EventRecord, bool) {
     match outcome.reply {
-        Reply::Sent { event, dup } => (event, dup),
+        Reply::Sent { event, dup } => ((*event).clone(), dup),
         Reply::Ok(ok) => panic!("send replies with the event, got {ok:?}"),
     }
 }
@@ -298,6 +298,88 @@ fn answers_follow_the_ping_rules() {
         )
         .unwrap_err();
     assert_eq!(second.code, ErrorCode::Conflict);
+}
+
+#[test]
+fn a_retried_answer_returns_the_original_not_a_conflict() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let agent = register(&mut fixture, &dana, "asker");
+    let home = fixture.engine.state.rooms_of[&agent.id]
+        .iter()
+        .next()
+        .unwrap()
+        .clone();
+    let send = |id, key: &str, kind: &str, body| {
+        ClientFrame::Send(Send {
+            id,
+            room: home.clone(),
+            client_key: key.into(),
+            kind: kind.into(),
+            body,
+        })
+    };
+    fixture
+        .run(
+            &agent,
+            send(
+                1,
+                "ping-retry-1",
+                "ping",
+                json!({"ping": "p", "question": "?"}),
+            ),
+        )
+        .unwrap();
+    // The same ping sent again with its key: the original, though the id is now taken.
+    let (again, dup) = sent(
+        fixture
+            .run(
+                &agent,
+                send(
+                    2,
+                    "ping-retry-1",
+                    "ping",
+                    json!({"ping": "p", "question": "?"}),
+                ),
+            )
+            .unwrap(),
+    );
+    assert!(dup);
+    assert_eq!(again.kind, "ping");
+    let (answer, _) = sent(
+        fixture
+            .run(
+                &dana,
+                send(
+                    3,
+                    "answer-retry",
+                    "answer",
+                    json!({"ping": "p", "choice": "y"}),
+                ),
+            )
+            .unwrap(),
+    );
+    let head = fixture.engine.state.head(&StreamKey::Room(home.clone()));
+    let (retried, dup) = sent(
+        fixture
+            .run(
+                &dana,
+                send(
+                    4,
+                    "answer-retry",
+                    "answer",
+                    json!({"ping": "p", "choice": "y"}),
+                ),
+            )
+            .unwrap(),
+    );
+    assert!(dup);
+    assert_eq!(retried, answer);
+    assert_eq!(
+        fixture.engine.state.head(&StreamKey::Room(home)),
+        head,
+        "no seq was used up"
+    );
 }
 
 #[test]

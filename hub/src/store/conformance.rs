@@ -168,6 +168,23 @@ fn client_keys_are_found_inside_and_after_the_transaction() {
 }
 
 #[test]
+fn a_used_key_is_not_appended_again() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let mut tx = backend.store.transaction().unwrap();
+    let fresh = event(StreamKey::Room("r".into()), 7, "v", "message", &[]);
+    assert!(tx.append_unless_sent(&fresh).unwrap());
+    let mut retry = event(StreamKey::Room("r".into()), 8, "v", "message", &[]);
+    retry.client_key = fresh.client_key.clone();
+    assert!(!tx.append_unless_sent(&retry).unwrap());
+    // A clash on (stream, seq) is an error, never a silent duplicate.
+    let mut clash = event(StreamKey::Room("r".into()), 7, "u", "message", &[]);
+    clash.client_key = Some("another-key".into());
+    assert!(tx.append_unless_sent(&clash).is_err());
+    drop(tx);
+}
+
+#[test]
 fn a_seq_is_stored_once_per_stream() {
     let mut backend = sqlite_backend();
     populate(&mut backend.store);

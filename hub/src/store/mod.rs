@@ -175,6 +175,9 @@ pub trait WriteTx {
     fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError>;
     fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError>;
     fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError>;
+    /// Appends a client-written event unless its sender already used its `client_key`;
+    /// returns whether it was stored.
+    fn append_unless_sent(&mut self, event: &EventRecord) -> Result<bool, StoreError>;
     /// The event `sender` stored with `client_key`, if any (also within this transaction).
     fn find_sent(
         &mut self,

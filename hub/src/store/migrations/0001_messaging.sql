@@ -61,8 +61,8 @@ CREATE TABLE events (
     mentions   TEXT,
     -- 1 when the room had exactly two members as the event was stored.
     pair       INTEGER NOT NULL CHECK (pair IN (0, 1)),
-    UNIQUE (stream, seq)
-) STRICT;
+    PRIMARY KEY (stream, seq)
+) STRICT, WITHOUT ROWID;
 
 -- Idempotency: one event per (sender, client_key), kept as long as the event.
 CREATE UNIQUE INDEX events_client_key ON events (sender, client_key) WHERE client_key IS NOT NULL;
