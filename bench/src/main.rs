@@ -12,6 +12,8 @@
 //! Targets alternate (hub, NATS, hub, NATS…) for `--runs` rounds; the report gives each run
 //! and the medians, and the ratio of the medians.
 
+#![allow(clippy::print_stdout, reason = "the report goes to stdout")]
+
 mod hub_target;
 mod measure;
 mod nats_target;

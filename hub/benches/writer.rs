@@ -2,6 +2,8 @@
 //! batches of prepared sends and committing each batch, as the writer thread does.
 //! `cargo bench -p roundtable-hub --bench writer` prints sends/s and µs per send.
 
+#![allow(clippy::print_stdout, reason = "the result goes to stdout")]
+
 use std::time::Instant;
 
 use roundtable_hub::engine::{Caller, Command, ConnId, Engine, prepare_send};

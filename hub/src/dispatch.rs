@@ -85,6 +85,13 @@ impl DispatchHandle {
     pub fn send(&self, dispatch: Dispatch) -> bool {
         self.queue.send(dispatch).is_ok()
     }
+
+    /// A handle whose dispatches the caller reads itself (tests of the writer).
+    #[cfg(test)]
+    pub(crate) fn detached() -> (DispatchHandle, crossbeam_channel::Receiver<Dispatch>) {
+        let (queue, receiver) = crossbeam_channel::unbounded();
+        (DispatchHandle { queue }, receiver)
+    }
 }
 
 struct Registered {

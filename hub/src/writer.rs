@@ -384,3 +384,241 @@ impl Writer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! A failed commit: every command of the batch is answered `internal`, nothing of it
+    //! is visible afterwards, and the state goes on from what the store holds.
+
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use roundtable_protocol::client::{ClientFrame, RoomCreate, Send};
+    use roundtable_protocol::model::PrincipalKind;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::engine::ConnId;
+    use crate::ids::IdSource;
+    use crate::store::sqlite::{self, SqliteStore};
+    use crate::store::{
+        EventRecord, MemberRecord, PingRecord, PrincipalRecord, ReadStore, RoomRecord, Snapshot,
+        StoreError, TokenRecord, WriteTx,
+    };
+
+    /// SQLite whose next commit fails when told to.
+    struct FlakyStore {
+        inner: SqliteStore,
+        fail_next_commit: Arc<AtomicBool>,
+    }
+
+    struct FlakyTx<'a> {
+        inner: Box<dyn WriteTx + 'a>,
+        fail: bool,
+    }
+
+    impl Store for FlakyStore {
+        fn load(&mut self) -> Result<Snapshot, StoreError> {
+            self.inner.load()
+        }
+
+        fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError> {
+            let fail = self.fail_next_commit.swap(false, Ordering::SeqCst);
+            Ok(Box::new(FlakyTx {
+                inner: self.inner.transaction()?,
+                fail,
+            }))
+        }
+    }
+
+    impl WriteTx for FlakyTx<'_> {
+        fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+            self.inner.insert_principal(p)
+        }
+        fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+            self.inner.update_principal(p)
+        }
+        fn insert_token(&mut self, t: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+            self.inner.insert_token(t, now_ms)
+        }
+        fn revoke_tokens(&mut self, p: &str, now_ms: i64) -> Result<(), StoreError> {
+            self.inner.revoke_tokens(p, now_ms)
+        }
+        fn insert_room(&mut self, r: &RoomRecord) -> Result<(), StoreError> {
+            self.inner.insert_room(r)
+        }
+        fn update_room(&mut self, r: &RoomRecord) -> Result<(), StoreError> {
+            self.inner.update_room(r)
+        }
+        fn upsert_member(&mut self, m: &MemberRecord) -> Result<(), StoreError> {
+            self.inner.upsert_member(m)
+        }
+        fn delete_member(&mut self, r: &str, p: &str) -> Result<(), StoreError> {
+            self.inner.delete_member(r, p)
+        }
+        fn append_event(&mut self, e: &EventRecord) -> Result<(), StoreError> {
+            self.inner.append_event(e)
+        }
+        fn append_unless_sent(&mut self, e: &EventRecord) -> Result<bool, StoreError> {
+            self.inner.append_unless_sent(e)
+        }
+        fn find_sent(&mut self, s: &str, k: &str) -> Result<Option<EventRecord>, StoreError> {
+            self.inner.find_sent(s, k)
+        }
+        fn upsert_ping(&mut self, p: &PingRecord) -> Result<(), StoreError> {
+            self.inner.upsert_ping(p)
+        }
+        fn set_ack(&mut self, p: &str, d: &str, s: &StreamKey, q: u64) -> Result<(), StoreError> {
+            self.inner.set_ack(p, d, s, q)
+        }
+        fn commit(self: Box<Self>) -> Result<(), StoreError> {
+            if self.fail {
+                // Dropping the inner transaction rolls it back, as a failed fsync would.
+                return Err(StoreError::Corrupt {
+                    table: "events",
+                    detail: "injected commit failure".into(),
+                });
+            }
+            self.inner.commit()
+        }
+    }
+
+    fn next_batch(receiver: &crossbeam_channel::Receiver<Dispatch>) -> Vec<Delivery> {
+        loop {
+            match receiver
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a dispatch")
+            {
+                Dispatch::Batch(deliveries) if !deliveries.is_empty() => return deliveries,
+                _ => continue,
+            }
+        }
+    }
+
+    fn reply_text(deliveries: &[Delivery]) -> String {
+        match deliveries.first() {
+            Some(Delivery::Reply {
+                item: Outbound::Frame(text),
+                ..
+            }) => text.clone(),
+            Some(Delivery::Reply {
+                item: Outbound::Sent { event, dup, .. },
+                ..
+            }) => format!("sent seq {} dup {dup}", event.seq),
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_answers_internal_and_loses_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ids = IdSource::seeded(5);
+        let (mut inner, reader) =
+            sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1).unwrap();
+        let mut engine = Engine::new(inner.load().unwrap(), ids);
+        let mut tx = inner.transaction().unwrap();
+        let user = engine
+            .signup(
+                &mut *tx,
+                1,
+                SignupMode::Open,
+                roundtable_protocol::client::SignupRequest {
+                    handle: "dana".into(),
+                    name: "Dana".into(),
+                    discoverable: None,
+                    invite: None,
+                },
+            )
+            .unwrap();
+        let caller = Caller {
+            id: user.principal.id.clone(),
+            kind: PrincipalKind::User,
+            device: "d".into(),
+            conn: ConnId(1),
+        };
+        let created = engine
+            .execute(
+                &mut *tx,
+                1,
+                &caller,
+                Command::Frame(ClientFrame::RoomCreate(RoomCreate {
+                    id: 1,
+                    title: None,
+                    topic: None,
+                    members: vec![],
+                })),
+            )
+            .unwrap();
+        tx.commit().unwrap();
+        let Reply::Ok(ok) = created.reply else {
+            panic!()
+        };
+        let room = ok
+            .decode::<roundtable_protocol::server::RoomOk>()
+            .unwrap()
+            .room
+            .id;
+
+        let fail = Arc::new(AtomicBool::new(false));
+        let store = FlakyStore {
+            inner,
+            fail_next_commit: fail.clone(),
+        };
+        let (dispatch, dispatched) = DispatchHandle::detached();
+        let (writer, thread) = start(
+            Box::new(store),
+            engine,
+            dispatch,
+            Arc::new(Metrics::default()),
+            SignupMode::Open,
+            64,
+        );
+        let permits = Arc::new(Semaphore::new(16));
+        let send = |id: u64, key: &str| Request::Command {
+            caller: caller.clone(),
+            command: Command::from_frame(ClientFrame::Send(Send {
+                id,
+                room: room.clone(),
+                client_key: key.into(),
+                kind: "message".into(),
+                body: serde_json::json!({"text": key}),
+            }))
+            .unwrap(),
+            permit: permits.clone().try_acquire_owned().unwrap(),
+        };
+
+        assert!(writer.submit(send(1, "first-message")));
+        assert_eq!(reply_text(&next_batch(&dispatched)), "sent seq 3 dup false");
+
+        fail.store(true, Ordering::SeqCst);
+        assert!(writer.submit(send(2, "lost-message")));
+        let failed = reply_text(&next_batch(&dispatched));
+        assert!(failed.contains("\"code\":\"internal\""), "{failed}");
+
+        // The failed event was never stored, its seq is reused, and its key is free again.
+        assert!(writer.submit(send(3, "third-message")));
+        assert_eq!(reply_text(&next_batch(&dispatched)), "sent seq 4 dup false");
+        assert!(writer.submit(send(4, "lost-message")));
+        assert_eq!(reply_text(&next_batch(&dispatched)), "sent seq 5 dup false");
+        let history = reader
+            .history(
+                &caller.id,
+                false,
+                &room,
+                crate::store::HistoryRange {
+                    before: None,
+                    after: Some(2),
+                    limit: 10,
+                },
+            )
+            .unwrap();
+        let keys: Vec<_> = history
+            .iter()
+            .map(|e| e.client_key.clone().unwrap())
+            .collect();
+        assert_eq!(keys, vec!["first-message", "third-message", "lost-message"]);
+
+        assert!(writer.submit(Request::Shutdown));
+        thread.join().unwrap();
+    }
+}

@@ -393,17 +393,13 @@ impl Client {
 
     /// The next event (from the backlog first).
     pub async fn next_event(&mut self) -> Result<Event> {
-        loop {
-            if let Some(frame) = self.backlog.pop_front() {
-                match frame {
-                    ServerFrame::Evt(event) => return Ok(event),
-                    other => bail!("expected an event, got {other:?}"),
-                }
-            }
-            match self.recv().await? {
-                Incoming::Frame(ServerFrame::Evt(event)) => return Ok(event),
-                other => bail!("expected an event, got {other:?}"),
-            }
+        let next = match self.backlog.pop_front() {
+            Some(frame) => Incoming::Frame(frame),
+            None => self.recv().await?,
+        };
+        match next {
+            Incoming::Frame(ServerFrame::Evt(event)) => Ok(event),
+            other => bail!("expected an event, got {other:?}"),
         }
     }
 

@@ -1,5 +1,7 @@
 //! The `roundtable` binary as users and scripts run it.
+#![allow(clippy::print_stdout, reason = "tests print their seeds and figures")]
 
 mod crash;
 mod hub_command;
+mod independent;
 mod process;

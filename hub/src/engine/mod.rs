@@ -318,9 +318,15 @@ impl Engine {
     }
 }
 
-/// The default routing of a new member.
-pub(crate) fn default_routing() -> Routing {
-    Routing::Mentions
+impl Engine {
+    /// The routing of a new member: users see everything, agents what concerns them.
+    pub(crate) fn default_routing(&self, principal: &str) -> Routing {
+        if self.state.is_agent(principal) {
+            Routing::Mentions
+        } else {
+            Routing::All
+        }
+    }
 }
 
 #[cfg(test)]

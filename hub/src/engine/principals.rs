@@ -8,7 +8,7 @@ use roundtable_protocol::limits;
 use roundtable_protocol::model::{Discoverable, PrincipalKind};
 use roundtable_protocol::server::{OkReply, ProfileOk, RegisterAgentOk};
 
-use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, default_routing, refuse};
+use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, refuse};
 use crate::config::SignupMode;
 use crate::ids::{self, TokenHash};
 use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, TokenRecord, WriteTx};
@@ -260,7 +260,7 @@ impl Engine {
             let record = MemberRecord {
                 room: room_id.clone(),
                 principal: member.clone(),
-                routing: default_routing(),
+                routing: self.default_routing(member),
                 joined_ms: now_ms,
             };
             tx.upsert_member(&record)?;

@@ -6,9 +6,10 @@ use roundtable_protocol::client::{
     Ack, MemberSet, RoomCreate, RoomInvite, RoomKick, RoomLeave, RoomUpdate,
 };
 use roundtable_protocol::limits;
+use roundtable_protocol::model::PrincipalKind;
 use roundtable_protocol::server::{OkReply, RoomOk, RoomsOk};
 
-use super::{Caller, Engine, ExecError, NewEvent, Outcome, default_routing, refuse};
+use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
 use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, WriteTx};
 
 fn check_text(value: &Option<String>, what: &str, limit: usize) -> Result<(), ExecError> {
@@ -143,7 +144,7 @@ impl Engine {
         let record = MemberRecord {
             room: room.to_owned(),
             principal: principal.to_owned(),
-            routing: default_routing(),
+            routing: self.default_routing(principal),
             joined_ms: now_ms,
         };
         tx.upsert_member(&record)?;
@@ -355,6 +356,10 @@ impl Engine {
         set: MemberSet,
     ) -> Result<Outcome, ExecError> {
         self.member_room(&set.room, &caller.id)?;
+        if caller.kind == PrincipalKind::User {
+            // Users always see every event of their rooms; the setting is an agent's.
+            return Ok(Outcome::ok(OkReply::empty(set.id)));
+        }
         let record = MemberRecord {
             room: set.room.clone(),
             principal: caller.id.clone(),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent conformance client for the Roundtable wire protocol, version 1.
 
-Written from /work/shared/PROTOCOL.md only (no knowledge of the hub's source).
+Written from the protocol contract only (docs/protocol.md; no knowledge of the hub's source).
 Python 3.11, standard library only. Usage:
 
     python3 client.py HOST:PORT [--keep-going]

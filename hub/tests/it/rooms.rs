@@ -35,6 +35,14 @@ async fn room_create_adds_kin_and_refuses_strangers_atomically() {
     assert!(members.contains(&"dana") && members.contains(&"dana/writer"));
     // room event, two joins: the head is 3.
     assert_eq!(created.head, 3);
+    // Users see everything; agents start with what concerns them.
+    for member in &created.members {
+        let expected = match member.kind {
+            PrincipalKind::User => Routing::All,
+            PrincipalKind::Agent => Routing::Mentions,
+        };
+        assert_eq!(member.routing, expected, "{}", member.handle);
+    }
 
     let id = dana.id();
     assert_eq!(

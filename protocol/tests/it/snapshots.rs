@@ -208,7 +208,7 @@ fn client_frames() {
 
 #[test]
 fn server_frames() {
-    let frames = vec![
+    let frames = [
         ServerFrame::Hello(Hello {
             proto: 1,
             hub: "h_1".into(),

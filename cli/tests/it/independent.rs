@@ -1,0 +1,28 @@
+//! A client written from the protocol document alone (Python, standard library only, in
+//! `hub/tests/independent/client.py`) signs up, authenticates, creates rooms, sends, syncs
+//! and resumes against `roundtable hub`, and finds no surprise.
+
+use std::path::PathBuf;
+
+use crate::process::HubProcess;
+
+#[tokio::test]
+async fn an_independent_client_finds_no_deviation() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hub/tests/independent/client.py");
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(dir.path(), &[]).await;
+    let output = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(hub.addr.to_string())
+        .output()
+        .await
+        .expect("python3 runs (the test command installs it)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the independent client found a deviation:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("PASS"), "{stdout}");
+    hub.terminate().await;
+}

@@ -1,0 +1,25 @@
+# Shared by scripts/run.sh and scripts/test.sh: install what is missing, idempotently.
+
+# Debian packages the build and the tests need.
+ensure_packages() {
+    local missing=()
+    local package
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$package")
+    done
+    if ((${#missing[@]})); then
+        echo "installing: ${missing[*]}" >&2
+        local sudo=()
+        [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+ensure_rust() {
+    if ! command -v cargo >/dev/null; then
+        echo "cargo is missing: install Rust from https://rustup.rs (rustup default stable), then run this again" >&2
+        exit 1
+    fi
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test of Roundtable: formatting, lints, unit, integration, crash and end-to-end
+# tests. Installs what it needs first (Debian/Ubuntu), and can be run again at any time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+
+ensure_packages build-essential pkg-config python3 ca-certificates
+ensure_rust
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+if command -v cargo-nextest >/dev/null; then
+    cargo nextest run --workspace --locked --profile ci
+    cargo test --workspace --locked --doc
+else
+    cargo test --workspace --locked
+fi
+echo "all tests passed"
