@@ -8,7 +8,8 @@ use crate::process::HubProcess;
 
 #[tokio::test]
 async fn an_independent_client_finds_no_deviation() {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hub/tests/independent/client.py");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hub/tests/independent/client.py");
     let dir = tempfile::tempdir().unwrap();
     let hub = HubProcess::start(dir.path(), &[]).await;
     let output = tokio::process::Command::new("python3")
