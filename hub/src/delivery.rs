@@ -61,6 +61,8 @@ impl LiveEvent {
 pub enum Outbound {
     /// An encoded reply.
     Frame(String),
+    /// An `err` reply (the sink counts the `bad_frame`s).
+    Err { re: Option<u64>, refusal: Refusal },
     /// The `ok` of a `send`.
     Sent {
         re: u64,

@@ -19,21 +19,9 @@ use tracing::{info, warn};
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
 use crate::engine::{ConnId, Refusal};
 use crate::metrics::Metrics;
-use crate::state::Recipient;
+use crate::state::Recipients;
 use crate::store::PrincipalRecord;
 use crate::visibility;
-
-/// Who may receive an event.
-#[derive(Debug)]
-pub enum Recipients {
-    /// A room's members as of the commit, and possibly one who just left or was kicked.
-    Room {
-        members: Arc<[Recipient]>,
-        also_to: Option<Recipient>,
-    },
-    /// An inbox's owner.
-    One(Arc<str>),
-}
 
 /// One thing to deliver after a commit.
 #[derive(Debug)]

@@ -183,6 +183,7 @@ pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
             context: context.clone(),
             caller: caller.clone(),
             delivered: FxHashMap::default(),
+            bad_frames: VecDeque::new(),
             live: false,
         }
         .run(),
@@ -321,7 +322,6 @@ async fn read_frames(
     let control = &handle.control;
     let in_flight = Arc::new(Semaphore::new(context.config.max_in_flight.max(1)));
     let silence_limit = context.config.heartbeat * 2;
-    let mut bad_frames: VecDeque<Instant> = VecDeque::new();
     let mut closing = control.watch();
     loop {
         let next = tokio::select! {
@@ -352,9 +352,7 @@ async fn read_frames(
                     ErrorCode::BadFrame,
                     "binary frames are not part of the protocol; send JSON text frames",
                 );
-                if !count_bad_frame(&mut bad_frames, control)
-                    || !handle.push(Outbound::Frame(err_frame(None, &refusal)))
-                {
+                if !handle.push(Outbound::Err { re: None, refusal }) {
                     return;
                 }
                 continue;
@@ -366,9 +364,10 @@ async fn read_frames(
             Ok(command) => command,
             Err(error) => {
                 let refusal = Refusal::new(error.code, error.msg);
-                if (error.code == ErrorCode::BadFrame && !count_bad_frame(&mut bad_frames, control))
-                    || !handle.push(Outbound::Frame(err_frame(error.re, &refusal)))
-                {
+                if !handle.push(Outbound::Err {
+                    re: error.re,
+                    refusal,
+                }) {
                     return;
                 }
                 continue;
@@ -388,8 +387,7 @@ async fn read_frames(
                 let caller = caller.clone();
                 let handle = handle.clone();
                 tokio::spawn(async move {
-                    let frame = serve_history(&context, &caller, history).await;
-                    handle.push(Outbound::Frame(frame));
+                    handle.push(serve_history(&context, &caller, history).await);
                     drop(permit);
                 });
                 true
@@ -405,7 +403,10 @@ async fn read_frames(
                         permit,
                     })
                 }
-                Err(refusal) => handle.push(Outbound::Frame(err_frame(Some(re), &refusal))),
+                Err(refusal) => handle.push(Outbound::Err {
+                    re: Some(re),
+                    refusal,
+                }),
             },
         };
         if !forwarded {
@@ -414,8 +415,9 @@ async fn read_frames(
     }
 }
 
-/// Records a `bad_frame`; false (and the connection closed with 1008) past 20 a minute.
-fn count_bad_frame(recent: &mut VecDeque<Instant>, control: &ConnControl) -> bool {
+/// Records a `bad_frame` answered on the connection; past 20 in a minute the connection is
+/// closed with 1008.
+fn count_bad_frame(recent: &mut VecDeque<Instant>, control: &ConnControl) {
     let now = Instant::now();
     while recent
         .front()
@@ -426,22 +428,21 @@ fn count_bad_frame(recent: &mut VecDeque<Instant>, control: &ConnControl) -> boo
     recent.push_back(now);
     if recent.len() > 20 {
         control.close(CloseCode::TooManyBadFrames);
-        return false;
     }
-    true
 }
 
-async fn serve_history(context: &SessionContext, caller: &Caller, history: History) -> String {
+async fn serve_history(context: &SessionContext, caller: &Caller, history: History) -> Outbound {
+    let refuse = |code, msg: String| Outbound::Err {
+        re: Some(history.id),
+        refusal: Refusal::new(code, msg),
+    };
     let limit = history.limit.unwrap_or(limits::HISTORY_DEFAULT);
     if limit > limits::HISTORY_MAX || limit == 0 {
-        return err_frame(
-            Some(history.id),
-            &Refusal::new(
-                ErrorCode::BadFrame,
-                format!(
-                    "limit must be 1 to {}; page with before/after",
-                    limits::HISTORY_MAX
-                ),
+        return refuse(
+            ErrorCode::BadFrame,
+            format!(
+                "limit must be 1 to {}; page with before/after",
+                limits::HISTORY_MAX
             ),
         );
     }
@@ -458,37 +459,25 @@ async fn serve_history(context: &SessionContext, caller: &Caller, history: Histo
         tokio::task::spawn_blocking(move || reader.history(&principal, is_agent, &room, range))
             .await;
     match read {
-        Ok(Ok(events)) => history_frame(history.id, &events, &caller.id),
-        Ok(Err(ReadError::NotFound)) => err_frame(
-            Some(history.id),
-            &Refusal::new(
-                ErrorCode::NotFound,
-                format!("there is no room {:?}", history.room),
-            ),
+        Ok(Ok(events)) => Outbound::Frame(history_frame(history.id, &events, &caller.id)),
+        Ok(Err(ReadError::NotFound)) => refuse(
+            ErrorCode::NotFound,
+            format!("there is no room {:?}", history.room),
         ),
-        Ok(Err(ReadError::NotMember)) => err_frame(
-            Some(history.id),
-            &Refusal::new(
-                ErrorCode::NotMember,
-                format!("you are not a member of room {:?}", history.room),
-            ),
+        Ok(Err(ReadError::NotMember)) => refuse(
+            ErrorCode::NotMember,
+            format!("you are not a member of room {:?}", history.room),
         ),
         Ok(Err(ReadError::Store(error))) => {
             warn!(%error, "history read failed");
-            err_frame(
-                Some(history.id),
-                &Refusal::new(
-                    ErrorCode::Internal,
-                    "the hub could not read the room; retry",
-                ),
+            refuse(
+                ErrorCode::Internal,
+                "the hub could not read the room; retry".into(),
             )
         }
-        Err(_) => err_frame(
-            Some(history.id),
-            &Refusal::new(
-                ErrorCode::Internal,
-                "the hub could not read the room; retry",
-            ),
+        Err(_) => refuse(
+            ErrorCode::Internal,
+            "the hub could not read the room; retry".into(),
         ),
     }
 }
@@ -509,6 +498,8 @@ struct SinkTask {
     caller: Caller,
     /// Per stream (room id or `inbox`), the highest `seq` delivered on this connection.
     delivered: FxHashMap<String, u64>,
+    /// When the recent `bad_frame` answers were written (for the 1008 rule).
+    bad_frames: VecDeque<Instant>,
     /// Whether the writer delivers live events here (after the first `sync`).
     live: bool,
 }
@@ -578,7 +569,23 @@ impl SinkTask {
     async fn handle(&mut self, item: Outbound) -> Result<(), Stop> {
         match item {
             Outbound::Frame(frame) => self.write(text(frame)).await,
+            Outbound::Err { re, refusal } => {
+                self.write(text(err_frame(re, &refusal))).await?;
+                if refusal.code == ErrorCode::BadFrame {
+                    count_bad_frame(&mut self.bad_frames, &self.control);
+                }
+                Ok(())
+            }
             Outbound::Sent { re, event, dup } => {
+                // Its own event counts as delivered on this connection, so a later `sync`
+                // does not send it again. Live, every earlier event of the room this
+                // connection may see was queued before this reply.
+                if self.live
+                    && let StreamKey::Room(room) = &event.stream
+                {
+                    let high = self.delivered.entry(room.clone()).or_insert(0);
+                    *high = (*high).max(event.seq);
+                }
                 self.write(text(sent_frame(re, &event, dup))).await
             }
             Outbound::Event { event, with_key } => {

@@ -35,6 +35,19 @@ impl RoomState {
     }
 }
 
+/// Who may receive an event, as of the moment it was stored.
+#[derive(Debug, Clone)]
+pub enum Recipients {
+    /// A room's members, and possibly one who just left or was kicked (it still sees its
+    /// own departure).
+    Room {
+        members: Arc<[Recipient]>,
+        also_to: Option<Recipient>,
+    },
+    /// An inbox's owner.
+    One(Arc<str>),
+}
+
 /// A room member, for delivery.
 #[derive(Debug, Clone)]
 pub struct Recipient {
@@ -165,6 +178,20 @@ impl HubState {
                 *head += 1;
                 *head
             }
+        }
+    }
+
+    /// Who receives an event of `stream` stored now.
+    pub fn recipients(&self, stream: &StreamKey) -> Recipients {
+        match stream {
+            StreamKey::Room(room) => Recipients::Room {
+                members: self
+                    .rooms
+                    .get(room)
+                    .map_or_else(|| Arc::from(Vec::new()), |room| room.recipients.clone()),
+                also_to: None,
+            },
+            StreamKey::Inbox(principal) => Recipients::One(Arc::from(principal.as_str())),
         }
     }
 

@@ -14,18 +14,16 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::SignupRequest;
-use roundtable_protocol::model::Routing;
 use roundtable_protocol::server::ServerFrame;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tracing::{error, info};
 
 use crate::config::SignupMode;
-use crate::delivery::{ConnHandle, LiveEvent, Outbound, err_frame};
-use crate::dispatch::{Delivery, Dispatch, DispatchHandle, Recipients};
+use crate::delivery::{ConnHandle, LiveEvent, Outbound};
+use crate::dispatch::{Delivery, Dispatch, DispatchHandle};
 use crate::engine::{Caller, Command, Engine, ExecError, NewEvent, Refusal, Reply, SignupOutcome};
 use crate::metrics::Metrics;
-use crate::state::Recipient;
-use crate::store::{PrincipalRecord, Store, StreamKey};
+use crate::store::{PrincipalRecord, Store};
 
 /// A request to the writer.
 #[derive(Debug)]
@@ -330,7 +328,10 @@ impl Writer {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
                     vec![Delivery::Reply {
                         conn,
-                        item: Outbound::Frame(err_frame(Some(re), &refusal)),
+                        item: Outbound::Err {
+                            re: Some(re),
+                            refusal,
+                        },
                         permit: Some(permit),
                     }]
                 }
@@ -353,34 +354,12 @@ impl Writer {
         }
     }
 
-    /// Who may receive a committed event, decided with the state as of this commit.
+    /// A committed event, for the dispatcher.
     fn event_delivery(&self, event: NewEvent, committed: Instant) -> Delivery {
-        let NewEvent {
-            record,
-            origin,
-            also_to,
-        } = event;
-        let recipients = match &record.stream {
-            StreamKey::Room(room) => Recipients::Room {
-                members: self
-                    .engine
-                    .state
-                    .rooms
-                    .get(room)
-                    .map(|room| room.recipients.clone())
-                    .unwrap_or_else(|| Arc::from(Vec::new())),
-                also_to: also_to.map(|id| Recipient {
-                    agent: self.engine.state.is_agent(&id),
-                    id: Arc::from(id),
-                    routing: Routing::All,
-                }),
-            },
-            StreamKey::Inbox(principal) => Recipients::One(Arc::from(principal.as_str())),
-        };
         Delivery::Event {
-            event: Arc::new(LiveEvent::new(record, committed)),
-            recipients,
-            origin,
+            event: Arc::new(LiveEvent::new(event.record, committed)),
+            recipients: event.recipients,
+            origin: event.origin,
         }
     }
 }
@@ -403,7 +382,7 @@ mod tests {
     use crate::store::sqlite::{self, SqliteStore};
     use crate::store::{
         EventRecord, MemberRecord, PingRecord, PrincipalRecord, ReadStore, RoomRecord, Snapshot,
-        StoreError, TokenRecord, WriteTx,
+        StoreError, StreamKey, TokenRecord, WriteTx,
     };
 
     /// SQLite whose next commit fails when told to.
@@ -505,6 +484,10 @@ mod tests {
                 item: Outbound::Sent { event, dup, .. },
                 ..
             }) => format!("sent seq {} dup {dup}", event.seq),
+            Some(Delivery::Reply {
+                item: Outbound::Err { refusal, .. },
+                ..
+            }) => format!("err {}", refusal.code),
             other => panic!("expected a reply, got {other:?}"),
         }
     }
@@ -593,7 +576,7 @@ mod tests {
         fail.store(true, Ordering::SeqCst);
         assert!(writer.submit(send(2, "lost-message")));
         let failed = reply_text(&next_batch(&dispatched));
-        assert!(failed.contains("\"code\":\"internal\""), "{failed}");
+        assert_eq!(failed, "err internal");
 
         // The failed event was never stored, its seq is reused, and its key is free again.
         assert!(writer.submit(send(3, "third-message")));

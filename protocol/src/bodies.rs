@@ -308,7 +308,7 @@ impl BodyError {
 }
 
 /// Checks that `body` is a valid body of the client-writable `kind`, within size limits.
-/// `serialized_len` is the length of the body as it arrived, in bytes.
+/// `serialized_len` is the length in bytes of the body as it will be stored.
 pub fn validate_client_body(
     kind: &EventKind,
     body: &Value,

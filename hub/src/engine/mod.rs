@@ -117,9 +117,8 @@ pub struct NewEvent {
     pub record: Arc<EventRecord>,
     /// The connection that wrote it with `send`: it gets the event in its `ok`, not live.
     pub origin: Option<ConnId>,
-    /// A principal no longer a member that must still see it (the one who left or was
-    /// kicked sees its own departure).
-    pub also_to: Option<String>,
+    /// Who may receive it, fixed when it was stored.
+    pub recipients: crate::state::Recipients,
 }
 
 /// What a successful command produced.
@@ -302,9 +301,9 @@ impl Engine {
         let body = serde_json::to_string(value).expect("hub bodies serialize");
         let record = self.append(tx, now_ms, stream, from, kind, body, None, Vec::new())?;
         Ok(NewEvent {
+            recipients: self.state.recipients(&record.stream),
             record: Arc::new(record),
             origin: None,
-            also_to: None,
         })
     }
 

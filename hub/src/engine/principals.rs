@@ -25,6 +25,8 @@ pub(crate) fn check_name(name: &str, what: &str) -> Result<(), ExecError> {
     if name.trim().is_empty() {
         return refuse(ErrorCode::BadFrame, format!("{what} must not be empty"));
     }
+    // A name is part of a principal's identity, like its handle: an invalid one is a bad
+    // frame (as signup's contract has it), not an oversized text.
     if name.len() > limits::NAME {
         return refuse(
             ErrorCode::BadFrame,

@@ -1,15 +1,18 @@
 //! Rooms and membership: create, invite, kick, update, leave, list, routing, read markers.
 
+use std::sync::Arc;
+
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::{MemberAction, MemberBody, RoomBody, RoomChangeBody};
 use roundtable_protocol::client::{
     Ack, MemberSet, RoomCreate, RoomInvite, RoomKick, RoomLeave, RoomUpdate,
 };
 use roundtable_protocol::limits;
-use roundtable_protocol::model::PrincipalKind;
+use roundtable_protocol::model::{PrincipalKind, Routing};
 use roundtable_protocol::server::{OkReply, RoomOk, RoomsOk};
 
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
+use crate::state::{Recipient, Recipients};
 use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, WriteTx};
 
 fn check_text(value: &Option<String>, what: &str, limit: usize) -> Result<(), ExecError> {
@@ -208,7 +211,13 @@ impl Engine {
             "member",
             &member,
         )?;
-        departure.also_to = Some(principal.to_owned());
+        if let Recipients::Room { also_to, .. } = &mut departure.recipients {
+            *also_to = Some(Recipient {
+                id: Arc::from(principal),
+                routing: Routing::All,
+                agent: self.state.is_agent(principal),
+            });
+        }
         Ok(vec![
             departure,
             self.append_hub(
@@ -242,12 +251,23 @@ impl Engine {
                 format!("no principal has the handle {:?}", kick.handle),
             );
         };
+        // An owner may always take its agent out of a room, member or not; the creator
+        // acts as a member of the room.
         let owns_target = target.owner.as_deref() == Some(caller.id.as_str());
-        if caller.id != creator && !owns_target {
-            return refuse(
-                ErrorCode::Forbidden,
-                "only the room's creator, or the owner of the agent, may remove it from the room",
-            );
+        if !owns_target {
+            if !self.state.is_member(&kick.room, &caller.id) {
+                return refuse(
+                    ErrorCode::NotMember,
+                    format!("you are not a member of room {:?}", kick.room),
+                );
+            }
+            if caller.id != creator {
+                return refuse(
+                    ErrorCode::Forbidden,
+                    "only the room's creator, or the owner of the agent, may remove it from the \
+                     room",
+                );
+            }
         }
         if !self.state.is_member(&kick.room, &target.id) {
             return refuse(

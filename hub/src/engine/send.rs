@@ -168,9 +168,9 @@ impl Engine {
                 dup: false,
             },
             events: vec![NewEvent {
+                recipients: self.state.recipients(&record.stream),
                 record,
                 origin: Some(caller.conn),
-                also_to: None,
             }],
         })
     }

@@ -405,3 +405,82 @@ fn ack_ignores_unreadable_streams_and_clamps() {
         .unwrap();
     assert_eq!(rows, vec![(dana_room, 2)]);
 }
+
+#[test]
+fn an_event_goes_to_the_members_of_the_moment_it_was_stored() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let writer = register(&mut fixture, &dana, "writer");
+    let room = create_room(&mut fixture, &dana, &["dana/writer"]);
+    // In one transaction (one batch): a message, then the agent leaves.
+    let mut tx = fixture.store.transaction().unwrap();
+    let message = fixture
+        .engine
+        .execute(
+            &mut *tx,
+            fixture.now_ms,
+            &dana,
+            Command::Frame(message(
+                2,
+                &room,
+                "before-leave",
+                json!({"text": "@dana/writer bye"}),
+            )),
+        )
+        .unwrap();
+    let leave = fixture
+        .engine
+        .execute(
+            &mut *tx,
+            fixture.now_ms,
+            &writer,
+            Command::Frame(ClientFrame::RoomLeave(RoomLeave {
+                id: 3,
+                room: room.clone(),
+            })),
+        )
+        .unwrap();
+    tx.commit().unwrap();
+    let members = |event: &NewEvent| match &event.recipients {
+        crate::state::Recipients::Room { members, also_to } => {
+            let mut ids: Vec<String> = members
+                .iter()
+                .chain(also_to.iter())
+                .map(|r| r.id.to_string())
+                .collect();
+            ids.sort();
+            ids
+        }
+        crate::state::Recipients::One(principal) => vec![principal.to_string()],
+    };
+    let mut both = vec![dana.id.clone(), writer.id.clone()];
+    both.sort();
+    assert_eq!(
+        members(&message.events[0]),
+        both,
+        "the agent was a member when it was stored"
+    );
+    assert_eq!(
+        members(&leave.events[0]),
+        both,
+        "the leaver sees its own departure"
+    );
+}
+
+#[test]
+fn read_markers_never_move_backwards() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let room = create_room(&mut fixture, &dana, &[]);
+    for seq in [2, 1] {
+        let cursors = [(room.clone(), seq)].into_iter().collect();
+        fixture
+            .run(&dana, ClientFrame::Ack(Ack { id: 1, cursors }))
+            .unwrap();
+    }
+    let db = rusqlite::Connection::open(fixture._dir.path().join("hub.sqlite3")).unwrap();
+    let seq: i64 = db
+        .query_row("SELECT seq FROM acks", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(seq, 2);
+}

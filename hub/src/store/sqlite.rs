@@ -521,7 +521,7 @@ impl WriteTx for SqliteTx<'_> {
         self.tx
             .prepare_cached(
                 "INSERT INTO acks (principal, device, stream, seq) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (principal, device, stream) DO UPDATE SET seq = excluded.seq",
+                 ON CONFLICT (principal, device, stream) DO UPDATE SET seq = max(seq, excluded.seq)",
             )?
             .execute(params![principal, device, stream.storage_key(), seq as i64])?;
         Ok(())

@@ -135,3 +135,26 @@ async fn unsupported_frames_do_not_count_as_bad() {
     let id = dana.id();
     dana.ok(ClientFrame::Rooms(Rooms { id })).await;
 }
+
+#[tokio::test]
+async fn bad_frames_found_after_decoding_count_too() {
+    let hub = TestHub::start().await;
+    let (mut dana, _) = hub.user("dana").await;
+    let room_id = room(&mut dana, &[]).await;
+    // A short client_key is a bad frame found by the send check, not by the decoder.
+    for n in 0..20u64 {
+        dana.send_frame(&roundtable_testkit::message(
+            100 + n,
+            &room_id,
+            "short",
+            "x",
+        ))
+        .await
+        .unwrap();
+        expect_err(&mut dana, ErrorCode::BadFrame, Some(100 + n), "short key").await;
+    }
+    dana.send_frame(&roundtable_testkit::message(200, &room_id, "short", "x"))
+        .await
+        .unwrap();
+    assert_eq!(dana.closed().await.unwrap(), Some(1008));
+}

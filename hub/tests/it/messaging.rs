@@ -556,3 +556,17 @@ async fn a_room_joined_after_sync_is_delivered_live_from_its_join() {
     );
     assert_eq!(writer_client.next_event().await.unwrap().kind, "room_added");
 }
+
+#[tokio::test]
+async fn a_later_sync_does_not_resend_the_connections_own_events() {
+    let hub = TestHub::start().await;
+    let (mut dana, _) = hub.user("dana").await;
+    let room_id = room(&mut dana, &[]).await;
+    sync(&mut dana, &[]).await;
+    say(&mut dana, &room_id, "own-event-01", "mine").await;
+    // The client's cursor lags (it has not processed its own ok yet); the hub remembers what
+    // this connection already has.
+    let (frames, heads) = sync(&mut dana, &[(&room_id, 2), ("inbox", 1)]).await;
+    assert!(seqs(&frames).is_empty(), "{frames:?}");
+    assert_eq!(heads[&room_id], 3);
+}

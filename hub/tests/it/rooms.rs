@@ -223,6 +223,19 @@ async fn room_kick_by_creator_or_owner_only() {
         ErrorCode::NotMember
     );
 
+    // An owner may take its agent out of a room it is not (or no longer) a member of.
+    let owner_outside = agent(&mut dana, "outside").await;
+    invite(&mut dana, &room_id, "dana/outside").await;
+    let id = dana.id();
+    dana.ok(ClientFrame::RoomLeave(RoomLeave {
+        id,
+        room: room_id.clone(),
+    }))
+    .await;
+    let id = dana.id();
+    dana.ok(kick(id, &room_id, "dana/outside")).await;
+    let _ = owner_outside;
+
     // The kicked agent sees its own removal, then room_removed, and can no longer write.
     let removal = writer_client.next_event().await.unwrap();
     let body: MemberBody = removal.body_as().unwrap();
@@ -445,4 +458,13 @@ async fn profile_set_changes_name_and_discoverability() {
         }))
         .await;
     assert_eq!(refused.code, ErrorCode::BadFrame);
+    let id = dana.id();
+    let long = dana
+        .err(ClientFrame::ProfileSet(ProfileSet {
+            id,
+            name: Some("n".repeat(129)),
+            discoverable: None,
+        }))
+        .await;
+    assert_eq!(long.code, ErrorCode::BadFrame);
 }
