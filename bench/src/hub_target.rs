@@ -30,7 +30,13 @@ struct Member {
 pub async fn run(hub_bin: &Path, shape: Shape) -> Result<Outcome> {
     let data = tempfile::tempdir()?;
     let mut child = tokio::process::Command::new(hub_bin)
-        .args(["hub", "--listen", "127.0.0.1:0", "--data"])
+        .args([
+            "hub",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-rate-limit",
+            "--data",
+        ])
         .arg(data.path())
         .env("ROUNDTABLE_LOG", "warn")
         .stdout(Stdio::piped())

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use roundtable_protocol::defaults;
 
+use crate::engine::RateLimits;
+
 /// Who may create users over `POST /v1/signup`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SignupMode {
@@ -63,6 +65,21 @@ pub struct HubConfig {
     pub max_in_flight: usize,
     /// Most commands committed in one transaction.
     pub max_batch: usize,
+    /// `host:port` clients reach the hub at, written into invite links (default: the
+    /// listening address).
+    pub public_address: Option<String>,
+    /// Token buckets for `send`; `None` turns rate limiting off (for benchmarks).
+    pub rate_limits: Option<RateLimits>,
+    /// Certificate chain and private key (PEM) to serve `wss`/`https` instead of plain
+    /// `ws`/`http`.
+    pub tls: Option<TlsFiles>,
+}
+
+/// Where the hub's TLS certificate and key are.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl HubConfig {
@@ -78,7 +95,16 @@ impl HubConfig {
             auth_timeout: Duration::from_millis(defaults::AUTH_TIMEOUT_MS),
             max_in_flight: 1024,
             max_batch: 2048,
+            public_address: None,
+            rate_limits: Some(RateLimits::default()),
+            tls: None,
         }
+    }
+
+    /// The lock file that keeps two hubs (or a hub and `roundtable hub user add`) from
+    /// using one data directory at once.
+    pub fn lock_path(&self) -> PathBuf {
+        self.data_dir.join("hub.lock")
     }
 
     /// The database file inside `data_dir`.

@@ -39,6 +39,8 @@ pub enum Delivery {
         /// The connection that wrote it with `send` (it got the event in its `ok`).
         origin: Option<ConnId>,
     },
+    /// Something to do to connections (close those of a principal).
+    Effect(crate::engine::Effect),
     /// An authentication: register the connection if it succeeded, then answer.
     Auth {
         conn: ConnHandle,
@@ -171,6 +173,18 @@ impl Dispatcher {
                 }
                 Recipients::One(principal) => self.to_principal(&principal, &event, origin, queued),
             },
+            Delivery::Effect(crate::engine::Effect::Close { principal, code }) => {
+                for id in self
+                    .by_principal
+                    .get(principal.as_str())
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(registered) = self.conns.get(id) {
+                        registered.handle.control.close(code);
+                    }
+                }
+            }
             Delivery::Auth {
                 conn,
                 device,

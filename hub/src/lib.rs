@@ -18,6 +18,8 @@
 //!
 //! Start it with [`serve`], or [`Hub::open`] then [`Hub::serve`] to learn its ids first.
 
+pub mod admin;
+pub mod audit;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
@@ -28,6 +30,7 @@ pub mod metrics;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod tls;
 pub mod visibility;
 pub mod writer;
 
@@ -54,6 +57,13 @@ pub enum HubError {
     Store(#[from] StoreError),
     #[error("network error: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "another hub (or `roundtable hub user add`) is using {dir}; stop it first, or give \
+         this one another --data directory"
+    )]
+    Locked { dir: String },
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
 }
 
 /// An opened hub: its store loaded, its writer running, not yet listening.
@@ -61,6 +71,10 @@ pub struct Hub {
     context: Arc<SessionContext>,
     writer_thread: std::thread::JoinHandle<()>,
     dispatch_thread: std::thread::JoinHandle<()>,
+    /// Held until the hub has stopped.
+    lock: admin::DataLock,
+    /// Set when the hub serves `wss`/`https`.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -72,7 +86,7 @@ impl std::fmt::Debug for Hub {
     }
 }
 
-fn unix_ms() -> i64 {
+pub(crate) fn unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64)
@@ -81,6 +95,8 @@ fn unix_ms() -> i64 {
 impl Hub {
     /// Opens (or creates) the store in `config.data_dir` and starts the writer.
     pub fn open(config: HubConfig) -> Result<Hub, HubError> {
+        let lock = admin::DataLock::acquire(&config)?;
+        let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let mut ids = IdSource::from_os();
         let (mut store, reader) =
             store::sqlite::open(&config.database_path(), &mut ids, unix_ms())?;
@@ -88,7 +104,17 @@ impl Hub {
         let hub_id = snapshot.hub_id.clone();
         let epoch = snapshot.epoch.clone();
         let metrics = Arc::new(Metrics::default());
-        let engine = Engine::new(snapshot, ids);
+        let engine = Engine::with_config(
+            snapshot,
+            ids,
+            engine::EngineConfig {
+                public_address: config
+                    .public_address
+                    .clone()
+                    .unwrap_or_else(|| "127.0.0.1:7300".to_owned()),
+                rate_limits: config.rate_limits,
+            },
+        );
         let (dispatch, dispatch_thread) = dispatch::start(metrics.clone());
         let (writer, writer_thread) = writer::start(
             Box::new(store) as Box<dyn Store>,
@@ -111,6 +137,8 @@ impl Hub {
             context,
             writer_thread,
             dispatch_thread,
+            lock,
+            tls,
         })
     }
 
@@ -120,6 +148,11 @@ impl Hub {
 
     pub fn epoch(&self) -> &str {
         &self.context.epoch
+    }
+
+    /// `wss` when the hub serves TLS, else `ws`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "wss" } else { "ws" }
     }
 
     /// Serves on `listener` until `shutdown` resolves; then closes every connection with
@@ -133,26 +166,41 @@ impl Hub {
             context,
             writer_thread,
             dispatch_thread,
+            lock,
+            tls,
         } = self;
         if let Ok(address) = listener.local_addr() {
             info!(%address, hub = %context.hub_id, "hub serving");
         }
         let router = http::router(context.clone());
         let writer = context.writer.clone();
-        // Frames are small and latency matters: never hold them back for Nagle.
-        let listener =
-            axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-                if let Err(error) = stream.set_nodelay(true) {
-                    tracing::debug!(%error, "cannot set TCP_NODELAY");
-                }
-            });
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                info!("hub stopping");
-                writer.submit(Request::Shutdown);
-            })
-            .await?;
+        let stopping = async move {
+            shutdown.await;
+            info!("hub stopping");
+            writer.submit(Request::Shutdown);
+        };
+        match tls {
+            Some(tls) => {
+                let listener = tls::TlsListener::new(listener, tls)?;
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(stopping)
+                    .await?;
+            }
+            None => {
+                // Frames are small and latency matters: never hold them back for Nagle.
+                let listener = axum::serve::ListenerExt::tap_io(
+                    listener,
+                    |stream: &mut tokio::net::TcpStream| {
+                        if let Err(error) = stream.set_nodelay(true) {
+                            tracing::debug!(%error, "cannot set TCP_NODELAY");
+                        }
+                    },
+                );
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(stopping)
+                    .await?;
+            }
+        }
         // Sessions are closing with 1012; give them a moment to say so.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while context.metrics.connections.load(Ordering::Relaxed) > 0
@@ -165,6 +213,7 @@ impl Hub {
             let _ = dispatch_thread.join();
         })
         .await;
+        drop(lock);
         info!("hub stopped");
         Ok(())
     }

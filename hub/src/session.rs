@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use roundtable_protocol::client::{ClientFrame, History};
+use roundtable_protocol::client::{Audit, ClientFrame, History};
 use roundtable_protocol::decode::decode_client_frame;
 use roundtable_protocol::model::PrincipalKind;
-use roundtable_protocol::server::{AuthOk, Gap, Hello, OkReply, ServerFrame, SyncOk};
+use roundtable_protocol::server::{AuditOk, AuthOk, Gap, Hello, OkReply, ServerFrame, SyncOk};
 use roundtable_protocol::{CloseCode, ErrorCode, PROTO_VERSION, limits};
 use rustc_hash::FxHashMap;
 use tokio::sync::{Semaphore, oneshot};
@@ -35,7 +35,7 @@ use crate::delivery::{
 use crate::dispatch::{Dispatch, DispatchHandle};
 use crate::engine::{Caller, Command, ConnId, Refusal};
 use crate::metrics::Metrics;
-use crate::store::{HistoryRange, ReadError, ReadStore, StreamKey};
+use crate::store::{AuditQuery, HistoryRange, ReadError, ReadStore, StreamKey};
 use crate::writer::{Request, WriterHandle};
 
 /// What every connection shares.
@@ -300,10 +300,11 @@ async fn authenticate(
         }
         Err(refusal) => {
             let _ = sink.send(text(err_frame(Some(auth.id), &refusal))).await;
-            let code = if refusal.code == ErrorCode::Unauthorized {
-                CloseCode::Unauthorized
-            } else {
-                CloseCode::HubRestarting
+            let code = match refusal.code {
+                ErrorCode::Unauthorized => CloseCode::Unauthorized,
+                // A stopped agent: as for a revoked token, there is no point retrying.
+                ErrorCode::Paused => CloseCode::TokenRevoked,
+                _ => CloseCode::HubRestarting,
             };
             let _ = sink.send(close_message(code)).await;
             None
@@ -387,7 +388,24 @@ async fn read_frames(
                 let caller = caller.clone();
                 let handle = handle.clone();
                 tokio::spawn(async move {
-                    handle.push(serve_history(&context, &caller, history).await);
+                    let reply = serve_history(&context, &caller, history).await;
+                    record_refusal(&context, &caller, "history", &reply);
+                    handle.push(reply);
+                    drop(permit);
+                });
+                true
+            }
+            ClientFrame::Audit(audit) => {
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let context = context.clone();
+                let caller = caller.clone();
+                let handle = handle.clone();
+                tokio::spawn(async move {
+                    let reply = serve_audit(&context, &caller, audit).await;
+                    record_refusal(&context, &caller, "audit", &reply);
+                    handle.push(reply);
                     drop(permit);
                 });
                 true
@@ -430,6 +448,90 @@ fn count_bad_frame(recent: &mut VecDeque<Instant>, control: &ConnControl) {
         control.close(CloseCode::TooManyBadFrames);
     }
 }
+
+/// Sends a read's refusal to the writer for the audit log.
+fn record_refusal(
+    context: &SessionContext,
+    caller: &Caller,
+    action: &'static str,
+    reply: &Outbound,
+) {
+    if let Outbound::Err { refusal, .. } = reply {
+        context.writer.submit(Request::Refused {
+            principal: caller.id.clone(),
+            action,
+            target: None,
+            refusal: refusal.clone(),
+        });
+    }
+}
+
+/// `audit`: a user reads the entries of itself and its agents.
+async fn serve_audit(context: &SessionContext, caller: &Caller, audit: Audit) -> Outbound {
+    let refuse = |code, msg: String| Outbound::Err {
+        re: Some(audit.id),
+        refusal: Refusal::new(code, msg),
+    };
+    if caller.kind != PrincipalKind::User {
+        return refuse(
+            ErrorCode::Forbidden,
+            "only users read the audit log; ask your owner".into(),
+        );
+    }
+    let since_ms = match &audit.since {
+        None => None,
+        Some(since) => match roundtable_protocol::ts::parse_millis(since) {
+            Some(ms) => Some(ms),
+            None => {
+                return refuse(
+                    ErrorCode::BadFrame,
+                    format!("since must be an RFC 3339 timestamp, got {since:?}"),
+                );
+            }
+        },
+    };
+    let limit = audit.limit.unwrap_or(AUDIT_DEFAULT);
+    if limit == 0 || limit > AUDIT_MAX {
+        return refuse(
+            ErrorCode::BadFrame,
+            format!("limit must be 1 to {AUDIT_MAX}; page with since"),
+        );
+    }
+    let query = AuditQuery {
+        viewer: caller.id.clone(),
+        principal: audit.principal.clone(),
+        since_ms,
+        limit,
+    };
+    let reader = context.reader.clone();
+    match tokio::task::spawn_blocking(move || reader.audit(&query)).await {
+        Ok(Ok(entries)) => {
+            let entries = entries.iter().map(crate::audit::wire_entry).collect();
+            Outbound::Frame(
+                ServerFrame::Ok(OkReply::with(audit.id, &AuditOk { entries })).to_json(),
+            )
+        }
+        Ok(Err(ReadError::NotFound | ReadError::NotMember)) => refuse(
+            ErrorCode::Forbidden,
+            "you may read the audit entries of yourself and your agents only".into(),
+        ),
+        Ok(Err(ReadError::Store(error))) => {
+            warn!(%error, "audit read failed");
+            refuse(
+                ErrorCode::Internal,
+                "the hub could not read the audit log; retry".into(),
+            )
+        }
+        Err(_) => refuse(
+            ErrorCode::Internal,
+            "the hub could not read the audit log; retry".into(),
+        ),
+    }
+}
+
+/// `audit` pages: default and most entries.
+const AUDIT_DEFAULT: u32 = 100;
+const AUDIT_MAX: u32 = 1000;
 
 async fn serve_history(context: &SessionContext, caller: &Caller, history: History) -> Outbound {
     let refuse = |code, msg: String| Outbound::Err {

@@ -6,11 +6,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use roundtable_protocol::model::{self, PrincipalKind, Routing};
+use roundtable_protocol::client::ControlAction;
+use roundtable_protocol::model::{self, PrincipalKind, RequestState, Routing};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ids::TokenHash;
-use crate::store::{PingRecord, PrincipalRecord, RoomRecord, Snapshot, StreamKey, TokenRecord};
+use crate::store::{
+    ContactRecord, ControlRecord, InviteRecord, PingRecord, PrincipalRecord, RequestRecord,
+    RoomRecord, Snapshot, StreamKey, TokenRecord,
+};
 
 #[derive(Debug, Clone)]
 pub struct RoomState {
@@ -72,6 +76,22 @@ pub struct HubState {
     pub inbox_heads: HashMap<String, u64>,
     /// (room, ping id) -> the ping.
     pub pings: HashMap<(String, String), PingRecord>,
+    /// Handle skeleton -> the handle that has it (see `handles::skeleton`).
+    pub skeletons: HashMap<String, String>,
+    /// Ordered pair (a < b) -> the contact.
+    pub contacts: HashMap<(String, String), ContactRecord>,
+    /// Principal -> its contacts.
+    pub contacts_of: HashMap<String, BTreeSet<String>>,
+    /// Request id -> the request, whatever its state.
+    pub requests: HashMap<String, RequestRecord>,
+    /// (from, to) -> the id of the pending request between them.
+    pub pending: HashMap<(String, String), String>,
+    /// Code hash -> the invite.
+    pub invites: HashMap<TokenHash, InviteRecord>,
+    /// Agent -> the pauses and stops in force on it.
+    pub controls: HashMap<String, Vec<ControlRecord>>,
+    /// The audit log's last `n` and hash.
+    pub audit_head: (u64, String),
 }
 
 impl HubState {
@@ -125,7 +145,109 @@ impl HubState {
                 .pings
                 .insert((ping.room.clone(), ping.ping.clone()), ping);
         }
+        let handles: Vec<String> = state.handles.keys().cloned().collect();
+        for handle in handles {
+            state
+                .skeletons
+                .insert(roundtable_protocol::handles::skeleton(&handle), handle);
+        }
+        for contact in snapshot.contacts {
+            state.add_contact(contact);
+        }
+        for request in snapshot.requests {
+            state.put_request(request);
+        }
+        for invite in snapshot.invites {
+            state.invites.insert(invite.code_hash, invite);
+        }
+        for control in snapshot.controls {
+            state
+                .controls
+                .entry(control.agent.clone())
+                .or_default()
+                .push(control);
+        }
+        state.audit_head = snapshot.audit_head;
         state
+    }
+
+    /// The key of a contact between two principals.
+    pub fn contact_key(a: &str, b: &str) -> (String, String) {
+        if a < b {
+            (a.to_owned(), b.to_owned())
+        } else {
+            (b.to_owned(), a.to_owned())
+        }
+    }
+
+    pub fn is_contact(&self, a: &str, b: &str) -> bool {
+        self.contacts_of.get(a).is_some_and(|set| set.contains(b))
+    }
+
+    pub fn add_contact(&mut self, contact: ContactRecord) {
+        self.contacts_of
+            .entry(contact.a.clone())
+            .or_default()
+            .insert(contact.b.clone());
+        self.contacts_of
+            .entry(contact.b.clone())
+            .or_default()
+            .insert(contact.a.clone());
+        self.contacts
+            .insert((contact.a.clone(), contact.b.clone()), contact);
+    }
+
+    /// Records a request's current state (and whether it is pending between its parties).
+    pub fn put_request(&mut self, request: RequestRecord) {
+        let pair = (request.from.clone(), request.to.clone());
+        if request.state == RequestState::Pending {
+            self.pending.insert(pair, request.id.clone());
+        } else if self.pending.get(&pair) == Some(&request.id) {
+            self.pending.remove(&pair);
+        }
+        self.requests.insert(request.id.clone(), request);
+    }
+
+    /// The control in force on `agent` for a send in `room`: a stop wins over a pause, and
+    /// an all-rooms control applies everywhere.
+    pub fn control_in(&self, agent: &str, room: &str) -> Option<ControlAction> {
+        let controls = self.controls.get(agent)?;
+        let applying = controls
+            .iter()
+            .filter(|c| c.room.as_deref().is_none_or(|r| r == room));
+        let mut strongest = None;
+        for control in applying {
+            match control.action {
+                ControlAction::Stop => return Some(ControlAction::Stop),
+                action => strongest = Some(action),
+            }
+        }
+        strongest
+    }
+
+    /// Whether `agent` is stopped everywhere (it may not even connect).
+    pub fn stopped(&self, agent: &str) -> bool {
+        self.controls.get(agent).is_some_and(|controls| {
+            controls
+                .iter()
+                .any(|c| c.room.is_none() && c.action == ControlAction::Stop)
+        })
+    }
+
+    /// Whether `viewer` may see `target` in the directory (and so reach it with a contact
+    /// request): kin always; then by the target's `discoverable`.
+    pub fn may_see(&self, viewer: &PrincipalRecord, target: &PrincipalRecord) -> bool {
+        if self.are_kin(viewer, target) {
+            return true;
+        }
+        match target.discoverable {
+            model::Discoverable::Public => true,
+            model::Discoverable::Private => false,
+            model::Discoverable::Contacts => {
+                self.is_contact(&viewer.id, &target.id)
+                    || self.is_contact(&viewer.id, self.owner_of(target))
+            }
+        }
     }
 
     pub fn principal(&self, id: &str) -> Option<&PrincipalRecord> {

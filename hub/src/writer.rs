@@ -47,9 +47,19 @@ pub enum Request {
         request: SignupRequest,
         reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
     },
+    /// A command refused outside the writer (a read), to record in the audit log.
+    Refused {
+        principal: String,
+        action: &'static str,
+        target: Option<String>,
+        refusal: Refusal,
+    },
     /// Close every connection with 1012 and stop.
     Shutdown,
 }
+
+/// How often the writer expires what time ends (contact requests after 14 days).
+const HOUSEKEEPING_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The handle the rest of the hub uses to reach the writer.
 #[derive(Debug, Clone)]
@@ -95,6 +105,8 @@ enum Pending {
         reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
         result: Result<SignupOutcome, Refusal>,
     },
+    /// Events written by the writer itself (expiries).
+    Events(Vec<NewEvent>),
 }
 
 impl Pending {
@@ -124,6 +136,7 @@ impl Pending {
                 reply,
                 result: Err(internal()),
             },
+            Pending::Events(_) => Pending::Events(Vec::new()),
         }
     }
 }
@@ -167,15 +180,25 @@ pub fn start(
 
 impl Writer {
     fn run(mut self) {
-        while let Ok(first) = self.requests.recv() {
-            let mut batch = vec![first];
+        let mut housekeeping_due = Instant::now();
+        loop {
+            let mut batch = Vec::new();
+            match self.requests.recv_deadline(housekeeping_due) {
+                Ok(first) => batch.push(first),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            }
             while batch.len() < self.max_batch {
                 match self.requests.try_recv() {
                     Ok(request) => batch.push(request),
                     Err(_) => break,
                 }
             }
-            if self.process(batch) {
+            let housekeeping = Instant::now() >= housekeeping_due;
+            if housekeeping {
+                housekeeping_due = Instant::now() + HOUSEKEEPING_PERIOD;
+            }
+            if self.process(batch, housekeeping) {
                 break;
             }
         }
@@ -185,10 +208,10 @@ impl Writer {
 
     /// Executes a batch in one transaction, commits, then hands the results to the
     /// dispatcher. Returns true when the hub is shutting down.
-    fn process(&mut self, batch: Vec<Request>) -> bool {
+    fn process(&mut self, batch: Vec<Request>, housekeeping: bool) -> bool {
         let now = now_ms();
         let mut shutdown = false;
-        let mut pending = Vec::with_capacity(batch.len());
+        let mut pending = Vec::with_capacity(batch.len() + 1);
         let mut failure = None;
         let started = Instant::now();
         let mut tx = match self.store.transaction() {
@@ -198,6 +221,13 @@ impl Writer {
                 None
             }
         };
+        if housekeeping && let Some(tx) = tx.as_deref_mut() {
+            match self.engine.expire_requests(tx, now) {
+                Ok(events) => pending.push(Pending::Events(events)),
+                Err(ExecError::Store(error)) => failure = Some(error),
+                Err(ExecError::Refused(_)) => {}
+            }
+        }
         for request in batch {
             match request {
                 Request::Command {
@@ -233,7 +263,18 @@ impl Writer {
                     conn,
                     reply,
                 } => {
-                    let result = self.engine.authenticate(&token);
+                    let result = match tx.as_deref_mut() {
+                        Some(tx) if failure.is_none() => {
+                            match self.engine.authenticate(tx, now, &token) {
+                                Ok(result) => result,
+                                Err(error) => {
+                                    failure = Some(error);
+                                    Err(internal())
+                                }
+                            }
+                        }
+                        _ => Err(internal()),
+                    };
                     pending.push(Pending::Auth {
                         conn,
                         device,
@@ -256,6 +297,21 @@ impl Writer {
                         _ => Err(internal()),
                     };
                     pending.push(Pending::Signup { reply, result });
+                }
+                Request::Refused {
+                    principal,
+                    action,
+                    target,
+                    refusal,
+                } => {
+                    if let Some(tx) = tx.as_deref_mut()
+                        && failure.is_none()
+                        && let Err(error) = self
+                            .engine
+                            .audit_refusal(tx, now, &principal, action, target, &refusal)
+                    {
+                        failure = Some(error);
+                    }
                 }
                 Request::Shutdown => shutdown = true,
             }
@@ -322,6 +378,9 @@ impl Writer {
                     for event in outcome.events {
                         deliveries.push(self.event_delivery(event, committed));
                     }
+                    for effect in outcome.effects {
+                        deliveries.push(Delivery::Effect(effect));
+                    }
                     deliveries
                 }
                 Err(refusal) => {
@@ -348,9 +407,24 @@ impl Writer {
                 result,
             }],
             Pending::Signup { reply, result } => {
+                let events = match &result {
+                    Ok(outcome) => outcome.events.len(),
+                    Err(_) => 0,
+                };
+                let mut deliveries = Vec::with_capacity(events);
+                let result = result.map(|mut outcome| {
+                    for event in std::mem::take(&mut outcome.events) {
+                        deliveries.push(self.event_delivery(event, committed));
+                    }
+                    outcome
+                });
                 let _ = reply.send(result);
-                Vec::new()
+                deliveries
             }
+            Pending::Events(events) => events
+                .into_iter()
+                .map(|event| self.event_delivery(event, committed))
+                .collect(),
         }
     }
 
@@ -381,8 +455,9 @@ mod tests {
     use crate::ids::IdSource;
     use crate::store::sqlite::{self, SqliteStore};
     use crate::store::{
-        EventRecord, MemberRecord, PingRecord, PrincipalRecord, ReadStore, RoomRecord, Snapshot,
-        StoreError, StreamKey, TokenRecord, WriteTx,
+        AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord,
+        PingRecord, PrincipalRecord, ReadStore, RequestRecord, RoomRecord, Snapshot, StoreError,
+        StreamKey, TokenRecord, WriteTx,
     };
 
     /// SQLite whose next commit fails when told to.
@@ -449,6 +524,24 @@ mod tests {
         }
         fn set_ack(&mut self, p: &str, d: &str, s: &StreamKey, q: u64) -> Result<(), StoreError> {
             self.inner.set_ack(p, d, s, q)
+        }
+        fn insert_contact(&mut self, c: &ContactRecord) -> Result<(), StoreError> {
+            self.inner.insert_contact(c)
+        }
+        fn upsert_request(&mut self, r: &RequestRecord) -> Result<(), StoreError> {
+            self.inner.upsert_request(r)
+        }
+        fn upsert_invite(&mut self, i: &InviteRecord) -> Result<(), StoreError> {
+            self.inner.upsert_invite(i)
+        }
+        fn set_control(&mut self, c: &ControlRecord) -> Result<(), StoreError> {
+            self.inner.set_control(c)
+        }
+        fn delete_control(&mut self, a: &str, r: Option<&str>) -> Result<(), StoreError> {
+            self.inner.delete_control(a, r)
+        }
+        fn append_audit(&mut self, e: &AuditRecord) -> Result<(), StoreError> {
+            self.inner.append_audit(e)
         }
         fn commit(self: Box<Self>) -> Result<(), StoreError> {
             if self.fail {

@@ -67,6 +67,27 @@ pub fn is_handle_char(c: char) -> bool {
     matches!(c, 'a'..='z' | '0'..='9' | '_' | '-' | '/')
 }
 
+/// A handle's look-alike skeleton: two handles with the same skeleton are too easy to
+/// confuse (`dana` and `dana_`, `rnike` and `mike`, `b0b` and `bob`), so the hub refuses
+/// the second. Separators are dropped and characters that read alike in common fonts are
+/// folded together.
+pub fn skeleton(handle: &str) -> String {
+    let mut folded = String::with_capacity(handle.len());
+    for c in handle.chars() {
+        match c {
+            '_' | '-' => {}
+            '0' => folded.push('o'),
+            '1' | 'i' => folded.push('l'),
+            '5' => folded.push('s'),
+            other => folded.push(other),
+        }
+    }
+    folded
+        .replace("rn", "m")
+        .replace("vv", "w")
+        .replace("cl", "d")
+}
+
 /// The handles written as `@handle` in `text`: after each `@`, the longest run of handle
 /// characters (so the match ends at a character that cannot be part of a handle). The
 /// caller keeps those that name a room member. Duplicates are returned once, in order.
@@ -116,6 +137,29 @@ mod tests {
         }
         for bad in ["dana/", "/writer", "dana/writer/x", "dana/../bob", "dana/W"] {
             assert!(validate_handle(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn look_alikes_share_a_skeleton() {
+        for (a, b) in [
+            ("dana", "dana_"),
+            ("dana", "da-na"),
+            ("mike", "rnike"),
+            ("bob", "b0b"),
+            ("will", "wi11"),
+            ("dana/writer", "dana/wrlter"),
+            ("owen", "ovven"),
+            ("dana", "clana"),
+        ] {
+            assert_eq!(skeleton(a), skeleton(b), "{a} / {b}");
+        }
+        for (a, b) in [
+            ("dana", "dane"),
+            ("sam", "pam"),
+            ("dana/writer", "dana/reader"),
+        ] {
+            assert_ne!(skeleton(a), skeleton(b), "{a} / {b}");
         }
     }
 

@@ -223,3 +223,31 @@ pub struct AuditEntry {
     pub code: Option<String>,
     pub hash: String,
 }
+
+/// An agent's card: what it is and what it can do. Shaped after the A2A agent card
+/// (`name`, `description`, `version`, `skills`), so a hub can later serve it as one; fields
+/// not listed here are kept as sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct AgentCard {
+    /// `claude-code`, `codex`, `gemini-cli`…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework: Option<String>,
+    /// The model it runs on, e.g. `claude-sonnet-4-5`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<AgentSkill>,
+}
+
+/// One thing an agent can do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSkill {
+    pub id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}

@@ -38,10 +38,12 @@ impl TestHub {
         TestHub::start_with(|_| {}).await
     }
 
-    /// Starts a hub in a fresh directory, letting the test adjust its settings.
+    /// Starts a hub in a fresh directory, letting the test adjust its settings. Rate
+    /// limits start off (tests send fast); a test of them turns them on.
     pub async fn start_with(adjust: impl FnOnce(&mut HubConfig)) -> TestHub {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut config = HubConfig::new(dir.path().join("hub"));
+        config.rate_limits = None;
         adjust(&mut config);
         let mut hub = TestHub {
             addr: "127.0.0.1:0".parse().unwrap(),
@@ -59,6 +61,7 @@ impl TestHub {
             .await
             .expect("binding a loopback port");
         self.addr = listener.local_addr().unwrap();
+        self.config.public_address = Some(self.addr.to_string());
         let hub = roundtable_hub::Hub::open(self.config.clone()).expect("opening the hub");
         let (stop, stopped) = oneshot::channel::<()>();
         self.stop = Some(stop);

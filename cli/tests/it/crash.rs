@@ -114,7 +114,7 @@ async fn acknowledged_events_survive_sigkill_exactly_once() {
     println!("crash test seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut hub = HubProcess::start(dir.path(), &[]).await;
+    let mut hub = HubProcess::start(dir.path(), &["--no-rate-limit"]).await;
 
     // One user, three agents (kin, so they share rooms), three rooms with all four.
     let user = signup(hub.addr, "crash").await.unwrap();
@@ -189,7 +189,7 @@ async fn acknowledged_events_survive_sigkill_exactly_once() {
         for task in tasks {
             task.await.unwrap();
         }
-        hub = HubProcess::start(dir.path(), &[]).await;
+        hub = HubProcess::start(dir.path(), &["--no-rate-limit"]).await;
     }
 
     // Every key sent was acknowledged by the end (in-flight keys were retried).

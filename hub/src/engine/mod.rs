@@ -8,20 +8,25 @@
 
 use std::sync::Arc;
 
+mod contacts;
+mod governance;
+mod invites;
 mod principals;
 mod rooms;
 mod send;
 #[cfg(test)]
 mod tests;
 
-use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::ClientFrame;
 use roundtable_protocol::model::{PrincipalKind, Routing};
 use roundtable_protocol::server::OkReply;
+use roundtable_protocol::{CloseCode, ErrorCode};
 
 use crate::ids::IdSource;
 use crate::state::HubState;
 use crate::store::{EventRecord, Snapshot, StoreError, StreamKey, WriteTx};
+
+pub use governance::{RateLimit, RateLimits};
 
 pub use principals::SignupOutcome;
 pub use send::{PreparedSend, prepare_send};
@@ -41,6 +46,39 @@ impl Command {
             Command::Send(send) => send.id,
             Command::Frame(frame) => frame.id(),
         }
+    }
+
+    /// The command's `t`, which names its audit entries.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Command::Send(_) => "send",
+            Command::Frame(frame) => frame.type_name(),
+        }
+    }
+
+    /// What the command acts on, for the audit log (never a secret).
+    fn audit_target(&self) -> Option<String> {
+        Some(match self {
+            Command::Send(send) => send.room.clone(),
+            Command::Frame(frame) => match frame {
+                ClientFrame::Send(c) => c.room.clone(),
+                ClientFrame::RoomInvite(c) => format!("{} {}", c.room, c.handle),
+                ClientFrame::RoomKick(c) => format!("{} {}", c.room, c.handle),
+                ClientFrame::RoomUpdate(c) => c.room.clone(),
+                ClientFrame::RoomLeave(c) => c.room.clone(),
+                ClientFrame::MemberSet(c) => c.room.clone(),
+                ClientFrame::RegisterAgent(c) => c.name.clone(),
+                ClientFrame::AgentToken(c) => c.agent.clone(),
+                ClientFrame::ContactRequest(c) => c.to.clone(),
+                ClientFrame::ContactRespond(c) => c.request.clone(),
+                ClientFrame::InviteCreate(c) => c.room.clone()?,
+                ClientFrame::Control(c) => match &c.room {
+                    Some(room) => format!("{} {room}", c.agent),
+                    None => c.agent.clone(),
+                },
+                _ => return None,
+            },
+        })
     }
 
     /// Prepares a frame for the writer; a `send` is checked here, off the writer thread.
@@ -121,18 +159,68 @@ pub struct NewEvent {
     pub recipients: crate::state::Recipients,
 }
 
+/// Something beyond replies and events that must happen once the batch is committed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Close every connection of a principal (a revoked token, a stopped agent).
+    Close { principal: String, code: CloseCode },
+}
+
 /// What a successful command produced.
 #[derive(Debug)]
 pub struct Outcome {
     pub reply: Reply,
     pub events: Vec<NewEvent>,
+    pub effects: Vec<Effect>,
+    /// The audit entry's target when the command created it (a room, an agent…).
+    pub audit_target: Option<String>,
 }
 
 impl Outcome {
     fn ok(reply: OkReply) -> Outcome {
+        Outcome::with_events(reply, Vec::new())
+    }
+
+    fn with_events(reply: OkReply, events: Vec<NewEvent>) -> Outcome {
         Outcome {
             reply: Reply::Ok(reply),
-            events: Vec::new(),
+            events,
+            effects: Vec::new(),
+            audit_target: None,
+        }
+    }
+}
+
+/// Commands that change nothing, and so leave no audit entry when they succeed; `send`
+/// is recorded by the room's log itself.
+const UNAUDITED_SUCCESSES: [&str; 4] = ["send", "rooms", "contacts", "directory"];
+
+/// Refusals the audit log records (the protocol's list); malformed frames are not.
+const AUDITED_REFUSALS: [ErrorCode; 8] = [
+    ErrorCode::Forbidden,
+    ErrorCode::NotMember,
+    ErrorCode::NoConsent,
+    ErrorCode::Paused,
+    ErrorCode::RateLimited,
+    ErrorCode::Conflict,
+    ErrorCode::NotFound,
+    ErrorCode::Unauthorized,
+];
+
+/// Settings of the command logic that come from the hub's configuration.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// `host:port` clients reach the hub at, for invite links.
+    pub public_address: String,
+    /// Token buckets for `send`; `None` turns rate limiting off.
+    pub rate_limits: Option<RateLimits>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            public_address: "127.0.0.1:7300".into(),
+            rate_limits: Some(RateLimits::default()),
         }
     }
 }
@@ -142,13 +230,23 @@ impl Outcome {
 pub struct Engine {
     pub state: HubState,
     ids: IdSource,
+    config: EngineConfig,
+    /// Per principal: tokens left and when they were counted (not durable: a restart
+    /// refills every bucket).
+    buckets: rustc_hash::FxHashMap<String, (f64, i64)>,
 }
 
 impl Engine {
     pub fn new(snapshot: Snapshot, ids: IdSource) -> Engine {
+        Engine::with_config(snapshot, ids, EngineConfig::default())
+    }
+
+    pub fn with_config(snapshot: Snapshot, ids: IdSource, config: EngineConfig) -> Engine {
         Engine {
             state: HubState::from_snapshot(snapshot),
             ids,
+            config,
+            buckets: Default::default(),
         }
     }
 
@@ -157,9 +255,72 @@ impl Engine {
         self.state = HubState::from_snapshot(snapshot);
     }
 
-    /// Executes one command of an authenticated caller. `sync` and `history` are reads and
-    /// never come here; neither does `auth`.
+    /// Executes one command of an authenticated caller and records it in the audit log
+    /// (in the same transaction). `sync`, `history` and `audit` are reads served by the
+    /// connection.
     pub fn execute(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        command: Command,
+    ) -> Result<Outcome, ExecError> {
+        let action = command.action();
+        let target = command.audit_target();
+        let result = self.run(tx, now_ms, caller, command);
+        match &result {
+            Ok(outcome) if !UNAUDITED_SUCCESSES.contains(&action) => {
+                let target = outcome.audit_target.clone().or(target);
+                self.audit(tx, now_ms, &caller.id, action, target, None)?;
+            }
+            Err(ExecError::Refused(refusal)) => {
+                self.audit_refusal(tx, now_ms, &caller.id, action, target, refusal)?;
+            }
+            _ => {}
+        }
+        result
+    }
+
+    /// Appends an audit entry to the chain.
+    pub fn audit(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        principal: &str,
+        action: &str,
+        target: Option<String>,
+        refusal: Option<ErrorCode>,
+    ) -> Result<(), StoreError> {
+        let entry = crate::audit::next_entry(
+            &self.state.audit_head,
+            now_ms,
+            principal,
+            action,
+            target,
+            refusal.map(ErrorCode::as_str),
+        );
+        tx.append_audit(&entry)?;
+        self.state.audit_head = (entry.n, entry.hash);
+        Ok(())
+    }
+
+    /// Records a refusal, if it is of a kind the audit log keeps.
+    pub fn audit_refusal(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        principal: &str,
+        action: &str,
+        target: Option<String>,
+        refusal: &Refusal,
+    ) -> Result<(), StoreError> {
+        if AUDITED_REFUSALS.contains(&refusal.code) {
+            self.audit(tx, now_ms, principal, action, target, Some(refusal.code))?;
+        }
+        Ok(())
+    }
+
+    fn run(
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
@@ -191,24 +352,27 @@ impl Engine {
                 ErrorCode::BadFrame,
                 "this connection is already authenticated; auth is only the first frame",
             ),
-            ClientFrame::Sync(_) | ClientFrame::History(_) => {
-                unreachable!("reads are served by the connection, not the engine")
+            ClientFrame::Directory(directory) => Ok(self.directory(caller, directory)),
+            ClientFrame::AgentToken(command) => self.agent_token(tx, now_ms, caller, command),
+            ClientFrame::ContactRequest(request) => {
+                self.contact_request(tx, now_ms, caller, request)
             }
-            other @ (ClientFrame::Directory(_)
-            | ClientFrame::AgentToken(_)
-            | ClientFrame::ContactRequest(_)
-            | ClientFrame::ContactRespond(_)
-            | ClientFrame::Contacts(_)
-            | ClientFrame::InviteCreate(_)
-            | ClientFrame::InviteRedeem(_)
-            | ClientFrame::Control(_)
-            | ClientFrame::Audit(_)) => refuse(
-                ErrorCode::Unsupported,
-                format!(
-                    "this hub does not support {} yet; upgrade the hub",
-                    other.type_name()
-                ),
-            ),
+            ClientFrame::ContactRespond(respond) => {
+                self.contact_respond(tx, now_ms, caller, respond)
+            }
+            ClientFrame::Contacts(contacts) => Ok(self.contacts(now_ms, caller, contacts.id)),
+            ClientFrame::InviteCreate(create) => self.invite_create(tx, now_ms, caller, create),
+            ClientFrame::InviteRedeem(redeem) => self.invite_redeem(tx, now_ms, caller, redeem),
+            ClientFrame::Control(control) => self.control(tx, now_ms, caller, control),
+            other @ (ClientFrame::Sync(_) | ClientFrame::History(_) | ClientFrame::Audit(_)) => {
+                refuse(
+                    ErrorCode::Internal,
+                    format!(
+                        "{} is served by the connection, not the writer",
+                        other.type_name()
+                    ),
+                )
+            }
         }
     }
 

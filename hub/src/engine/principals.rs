@@ -5,19 +5,24 @@ use roundtable_protocol::bodies::{MemberAction, MemberBody, RoomBody, RoomChange
 use roundtable_protocol::client::{ProfileSet, RegisterAgent, SignupRequest};
 use roundtable_protocol::handles;
 use roundtable_protocol::limits;
-use roundtable_protocol::model::{Discoverable, PrincipalKind};
+use roundtable_protocol::model::{AgentCard, Discoverable, PrincipalKind};
 use roundtable_protocol::server::{OkReply, ProfileOk, RegisterAgentOk};
+use serde::Deserialize;
 
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, refuse};
 use crate::config::SignupMode;
 use crate::ids::{self, TokenHash};
-use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, TokenRecord, WriteTx};
+use crate::store::{
+    MemberRecord, PrincipalRecord, RoomRecord, StoreError, StreamKey, TokenRecord, WriteTx,
+};
 
 /// A new user and its token (shown once).
 #[derive(Debug)]
 pub struct SignupOutcome {
     pub principal: roundtable_protocol::model::Principal,
     pub token: String,
+    /// Events the redeemed invite wrote (contact, room membership), to deliver.
+    pub events: Vec<NewEvent>,
 }
 
 /// Checks a display name: 1 to 128 bytes, no control characters.
@@ -47,8 +52,22 @@ pub(crate) fn check_name(name: &str, what: &str) -> Result<(), ExecError> {
 }
 
 impl Engine {
-    /// Finds the principal a presented token identifies.
-    pub fn authenticate(&self, token: &str) -> Result<PrincipalRecord, Refusal> {
+    /// Finds the principal a presented token identifies; a refusal is recorded in the
+    /// audit log. An agent stopped everywhere may not connect until it is resumed.
+    pub fn authenticate(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        token: &str,
+    ) -> Result<Result<PrincipalRecord, Refusal>, StoreError> {
+        let result = self.find_token(token);
+        if let Err(refusal) = &result {
+            self.audit_refusal(tx, now_ms, "", "auth", None, refusal)?;
+        }
+        Ok(result)
+    }
+
+    fn find_token(&self, token: &str) -> Result<PrincipalRecord, Refusal> {
         let unauthorized = || {
             Refusal::new(
                 ErrorCode::Unauthorized,
@@ -66,13 +85,22 @@ impl Engine {
         if record.revoked {
             return Err(unauthorized());
         }
-        self.state
+        let principal = self
+            .state
             .principal(&record.principal)
             .cloned()
-            .ok_or_else(unauthorized)
+            .ok_or_else(unauthorized)?;
+        if self.state.stopped(&principal.id) {
+            return Err(Refusal::new(
+                ErrorCode::Paused,
+                "this agent is stopped by its owner; it can connect again after a resume",
+            ));
+        }
+        Ok(principal)
     }
 
-    /// Creates a user (`POST /v1/signup`).
+    /// Creates a user (`POST /v1/signup`, or the operator's `roundtable hub user add` with
+    /// `SignupMode::Open`), redeeming the invite it carries; recorded in the audit log.
     pub fn signup(
         &mut self,
         tx: &mut dyn WriteTx,
@@ -80,31 +108,61 @@ impl Engine {
         mode: SignupMode,
         request: SignupRequest,
     ) -> Result<SignupOutcome, ExecError> {
+        let handle = request.handle.clone();
+        match self.signup_unaudited(tx, now_ms, mode, request) {
+            Ok((outcome, events)) => {
+                self.audit(
+                    tx,
+                    now_ms,
+                    &outcome.principal.id,
+                    "signup",
+                    Some(handle),
+                    None,
+                )?;
+                Ok(SignupOutcome { events, ..outcome })
+            }
+            Err(ExecError::Refused(refusal)) => {
+                self.audit_refusal(tx, now_ms, "", "signup", Some(handle), &refusal)?;
+                Err(ExecError::Refused(refusal))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    fn signup_unaudited(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        mode: SignupMode,
+        request: SignupRequest,
+    ) -> Result<(SignupOutcome, Vec<NewEvent>), ExecError> {
         handles::validate_user_handle(&request.handle)
             .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error.0)))?;
         check_name(&request.name, "name")?;
-        match mode {
-            SignupMode::Open => {}
-            SignupMode::Invite => {
-                return refuse(
-                    ErrorCode::Forbidden,
-                    "this hub signs up users with an invite code only; ask a member for one",
-                );
-            }
-            SignupMode::Closed => {
+        let invite = match (&request.invite, mode) {
+            (_, SignupMode::Closed) => {
                 return refuse(
                     ErrorCode::Forbidden,
                     "this hub is closed to signups; its operator creates users with \
                      `roundtable hub user add`",
                 );
             }
-        }
-        if self.state.handles.contains_key(&request.handle) {
-            return refuse(
-                ErrorCode::Conflict,
-                format!("the handle {:?} is taken; choose another", request.handle),
-            );
-        }
+            (None, SignupMode::Invite) => {
+                return refuse(
+                    ErrorCode::Forbidden,
+                    "this hub signs up users with an invite code only; ask a member for one",
+                );
+            }
+            (None, SignupMode::Open) => None,
+            (Some(code), _) => Some(self.usable_invite(now_ms, code, None).map_err(|refusal| {
+                // Over HTTP every unusable invite is a 403, whatever the reason.
+                ExecError::Refused(Refusal::new(
+                    ErrorCode::Forbidden,
+                    format!("the invite cannot be used: {}", refusal.msg),
+                ))
+            })?),
+        };
+        self.check_handle_free(&request.handle)?;
         let record = PrincipalRecord {
             id: self.ids.id("p"),
             kind: PrincipalKind::User,
@@ -117,10 +175,38 @@ impl Engine {
             created_ms: now_ms,
         };
         let token = self.create_principal(tx, now_ms, record.clone())?;
-        Ok(SignupOutcome {
-            principal: self.state.wire_principal(&record),
-            token,
-        })
+        let events = match invite {
+            Some(invite) => self.redeem(tx, now_ms, &record.id, invite)?.0,
+            None => Vec::new(),
+        };
+        Ok((
+            SignupOutcome {
+                principal: self.state.wire_principal(&record),
+                token,
+                events: Vec::new(),
+            },
+            events,
+        ))
+    }
+
+    /// A handle is free when no principal has it, nor one that looks like it.
+    fn check_handle_free(&self, handle: &str) -> Result<(), ExecError> {
+        if self.state.handles.contains_key(handle) {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("the handle {handle:?} is taken; choose another"),
+            );
+        }
+        if let Some(existing) = self.state.skeletons.get(&handles::skeleton(handle)) {
+            return refuse(
+                ErrorCode::Conflict,
+                format!(
+                    "the handle {handle:?} looks too much like the existing {existing:?}; \
+                     choose one that cannot be mistaken for it"
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Stores a new principal and its first token; returns the token.
@@ -142,6 +228,9 @@ impl Engine {
         self.state
             .handles
             .insert(record.handle.clone(), record.id.clone());
+        self.state
+            .skeletons
+            .insert(handles::skeleton(&record.handle), record.handle.clone());
         self.state.principals.insert(record.id.clone(), record);
         Ok(token)
     }
@@ -192,15 +281,19 @@ impl Engine {
                         ),
                     );
                 }
+                if let Err(error) = AgentCard::deserialize(card) {
+                    return refuse(
+                        ErrorCode::BadFrame,
+                        format!(
+                            "invalid agent card: {error}; give framework, model and version as \
+                             strings and skills as [{{\"id\", \"name\", \"description\"?, \"tags\"?}}]"
+                        ),
+                    );
+                }
                 Some(text)
             }
         };
-        if self.state.handles.contains_key(&handle) {
-            return refuse(
-                ErrorCode::Conflict,
-                format!("you already have an agent {handle:?}; choose another name"),
-            );
-        }
+        self.check_handle_free(&handle)?;
         let agent = PrincipalRecord {
             id: self.ids.id("p"),
             kind: PrincipalKind::Agent,
@@ -233,10 +326,9 @@ impl Engine {
             token,
             room: Some(self.state.wire_room(&self.state.rooms[&room.id])),
         };
-        Ok(Outcome {
-            reply: super::Reply::Ok(OkReply::with(register.id, &reply)),
-            events,
-        })
+        let mut outcome = Outcome::with_events(OkReply::with(register.id, &reply), events);
+        outcome.audit_target = Some(agent.id.clone());
+        Ok(outcome)
     }
 
     /// Creates a room with its members (already checked) and writes the room's first events:

@@ -57,6 +57,10 @@ impl Engine {
     /// contact of the inviter or of the inviter's owner.
     pub(super) fn may_invite(&self, inviter: &PrincipalRecord, invitee: &PrincipalRecord) -> bool {
         self.state.are_kin(inviter, invitee)
+            || self.state.is_contact(&inviter.id, &invitee.id)
+            || self
+                .state
+                .is_contact(self.state.owner_of(inviter), &invitee.id)
     }
 
     /// Resolves a handle to invite, applying the invite rule.
@@ -72,6 +76,13 @@ impl Engine {
             );
         };
         if !self.may_invite(inviter, invitee) {
+            if !self.state.may_see(inviter, invitee) {
+                // Whom the inviter may not see does not exist, as far as it can tell.
+                return refuse(
+                    ErrorCode::NotFound,
+                    format!("no principal has the handle {handle:?}"),
+                );
+            }
             return refuse(
                 ErrorCode::NoConsent,
                 format!("{handle} is not your kin nor a contact; send a contact request first"),
@@ -109,10 +120,9 @@ impl Engine {
         let reply = RoomOk {
             room: self.state.wire_room(&self.state.rooms[&room_id]),
         };
-        Ok(Outcome {
-            reply: super::Reply::Ok(OkReply::with(create.id, &reply)),
-            events,
-        })
+        let mut outcome = Outcome::with_events(OkReply::with(create.id, &reply), events);
+        outcome.audit_target = Some(room_id);
+        Ok(outcome)
     }
 
     pub(super) fn room_invite(
@@ -132,6 +142,8 @@ impl Engine {
         Ok(Outcome {
             reply: super::Reply::Ok(OkReply::empty(invite.id)),
             events,
+            effects: Vec::new(),
+            audit_target: None,
         })
     }
 
@@ -286,6 +298,8 @@ impl Engine {
         Ok(Outcome {
             reply: super::Reply::Ok(OkReply::empty(kick.id)),
             events,
+            effects: Vec::new(),
+            audit_target: None,
         })
     }
 
@@ -330,6 +344,8 @@ impl Engine {
         Ok(Outcome {
             reply: super::Reply::Ok(OkReply::empty(update.id)),
             events: vec![event],
+            effects: Vec::new(),
+            audit_target: None,
         })
     }
 
@@ -352,6 +368,8 @@ impl Engine {
         Ok(Outcome {
             reply: super::Reply::Ok(OkReply::empty(leave.id)),
             events,
+            effects: Vec::new(),
+            audit_target: None,
         })
     }
 

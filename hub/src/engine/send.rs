@@ -4,7 +4,7 @@
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::{self, AnswerBody, EventKind, MessageBody, PingBody};
-use roundtable_protocol::client::Send;
+use roundtable_protocol::client::{ControlAction, Send};
 use roundtable_protocol::handles;
 use roundtable_protocol::limits;
 use roundtable_protocol::model::PrincipalKind;
@@ -25,6 +25,8 @@ fn duplicate(original: EventRecord) -> Outcome {
             dup: true,
         },
         events: Vec::new(),
+        effects: Vec::new(),
+        audit_target: None,
     }
 }
 
@@ -172,17 +174,55 @@ impl Engine {
                 record,
                 origin: Some(caller.conn),
             }],
+            effects: Vec::new(),
+            audit_target: None,
         })
     }
 
-    /// Membership and what the kind requires; changes nothing.
+    /// Membership, pause, rate limit, then what the kind requires. Changes nothing but the
+    /// caller's rate bucket, which gets its token back if a later check refuses.
     fn plan_send(
-        &self,
+        &mut self,
         now_ms: i64,
         caller: &Caller,
         send: &PreparedSend,
     ) -> Result<SendPlan, ExecError> {
         self.member_room(&send.room, &caller.id)?;
+        if caller.kind == PrincipalKind::Agent {
+            match self.state.control_in(&caller.id, &send.room) {
+                Some(ControlAction::Stop) => {
+                    return refuse(
+                        ErrorCode::Paused,
+                        "you are stopped in this room by your owner or the room's creator; wait \
+                         for a resume",
+                    );
+                }
+                Some(ControlAction::Pause) if send.kind == EventKind::Message => {
+                    return refuse(
+                        ErrorCode::Paused,
+                        "you are paused: your messages are refused until your owner (or the \
+                         room's creator) resumes you; status, tasks and usage still go through",
+                    );
+                }
+                _ => {}
+            }
+        }
+        self.take_send_token(now_ms, caller)
+            .map_err(ExecError::Refused)?;
+        let planned = self.plan_kind(now_ms, caller, send);
+        if planned.is_err() {
+            self.return_send_token(caller);
+        }
+        planned
+    }
+
+    /// What the kind requires.
+    fn plan_kind(
+        &self,
+        now_ms: i64,
+        caller: &Caller,
+        send: &PreparedSend,
+    ) -> Result<SendPlan, ExecError> {
         let mut plan = SendPlan {
             body_text: send.body_text.clone(),
             mentions: Vec::new(),

@@ -150,7 +150,18 @@ fn a_known_key_is_answered_before_membership_is_checked() {
 fn a_refused_room_create_changes_nothing() {
     let mut fixture = Fixture::new();
     let dana = fixture.signup("dana");
-    fixture.signup("sam");
+    let sam = fixture.signup("sam");
+    // Sam is visible to Dana, but not her contact.
+    fixture
+        .run(
+            &sam,
+            ClientFrame::ProfileSet(ProfileSet {
+                id: 1,
+                name: None,
+                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+            }),
+        )
+        .unwrap();
     let rooms_before = fixture.engine.state.rooms.len();
     let refused = fixture
         .run(

@@ -16,7 +16,8 @@ pub mod sqlite;
 #[cfg(test)]
 mod conformance;
 
-use roundtable_protocol::model::{Discoverable, PrincipalKind, Routing};
+use roundtable_protocol::client::ControlAction;
+use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
 
 use crate::ids::TokenHash;
 
@@ -140,6 +141,67 @@ pub struct PingRecord {
     pub answered_by: Option<String>,
 }
 
+/// An accepted contact; `a < b`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContactRecord {
+    pub a: String,
+    pub b: String,
+    pub since_ms: i64,
+    /// The request that made it, if any (an invite makes contacts without one).
+    pub request: Option<String>,
+}
+
+/// A contact request and its decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRecord {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub state: RequestState,
+    pub message: Option<String>,
+    pub created_ms: i64,
+    pub decided_ms: Option<i64>,
+}
+
+/// An invite code (only its hash is kept).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InviteRecord {
+    pub id: String,
+    pub code_hash: TokenHash,
+    pub creator: String,
+    pub room: Option<String>,
+    pub max_uses: u32,
+    pub uses: u32,
+    pub expires_ms: i64,
+    pub created_ms: i64,
+}
+
+/// A pause or stop in force on an agent, in one room or (room `None`) everywhere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlRecord {
+    pub agent: String,
+    pub room: Option<String>,
+    /// `Pause` or `Stop`; a resume deletes the record.
+    pub action: ControlAction,
+    pub by: String,
+    pub ts_ms: i64,
+}
+
+/// One audit log entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub n: u64,
+    pub ts_ms: i64,
+    /// The acting principal; empty when unknown (a bad token, a refused signup).
+    pub principal: String,
+    pub action: String,
+    pub target: Option<String>,
+    pub result: AuditResult,
+    pub code: Option<String>,
+    /// Hex SHA-256 chaining this entry to the previous one.
+    pub hash: String,
+}
+
 /// Everything the writer keeps in memory, as loaded at start.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -152,6 +214,12 @@ pub struct Snapshot {
     /// The head `seq` of every stream that has events.
     pub heads: Vec<(StreamKey, u64)>,
     pub pings: Vec<PingRecord>,
+    pub contacts: Vec<ContactRecord>,
+    pub requests: Vec<RequestRecord>,
+    pub invites: Vec<InviteRecord>,
+    pub controls: Vec<ControlRecord>,
+    /// The last audit entry's `n` and hash (0 and 64 zeros for an empty log).
+    pub audit_head: (u64, String),
 }
 
 /// The writer's handle on durable storage.
@@ -192,6 +260,13 @@ pub trait WriteTx {
         stream: &StreamKey,
         seq: u64,
     ) -> Result<(), StoreError>;
+    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError>;
+    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError>;
+    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError>;
+    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError>;
+    /// Deletes the control of `agent` in `room` (`None`: the all-rooms one).
+    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError>;
+    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError>;
     /// Makes the transaction durable; returns only once it is.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -239,8 +314,23 @@ pub enum ReadError {
     Store(#[from] StoreError),
 }
 
+/// What `audit` asks for.
+#[derive(Debug, Clone)]
+pub struct AuditQuery {
+    /// The user asking; it sees entries of itself and its agents.
+    pub viewer: String,
+    /// Only this principal's entries (the viewer or one of its agents).
+    pub principal: Option<String>,
+    pub since_ms: Option<i64>,
+    pub limit: u32,
+}
+
 /// Reads of committed data, safe to run from many threads at once.
 pub trait ReadStore: Send + Sync {
+    /// Audit entries the viewer may see, ascending `n`. `ReadError::NotFound` when
+    /// `principal` is neither the viewer nor one of its agents.
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError>;
+
     /// Reads everything `principal` may replay: each room it is a member of and its inbox,
     /// from `cursors` (missing streams start at 0), with rooms gapped past `replay_max`.
     fn sync_read(

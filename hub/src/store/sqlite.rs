@@ -7,24 +7,32 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use roundtable_protocol::model::{Discoverable, PrincipalKind, Routing};
+use roundtable_protocol::client::ControlAction;
+use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 
 use super::{
-    EventRecord, HistoryRange, MemberRecord, PingRecord, PrincipalRecord, ReadError, ReadStore,
-    RoomRecord, Snapshot, Store, StoreError, StreamKey, StreamReplay, SyncRead, TokenRecord,
-    WriteTx,
+    AuditQuery, AuditRecord, ContactRecord, ControlRecord, EventRecord, HistoryRange, InviteRecord,
+    MemberRecord, PingRecord, PrincipalRecord, ReadError, ReadStore, RequestRecord, RoomRecord,
+    Snapshot, Store, StoreError, StreamKey, StreamReplay, SyncRead, TokenRecord, WriteTx,
 };
 use crate::ids::{IdSource, TokenHash};
 use crate::visibility;
 
 /// The embedded migrations, in order. Append only: never edit or remove one.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "messaging",
-    include_str!("migrations/0001_messaging.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "messaging",
+        include_str!("migrations/0001_messaging.sql"),
+    ),
+    (
+        2,
+        "consent_and_governance",
+        include_str!("migrations/0002_consent_and_governance.sql"),
+    ),
+];
 
 /// The newest schema version this build knows.
 pub fn schema_version() -> i64 {
@@ -310,6 +318,94 @@ impl Store for SqliteStore {
                 });
             }
         }
+        {
+            let mut statement = tx.prepare("SELECT a, b, since_ms, request FROM contacts")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                snapshot.contacts.push(ContactRecord {
+                    a: row.get(0)?,
+                    b: row.get(1)?,
+                    since_ms: row.get(2)?,
+                    request: row.get(3)?,
+                });
+            }
+        }
+        {
+            let mut statement = tx.prepare(
+                "SELECT id, sender, target, state, message, created_ms, decided_ms FROM contact_requests",
+            )?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let state: String = row.get(3)?;
+                snapshot.requests.push(RequestRecord {
+                    id: row.get(0)?,
+                    from: row.get(1)?,
+                    to: row.get(2)?,
+                    state: RequestState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+                        table: "contact_requests",
+                        detail: format!("state {state:?}"),
+                    })?,
+                    message: row.get(4)?,
+                    created_ms: row.get(5)?,
+                    decided_ms: row.get(6)?,
+                });
+            }
+        }
+        {
+            let mut statement = tx.prepare(
+                "SELECT id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms FROM invites",
+            )?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let hash: Vec<u8> = row.get(1)?;
+                snapshot.invites.push(InviteRecord {
+                    id: row.get(0)?,
+                    code_hash: TokenHash(hash.try_into().map_err(|_| StoreError::Corrupt {
+                        table: "invites",
+                        detail: "a code hash is not 32 bytes".into(),
+                    })?),
+                    creator: row.get(2)?,
+                    room: row.get(3)?,
+                    max_uses: row.get::<_, i64>(4)? as u32,
+                    uses: row.get::<_, i64>(5)? as u32,
+                    expires_ms: row.get(6)?,
+                    created_ms: row.get(7)?,
+                });
+            }
+        }
+        {
+            let mut statement =
+                tx.prepare("SELECT agent, room, action, by, ts_ms FROM controls")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let room: String = row.get(1)?;
+                let action: String = row.get(2)?;
+                snapshot.controls.push(ControlRecord {
+                    agent: row.get(0)?,
+                    room: (!room.is_empty()).then_some(room),
+                    action: match action.as_str() {
+                        "pause" => ControlAction::Pause,
+                        "stop" => ControlAction::Stop,
+                        other => {
+                            return Err(StoreError::Corrupt {
+                                table: "controls",
+                                detail: format!("action {other:?}"),
+                            });
+                        }
+                    },
+                    by: row.get(3)?,
+                    ts_ms: row.get(4)?,
+                });
+            }
+        }
+        snapshot.audit_head = tx
+            .query_row(
+                "SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1",
+                [],
+                |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)),
+            )
+            .optional()?
+            .unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned()));
         drop(tx);
         Ok(snapshot)
     }
@@ -527,10 +623,151 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
+    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO contacts (a, b, since_ms, request) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (a, b) DO NOTHING",
+            )?
+            .execute(params![
+                contact.a,
+                contact.b,
+                contact.since_ms,
+                contact.request
+            ])?;
+        Ok(())
+    }
+
+    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO contact_requests (id, sender, target, state, message, created_ms, decided_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, decided_ms = excluded.decided_ms",
+            )?
+            .execute(params![
+                request.id,
+                request.from,
+                request.to,
+                request.state.as_str(),
+                request.message,
+                request.created_ms,
+                request.decided_ms
+            ])?;
+        Ok(())
+    }
+
+    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO invites (id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (id) DO UPDATE SET uses = excluded.uses",
+            )?
+            .execute(params![
+                invite.id,
+                &invite.code_hash.0[..],
+                invite.creator,
+                invite.room,
+                invite.max_uses,
+                invite.uses,
+                invite.expires_ms,
+                invite.created_ms
+            ])?;
+        Ok(())
+    }
+
+    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO controls (agent, room, action, by, ts_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (agent, room) DO UPDATE SET action = excluded.action, by = excluded.by,
+                     ts_ms = excluded.ts_ms",
+            )?
+            .execute(params![
+                control.agent,
+                control.room.as_deref().unwrap_or(""),
+                control.action.as_str(),
+                control.by,
+                control.ts_ms
+            ])?;
+        Ok(())
+    }
+
+    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("DELETE FROM controls WHERE agent = ?1 AND room = ?2")?
+            .execute(params![agent, room.unwrap_or("")])?;
+        Ok(())
+    }
+
+    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                entry.n as i64,
+                entry.ts_ms,
+                entry.principal,
+                entry.action,
+                entry.target,
+                audit_result_str(entry.result),
+                entry.code,
+                entry.hash
+            ])?;
+        Ok(())
+    }
+
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         self.tx.commit()?;
         Ok(())
     }
+}
+
+fn audit_result_str(result: AuditResult) -> &'static str {
+    match result {
+        AuditResult::Ok => "ok",
+        AuditResult::Err => "err",
+    }
+}
+
+fn audit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
+    let result: String = row.get(5)?;
+    Ok(AuditRecord {
+        n: row.get::<_, i64>(0)? as u64,
+        ts_ms: row.get(1)?,
+        principal: row.get(2)?,
+        action: row.get(3)?,
+        target: row.get(4)?,
+        result: if result == "ok" {
+            AuditResult::Ok
+        } else {
+            AuditResult::Err
+        },
+        code: row.get(6)?,
+        hash: row.get(7)?,
+    })
+}
+
+const AUDIT_COLUMNS: &str = "n, ts_ms, principal, action, target, result, code, hash";
+
+/// Reads the whole audit log of the database at `path`, ascending, calling `visit` for each
+/// entry (read-only: safe while the hub runs).
+pub fn read_audit_log(
+    path: &Path,
+    mut visit: impl FnMut(AuditRecord) -> bool,
+) -> Result<(), StoreError> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut statement = conn.prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY n"))?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        if !visit(audit_from_row(row)?) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Read-only connections for replay and history; a connection per concurrent reader,
@@ -582,6 +819,41 @@ fn head_of(tx: &rusqlite::Transaction<'_>, stream: &StreamKey) -> Result<u64, St
 }
 
 impl ReadStore for SqliteReader {
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
+        self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let visible: Vec<String> = tx
+                .prepare_cached("SELECT id FROM principals WHERE id = ?1 OR owner = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_map([&query.viewer], |row| row.get(0))?
+                        .collect()
+                })
+                .map_err(StoreError::from)?;
+            let principals: Vec<String> = match &query.principal {
+                Some(principal) if visible.contains(principal) => vec![principal.clone()],
+                Some(_) => return Err(ReadError::NotFound),
+                None => visible,
+            };
+            let placeholders = vec!["?"; principals.len()].join(", ");
+            let sql = format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit WHERE principal IN ({placeholders}) AND ts_ms >= ? ORDER BY n LIMIT ?"
+            );
+            let mut statement = tx.prepare(&sql).map_err(StoreError::from)?;
+            let mut values: Vec<rusqlite::types::Value> = principals
+                .into_iter()
+                .map(rusqlite::types::Value::Text)
+                .collect();
+            values.push(rusqlite::types::Value::Integer(query.since_ms.unwrap_or(i64::MIN)));
+            values.push(rusqlite::types::Value::Integer(i64::from(query.limit)));
+            let entries = statement
+                .query_map(rusqlite::params_from_iter(values), audit_from_row)
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(StoreError::from)?;
+            Ok(entries)
+        })
+    }
+
     fn sync_read(
         &self,
         principal: &str,

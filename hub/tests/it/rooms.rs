@@ -23,6 +23,7 @@ async fn room_create_adds_kin_and_refuses_strangers_atomically() {
     let hub = TestHub::start().await;
     let (mut dana, _) = hub.user("dana").await;
     let (mut sam, _) = hub.user("sam").await;
+    crate::support::make_public(&mut sam).await;
     let writer = agent(&mut dana, "writer").await;
 
     let id = dana.id();
@@ -129,6 +130,7 @@ async fn room_invite_rules_and_errors() {
     let hub = TestHub::start().await;
     let (mut dana, _) = hub.user("dana").await;
     let (mut sam, _) = hub.user("sam").await;
+    crate::support::make_public(&mut sam).await;
     agent(&mut dana, "writer").await;
     agent(&mut dana, "reviewer").await;
     let room_id = room(&mut dana, &[]).await;

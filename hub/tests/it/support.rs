@@ -96,3 +96,17 @@ pub fn seqs(frames: &[roundtable_protocol::ServerFrame]) -> Vec<(String, u64)> {
         })
         .collect()
 }
+
+/// Makes the client's principal visible to everyone in the directory.
+pub async fn make_public(client: &mut Client) {
+    let id = client.id();
+    client
+        .ok(ClientFrame::ProfileSet(
+            roundtable_protocol::client::ProfileSet {
+                id,
+                name: None,
+                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+            },
+        ))
+        .await;
+}

@@ -1,0 +1,422 @@
+//! Discovery and consent: the directory, and contacts made by a request one side sends and
+//! the other side (or, for an agent, its owner) accepts. Nothing crosses owners without it.
+
+use std::collections::BTreeSet;
+
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::bodies::ContactBody;
+use roundtable_protocol::client::{ContactRequestCmd, ContactRespond, Directory};
+use roundtable_protocol::limits;
+use roundtable_protocol::model::{
+    self, ContactRelation, DirectoryEntry, PrincipalKind, RequestState,
+};
+use roundtable_protocol::server::{ContactRequestOk, ContactsOk, DirectoryOk, OkReply};
+
+use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
+use crate::state::HubState;
+use crate::store::{ContactRecord, PrincipalRecord, RequestRecord, StreamKey, WriteTx};
+
+/// A pending request expires after 14 days.
+pub const REQUEST_LIFETIME_MS: i64 = 14 * 24 * 60 * 60 * 1000;
+
+/// Directory pages: default and most entries.
+const DIRECTORY_DEFAULT: u32 = 50;
+const DIRECTORY_MAX: u32 = 200;
+
+/// Whether a pending request's time is up.
+fn expired(request: &RequestRecord, now_ms: i64) -> bool {
+    request.state == RequestState::Pending && now_ms >= request.created_ms + REQUEST_LIFETIME_MS
+}
+
+/// The request as replies show it.
+pub(super) fn wire_request(request: &RequestRecord) -> model::ContactRequest {
+    model::ContactRequest {
+        id: request.id.clone(),
+        from: request.from.clone(),
+        to: request.to.clone(),
+        state: request.state,
+        message: request.message.clone(),
+        ts: roundtable_protocol::ts::format_millis(request.created_ms),
+    }
+}
+
+impl HubState {
+    /// How `target` relates to `viewer`, for the directory.
+    fn relation(&self, viewer: &PrincipalRecord, target: &PrincipalRecord) -> ContactRelation {
+        if self.are_kin(viewer, target) {
+            ContactRelation::Kin
+        } else if self.is_contact(&viewer.id, &target.id) {
+            ContactRelation::Accepted
+        } else if self
+            .pending
+            .contains_key(&(viewer.id.clone(), target.id.clone()))
+        {
+            ContactRelation::PendingOut
+        } else if self
+            .pending
+            .contains_key(&(target.id.clone(), viewer.id.clone()))
+        {
+            ContactRelation::PendingIn
+        } else {
+            ContactRelation::None
+        }
+    }
+
+    /// The principals who hear about a request: both parties and their owners.
+    fn request_audience(&self, request: &RequestRecord) -> BTreeSet<String> {
+        let mut audience = BTreeSet::new();
+        for party in [&request.from, &request.to] {
+            audience.insert(party.clone());
+            if let Some(principal) = self.principal(party) {
+                audience.insert(self.owner_of(principal).to_owned());
+            }
+        }
+        audience
+    }
+}
+
+impl Engine {
+    pub(super) fn directory(&self, caller: &Caller, directory: Directory) -> Outcome {
+        let Some(viewer) = self.state.principal(&caller.id) else {
+            return Outcome::ok(OkReply::with(
+                directory.id,
+                &DirectoryOk { entries: vec![] },
+            ));
+        };
+        let query = directory
+            .query
+            .as_deref()
+            .map(str::trim)
+            .filter(|query| !query.is_empty())
+            .map(str::to_lowercase);
+        let limit = directory
+            .limit
+            .unwrap_or(DIRECTORY_DEFAULT)
+            .clamp(1, DIRECTORY_MAX) as usize;
+        let mut entries: Vec<DirectoryEntry> = self
+            .state
+            .principals
+            .values()
+            .filter(|target| target.id != viewer.id && self.state.may_see(viewer, target))
+            .filter(|target| match &query {
+                None => true,
+                Some(query) => {
+                    target.handle.contains(query.as_str())
+                        || target.name.to_lowercase().contains(query.as_str())
+                        || target
+                            .description
+                            .as_deref()
+                            .is_some_and(|d| d.to_lowercase().contains(query.as_str()))
+                }
+            })
+            .map(|target| DirectoryEntry {
+                id: target.id.clone(),
+                kind: target.kind,
+                handle: target.handle.clone(),
+                name: target.name.clone(),
+                description: target.description.clone(),
+                owner: target.owner.clone(),
+                card: target
+                    .card
+                    .as_deref()
+                    .and_then(|card| serde_json::from_str(card).ok()),
+                contact: self.state.relation(viewer, target),
+            })
+            .collect();
+        entries.sort_by(|a, b| a.handle.cmp(&b.handle));
+        entries.truncate(limit);
+        Outcome::ok(OkReply::with(directory.id, &DirectoryOk { entries }))
+    }
+
+    pub(super) fn contact_request(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        request: ContactRequestCmd,
+    ) -> Result<Outcome, ExecError> {
+        if let Some(message) = &request.message
+            && message.len() > limits::CONTACT_MESSAGE
+        {
+            return refuse(
+                ErrorCode::TooLarge,
+                format!(
+                    "the message is {} bytes; a contact request carries at most {}",
+                    message.len(),
+                    limits::CONTACT_MESSAGE
+                ),
+            );
+        }
+        let from = self.caller_record(caller)?.clone();
+        let Some(to) = self.state.by_handle(&request.to).cloned() else {
+            return refuse(
+                ErrorCode::NotFound,
+                format!("no principal you can see has the handle {:?}", request.to),
+            );
+        };
+        if to.id == from.id {
+            return refuse(
+                ErrorCode::Conflict,
+                "you cannot ask yourself to be a contact",
+            );
+        }
+        if !self.state.may_see(&from, &to) {
+            // The same answer as for a handle that does not exist: nothing leaks.
+            return refuse(
+                ErrorCode::NotFound,
+                format!("no principal you can see has the handle {:?}", request.to),
+            );
+        }
+        if self.state.are_kin(&from, &to) {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("{} is your kin: invite it to rooms directly", to.handle),
+            );
+        }
+        if self.state.is_contact(&from.id, &to.id) {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("{} is already a contact", to.handle),
+            );
+        }
+        if let Some(id) = self.state.pending.get(&(from.id.clone(), to.id.clone()))
+            && !expired(&self.state.requests[id], now_ms)
+        {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("your request {id} to {} is still pending", to.handle),
+            );
+        }
+        if let Some(id) = self.state.pending.get(&(to.id.clone(), from.id.clone()))
+            && !expired(&self.state.requests[id], now_ms)
+        {
+            return refuse(
+                ErrorCode::Conflict,
+                format!(
+                    "{} already asked you (request {id}): accept it with contact_respond",
+                    to.handle
+                ),
+            );
+        }
+        let record = RequestRecord {
+            id: self.ids.id("c"),
+            from: from.id.clone(),
+            to: to.id.clone(),
+            state: RequestState::Pending,
+            message: request.message.filter(|message| !message.is_empty()),
+            created_ms: now_ms,
+            decided_ms: None,
+        };
+        tx.upsert_request(&record)?;
+        self.state.put_request(record.clone());
+        let events = self.announce_request(tx, now_ms, &from.id, &record)?;
+        let mut outcome = Outcome::with_events(
+            OkReply::with(
+                request.id,
+                &ContactRequestOk {
+                    request: wire_request(&record),
+                },
+            ),
+            events,
+        );
+        outcome.audit_target = Some(format!("{} {}", record.id, to.id));
+        Ok(outcome)
+    }
+
+    /// Writes a `contact` event about `request` in the inbox of everyone concerned.
+    fn announce_request(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        by: &str,
+        request: &RequestRecord,
+    ) -> Result<Vec<NewEvent>, ExecError> {
+        let body = ContactBody {
+            request: request.id.clone(),
+            from: request.from.clone(),
+            to: request.to.clone(),
+            state: request.state,
+            message: request.message.clone(),
+        };
+        let mut events = Vec::new();
+        for principal in self.state.request_audience(request) {
+            events.push(self.append_hub(
+                tx,
+                now_ms,
+                StreamKey::Inbox(principal),
+                by,
+                "contact",
+                &body,
+            )?);
+        }
+        Ok(events)
+    }
+
+    pub(super) fn contact_respond(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        respond: ContactRespond,
+    ) -> Result<Outcome, ExecError> {
+        let Some(request) = self.state.requests.get(&respond.request).cloned() else {
+            return refuse(
+                ErrorCode::NotFound,
+                format!("there is no contact request {:?}", respond.request),
+            );
+        };
+        let owner_of = |id: &str| {
+            self.state
+                .principal(id)
+                .map(|p| self.state.owner_of(p).to_owned())
+                .unwrap_or_default()
+        };
+        let deciders = [request.to.clone(), owner_of(&request.to)];
+        let requesters = [request.from.clone(), owner_of(&request.from)];
+        let state = if respond.accept {
+            if !deciders.contains(&caller.id) {
+                return refuse(
+                    ErrorCode::Forbidden,
+                    "only the target of a contact request (or its owner) may accept it",
+                );
+            }
+            RequestState::Accepted
+        } else if deciders.contains(&caller.id) {
+            RequestState::Rejected
+        } else if requesters.contains(&caller.id) {
+            RequestState::Cancelled
+        } else {
+            return refuse(
+                ErrorCode::Forbidden,
+                "this contact request is not yours to decide",
+            );
+        };
+        if expired(&request, now_ms) {
+            // The writer's housekeeping records and announces the expiry itself.
+            return refuse(
+                ErrorCode::Conflict,
+                "this contact request expired (after 14 days); send a new one",
+            );
+        }
+        if request.state != RequestState::Pending {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("this contact request is already {}", request.state.as_str()),
+            );
+        }
+        let request_id = request.id.clone();
+        let events = self.decide(tx, now_ms, &caller.id, request, state)?;
+        let mut outcome = Outcome::with_events(OkReply::empty(respond.id), events);
+        outcome.audit_target = Some(format!("{request_id} {}", state.as_str()));
+        Ok(outcome)
+    }
+
+    /// Moves a pending request to its final `state`, makes the contact when accepted, and
+    /// tells everyone concerned.
+    fn decide(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        by: &str,
+        mut request: RequestRecord,
+        state: RequestState,
+    ) -> Result<Vec<NewEvent>, ExecError> {
+        request.state = state;
+        request.decided_ms = Some(now_ms);
+        tx.upsert_request(&request)?;
+        if state == RequestState::Accepted {
+            self.make_contact(tx, now_ms, &request.from, &request.to, Some(&request.id))?;
+        }
+        self.state.put_request(request.clone());
+        self.announce_request(tx, now_ms, by, &request)
+    }
+
+    /// Stores a contact between two principals (nothing if they already are contacts).
+    pub(super) fn make_contact(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        a: &str,
+        b: &str,
+        request: Option<&str>,
+    ) -> Result<(), ExecError> {
+        if self.state.is_contact(a, b) {
+            return Ok(());
+        }
+        let (a, b) = HubState::contact_key(a, b);
+        let contact = ContactRecord {
+            a,
+            b,
+            since_ms: now_ms,
+            request: request.map(str::to_owned),
+        };
+        tx.insert_contact(&contact)?;
+        self.state.add_contact(contact);
+        Ok(())
+    }
+
+    /// Expires every pending request older than 14 days; returns the events announcing it.
+    pub fn expire_requests(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+    ) -> Result<Vec<NewEvent>, ExecError> {
+        let due: Vec<RequestRecord> = self
+            .state
+            .pending
+            .values()
+            .filter_map(|id| self.state.requests.get(id))
+            .filter(|request| expired(request, now_ms))
+            .cloned()
+            .collect();
+        let mut events = Vec::new();
+        for request in due {
+            let to = request.to.clone();
+            events.extend(self.decide(tx, now_ms, &to, request, RequestState::Expired)?);
+        }
+        Ok(events)
+    }
+
+    pub(super) fn contacts(&self, now_ms: i64, caller: &Caller, re: u64) -> Outcome {
+        let contacts = self
+            .state
+            .contacts_of
+            .get(&caller.id)
+            .into_iter()
+            .flatten()
+            .filter_map(|other| {
+                let principal = self.state.principal(other)?;
+                let key = HubState::contact_key(&caller.id, other);
+                let since = self.state.contacts.get(&key)?.since_ms;
+                Some(model::Contact {
+                    id: principal.id.clone(),
+                    kind: principal.kind,
+                    handle: principal.handle.clone(),
+                    name: principal.name.clone(),
+                    owner: principal.owner.clone(),
+                    since: roundtable_protocol::ts::format_millis(since),
+                })
+            })
+            .collect();
+        // Pending requests where the caller, or one of its agents, is a party.
+        let mine = |id: &str| {
+            id == caller.id
+                || (caller.kind == PrincipalKind::User
+                    && self
+                        .state
+                        .principal(id)
+                        .is_some_and(|p| p.owner.as_deref() == Some(caller.id.as_str())))
+        };
+        let mut requests: Vec<&RequestRecord> = self
+            .state
+            .pending
+            .values()
+            .filter_map(|id| self.state.requests.get(id))
+            .filter(|request| !expired(request, now_ms))
+            .filter(|request| mine(&request.from) || mine(&request.to))
+            .collect();
+        requests.sort_by_key(|request| (request.created_ms, request.id.clone()));
+        let requests = requests.into_iter().map(wire_request).collect();
+        Outcome::ok(OkReply::with(re, &ContactsOk { contacts, requests }))
+    }
+}
