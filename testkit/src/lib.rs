@@ -156,7 +156,10 @@ pub async fn http(
     stream.write_all(request.as_bytes()).await?;
     let mut raw = Vec::new();
     tokio::time::timeout(PATIENCE, stream.read_to_end(&mut raw)).await??;
-    let text = String::from_utf8(raw)?;
+    parse_response(String::from_utf8(raw)?)
+}
+
+fn parse_response(text: String) -> Result<HttpResponse> {
     let (head, rest) = text
         .split_once("\r\n\r\n")
         .ok_or_else(|| anyhow!("no HTTP head"))?;
@@ -191,23 +194,57 @@ fn dechunk(mut rest: &str) -> Result<String> {
     }
 }
 
+/// Sends one HTTPS request (trusting what `tls` trusts) and reads the whole response.
+pub async fn https(
+    addr: SocketAddr,
+    server_name: &str,
+    tls: std::sync::Arc<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<HttpResponse> {
+    let stream = TcpStream::connect(addr).await?;
+    let name = rustls_pki_types::ServerName::try_from(server_name.to_owned())?;
+    let mut stream = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, stream)
+        .await?;
+    let body = body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {server_name}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    // A peer that closes without close_notify still sent everything a test reads.
+    let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut raw)).await?;
+    parse_response(String::from_utf8(raw)?)
+}
+
 /// `POST /v1/signup` with a handle and a name derived from it.
 pub async fn signup(addr: SocketAddr, handle: &str) -> Result<SignupOk> {
-    let request = SignupRequest {
-        handle: handle.into(),
-        name: format!("{handle} (test)"),
-        discoverable: None,
-        invite: None,
-    };
-    let response = http(
+    signup_with(
         addr,
-        "POST",
-        "/v1/signup",
-        Some(&serde_json::to_string(&request)?),
+        SignupRequest {
+            handle: handle.into(),
+            name: format!("{handle} (test)"),
+            discoverable: None,
+            invite: None,
+        },
     )
-    .await?;
+    .await
+}
+
+/// `POST /v1/signup` with a full request.
+pub async fn signup_with(addr: SocketAddr, request: SignupRequest) -> Result<SignupOk> {
+    let body = serde_json::to_string(&request)?;
+    let response = http(addr, "POST", "/v1/signup", Some(&body)).await?;
     if response.status != 200 {
-        bail!("signup {handle}: {} {}", response.status, response.body);
+        bail!(
+            "signup {}: {} {}",
+            request.handle,
+            response.status,
+            response.body
+        );
     }
     Ok(serde_json::from_str(&response.body)?)
 }
@@ -247,6 +284,10 @@ impl Client {
         )
         .await
         .context("connect timed out")??;
+        Client::from_socket(socket).await
+    }
+
+    async fn from_socket(socket: WebSocketStream<MaybeTlsStream<TcpStream>>) -> Result<Client> {
         let mut client = Client {
             socket,
             hello: Hello {
@@ -267,6 +308,25 @@ impl Client {
             other => bail!("expected hello, got {other:?}"),
         }
         Ok(client)
+    }
+
+    /// Connects over TLS (`wss://`), trusting what `tls` trusts, and reads `hello`.
+    pub async fn connect_tls(
+        url: &str,
+        tls: std::sync::Arc<rustls::ClientConfig>,
+    ) -> Result<Client> {
+        let (socket, _) = tokio::time::timeout(
+            PATIENCE,
+            tokio_tungstenite::connect_async_tls_with_config(
+                url,
+                None,
+                true,
+                Some(tokio_tungstenite::Connector::Rustls(tls)),
+            ),
+        )
+        .await
+        .context("connect timed out")??;
+        Client::from_socket(socket).await
     }
 
     /// The raw socket, for load generators that encode and decode frames themselves.

@@ -4,4 +4,5 @@
 mod crash;
 mod hub_command;
 mod independent;
+mod operator;
 mod process;

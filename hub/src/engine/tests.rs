@@ -495,3 +495,96 @@ fn read_markers_never_move_backwards() {
         .unwrap();
     assert_eq!(seq, 2);
 }
+
+#[test]
+fn pending_contact_requests_expire_after_fourteen_days() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let sam = fixture.signup("sam");
+    fixture
+        .run(
+            &sam,
+            ClientFrame::ProfileSet(ProfileSet {
+                id: 1,
+                name: None,
+                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+            }),
+        )
+        .unwrap();
+    let outcome = fixture
+        .run(
+            &dana,
+            ClientFrame::ContactRequest(ContactRequestCmd {
+                id: 2,
+                to: "sam".into(),
+                message: None,
+            }),
+        )
+        .unwrap();
+    let Reply::Ok(ok) = outcome.reply else {
+        panic!()
+    };
+    let request = ok
+        .decode::<roundtable_protocol::server::ContactRequestOk>()
+        .unwrap()
+        .request;
+
+    // A day short of the limit, nothing expires.
+    fixture.now_ms += 13 * 24 * 3600 * 1000;
+    let mut tx = fixture.store.transaction().unwrap();
+    assert!(
+        fixture
+            .engine
+            .expire_requests(&mut *tx, fixture.now_ms)
+            .unwrap()
+            .is_empty()
+    );
+    tx.commit().unwrap();
+
+    fixture.now_ms += 24 * 3600 * 1000;
+    // Past it, the request can no longer be accepted…
+    let refused = fixture
+        .run(
+            &sam,
+            ClientFrame::ContactRespond(ContactRespond {
+                id: 3,
+                request: request.id.clone(),
+                accept: true,
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Conflict);
+    assert!(refused.msg.contains("expired"));
+    // …and the writer's housekeeping records it and tells both sides.
+    let mut tx = fixture.store.transaction().unwrap();
+    let events = fixture
+        .engine
+        .expire_requests(&mut *tx, fixture.now_ms)
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(events.len(), 2);
+    for event in &events {
+        assert_eq!(event.record.kind, "contact");
+        assert!(
+            event.record.body.contains("\"state\":\"expired\""),
+            "{}",
+            event.record.body
+        );
+    }
+    assert_eq!(
+        fixture.engine.state.requests[&request.id].state,
+        roundtable_protocol::model::RequestState::Expired
+    );
+    assert!(!fixture.engine.state.is_contact(&dana.id, &sam.id));
+    // A new request may now be sent.
+    fixture
+        .run(
+            &dana,
+            ClientFrame::ContactRequest(ContactRequestCmd {
+                id: 4,
+                to: "sam".into(),
+                message: None,
+            }),
+        )
+        .unwrap();
+}

@@ -110,3 +110,70 @@ pub async fn make_public(client: &mut Client) {
         ))
         .await;
 }
+
+/// Asks for a contact; returns the request.
+pub async fn request_contact(
+    client: &mut Client,
+    to: &str,
+) -> roundtable_protocol::model::ContactRequest {
+    let id = client.id();
+    client
+        .ok(ClientFrame::ContactRequest(
+            roundtable_protocol::client::ContactRequestCmd {
+                id,
+                to: to.into(),
+                message: Some(format!("hello {to}")),
+            },
+        ))
+        .await
+        .decode::<roundtable_protocol::server::ContactRequestOk>()
+        .unwrap()
+        .request
+}
+
+/// Accepts or declines a contact request.
+pub async fn respond(client: &mut Client, request: &str, accept: bool) {
+    let id = client.id();
+    client
+        .ok(ClientFrame::ContactRespond(
+            roundtable_protocol::client::ContactRespond {
+                id,
+                request: request.into(),
+                accept,
+            },
+        ))
+        .await;
+}
+
+/// Counts of every table a command can write (the audit log aside): equal before and
+/// after a refused command means it wrote nothing.
+pub fn fingerprint(hub: &roundtable_testkit::TestHub) -> Vec<(String, i64)> {
+    let db = rusqlite::Connection::open_with_flags(
+        hub.data_dir().join("hub.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    [
+        "SELECT count(*) FROM principals",
+        "SELECT count(*) FROM tokens WHERE revoked_ms IS NULL",
+        "SELECT count(*) FROM rooms",
+        "SELECT count(*) FROM members",
+        "SELECT count(*) FROM events",
+        "SELECT count(*) FROM contacts",
+        "SELECT count(*) FROM contact_requests",
+        "SELECT count(*) FROM contact_requests WHERE state = 'pending'",
+        "SELECT count(*) FROM invites",
+        "SELECT coalesce(sum(uses), 0) FROM invites",
+        "SELECT count(*) FROM controls",
+        "SELECT count(*) FROM acks",
+        "SELECT count(*) FROM pings",
+    ]
+    .into_iter()
+    .map(|sql| {
+        (
+            sql.to_owned(),
+            db.query_row(sql, [], |row| row.get(0)).unwrap(),
+        )
+    })
+    .collect()
+}

@@ -1,0 +1,1025 @@
+//! The hostile cases: every attempt to read, write, invite, decide, impersonate or flood
+//! that the protocol forbids gets the exact error code, writes nothing (every table a
+//! command can write is counted before and after), and leaks nothing.
+
+use std::time::Duration;
+
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::client::*;
+use roundtable_protocol::model::Discoverable;
+use roundtable_protocol::server::{
+    DirectoryOk, ErrReply, InviteCreateOk, RegisterAgentOk, ServerFrame, SyncOk,
+};
+use roundtable_testkit::{Client, Incoming, TestHub, http, message, signup_with};
+use serde_json::json;
+
+use crate::support::{fingerprint, login, make_public, request_contact, respond, room};
+
+/// Counts the cases it checks.
+struct Suite {
+    hub: TestHub,
+    cases: usize,
+}
+
+impl Suite {
+    /// `frame` from `client` is refused with `code` and writes nothing.
+    async fn refused(
+        &mut self,
+        case: &str,
+        client: &mut Client,
+        frame: ClientFrame,
+        code: ErrorCode,
+    ) -> ErrReply {
+        let before = fingerprint(&self.hub);
+        let err = match client.call(frame).await.expect("the call completes") {
+            Ok(ok) => panic!("{case}: accepted: {ok:?}"),
+            Err(err) => err,
+        };
+        assert_eq!(err.code, code, "{case}: {}", err.msg);
+        assert!(!err.msg.is_empty(), "{case}: the message says what to do");
+        assert_eq!(
+            fingerprint(&self.hub),
+            before,
+            "{case}: something was written"
+        );
+        self.cases += 1;
+        err
+    }
+
+    /// A signup over HTTP is refused with `status` and `code`, and creates nobody.
+    async fn signup_refused(
+        &mut self,
+        case: &str,
+        body: serde_json::Value,
+        status: u16,
+        code: &str,
+    ) {
+        let before = fingerprint(&self.hub);
+        let response = http(self.hub.addr, "POST", "/v1/signup", Some(&body.to_string()))
+            .await
+            .unwrap();
+        assert_eq!(response.status, status, "{case}: {}", response.body);
+        assert_eq!(response.json()["code"], code, "{case}");
+        assert_eq!(
+            fingerprint(&self.hub),
+            before,
+            "{case}: something was written"
+        );
+        self.cases += 1;
+    }
+}
+
+async fn register(owner: &mut Client, name: &str, discoverable: Discoverable) -> RegisterAgentOk {
+    let id = owner.id();
+    owner
+        .ok(ClientFrame::RegisterAgent(RegisterAgent {
+            id,
+            name: name.into(),
+            description: Some(format!("{name} agent")),
+            card: None,
+            discoverable: Some(discoverable),
+        }))
+        .await
+        .decode()
+        .unwrap()
+}
+
+fn send(id: u64, room: &str, key: &str, text: &str) -> ClientFrame {
+    message(id, room, key, text)
+}
+
+fn contact_request(id: u64, to: &str, message: Option<String>) -> ClientFrame {
+    ClientFrame::ContactRequest(ContactRequestCmd {
+        id,
+        to: to.into(),
+        message,
+    })
+}
+
+fn decide(id: u64, request: &str, accept: bool) -> ClientFrame {
+    ClientFrame::ContactRespond(ContactRespond {
+        id,
+        request: request.into(),
+        accept,
+    })
+}
+
+fn control(id: u64, agent: &str, action: ControlAction, room: Option<&str>) -> ClientFrame {
+    ClientFrame::Control(Control {
+        id,
+        agent: agent.into(),
+        action,
+        room: room.map(str::to_owned),
+    })
+}
+
+fn token_action(id: u64, agent: &str, action: TokenAction) -> ClientFrame {
+    ClientFrame::AgentToken(AgentToken {
+        id,
+        agent: agent.into(),
+        action,
+    })
+}
+
+fn invite_create(id: u64, room: Option<&str>, max_uses: u32, expires_in_s: u64) -> ClientFrame {
+    ClientFrame::InviteCreate(InviteCreate {
+        id,
+        room: room.map(str::to_owned),
+        max_uses: Some(max_uses),
+        expires_in_s: Some(expires_in_s),
+    })
+}
+
+fn redeem(id: u64, code: &str) -> ClientFrame {
+    ClientFrame::InviteRedeem(InviteRedeem {
+        id,
+        code: code.into(),
+    })
+}
+
+async fn directory_handles(client: &mut Client, query: Option<&str>) -> Vec<String> {
+    let id = client.id();
+    let found: DirectoryOk = client
+        .ok(ClientFrame::Directory(Directory {
+            id,
+            query: query.map(str::to_owned),
+            limit: None,
+        }))
+        .await
+        .decode()
+        .unwrap();
+    found
+        .entries
+        .into_iter()
+        .map(|entry| entry.handle)
+        .collect()
+}
+
+/// A hub with several owners:
+/// - dana (discoverable: contacts) with agents dana/writer and dana/reviewer;
+/// - sam (public) with agent sam/security (public); dana and sam are contacts;
+/// - eve (public) with agent eve/bot (public): a stranger to everyone;
+/// - priv (private), nobody's contact.
+///
+/// Rooms: `shared` (dana, dana/writer, sam), `eves` (eve, eve/bot).
+#[tokio::test]
+async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
+    let hub = TestHub::start_with(|config| {
+        config.rate_limits = Some(roundtable_hub::engine::RateLimits {
+            agent: "3/0.2".parse().unwrap(),
+            user: "1000/1000".parse().unwrap(),
+        })
+    })
+    .await;
+    let (mut dana, dana_created) = hub.user("dana").await;
+    let (mut sam, sam_created) = hub.user("sam").await;
+    let (mut eve, _) = hub.user("eve").await;
+    let private = signup_with(
+        hub.addr,
+        SignupRequest {
+            handle: "priv".into(),
+            name: "Private".into(),
+            discoverable: Some(Discoverable::Private),
+            invite: None,
+        },
+    )
+    .await
+    .unwrap();
+    make_public(&mut sam).await;
+    make_public(&mut eve).await;
+    let writer = register(&mut dana, "writer", Discoverable::Contacts).await;
+    register(&mut dana, "reviewer", Discoverable::Contacts).await;
+    let security = register(&mut sam, "security", Discoverable::Public).await;
+    let bot = register(&mut eve, "bot", Discoverable::Public).await;
+    let request = request_contact(&mut dana, "sam").await;
+    respond(&mut sam, &request.id, true).await;
+    let shared = room(&mut dana, &["dana/writer", "sam"]).await;
+    let eves = room(&mut eve, &["eve/bot"]).await;
+    let mut writer_client = login(&hub, &writer.token, "w").await;
+    let mut bot_client = login(&hub, &bot.token, "b").await;
+    let mut suite = Suite { hub, cases: 0 };
+
+    // --- Reading or writing a room without membership.
+    let id = eve.id();
+    suite
+        .refused(
+            "send without membership",
+            &mut eve,
+            send(id, &shared, "eve-sneak-01", "hi"),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "history without membership",
+            &mut eve,
+            ClientFrame::History(History {
+                id,
+                room: shared.clone(),
+                before: None,
+                after: None,
+                limit: None,
+            }),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "invite into a room one is not in",
+            &mut eve,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: shared.clone(),
+                handle: "eve/bot".into(),
+            }),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "update a room one is not in",
+            &mut eve,
+            ClientFrame::RoomUpdate(RoomUpdate {
+                id,
+                room: shared.clone(),
+                title: Some("mine".into()),
+                topic: None,
+            }),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "leave a room one is not in",
+            &mut eve,
+            ClientFrame::RoomLeave(RoomLeave {
+                id,
+                room: shared.clone(),
+            }),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "routing in a room one is not in",
+            &mut eve,
+            ClientFrame::MemberSet(MemberSet {
+                id,
+                room: shared.clone(),
+                routing: roundtable_protocol::model::Routing::All,
+            }),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "kick from a room one is not in",
+            &mut eve,
+            ClientFrame::RoomKick(RoomKick {
+                id,
+                room: shared.clone(),
+                handle: "dana/writer".into(),
+            }),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "invite code for a room one is not in",
+            &mut eve,
+            invite_create(id, Some(&shared), 1, 60),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "send to a room that does not exist",
+            &mut eve,
+            send(id, "r_nonexistent00000", "eve-sneak-02", "hi"),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = sam.id();
+    suite
+        .refused(
+            "kick by a member who is not the creator",
+            &mut sam,
+            ClientFrame::RoomKick(RoomKick {
+                id,
+                room: shared.clone(),
+                handle: "dana/writer".into(),
+            }),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    // A cursor for someone else's room replays nothing and reveals nothing.
+    let id = eve.id();
+    let heads: SyncOk = eve
+        .ok(ClientFrame::Sync(Sync {
+            id,
+            cursors: [(shared.clone(), 0)].into_iter().collect(),
+        }))
+        .await
+        .decode()
+        .unwrap();
+    assert!(!heads.heads.contains_key(&shared));
+    assert!(eve.backlog.iter().all(
+        |frame| !matches!(frame, ServerFrame::Evt(e) if e.room.as_deref() == Some(shared.as_str()))
+    ));
+    eve.backlog.clear();
+    suite.cases += 1;
+
+    // --- Invitations across owners without consent.
+    let id = dana.id();
+    suite
+        .refused(
+            "invite a public stranger",
+            &mut dana,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: shared.clone(),
+                handle: "eve".into(),
+            }),
+            ErrorCode::NoConsent,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "invite a stranger's agent",
+            &mut dana,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: shared.clone(),
+                handle: "eve/bot".into(),
+            }),
+            ErrorCode::NoConsent,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "invite a private principal",
+            &mut dana,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: shared.clone(),
+                handle: "priv".into(),
+            }),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "create a room with a stranger",
+            &mut dana,
+            ClientFrame::RoomCreate(RoomCreate {
+                id,
+                title: None,
+                topic: None,
+                members: vec!["sam".into(), "eve".into()],
+            }),
+            ErrorCode::NoConsent,
+        )
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent invites its owner's non-contact",
+            &mut writer_client,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: shared.clone(),
+                handle: "eve".into(),
+            }),
+            ErrorCode::NoConsent,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "invite someone one cannot see",
+            &mut eve,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: eves.clone(),
+                handle: "dana".into(),
+            }),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "invite a public user who is not a contact",
+            &mut eve,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: eves.clone(),
+                handle: "sam".into(),
+            }),
+            ErrorCode::NoConsent,
+        )
+        .await;
+    let pending = request_contact(&mut eve, "sam").await;
+    let id = eve.id();
+    suite
+        .refused(
+            "a pending request is not consent",
+            &mut eve,
+            ClientFrame::RoomInvite(RoomInvite {
+                id,
+                room: eves.clone(),
+                handle: "sam".into(),
+            }),
+            ErrorCode::NoConsent,
+        )
+        .await;
+
+    // --- Contact decisions by the wrong principal, and impossible requests.
+    let id = eve.id();
+    suite
+        .refused(
+            "the requester accepts its own request",
+            &mut eve,
+            decide(id, &pending.id, true),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "a third party accepts",
+            &mut dana,
+            decide(id, &pending.id, true),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "a third party rejects",
+            &mut dana,
+            decide(id, &pending.id, false),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let to_agent = request_contact(&mut bot_client, "sam/security").await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "another owner's agent decides for an agent",
+            &mut writer_client,
+            decide(id, &to_agent.id, true),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = bot_client.id();
+    suite
+        .refused(
+            "the requesting agent accepts for the target",
+            &mut bot_client,
+            decide(id, &to_agent.id, true),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = sam.id();
+    suite
+        .refused(
+            "decide a request that does not exist",
+            &mut sam,
+            decide(id, "c_doesnotexist0000", true),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "a duplicate pending request",
+            &mut eve,
+            contact_request(id, "sam", None),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = sam.id();
+    suite
+        .refused(
+            "the reverse of a pending request",
+            &mut sam,
+            contact_request(id, "eve", None),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "a request to oneself",
+            &mut eve,
+            contact_request(id, "eve", None),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "a request to one's kin",
+            &mut dana,
+            contact_request(id, "dana/writer", None),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "a request to an existing contact",
+            &mut dana,
+            contact_request(id, "sam", None),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = eve.id();
+    let hidden = suite
+        .refused(
+            "a request to a private principal",
+            &mut eve,
+            contact_request(id, "priv", None),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = eve.id();
+    let unknown = suite
+        .refused(
+            "a request to a handle that does not exist",
+            &mut eve,
+            contact_request(id, "nobody", None),
+            ErrorCode::NotFound,
+        )
+        .await;
+    assert_eq!(
+        hidden.msg.replace("priv", "X"),
+        unknown.msg.replace("nobody", "X"),
+        "hidden and missing look alike"
+    );
+    let id = eve.id();
+    suite
+        .refused(
+            "a request to a contacts-only stranger",
+            &mut eve,
+            contact_request(id, "dana", None),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = bot_client.id();
+    suite
+        .refused(
+            "an oversized request message",
+            &mut bot_client,
+            contact_request(id, "sam", Some("x".repeat(501))),
+            ErrorCode::TooLarge,
+        )
+        .await;
+    respond(&mut sam, &pending.id, false).await;
+    let id = sam.id();
+    suite
+        .refused(
+            "deciding twice",
+            &mut sam,
+            decide(id, &pending.id, true),
+            ErrorCode::Conflict,
+        )
+        .await;
+
+    // --- Agents acting beyond their station, and on others' agents.
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent registers an agent",
+            &mut writer_client,
+            ClientFrame::RegisterAgent(RegisterAgent {
+                id,
+                name: "sub".into(),
+                description: None,
+                card: None,
+                discoverable: None,
+            }),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent creates an invite",
+            &mut writer_client,
+            invite_create(id, None, 1, 60),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent rotates its own token",
+            &mut writer_client,
+            token_action(id, &writer.agent.id, TokenAction::Rotate),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "rotate another owner's agent's token",
+            &mut eve,
+            token_action(id, &writer.agent.id, TokenAction::Rotate),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "revoke another owner's agent's token",
+            &mut eve,
+            token_action(id, &writer.agent.id, TokenAction::Revoke),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "a token action on a user",
+            &mut dana,
+            token_action(id, &sam_created.principal.id, TokenAction::Revoke),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "control by a non-owner",
+            &mut eve,
+            control(id, &writer.agent.id, ControlAction::Pause, None),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = sam.id();
+    suite
+        .refused(
+            "control by a member who is not the creator",
+            &mut sam,
+            control(id, &writer.agent.id, ControlAction::Stop, Some(&shared)),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "control in one's room of an agent not in it",
+            &mut eve,
+            control(id, &writer.agent.id, ControlAction::Pause, Some(&eves)),
+            ErrorCode::NotMember,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "control of a user",
+            &mut dana,
+            control(id, &sam_created.principal.id, ControlAction::Pause, None),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "control in a room that does not exist",
+            &mut dana,
+            control(
+                id,
+                &writer.agent.id,
+                ControlAction::Pause,
+                Some("r_nonexistent00000"),
+            ),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent reads the audit log",
+            &mut writer_client,
+            ClientFrame::Audit(Audit {
+                id,
+                principal: None,
+                since: None,
+                limit: None,
+            }),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = eve.id();
+    suite
+        .refused(
+            "read another user's audit entries",
+            &mut eve,
+            ClientFrame::Audit(Audit {
+                id,
+                principal: Some(dana_created.principal.id.clone()),
+                since: None,
+                limit: None,
+            }),
+            ErrorCode::Forbidden,
+        )
+        .await;
+
+    // --- Invite codes: unknown, exhausted, one's own, expired, malformed.
+    let id = eve.id();
+    suite
+        .refused(
+            "an unknown invite code",
+            &mut eve,
+            redeem(id, "not-a-real-code-at-all-0000000000000000000"),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = dana.id();
+    let single: InviteCreateOk = dana
+        .ok(invite_create(id, None, 1, 3600))
+        .await
+        .decode()
+        .unwrap();
+    let id = dana.id();
+    suite
+        .refused(
+            "one's own invite",
+            &mut dana,
+            redeem(id, &single.code),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = sam.id();
+    sam.ok(redeem(id, &single.code)).await;
+    let id = eve.id();
+    suite
+        .refused(
+            "a used-up invite",
+            &mut eve,
+            redeem(id, &single.code),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent redeems an invite",
+            &mut writer_client,
+            redeem(id, &single.code),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = dana.id();
+    let short: InviteCreateOk = dana
+        .ok(invite_create(id, None, 5, 1))
+        .await
+        .decode()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let id = eve.id();
+    suite
+        .refused(
+            "an expired invite",
+            &mut eve,
+            redeem(id, &short.code),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "an invite with no uses",
+            &mut dana,
+            invite_create(id, None, 0, 60),
+            ErrorCode::BadFrame,
+        )
+        .await;
+
+    // --- The directory reveals only what discoverability allows.
+    let seen = directory_handles(&mut eve, None).await;
+    assert_eq!(
+        seen,
+        vec!["eve/bot", "sam", "sam/security"],
+        "kin and public principals only"
+    );
+    assert!(directory_handles(&mut eve, Some("priv")).await.is_empty());
+    assert!(directory_handles(&mut eve, Some("writer")).await.is_empty());
+    assert!(
+        !directory_handles(&mut dana, None)
+            .await
+            .contains(&"dana".to_owned())
+    );
+    suite.cases += 4;
+
+    // --- Handle squatting and impersonation.
+    let id = dana.id();
+    suite
+        .refused(
+            "an agent name that looks like a sibling's",
+            &mut dana,
+            ClientFrame::RegisterAgent(RegisterAgent {
+                id,
+                name: "wrlter".into(),
+                description: None,
+                card: None,
+                discoverable: None,
+            }),
+            ErrorCode::Conflict,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "an agent name with a path",
+            &mut dana,
+            ClientFrame::RegisterAgent(RegisterAgent {
+                id,
+                name: "../sam".into(),
+                description: None,
+                card: None,
+                discoverable: None,
+            }),
+            ErrorCode::BadFrame,
+        )
+        .await;
+    suite
+        .signup_refused(
+            "a handle one separator away",
+            json!({"handle": "dana_", "name": "Dana"}),
+            409,
+            "conflict",
+        )
+        .await;
+    suite
+        .signup_refused(
+            "a handle with digits for letters",
+            json!({"handle": "5am", "name": "Sam"}),
+            409,
+            "conflict",
+        )
+        .await;
+    suite
+        .signup_refused(
+            "a path in a handle",
+            json!({"handle": "alice/../bob", "name": "A"}),
+            400,
+            "bad_frame",
+        )
+        .await;
+    suite
+        .signup_refused(
+            "an upper-case handle",
+            json!({"handle": "Dana", "name": "D"}),
+            400,
+            "bad_frame",
+        )
+        .await;
+    suite
+        .signup_refused(
+            "a Unicode look-alike",
+            json!({"handle": "dаna", "name": "D"}),
+            400,
+            "bad_frame",
+        )
+        .await;
+
+    // --- A paused agent, and a burst past the rate limit.
+    let id = dana.id();
+    dana.ok(control(id, &writer.agent.id, ControlAction::Pause, None))
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "a paused agent sends a message",
+            &mut writer_client,
+            send(id, &shared, "paused-key-01", "flood"),
+            ErrorCode::Paused,
+        )
+        .await;
+    for n in 0..3 {
+        let id = bot_client.id();
+        bot_client
+            .ok(send(id, &eves, &format!("bot-burst-{n:03}"), "burst"))
+            .await;
+    }
+    let id = bot_client.id();
+    let limited = suite
+        .refused(
+            "a burst past the rate limit",
+            &mut bot_client,
+            send(id, &eves, "bot-burst-003", "burst"),
+            ErrorCode::RateLimited,
+        )
+        .await;
+    assert!(limited.retry_after_ms.is_some());
+
+    let _ = (security, private);
+    assert!(suite.cases >= 40, "only {} hostile cases", suite.cases);
+}
+
+async fn first_frame_refused(hub: &TestHub, token: &str) {
+    let mut client = hub.connect().await;
+    client
+        .send_frame(&ClientFrame::Auth(Auth {
+            id: 1,
+            token: token.into(),
+            device: "d".into(),
+            client: ClientInfo::default(),
+        }))
+        .await
+        .unwrap();
+    match client.recv().await.unwrap() {
+        Incoming::Frame(ServerFrame::Err(err)) => {
+            assert_eq!(err.code, ErrorCode::Unauthorized, "{token}")
+        }
+        other => panic!("{token}: expected unauthorized, got {other:?}"),
+    }
+    assert_eq!(client.closed().await.unwrap(), Some(4001));
+}
+
+#[tokio::test]
+async fn forged_malformed_revoked_and_rotated_tokens_never_authenticate() {
+    let hub = TestHub::start().await;
+    let (mut dana, _) = hub.user("dana").await;
+    let writer = register(&mut dana, "writer", Discoverable::Contacts).await;
+    // Forged: the right shape, 256 random-looking bits nobody was given.
+    first_frame_refused(&hub, &format!("rt_{}", "Q".repeat(43))).await;
+    for malformed in ["", "rt_", "Bearer x", "rt_!!!!", &"rt_a".repeat(100)] {
+        first_frame_refused(&hub, malformed).await;
+    }
+    let id = dana.id();
+    let rotated: roundtable_protocol::server::AgentTokenOk = dana
+        .ok(token_action(id, &writer.agent.id, TokenAction::Rotate))
+        .await
+        .decode()
+        .unwrap();
+    first_frame_refused(&hub, &writer.token).await;
+    let new_token = rotated.token.unwrap();
+    login(&hub, &new_token, "w").await;
+    let id = dana.id();
+    dana.ok(token_action(id, &writer.agent.id, TokenAction::Revoke))
+        .await;
+    first_frame_refused(&hub, &new_token).await;
+}
+
+#[tokio::test]
+async fn closed_and_invite_only_hubs_refuse_signups_without_a_valid_code() {
+    let closed =
+        TestHub::start_with(|config| config.signup = roundtable_hub::SignupMode::Closed).await;
+    let mut suite = Suite {
+        hub: closed,
+        cases: 0,
+    };
+    suite
+        .signup_refused(
+            "signup on a closed hub",
+            json!({"handle": "dana", "name": "D"}),
+            403,
+            "forbidden",
+        )
+        .await;
+    suite
+        .signup_refused(
+            "signup on a closed hub, with a code",
+            json!({"handle": "dana", "name": "D", "invite": "x"}),
+            403,
+            "forbidden",
+        )
+        .await;
+    let invite_only =
+        TestHub::start_with(|config| config.signup = roundtable_hub::SignupMode::Invite).await;
+    let mut suite = Suite {
+        hub: invite_only,
+        cases: 0,
+    };
+    suite
+        .signup_refused(
+            "signup without a code",
+            json!({"handle": "dana", "name": "D"}),
+            403,
+            "forbidden",
+        )
+        .await;
+    suite
+        .signup_refused(
+            "signup with a bad code",
+            json!({"handle": "dana", "name": "D", "invite": "bogus"}),
+            403,
+            "forbidden",
+        )
+        .await;
+}
