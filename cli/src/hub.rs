@@ -51,6 +51,10 @@ struct ServeArgs {
     /// Turn send rate limits off (for benchmarks).
     #[arg(long, env = "ROUNDTABLE_HUB_NO_RATE_LIMIT")]
     no_rate_limit: bool,
+    /// Serve plain ws/http on a network address (without TLS); the default refuses to,
+    /// since tokens would cross the network in clear.
+    #[arg(long, env = "ROUNDTABLE_HUB_ALLOW_PLAIN")]
+    allow_plain: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,6 +77,11 @@ enum UserCommand {
         /// The user's display name (default: the handle).
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Revoke a user's tokens and print a new one (for a lost or leaked token).
+    Token {
+        #[arg(long)]
+        handle: String,
     },
 }
 
@@ -111,6 +120,15 @@ pub fn run(args: HubArgs) -> Result<()> {
             writeln!(stdout, "{}", created.token)?;
             Ok(())
         }
+        Some(HubCommand::User(UserCommand::Token { handle })) => {
+            let config = HubConfig::new(&args.data);
+            let token = admin::reissue_user_token(&config, &handle)
+                .with_context(|| format!("cannot issue a new token for {handle:?}"))?;
+            eprintln!("every earlier token of {handle} is revoked; the new one, shown once:");
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{token}")?;
+            Ok(())
+        }
         Some(HubCommand::Audit(AuditCommand::Verify)) => match admin::verify_audit(&args.data) {
             Ok((count, head)) => {
                 let mut stdout = std::io::stdout().lock();
@@ -143,6 +161,13 @@ async fn serve(data: PathBuf, args: ServeArgs) -> Result<()> {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
         _ => None,
     };
+    if config.tls.is_none() && !args.listen.ip().is_loopback() && !args.allow_plain {
+        bail!(
+            "refusing to serve plain ws on the network address {}: give --tls-cert and --tls-key, \
+             listen on 127.0.0.1 behind a TLS proxy, or pass --allow-plain",
+            args.listen
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

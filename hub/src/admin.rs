@@ -83,6 +83,25 @@ pub fn add_user(config: &HubConfig, handle: &str, name: &str) -> Result<SignupOu
     Ok(outcome)
 }
 
+/// Revokes every token of the user `handle` on the hub in `config.data_dir` and returns a
+/// new one (shown once). The hub must not be running on that directory.
+pub fn reissue_user_token(config: &HubConfig, handle: &str) -> Result<String, AdminError> {
+    let _lock = DataLock::acquire(config)?;
+    let mut ids = IdSource::from_os();
+    let now = unix_ms();
+    let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
+    let snapshot = store.load()?;
+    let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
+    let mut tx = store.transaction()?;
+    let token = match engine.reissue_user_token(&mut *tx, now, handle) {
+        Ok(token) => token,
+        Err(ExecError::Refused(refusal)) => return Err(AdminError::Refused(refusal.msg)),
+        Err(ExecError::Store(error)) => return Err(error.into()),
+    };
+    tx.commit()?;
+    Ok(token)
+}
+
 /// Walks the audit log of the hub in `data_dir`; returns the number of entries and the head
 /// hash, or the first broken link.
 pub fn verify_audit(data_dir: &Path) -> Result<(u64, String), AdminError> {

@@ -204,9 +204,8 @@ async fn authenticate(
     conn: ConnId,
 ) -> Option<Authenticated> {
     let deadline = tokio::time::Instant::now() + context.config.auth_timeout;
-    let refuse = |re: Option<u64>, msg: &str| {
-        err_frame(re, &Refusal::new(ErrorCode::Unauthorized, msg.to_owned()))
-    };
+    let refuse =
+        |re: Option<u64>, msg: &str| (re, Refusal::new(ErrorCode::Unauthorized, msg.to_owned()));
     let first = loop {
         match tokio::time::timeout_at(deadline, stream.next()).await {
             Err(_) => {
@@ -249,8 +248,15 @@ async fn authenticate(
     });
     let auth = match auth {
         Ok(auth) => auth,
-        Err(frame) => {
-            let _ = sink.send(text(frame)).await;
+        Err((re, refusal)) => {
+            // Refused before a token was even checked: still a refused auth, on record.
+            context.writer.submit(Request::Refused {
+                principal: String::new(),
+                action: "auth",
+                target: None,
+                refusal: refusal.clone(),
+            });
+            let _ = sink.send(text(err_frame(re, &refusal))).await;
             let _ = sink.send(close_message(CloseCode::Unauthorized)).await;
             return None;
         }

@@ -162,7 +162,7 @@ pub struct ContactRequest {
     pub ts: String,
 }
 
-/// A principal the caller (or its owner) has an accepted contact with.
+/// A principal the caller has an accepted contact with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Contact {
     pub id: String,

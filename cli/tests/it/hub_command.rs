@@ -78,3 +78,17 @@ async fn bad_settings_fail_with_a_clear_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cannot listen on"), "{stderr}");
 }
+
+#[tokio::test]
+async fn plain_ws_on_a_network_address_needs_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_roundtable"))
+        .args(["hub", "--listen", "0.0.0.0:0", "--data"])
+        .arg(dir.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--tls-cert"), "{stderr}");
+}

@@ -56,6 +56,25 @@ async fn a_closed_hub_gets_users_from_its_operator_only() {
         String::from_utf8_lossy(&busy.stderr)
     );
     hub.terminate().await;
+
+    // A lost token: the operator revokes it and issues another.
+    let reissued = roundtable(&["hub", "user", "token", "--data", data, "--handle", "dana"]).await;
+    assert!(
+        reissued.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reissued.stderr)
+    );
+    let new_token = String::from_utf8(reissued.stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert_ne!(new_token, token);
+    let hub = HubProcess::start(dir.path(), &["--signup", "closed"]).await;
+    let mut old = Client::connect(&hub.ws_url()).await.unwrap();
+    assert!(old.auth(&token, "laptop").await.is_err());
+    let mut fresh = Client::connect(&hub.ws_url()).await.unwrap();
+    fresh.auth(&new_token, "laptop").await.unwrap();
+    hub.terminate().await;
 }
 
 #[tokio::test]

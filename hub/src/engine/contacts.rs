@@ -41,21 +41,26 @@ pub(super) fn wire_request(request: &RequestRecord) -> model::ContactRequest {
 }
 
 impl HubState {
-    /// How `target` relates to `viewer`, for the directory.
-    fn relation(&self, viewer: &PrincipalRecord, target: &PrincipalRecord) -> ContactRelation {
+    /// How `target` relates to `viewer`, for the directory, at `now_ms`.
+    fn relation(
+        &self,
+        viewer: &PrincipalRecord,
+        target: &PrincipalRecord,
+        now_ms: i64,
+    ) -> ContactRelation {
+        let pending = |from: &str, to: &str| {
+            self.pending
+                .get(&(from.to_owned(), to.to_owned()))
+                .and_then(|id| self.requests.get(id))
+                .is_some_and(|request| !expired(request, now_ms))
+        };
         if self.are_kin(viewer, target) {
             ContactRelation::Kin
         } else if self.is_contact(&viewer.id, &target.id) {
             ContactRelation::Accepted
-        } else if self
-            .pending
-            .contains_key(&(viewer.id.clone(), target.id.clone()))
-        {
+        } else if pending(&viewer.id, &target.id) {
             ContactRelation::PendingOut
-        } else if self
-            .pending
-            .contains_key(&(target.id.clone(), viewer.id.clone()))
-        {
+        } else if pending(&target.id, &viewer.id) {
             ContactRelation::PendingIn
         } else {
             ContactRelation::None
@@ -76,7 +81,7 @@ impl HubState {
 }
 
 impl Engine {
-    pub(super) fn directory(&self, caller: &Caller, directory: Directory) -> Outcome {
+    pub(super) fn directory(&self, now_ms: i64, caller: &Caller, directory: Directory) -> Outcome {
         let Some(viewer) = self.state.principal(&caller.id) else {
             return Outcome::ok(OkReply::with(
                 directory.id,
@@ -120,7 +125,7 @@ impl Engine {
                     .card
                     .as_deref()
                     .and_then(|card| serde_json::from_str(card).ok()),
-                contact: self.state.relation(viewer, target),
+                contact: self.state.relation(viewer, target, now_ms),
             })
             .collect();
         entries.sort_by(|a, b| a.handle.cmp(&b.handle));
@@ -179,6 +184,20 @@ impl Engine {
                 format!("{} is already a contact", to.handle),
             );
         }
+        // A request between them whose 14 days are up is recorded as expired now, before
+        // the new one takes its place.
+        let mut events = Vec::new();
+        for pair in [
+            (from.id.clone(), to.id.clone()),
+            (to.id.clone(), from.id.clone()),
+        ] {
+            if let Some(id) = self.state.pending.get(&pair)
+                && expired(&self.state.requests[id], now_ms)
+            {
+                let stale = self.state.requests[id].clone();
+                events.extend(self.decide(tx, now_ms, &from.id, stale, RequestState::Expired)?);
+            }
+        }
         if let Some(id) = self.state.pending.get(&(from.id.clone(), to.id.clone()))
             && !expired(&self.state.requests[id], now_ms)
         {
@@ -209,7 +228,7 @@ impl Engine {
         };
         tx.upsert_request(&record)?;
         self.state.put_request(record.clone());
-        let events = self.announce_request(tx, now_ms, &from.id, &record)?;
+        events.extend(self.announce_request(tx, now_ms, &from.id, &record)?);
         let mut outcome = Outcome::with_events(
             OkReply::with(
                 request.id,

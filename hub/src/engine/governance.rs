@@ -157,6 +157,45 @@ impl Engine {
         Ok(outcome)
     }
 
+    /// Revokes every token of the user `handle` and issues a new one (the operator's
+    /// `roundtable hub user token`, for a lost or leaked token). Its connections close with
+    /// 4010 when the hub next runs: it is not running while the operator does this.
+    pub fn reissue_user_token(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        handle: &str,
+    ) -> Result<String, ExecError> {
+        let Some(user) = self.state.by_handle(handle).cloned() else {
+            return refuse(
+                ErrorCode::NotFound,
+                format!("no user has the handle {handle:?}"),
+            );
+        };
+        if user.kind != PrincipalKind::User {
+            return refuse(
+                ErrorCode::BadFrame,
+                format!("{handle} is an agent: its owner rotates its token with agent_token"),
+            );
+        }
+        tx.revoke_tokens(&user.id, now_ms)?;
+        for token in self.state.tokens.values_mut() {
+            if token.principal == user.id {
+                token.revoked = true;
+            }
+        }
+        let (token, hash) = self.ids.token();
+        let record = TokenRecord {
+            hash,
+            principal: user.id.clone(),
+            revoked: false,
+        };
+        tx.insert_token(&record, now_ms)?;
+        self.state.tokens.insert(hash, record);
+        self.audit(tx, now_ms, "", "user_token", Some(user.id), None)?;
+        Ok(token)
+    }
+
     pub(super) fn control(
         &mut self,
         tx: &mut dyn WriteTx,

@@ -352,7 +352,7 @@ impl Engine {
                 ErrorCode::BadFrame,
                 "this connection is already authenticated; auth is only the first frame",
             ),
-            ClientFrame::Directory(directory) => Ok(self.directory(caller, directory)),
+            ClientFrame::Directory(directory) => Ok(self.directory(now_ms, caller, directory)),
             ClientFrame::AgentToken(command) => self.agent_token(tx, now_ms, caller, command),
             ClientFrame::ContactRequest(request) => {
                 self.contact_request(tx, now_ms, caller, request)

@@ -146,6 +146,8 @@ impl Engine {
             plan.mentions,
         )?
         else {
+            // A retry: it uses no rate token.
+            self.return_send_token(caller);
             let original =
                 tx.find_sent(&caller.id, &send.client_key)?
                     .ok_or_else(|| StoreError::Corrupt {

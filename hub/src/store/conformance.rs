@@ -340,7 +340,9 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     .unwrap();
     assert!(matches!(
         sqlite::migrate(&mut conn, 3),
-        Err(StoreError::MigrationEdited { version: 1 })
+        Err(StoreError::Migration(
+            roundtable_sqlite::MigrationError::Edited { version: 1 }
+        ))
     ));
 
     let fresh = dir.path().join("n.sqlite3");
@@ -353,6 +355,8 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     .unwrap();
     assert!(matches!(
         sqlite::migrate(&mut conn, 2),
-        Err(StoreError::NewerSchema { found: 999, .. })
+        Err(StoreError::Migration(
+            roundtable_sqlite::MigrationError::NewerSchema { found: 999, .. }
+        ))
     ));
 }

@@ -32,16 +32,8 @@ pub enum StoreError {
         path: String,
         source: std::io::Error,
     },
-    #[error(
-        "the database was written by a newer hub (schema version {found}, this hub knows up to \
-         {known}); run a newer roundtable"
-    )]
-    NewerSchema { found: i64, known: i64 },
-    #[error(
-        "migration {version} was changed after it was applied (checksum mismatch); migrations \
-         are append-only: restore the original file"
-    )]
-    MigrationEdited { version: i64 },
+    #[error(transparent)]
+    Migration(#[from] roundtable_sqlite::MigrationError),
     #[error("corrupt record in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
 }

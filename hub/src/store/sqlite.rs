@@ -10,7 +10,6 @@ use std::sync::Mutex;
 use roundtable_protocol::client::ControlAction;
 use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use sha2::{Digest, Sha256};
 
 use super::{
     AuditQuery, AuditRecord, ContactRecord, ControlRecord, EventRecord, HistoryRange, InviteRecord,
@@ -21,7 +20,7 @@ use crate::ids::{IdSource, TokenHash};
 use crate::visibility;
 
 /// The embedded migrations, in order. Append only: never edit or remove one.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
+const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
     (
         1,
         "messaging",
@@ -34,61 +33,9 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-/// The newest schema version this build knows.
-pub fn schema_version() -> i64 {
-    MIGRATIONS.last().map_or(0, |(version, _, _)| *version)
-}
-
-fn checksum(sql: &str) -> String {
-    Sha256::digest(sql.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
 /// Applies every embedded migration the database lacks. Returns the versions applied.
 pub fn migrate(conn: &mut Connection, now_ms: i64) -> Result<Vec<i64>, StoreError> {
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (
-             version    INTEGER PRIMARY KEY,
-             name       TEXT NOT NULL,
-             checksum   TEXT NOT NULL,
-             applied_ms INTEGER NOT NULL
-         ) STRICT;",
-    )?;
-    let applied: Vec<(i64, String)> = conn
-        .prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    for (version, stored) in &applied {
-        match MIGRATIONS.iter().find(|(known, _, _)| known == version) {
-            None => {
-                return Err(StoreError::NewerSchema {
-                    found: *version,
-                    known: schema_version(),
-                });
-            }
-            Some((_, _, sql)) if checksum(sql) != *stored => {
-                return Err(StoreError::MigrationEdited { version: *version });
-            }
-            Some(_) => {}
-        }
-    }
-    let mut newly = Vec::new();
-    for (version, name, sql) in MIGRATIONS {
-        if applied.iter().any(|(done, _)| done == version) {
-            continue;
-        }
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![version, name, checksum(sql), now_ms],
-        )?;
-        tx.commit()?;
-        newly.push(*version);
-    }
-    Ok(newly)
+    Ok(roundtable_sqlite::migrate(conn, MIGRATIONS, now_ms)?)
 }
 
 /// The writer's connection.

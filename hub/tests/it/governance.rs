@@ -215,7 +215,26 @@ async fn sends_past_the_rate_limit_are_refused_with_a_delay_never_dropped() {
     let home = writer.room.clone().unwrap().id;
     let mut writer_client = login(&hub, &writer.token, "w").await;
     let mut accepted = Vec::new();
-    for n in 0..5 {
+    for n in 0..3 {
+        let id = writer_client.id();
+        let sent: SendOk = writer_client
+            .ok(message(id, &home, &format!("burst-key-{n:03}"), "burst"))
+            .await
+            .decode()
+            .unwrap();
+        accepted.push(sent.event);
+    }
+    // Retries of accepted keys, while tokens are left, take none of them.
+    for _ in 0..4 {
+        let id = writer_client.id();
+        let dup: SendOk = writer_client
+            .ok(message(id, &home, "burst-key-000", "burst"))
+            .await
+            .decode()
+            .unwrap();
+        assert!(dup.dup);
+    }
+    for n in 3..5 {
         let id = writer_client.id();
         let sent: SendOk = writer_client
             .ok(message(id, &home, &format!("burst-key-{n:03}"), "burst"))
@@ -354,6 +373,29 @@ async fn the_audit_log_records_changes_and_refusals_for_the_owner() {
         .code,
         ErrorCode::Forbidden
     );
+    // Refused authentications are on record too, even before a token is checked.
+    let mut stranger = hub.connect().await;
+    stranger.send_text(r#"{"t":"rooms","id":1}"#).await.unwrap();
+    assert_eq!(stranger.closed().await.unwrap(), Some(4001));
+    let db = rusqlite::Connection::open(hub.data_dir().join("hub.sqlite3")).unwrap();
+    let refused_auths: i64 = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            let count: i64 = db
+                .query_row(
+                    "SELECT count(*) FROM audit WHERE action = 'auth' AND code = 'unauthorized'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            if count > 0 {
+                return count;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the refused auth is recorded");
+    assert_eq!(refused_auths, 1);
     // The chain verifies from the hub's files.
     let (count, head) = roundtable_hub::admin::verify_audit(hub.data_dir()).unwrap();
     assert!(count >= 5, "{count}");

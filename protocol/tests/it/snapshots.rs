@@ -302,7 +302,9 @@ fn ok_payloads() {
                     name: "Writer".into(),
                     description: Some("writes".into()),
                     owner: Some("p_dana".into()),
-                    card: Some(json!({"framework": "claude-code", "skills": ["rust"]})),
+                    card: Some(
+                        json!({"framework": "claude-code", "skills": [{"id": "rust", "name": "Rust"}]}),
+                    ),
                     contact: ContactRelation::PendingOut,
                 }],
             },

@@ -1,0 +1,262 @@
+//! The outbox: every write is stored here first, then sent. A `send` carries its
+//! `client_key`, so it is sent again after any interruption and the hub stores it once; any
+//! other command is sent at most once, and one interrupted in flight is reported as failed
+//! rather than repeated.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::{Cache, CacheError};
+use crate::cache::queries::{MessageView, message_parts};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxKind {
+    Send,
+    Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxState {
+    Queued,
+    Inflight,
+    Done,
+    Failed,
+}
+
+impl OutboxState {
+    fn parse(text: &str) -> OutboxState {
+        match text {
+            "inflight" => OutboxState::Inflight,
+            "done" => OutboxState::Done,
+            "failed" => OutboxState::Failed,
+            _ => OutboxState::Queued,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxState::Queued => "queued",
+            OutboxState::Inflight => "inflight",
+            OutboxState::Done => "done",
+            OutboxState::Failed => "failed",
+        }
+    }
+}
+
+/// One outbox entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutboxEntry {
+    pub n: u64,
+    pub client_key: Option<String>,
+    pub kind: OutboxKind,
+    pub room: Option<String>,
+    /// The command frame, as JSON (its `id` is set when sent).
+    pub frame: String,
+    pub state: OutboxState,
+    pub error_code: Option<String>,
+    pub error_msg: Option<String>,
+    /// Not before (Unix ms): set by `rate_limited`.
+    pub retry_ms: Option<i64>,
+    /// The hub's `ok`, for commands whose caller waits for it.
+    pub reply: Option<String>,
+    pub created_ms: i64,
+}
+
+const COLUMNS: &str =
+    "n, client_key, kind, room, frame, state, error_code, error_msg, retry_ms, reply, created_ms";
+
+fn entry_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxEntry> {
+    let kind: String = row.get(2)?;
+    let state: String = row.get(5)?;
+    Ok(OutboxEntry {
+        n: row.get::<_, i64>(0)? as u64,
+        client_key: row.get(1)?,
+        kind: if kind == "send" {
+            OutboxKind::Send
+        } else {
+            OutboxKind::Command
+        },
+        room: row.get(3)?,
+        frame: row.get(4)?,
+        state: OutboxState::parse(&state),
+        error_code: row.get(6)?,
+        error_msg: row.get(7)?,
+        retry_ms: row.get(8)?,
+        reply: row.get(9)?,
+        created_ms: row.get(10)?,
+    })
+}
+
+impl Cache {
+    /// Stores a write; returns its number.
+    pub fn enqueue(
+        &self,
+        kind: OutboxKind,
+        client_key: Option<&str>,
+        room: Option<&str>,
+        frame: &str,
+        now_ms: i64,
+    ) -> Result<u64, CacheError> {
+        self.conn.execute(
+            "INSERT INTO outbox (client_key, kind, room, frame, state, created_ms)
+             VALUES (?1, ?2, ?3, ?4, 'queued', ?5)",
+            params![
+                client_key,
+                match kind {
+                    OutboxKind::Send => "send",
+                    OutboxKind::Command => "command",
+                },
+                room,
+                frame,
+                now_ms
+            ],
+        )?;
+        Ok(self.conn.last_insert_rowid() as u64)
+    }
+
+    /// After a restart: sends interrupted in flight go back to the queue (their key makes a
+    /// resend safe); other commands interrupted in flight are failed (they may have run).
+    pub fn recover_outbox(&self) -> Result<(), CacheError> {
+        self.conn.execute_batch(
+            "UPDATE outbox SET state = 'queued' WHERE state = 'inflight' AND kind = 'send';
+             UPDATE outbox SET state = 'failed', error_code = 'interrupted',
+                 error_msg = 'the connection ended before the hub answered; it may or may not have been applied: check, then retry'
+             WHERE state = 'inflight' AND kind = 'command';",
+        )?;
+        Ok(())
+    }
+
+    /// The oldest entry waiting to be sent.
+    pub fn next_queued(&self) -> Result<Option<OutboxEntry>, CacheError> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM outbox WHERE state = 'queued' ORDER BY n LIMIT 1"),
+                [],
+                entry_from_row,
+            )
+            .optional()?)
+    }
+
+    pub fn outbox_entry(&self, n: u64) -> Result<Option<OutboxEntry>, CacheError> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM outbox WHERE n = ?1"),
+                [n as i64],
+                entry_from_row,
+            )
+            .optional()?)
+    }
+
+    /// Entries not done (queued, in flight, failed), oldest first.
+    pub fn outbox_pending(&self) -> Result<Vec<OutboxEntry>, CacheError> {
+        let mut statement = self.conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM outbox WHERE state != 'done' ORDER BY n"
+        ))?;
+        let entries = statement
+            .query_map([], entry_from_row)?
+            .collect::<Result<_, _>>()?;
+        Ok(entries)
+    }
+
+    pub fn mark_inflight(&self, n: u64) -> Result<(), CacheError> {
+        self.conn.execute(
+            "UPDATE outbox SET state = 'inflight' WHERE n = ?1",
+            [n as i64],
+        )?;
+        Ok(())
+    }
+
+    /// The hub accepted it. A send's entry is removed (its event is in the cache now); a
+    /// command's keeps the reply for whoever waits on it.
+    pub fn mark_done(&self, n: u64, kind: OutboxKind, reply: &str) -> Result<(), CacheError> {
+        match kind {
+            OutboxKind::Send => {
+                self.conn
+                    .execute("DELETE FROM outbox WHERE n = ?1", [n as i64])?;
+            }
+            OutboxKind::Command => {
+                self.conn.execute(
+                    "UPDATE outbox SET state = 'done', reply = ?2 WHERE n = ?1",
+                    params![n as i64, reply],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn mark_failed(&self, n: u64, code: &str, msg: &str) -> Result<(), CacheError> {
+        self.conn.execute(
+            "UPDATE outbox SET state = 'failed', error_code = ?2, error_msg = ?3 WHERE n = ?1",
+            params![n as i64, code, msg],
+        )?;
+        Ok(())
+    }
+
+    /// Back to the queue, not before `retry_ms` (rate limited, or the connection dropped).
+    pub fn requeue(&self, n: u64, retry_ms: Option<i64>) -> Result<(), CacheError> {
+        self.conn.execute(
+            "UPDATE outbox SET state = 'queued', retry_ms = ?2 WHERE n = ?1",
+            params![n as i64, retry_ms],
+        )?;
+        Ok(())
+    }
+
+    /// Puts a failed entry back in the queue (the user asked to retry it).
+    pub fn retry(&self, n: u64) -> Result<bool, CacheError> {
+        let changed = self.conn.execute(
+            "UPDATE outbox SET state = 'queued', error_code = NULL, error_msg = NULL, retry_ms = NULL
+             WHERE n = ?1 AND state = 'failed'",
+            [n as i64],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Forgets finished commands' entries (their callers had the reply).
+    pub fn forget_done(&self, n: u64) -> Result<(), CacheError> {
+        self.conn.execute(
+            "DELETE FROM outbox WHERE n = ?1 AND state = 'done'",
+            [n as i64],
+        )?;
+        Ok(())
+    }
+
+    /// Our messages to `room` still in the outbox, as messages.
+    pub(crate) fn pending_messages(&self, room: &str) -> Result<Vec<MessageView>, CacheError> {
+        let mut statement = self.conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM outbox WHERE kind = 'send' AND room = ?1 AND state != 'done' ORDER BY n"
+        ))?;
+        let entries: Vec<OutboxEntry> = statement
+            .query_map([room], entry_from_row)?
+            .collect::<Result<_, _>>()?;
+        let me = self.meta("principal")?.unwrap_or_default();
+        Ok(entries
+            .into_iter()
+            .filter_map(|entry| {
+                let frame: serde_json::Value = serde_json::from_str(&entry.frame).ok()?;
+                if frame["kind"] != "message" {
+                    return None;
+                }
+                let (text, mentions) = message_parts(&frame["body"].to_string());
+                Some(MessageView {
+                    room: room.to_owned(),
+                    seq: None,
+                    ts_ms: entry.created_ms,
+                    from: me.clone(),
+                    from_handle: None,
+                    text,
+                    mentions,
+                    delivery: if entry.state == super::OutboxState::Failed {
+                        "failed"
+                    } else {
+                        "queued"
+                    },
+                    error: entry.error_msg,
+                })
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,135 @@
+//! Where a hub is: what people type (`127.0.0.1:7300`, `https://hub.example.com`,
+//! `wss://…/v1/ws`) turned into the WebSocket and HTTP addresses the core uses, and the TLS
+//! setup for `wss`/`https`.
+
+use std::sync::Arc;
+
+use rustls::ClientConfig;
+
+/// A hub's addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubAddress {
+    /// `host:port`.
+    pub authority: String,
+    pub host: String,
+    pub tls: bool,
+}
+
+impl HubAddress {
+    /// Parses `host:port`, `ws://host:port[/…]`, `wss://…`, `http://…` or `https://…`.
+    pub fn parse(text: &str) -> Result<HubAddress, String> {
+        let text = text.trim();
+        let (tls, rest) = if let Some(rest) = text.strip_prefix("wss://") {
+            (true, rest)
+        } else if let Some(rest) = text.strip_prefix("https://") {
+            (true, rest)
+        } else if let Some(rest) = text.strip_prefix("ws://") {
+            (false, rest)
+        } else if let Some(rest) = text.strip_prefix("http://") {
+            (false, rest)
+        } else if text.contains("://") {
+            return Err(format!(
+                "unsupported hub address {text:?}: use host:port, ws://, wss://, http:// or https://"
+            ));
+        } else {
+            (false, text)
+        };
+        let authority = rest.split('/').next().unwrap_or_default();
+        if authority.is_empty() {
+            return Err(format!("the hub address {text:?} has no host"));
+        }
+        let host = match authority.rsplit_once(':') {
+            Some((host, port)) if port.parse::<u16>().is_ok() => host,
+            Some(_) => {
+                return Err(format!("the hub address {text:?} has an invalid port"));
+            }
+            None => authority,
+        };
+        let authority = if authority.contains(':') {
+            authority.to_owned()
+        } else {
+            format!("{authority}:{}", if tls { 443 } else { 80 })
+        };
+        Ok(HubAddress {
+            authority,
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            tls,
+        })
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!(
+            "{}://{}{}",
+            if self.tls { "wss" } else { "ws" },
+            self.authority,
+            roundtable_protocol::WS_PATH
+        )
+    }
+
+    pub fn http_base(&self) -> String {
+        format!(
+            "{}://{}",
+            if self.tls { "https" } else { "http" },
+            self.authority
+        )
+    }
+}
+
+impl std::fmt::Display for HubAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.http_base())
+    }
+}
+
+/// TLS trust: the public web roots, plus a PEM CA file when the hub uses a private CA.
+pub fn tls_config(extra_ca: Option<&std::path::Path>) -> Result<Arc<ClientConfig>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = extra_ca {
+        let certificates = CertificateDer::pem_file_iter(path)
+            .map_err(|error| format!("cannot read the CA file {}: {error}", path.display()))?;
+        for certificate in certificates {
+            let certificate = certificate
+                .map_err(|error| format!("cannot read the CA file {}: {error}", path.display()))?;
+            roots.add(certificate).map_err(|error| {
+                format!("a certificate of {} is invalid: {error}", path.display())
+            })?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| error.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_people_type() {
+        let plain = HubAddress::parse("127.0.0.1:7300").unwrap();
+        assert_eq!(plain.ws_url(), "ws://127.0.0.1:7300/v1/ws");
+        assert_eq!(plain.http_base(), "http://127.0.0.1:7300");
+        let secure = HubAddress::parse("https://hub.example.com").unwrap();
+        assert_eq!(secure.ws_url(), "wss://hub.example.com:443/v1/ws");
+        assert_eq!(secure.host, "hub.example.com");
+        assert_eq!(
+            HubAddress::parse("ws://localhost:7300/v1/ws")
+                .unwrap()
+                .authority,
+            "localhost:7300"
+        );
+        assert!(HubAddress::parse("ftp://x").is_err());
+        assert!(HubAddress::parse("host:notaport").is_err());
+        assert!(HubAddress::parse("").is_err());
+    }
+}

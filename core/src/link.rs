@@ -1,0 +1,204 @@
+//! One WebSocket connection to the hub: connect, read `hello`, authenticate, then frames
+//! in and out. It is owned by the sync engine's task; nothing else touches the socket.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use roundtable_protocol::ClientFrame;
+use roundtable_protocol::client::{Auth, ClientInfo};
+use roundtable_protocol::model::Principal;
+use roundtable_protocol::server::{AuthOk, Hello, ServerFrame};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::hub_address::HubAddress;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the link failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LinkError {
+    #[error("cannot reach the hub at {0}")]
+    Unreachable(String),
+    #[error("the hub refused the token: {0}; log in again")]
+    Unauthorized(String),
+    #[error("the token was revoked or rotated (or the agent stopped): {0}")]
+    Revoked(String),
+    #[error("the connection closed ({code:?}): {reason}")]
+    Closed { code: Option<u16>, reason: String },
+    #[error("the hub sent something unexpected: {0}")]
+    Protocol(String),
+}
+
+impl LinkError {
+    /// Errors retrying cannot fix.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, LinkError::Unauthorized(_) | LinkError::Revoked(_))
+    }
+}
+
+pub struct Link {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    pub hello: Hello,
+    next_id: u64,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("hub", &self.hello.hub)
+            .finish()
+    }
+}
+
+fn closed(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>) -> LinkError {
+    let code = frame.as_ref().map(|frame| u16::from(frame.code));
+    let reason = frame
+        .map(|frame| frame.reason.to_string())
+        .unwrap_or_default();
+    match code {
+        Some(4001) => LinkError::Unauthorized(reason),
+        Some(4010) => LinkError::Revoked(reason),
+        _ => LinkError::Closed { code, reason },
+    }
+}
+
+impl Link {
+    /// Connects and reads `hello`.
+    pub async fn connect(
+        hub: &HubAddress,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Link, LinkError> {
+        let connector = tls.map(tokio_tungstenite::Connector::Rustls);
+        let config = WebSocketConfig::default()
+            .read_buffer_size(16 * 1024)
+            .max_message_size(Some(roundtable_protocol::defaults::MAX_FRAME * 4))
+            .max_frame_size(Some(roundtable_protocol::defaults::MAX_FRAME * 4));
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
+            hub.ws_url(),
+            Some(config),
+            true,
+            connector,
+        );
+        let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+            .await
+            .map_err(|_| LinkError::Unreachable(hub.authority.clone()))?
+            .map_err(|error| LinkError::Unreachable(format!("{}: {error}", hub.authority)))?;
+        let mut link = Link {
+            socket,
+            hello: Hello {
+                proto: 0,
+                hub: String::new(),
+                epoch: String::new(),
+                hb_ms: 0,
+                max_frame: 0,
+                max_queue: 0,
+                replay_max: None,
+            },
+            next_id: 1,
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, link.next()).await {
+            Ok(Ok(ServerFrame::Hello(hello))) => {
+                if hello.proto != roundtable_protocol::PROTO_VERSION {
+                    return Err(LinkError::Protocol(format!(
+                        "the hub speaks protocol {}, this client {}",
+                        hello.proto,
+                        roundtable_protocol::PROTO_VERSION
+                    )));
+                }
+                link.hello = hello;
+                Ok(link)
+            }
+            Ok(Ok(other)) => Err(LinkError::Protocol(format!(
+                "expected hello, got {other:?}"
+            ))),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(LinkError::Unreachable(hub.authority.clone())),
+        }
+    }
+
+    /// Authenticates; returns who we are.
+    pub async fn auth(&mut self, token: &str, device: &str) -> Result<Principal, LinkError> {
+        let id = self.id();
+        self.send(&ClientFrame::Auth(Auth {
+            id,
+            token: token.to_owned(),
+            device: device.to_owned(),
+            client: ClientInfo {
+                name: "roundtable-core".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        }))
+        .await?;
+        loop {
+            match tokio::time::timeout(CONNECT_TIMEOUT, self.next()).await {
+                Err(_) => return Err(LinkError::Protocol("no answer to auth".into())),
+                Ok(Err(error)) => return Err(error),
+                Ok(Ok(ServerFrame::Ok(ok))) if ok.re == id => {
+                    let auth: AuthOk = ok
+                        .decode()
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    return Ok(auth.principal);
+                }
+                Ok(Ok(ServerFrame::Err(err))) if err.re == Some(id) => {
+                    return Err(match err.code {
+                        roundtable_protocol::ErrorCode::Paused => LinkError::Revoked(err.msg),
+                        _ => LinkError::Unauthorized(err.msg),
+                    });
+                }
+                Ok(Ok(_)) => continue,
+            }
+        }
+    }
+
+    /// A fresh command id.
+    pub fn id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    pub async fn send(&mut self, frame: &ClientFrame) -> Result<(), LinkError> {
+        self.socket
+            .send(Message::Text(frame.to_json().into()))
+            .await
+            .map_err(|error| LinkError::Closed {
+                code: None,
+                reason: error.to_string(),
+            })
+    }
+
+    /// The next frame from the hub (pings are answered underneath).
+    pub async fn next(&mut self) -> Result<ServerFrame, LinkError> {
+        loop {
+            match self.socket.next().await {
+                None => {
+                    return Err(LinkError::Closed {
+                        code: None,
+                        reason: "the hub closed the connection".into(),
+                    });
+                }
+                Some(Err(error)) => {
+                    return Err(LinkError::Closed {
+                        code: None,
+                        reason: error.to_string(),
+                    });
+                }
+                Some(Ok(Message::Text(text))) => {
+                    return ServerFrame::from_json(text.as_str()).map_err(|error| {
+                        LinkError::Protocol(format!("an undecodable frame: {error}"))
+                    });
+                }
+                Some(Ok(Message::Close(frame))) => return Err(closed(frame)),
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.socket.close(None).await;
+    }
+}

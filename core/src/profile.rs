@@ -1,0 +1,289 @@
+//! A profile: one identity on one hub, with its cache. It lives in a directory of its own:
+//! `profile.toml` (the hub, who we are), `token` (mode 0600, never logged), `device` (a
+//! stable id for this installation) and `cache.sqlite3`.
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::hub_address::HubAddress;
+
+/// A secret that never shows in `Debug` or logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ProfileFile {
+    /// The hub's address, as the user gave it.
+    hub: String,
+    /// Our principal on it.
+    principal: String,
+    handle: String,
+    /// A PEM file of the CA that signed the hub's certificate, for hubs with a private CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ca_file: Option<PathBuf>,
+}
+
+/// One identity on one hub.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub dir: PathBuf,
+    pub hub: HubAddress,
+    pub principal: String,
+    pub handle: String,
+    pub ca_file: Option<PathBuf>,
+    pub token: Secret,
+    /// Stable per profile: the hub keeps one connection per (principal, device).
+    pub device: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error(
+        "there is no profile {name:?} (in {dir}); create it with `roundtable signup` or `roundtable login`"
+    )]
+    Missing { name: String, dir: String },
+    #[error("profile names use a-z, 0-9, '-' and '_' (1 to 64 characters), not {0:?}")]
+    BadName(String),
+    #[error("the profile {path} is unreadable: {detail}; fix or remove it")]
+    Corrupt { path: String, detail: String },
+    #[error("cannot write the profile in {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ProfileError + '_ {
+    move |source| ProfileError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// The directory of every profile: `$ROUNDTABLE_HOME/profiles`, else
+/// `$XDG_DATA_HOME/roundtable/profiles`, else `~/.local/share/roundtable/profiles`.
+pub fn profiles_dir() -> PathBuf {
+    if let Some(home) = std::env::var_os("ROUNDTABLE_HOME") {
+        return PathBuf::from(home).join("profiles");
+    }
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("roundtable").join("profiles")
+}
+
+fn check_name(name: &str) -> Result<(), ProfileError> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(ProfileError::BadName(name.to_owned()))
+    }
+}
+
+/// Writes a file readable by its owner only (the token).
+fn write_private(path: &Path, contents: &str) -> Result<(), ProfileError> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).map_err(io(path))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io(path))?;
+    }
+    file.write_all(contents.as_bytes()).map_err(io(path))?;
+    file.sync_all().map_err(io(path))
+}
+
+impl Profile {
+    /// Loads the profile `name` from `base` (see [`profiles_dir`]).
+    pub fn load(base: &Path, name: &str) -> Result<Profile, ProfileError> {
+        check_name(name)?;
+        let dir = base.join(name);
+        let path = dir.join("profile.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ProfileError::Missing {
+                    name: name.to_owned(),
+                    dir: base.display().to_string(),
+                });
+            }
+            Err(error) => return Err(io(&path)(error)),
+        };
+        let corrupt = |detail: String| ProfileError::Corrupt {
+            path: path.display().to_string(),
+            detail,
+        };
+        let file: ProfileFile =
+            toml::from_str(&text).map_err(|error| corrupt(error.to_string()))?;
+        let hub = HubAddress::parse(&file.hub).map_err(corrupt)?;
+        let token = std::fs::read_to_string(dir.join("token"))
+            .map_err(|error| corrupt(format!("its token: {error}")))?;
+        let device = std::fs::read_to_string(dir.join("device"))
+            .map_err(|error| corrupt(format!("its device id: {error}")))?;
+        Ok(Profile {
+            name: name.to_owned(),
+            hub,
+            principal: file.principal,
+            handle: file.handle,
+            ca_file: file.ca_file,
+            token: Secret::new(token.trim()),
+            device: device.trim().to_owned(),
+            dir,
+        })
+    }
+
+    /// Creates (or replaces) the profile `name` in `base`.
+    pub fn save(
+        base: &Path,
+        name: &str,
+        hub: &str,
+        principal: &str,
+        handle: &str,
+        token: &Secret,
+        ca_file: Option<PathBuf>,
+    ) -> Result<Profile, ProfileError> {
+        check_name(name)?;
+        let hub_address = HubAddress::parse(hub).map_err(|detail| ProfileError::Corrupt {
+            path: "the hub address".into(),
+            detail,
+        })?;
+        let dir = base.join(name);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io(&dir))?;
+        }
+        let file = ProfileFile {
+            hub: hub.to_owned(),
+            principal: principal.to_owned(),
+            handle: handle.to_owned(),
+            ca_file: ca_file.clone(),
+        };
+        let path = dir.join("profile.toml");
+        let text = toml::to_string(&file).expect("profiles serialize");
+        std::fs::write(&path, text).map_err(io(&path))?;
+        write_private(&dir.join("token"), token.expose())?;
+        let device_path = dir.join("device");
+        let device = match std::fs::read_to_string(&device_path) {
+            Ok(device) if !device.trim().is_empty() => device.trim().to_owned(),
+            _ => {
+                let device = crate::random_key("d");
+                std::fs::write(&device_path, &device).map_err(io(&device_path))?;
+                device
+            }
+        };
+        Ok(Profile {
+            name: name.to_owned(),
+            dir,
+            hub: hub_address,
+            principal: principal.to_owned(),
+            handle: handle.to_owned(),
+            ca_file,
+            token: token.clone(),
+            device,
+        })
+    }
+
+    pub fn cache_path(&self) -> PathBuf {
+        self.dir.join("cache.sqlite3")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_profile_loads_back_with_a_private_token() {
+        let base = tempfile::tempdir().unwrap();
+        let token = Secret::new("rt_secret");
+        let saved = Profile::save(
+            base.path(),
+            "work",
+            "127.0.0.1:7300",
+            "p_1",
+            "dana",
+            &token,
+            None,
+        )
+        .unwrap();
+        let loaded = Profile::load(base.path(), "work").unwrap();
+        assert_eq!(loaded.token, token);
+        assert_eq!(loaded.device, saved.device);
+        assert_eq!(loaded.hub.ws_url(), "ws://127.0.0.1:7300/v1/ws");
+        assert!(!format!("{loaded:?}").contains("rt_secret"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(base.path().join("work/token"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // Saving again keeps the device id.
+        let again = Profile::save(
+            base.path(),
+            "work",
+            "127.0.0.1:7300",
+            "p_1",
+            "dana",
+            &token,
+            None,
+        )
+        .unwrap();
+        assert_eq!(again.device, saved.device);
+    }
+
+    #[test]
+    fn missing_and_bad_profiles_say_what_to_do() {
+        let base = tempfile::tempdir().unwrap();
+        let missing = Profile::load(base.path(), "nope").unwrap_err().to_string();
+        assert!(missing.contains("roundtable signup"), "{missing}");
+        assert!(matches!(
+            Profile::load(base.path(), "../etc"),
+            Err(ProfileError::BadName(_))
+        ));
+        std::fs::create_dir_all(base.path().join("broken")).unwrap();
+        std::fs::write(base.path().join("broken/profile.toml"), "hub = 5").unwrap();
+        assert!(matches!(
+            Profile::load(base.path(), "broken"),
+            Err(ProfileError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,557 @@
+//! The sync task: keeps the cache in step with the hub and drains the outbox.
+//!
+//! One task per core owns the connection. It connects, checks the hub's epoch (a different
+//! one empties the cache), authenticates and syncs from the cache's cursors; while
+//! replaying it buffers events and applies each stream's in one transaction with its cursor,
+//! so a crash at any point leaves the cache consistent. Once caught up it is live: it
+//! applies events as they come (in small batches), fetches ranges the hub skipped (`gap`)
+//! with `history`, acknowledges what it processed, and sends the outbox one entry at a time,
+//! in order, honouring `rate_limited` delays. When the connection drops it waits a
+//! full-jitter backoff (0.5 s growing to 30 s) and starts again.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use rand::Rng;
+use roundtable_protocol::ClientFrame;
+use roundtable_protocol::client::{Ack, History, Sync};
+use roundtable_protocol::server::{Event, HistoryOk, SendOk, ServerFrame, SyncOk};
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::cache::{OutboxEntry, OutboxKind};
+use crate::link::{Link, LinkError};
+use crate::{Change, Outcome, Shared, SyncState, now_ms};
+
+/// Backoff bounds.
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How often read markers are sent.
+const ACK_PERIOD: Duration = Duration::from_secs(1);
+/// History pages fetched at once.
+const HISTORY_IN_FLIGHT: usize = 4;
+const HISTORY_PAGE: u32 = 500;
+/// Frames read without waiting before a batch is applied.
+const BATCH: usize = 512;
+
+/// The delay before reconnect attempt `attempt` (1, 2, …): uniform between 0.5 s and
+/// `min(30 s, 0.5 s × 2^attempt)` ("full jitter", so a crowd of clients spreads out).
+pub fn backoff(attempt: u32, rng: &mut impl Rng) -> Duration {
+    let ceiling = BACKOFF_MIN
+        .saturating_mul(2u32.saturating_pow(attempt.min(16)))
+        .min(BACKOFF_MAX);
+    if ceiling <= BACKOFF_MIN {
+        return BACKOFF_MIN;
+    }
+    let span = (ceiling - BACKOFF_MIN).as_millis() as u64;
+    BACKOFF_MIN + Duration::from_millis(rng.random_range(0..=span))
+}
+
+/// Runs until `stop` turns true.
+pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut attempt = 0u32;
+    loop {
+        shared.set_state(SyncState::Syncing);
+        let mut session = Session::new(shared.clone());
+        let result = session.run(&mut stop).await;
+        let synced = session.synced;
+        drop(session);
+        let error = match result {
+            Ok(()) => return,
+            Err(error) => error,
+        };
+        if synced {
+            attempt = 0;
+        }
+        attempt += 1;
+        let delay = if error.is_fatal() {
+            shared.set_state(SyncState::Error {
+                reason: error.to_string(),
+            });
+            BACKOFF_MAX
+        } else {
+            shared.set_state(SyncState::Offline {
+                reason: error.to_string(),
+            });
+            backoff(attempt, &mut rand::rng())
+        };
+        debug!(%error, ?delay, "sync stopped; retrying");
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// What a command id is waiting for.
+enum Pending {
+    Sync,
+    History {
+        room: String,
+        gap_from: u64,
+        gap_to: u64,
+    },
+    Outbox {
+        n: u64,
+        kind: OutboxKind,
+    },
+    Ack,
+}
+
+struct Session {
+    shared: Arc<Shared>,
+    me: String,
+    pending: HashMap<u64, Pending>,
+    /// Replayed events, applied when `sync` completes.
+    replay: BTreeMap<String, Vec<Event>>,
+    synced: bool,
+    /// Streams whose cursor moved since the last `ack`.
+    unacked: HashSet<String>,
+    /// An outbox entry is in flight (they go one at a time, in order).
+    outbox_busy: bool,
+    /// When a rate-limited entry may go again.
+    outbox_not_before: Option<tokio::time::Instant>,
+    /// Gap ranges being fetched.
+    filling: HashSet<(String, u64)>,
+}
+
+impl Session {
+    fn new(shared: Arc<Shared>) -> Session {
+        let me = shared.profile.principal.clone();
+        Session {
+            shared,
+            me,
+            pending: HashMap::new(),
+            replay: BTreeMap::new(),
+            synced: false,
+            unacked: HashSet::new(),
+            outbox_busy: false,
+            outbox_not_before: None,
+            filling: HashSet::new(),
+        }
+    }
+
+    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), LinkError> {
+        let shared = self.shared.clone();
+        let profile = &shared.profile;
+        let mut link = tokio::select! {
+            link = Link::connect(&profile.hub, self.shared.tls.clone()) => link?,
+            _ = stop.changed() => return Ok(()),
+        };
+        self.check_epoch(&link)?;
+        let principal = link.auth(profile.token.expose(), &profile.device).await?;
+        if principal.id != self.me {
+            return Err(LinkError::Unauthorized(format!(
+                "the token belongs to {}, not to this profile's {}",
+                principal.handle, profile.handle
+            )));
+        }
+        self.remember(&principal);
+        let cursors = self
+            .shared
+            .cache()
+            .cursors()
+            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+        let id = link.id();
+        link.send(&ClientFrame::Sync(Sync {
+            id,
+            cursors: cursors.into_iter().collect(),
+        }))
+        .await?;
+        self.pending.insert(id, Pending::Sync);
+        let mut ack_timer = tokio::time::interval(ACK_PERIOD);
+        loop {
+            let outbox_ready = self.synced && !self.outbox_busy;
+            let retry_at = self.outbox_not_before;
+            tokio::select! {
+                frame = link.next() => {
+                    let mut frames = vec![frame?];
+                    while frames.len() < BATCH {
+                        match link.next().now_or_never() {
+                            Some(frame) => frames.push(frame?),
+                            None => break,
+                        }
+                    }
+                    self.handle(&mut link, frames).await?;
+                }
+                _ = self.shared.outbox_ready.notified(), if outbox_ready => {
+                    self.flush_outbox(&mut link).await?;
+                }
+                _ = async {
+                    match retry_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                }, if outbox_ready => {
+                    self.outbox_not_before = None;
+                    self.flush_outbox(&mut link).await?;
+                }
+                _ = ack_timer.tick() => self.send_acks(&mut link).await?,
+                _ = stop.changed() => {
+                    self.send_acks(&mut link).await?;
+                    link.close().await;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// A hub with another history (a new database) empties the cache.
+    fn check_epoch(&self, link: &Link) -> Result<(), LinkError> {
+        let mut cache = self.shared.cache();
+        let stored = cache
+            .meta("epoch")
+            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+        if stored.as_deref() != Some(link.hello.epoch.as_str()) {
+            if stored.is_some() {
+                warn!(old = ?stored, new = %link.hello.epoch, "the hub's epoch changed; rebuilding the cache");
+            }
+            cache
+                .reset(&link.hello.epoch)
+                .map_err(|error| LinkError::Protocol(error.to_string()))?;
+            let _ = cache.set_meta("hub", &link.hello.hub);
+            drop(cache);
+            if stored.is_some() {
+                self.shared.changed(Change::Reset);
+            }
+        }
+        Ok(())
+    }
+
+    fn remember(&self, principal: &roundtable_protocol::model::Principal) {
+        let row = crate::cache::PrincipalRow {
+            id: principal.id.clone(),
+            kind: principal.kind.as_str().to_owned(),
+            handle: principal.handle.clone(),
+            name: principal.name.clone(),
+            owner: principal.owner.clone(),
+        };
+        let _ = self.shared.cache().remember_principals([row]);
+    }
+
+    /// Handles a batch of frames, in order; consecutive live events are applied together.
+    async fn handle(&mut self, link: &mut Link, frames: Vec<ServerFrame>) -> Result<(), LinkError> {
+        let mut live: Vec<Event> = Vec::new();
+        for frame in frames {
+            match frame {
+                ServerFrame::Evt(event) => {
+                    if self.synced {
+                        live.push(event);
+                    } else {
+                        self.replay
+                            .entry(event.stream_name().to_owned())
+                            .or_default()
+                            .push(event);
+                    }
+                }
+                other => {
+                    self.apply_live(std::mem::take(&mut live))?;
+                    self.handle_frame(link, other).await?;
+                }
+            }
+        }
+        self.apply_live(live)
+    }
+
+    fn apply_live(&mut self, events: Vec<Event>) -> Result<(), LinkError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut by_stream: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+        for event in events {
+            by_stream
+                .entry(event.stream_name().to_owned())
+                .or_default()
+                .push(event);
+        }
+        for (stream, events) in by_stream {
+            self.apply(&stream, &events, None)?;
+        }
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        stream: &str,
+        events: &[Event],
+        cursor_to: Option<u64>,
+    ) -> Result<(), LinkError> {
+        let applied = self
+            .shared
+            .cache()
+            .apply(&self.me, stream, events, cursor_to)
+            .map_err(|error| LinkError::Protocol(format!("the cache refused events: {error}")))?;
+        self.unacked.insert(stream.to_owned());
+        for room in applied.rooms {
+            self.shared.changed(Change::Room(room));
+        }
+        if applied.inbox_changed {
+            self.shared.changed(Change::Inbox);
+        }
+        Ok(())
+    }
+
+    async fn handle_frame(&mut self, link: &mut Link, frame: ServerFrame) -> Result<(), LinkError> {
+        match frame {
+            ServerFrame::Gap(gap) => {
+                self.shared
+                    .cache()
+                    .add_gap(&gap.room, gap.from, gap.to)
+                    .map_err(|error| LinkError::Protocol(error.to_string()))?;
+            }
+            ServerFrame::Ok(ok) => match self.pending.remove(&ok.re) {
+                Some(Pending::Sync) => {
+                    let heads: SyncOk = ok
+                        .decode()
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    for (stream, head) in heads.heads {
+                        let events = self.replay.remove(&stream).unwrap_or_default();
+                        self.apply(&stream, &events, Some(head))?;
+                    }
+                    for (stream, events) in std::mem::take(&mut self.replay) {
+                        self.apply(&stream, &events, None)?;
+                    }
+                    self.synced = true;
+                    self.shared.set_state(SyncState::Idle);
+                    self.fill_gaps(link).await?;
+                    self.flush_outbox(link).await?;
+                }
+                Some(Pending::History {
+                    room,
+                    gap_from,
+                    gap_to,
+                }) => {
+                    let page: HistoryOk = ok
+                        .decode()
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    let filled_to = if page.events.len() < HISTORY_PAGE as usize {
+                        gap_to
+                    } else {
+                        page.events.last().map_or(gap_to, |event| event.seq)
+                    };
+                    let applied = self
+                        .shared
+                        .cache()
+                        .fill_gap(&self.me, &room, gap_from, filled_to, &page.events)
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    self.filling.remove(&(room.clone(), gap_from));
+                    for room in applied.rooms {
+                        self.shared.changed(Change::Room(room));
+                    }
+                    self.fill_gaps(link).await?;
+                }
+                Some(Pending::Outbox { n, kind }) => {
+                    self.outbox_busy = false;
+                    if kind == OutboxKind::Send
+                        && let Ok(sent) = ok.decode::<SendOk>()
+                    {
+                        // Our own event comes back in the ok, not live.
+                        let stream = sent.event.stream_name().to_owned();
+                        self.apply(&stream, &[sent.event], None)?;
+                    }
+                    let reply = ServerFrame::Ok(ok).to_json();
+                    self.shared
+                        .cache()
+                        .mark_done(n, kind, &reply)
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    self.shared.finish(n, Outcome::Done(reply));
+                    self.shared.changed(Change::Outbox);
+                    self.flush_outbox(link).await?;
+                }
+                Some(Pending::Ack) | None => {}
+            },
+            ServerFrame::Err(err) => match err.re.and_then(|re| self.pending.remove(&re)) {
+                Some(Pending::Sync) => {
+                    return Err(LinkError::Protocol(format!("sync refused: {}", err.msg)));
+                }
+                Some(Pending::History {
+                    room,
+                    gap_from,
+                    gap_to,
+                }) => {
+                    // A room we may no longer read: the gap cannot be filled.
+                    let _ = self
+                        .shared
+                        .cache()
+                        .fill_gap(&self.me, &room, gap_from, gap_to, &[]);
+                    self.filling.remove(&(room, gap_from));
+                }
+                Some(Pending::Outbox { n, .. }) => {
+                    self.outbox_busy = false;
+                    let code = err.code.as_str();
+                    if let Some(wait) = err.retry_after_ms {
+                        // Rate limited: the same entry goes again after the delay.
+                        let at = now_ms() + wait as i64;
+                        self.shared
+                            .cache()
+                            .requeue(n, Some(at))
+                            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                        self.outbox_not_before =
+                            Some(tokio::time::Instant::now() + Duration::from_millis(wait));
+                    } else {
+                        self.shared
+                            .cache()
+                            .mark_failed(n, code, &err.msg)
+                            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                        self.shared.finish(
+                            n,
+                            Outcome::Failed {
+                                code: code.to_owned(),
+                                msg: err.msg.clone(),
+                            },
+                        );
+                        self.shared.changed(Change::Outbox);
+                        self.flush_outbox(link).await?;
+                    }
+                }
+                Some(Pending::Ack) => {}
+                None => debug!(code = %err.code, msg = %err.msg, "an error for no command"),
+            },
+            ServerFrame::Hello(_) | ServerFrame::Evt(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Asks for history pages of the gaps not being fetched yet.
+    async fn fill_gaps(&mut self, link: &mut Link) -> Result<(), LinkError> {
+        let gaps = self
+            .shared
+            .cache()
+            .gaps()
+            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+        for (room, from, to) in gaps {
+            if self.filling.len() >= HISTORY_IN_FLIGHT {
+                break;
+            }
+            if !self.filling.insert((room.clone(), from)) {
+                continue;
+            }
+            let id = link.id();
+            link.send(&ClientFrame::History(History {
+                id,
+                room: room.clone(),
+                before: Some(to + 1),
+                after: Some(from - 1),
+                limit: Some(HISTORY_PAGE),
+            }))
+            .await?;
+            self.pending.insert(
+                id,
+                Pending::History {
+                    room,
+                    gap_from: from,
+                    gap_to: to,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Sends the oldest queued entry, unless one is in flight or a delay holds the queue.
+    async fn flush_outbox(&mut self, link: &mut Link) -> Result<(), LinkError> {
+        if !self.synced || self.outbox_busy {
+            return Ok(());
+        }
+        if let Some(at) = self.outbox_not_before
+            && tokio::time::Instant::now() < at
+        {
+            return Ok(());
+        }
+        let entry = self
+            .shared
+            .cache()
+            .next_queued()
+            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+        let Some(entry) = entry else {
+            return Ok(());
+        };
+        if let Some(retry_ms) = entry.retry_ms
+            && retry_ms > now_ms()
+        {
+            let wait = Duration::from_millis((retry_ms - now_ms()) as u64);
+            self.outbox_not_before = Some(tokio::time::Instant::now() + wait);
+            return Ok(());
+        }
+        let id = link.id();
+        let Some(frame) = with_id(&entry, id) else {
+            let _ = self.shared.cache().mark_failed(
+                entry.n,
+                "bad_frame",
+                "this outbox entry is unreadable; it was not sent",
+            );
+            self.shared.finish(
+                entry.n,
+                Outcome::Failed {
+                    code: "bad_frame".into(),
+                    msg: "unreadable outbox entry".into(),
+                },
+            );
+            return Ok(());
+        };
+        self.shared
+            .cache()
+            .mark_inflight(entry.n)
+            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+        self.outbox_busy = true;
+        self.pending.insert(
+            id,
+            Pending::Outbox {
+                n: entry.n,
+                kind: entry.kind,
+            },
+        );
+        link.send(&frame).await
+    }
+
+    async fn send_acks(&mut self, link: &mut Link) -> Result<(), LinkError> {
+        if !self.synced || self.unacked.is_empty() {
+            return Ok(());
+        }
+        let mut cursors = BTreeMap::new();
+        {
+            let cache = self.shared.cache();
+            for stream in self.unacked.drain() {
+                if let Ok(seq) = cache.cursor(&stream) {
+                    cursors.insert(stream, seq);
+                }
+            }
+        }
+        let id = link.id();
+        self.pending.insert(id, Pending::Ack);
+        link.send(&ClientFrame::Ack(Ack { id, cursors })).await
+    }
+}
+
+/// The entry's frame with its command id set.
+fn with_id(entry: &OutboxEntry, id: u64) -> Option<ClientFrame> {
+    let mut value: serde_json::Value = serde_json::from_str(&entry.frame).ok()?;
+    value["id"] = serde_json::Value::from(id);
+    serde_json::from_value(value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn backoff_grows_with_jitter_between_half_a_second_and_thirty() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for attempt in 0..40 {
+            for _ in 0..50 {
+                let delay = backoff(attempt, &mut rng);
+                assert!(
+                    delay >= BACKOFF_MIN && delay <= BACKOFF_MAX,
+                    "{attempt}: {delay:?}"
+                );
+                let ceiling = BACKOFF_MIN.saturating_mul(2u32.saturating_pow(attempt.min(16)));
+                assert!(delay <= ceiling.max(BACKOFF_MIN), "{attempt}: {delay:?}");
+            }
+        }
+        // Spread: late attempts do not all wait the same.
+        let late: HashSet<Duration> = (0..20).map(|_| backoff(10, &mut rng)).collect();
+        assert!(late.len() > 10);
+    }
+}
