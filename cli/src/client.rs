@@ -526,10 +526,25 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
             out.show(format!("left room {room}"), json!({"room": room}))
         }
         ClientCommand::Send { room, text } => {
-            // Resolve a title from the cache as it is (offline too); an id needs nothing.
-            let room = room_id(core, &room).unwrap_or(room);
+            // A title resolves from the cache (after a sync when it is not there yet); an id,
+            // or anything while offline, goes as given.
+            let room = match room_id(core, &room) {
+                Ok(id) => id,
+                Err(_) => match synced(core).await {
+                    Ok(()) => room_id(core, &room)?,
+                    Err(_) => room,
+                },
+            };
             let n = core.send_message(&room, &text)?;
-            match core.wait(n, PATIENCE).await {
+            // Offline, there is nothing to wait for: the message waits in the outbox.
+            let outcome = tokio::select! {
+                outcome = core.wait(n, PATIENCE) => outcome,
+                failure = synced(core) => match failure {
+                    Ok(()) => core.wait(n, PATIENCE).await,
+                    Err(_) => Err(CoreError::Timeout),
+                },
+            };
+            match outcome {
                 Ok(Outcome::Done(reply)) => {
                     let seq = serde_json::from_str::<serde_json::Value>(&reply)
                         .ok()

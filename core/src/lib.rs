@@ -257,6 +257,8 @@ impl Core {
 
     /// Starts syncing; dropping the handle stops it.
     pub fn start(&self) -> SyncHandle {
+        // Set before the task runs, so no one reads a state left by an earlier task.
+        self.shared.set_state(SyncState::Syncing);
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(sync::run(self.shared.clone(), stopped));
         SyncHandle {

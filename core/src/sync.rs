@@ -3,11 +3,13 @@
 //! One task per core owns the connection. It connects, checks the hub's epoch (a different
 //! one empties the cache), authenticates and syncs from the cache's cursors; while
 //! replaying it buffers events and applies each stream's in one transaction with its cursor,
-//! so a crash at any point leaves the cache consistent. Once caught up it is live: it
-//! applies events as they come (in small batches), fetches ranges the hub skipped (`gap`)
-//! with `history`, acknowledges what it processed, and sends the outbox one entry at a time,
-//! in order, honouring `rate_limited` delays. When the connection drops it waits a
-//! full-jitter backoff (0.5 s growing to 30 s) and starts again.
+//! so a crash at any point leaves the cache consistent. It then asks for the `rooms`
+//! snapshot, so a room whose early history is still a gap is known by title and members at
+//! once, and reports `Idle`. Live, it applies events as they come (in small batches),
+//! fetches ranges the hub skipped (`gap`, or a jump in seqs) with `history`, acknowledges
+//! what it processed, and sends the outbox one entry at a time, in order, honouring
+//! `rate_limited` delays. When the connection drops it waits a full-jitter backoff (0.5 s
+//! growing to 30 s) and starts again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -16,8 +18,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use rand::Rng;
 use roundtable_protocol::ClientFrame;
-use roundtable_protocol::client::{Ack, History, Sync};
-use roundtable_protocol::server::{Event, HistoryOk, SendOk, ServerFrame, SyncOk};
+use roundtable_protocol::client::{Ack, History, Rooms, Sync};
+use roundtable_protocol::server::{Event, HistoryOk, RoomsOk, SendOk, ServerFrame, SyncOk};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
@@ -59,7 +61,12 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         let synced = session.synced;
         drop(session);
         let error = match result {
-            Ok(()) => return,
+            Ok(()) => {
+                shared.set_state(SyncState::Offline {
+                    reason: "stopped".into(),
+                });
+                return;
+            }
             Err(error) => error,
         };
         if synced {
@@ -98,11 +105,15 @@ enum Pending {
         kind: OutboxKind,
     },
     Ack,
+    Rooms,
 }
 
 struct Session {
     shared: Arc<Shared>,
     me: String,
+    /// Users see every event of their rooms: a jump in a room's seqs means events to fetch.
+    /// Agents' views skip messages that do not concern them.
+    me_is_user: bool,
     pending: HashMap<u64, Pending>,
     /// Replayed events, applied when `sync` completes.
     replay: BTreeMap<String, Vec<Event>>,
@@ -115,6 +126,10 @@ struct Session {
     outbox_not_before: Option<tokio::time::Instant>,
     /// Gap ranges being fetched.
     filling: HashSet<(String, u64)>,
+    /// Gaps were found while applying live events: fetch them after this batch.
+    gaps_waiting: bool,
+    /// We joined a room live: ask for the rooms' snapshot after this batch.
+    rooms_waiting: bool,
 }
 
 impl Session {
@@ -123,6 +138,7 @@ impl Session {
         Session {
             shared,
             me,
+            me_is_user: true,
             pending: HashMap::new(),
             replay: BTreeMap::new(),
             synced: false,
@@ -130,6 +146,8 @@ impl Session {
             outbox_busy: false,
             outbox_not_before: None,
             filling: HashSet::new(),
+            gaps_waiting: false,
+            rooms_waiting: false,
         }
     }
 
@@ -149,6 +167,7 @@ impl Session {
             )));
         }
         self.remember(&principal);
+        self.me_is_user = principal.kind == roundtable_protocol::model::PrincipalKind::User;
         let cursors = self
             .shared
             .cache()
@@ -175,6 +194,12 @@ impl Session {
                         }
                     }
                     self.handle(&mut link, frames).await?;
+                    if std::mem::take(&mut self.gaps_waiting) {
+                        self.fill_gaps(&mut link).await?;
+                    }
+                    if std::mem::take(&mut self.rooms_waiting) {
+                        self.request_rooms(&mut link).await?;
+                    }
                 }
                 _ = self.shared.outbox_ready.notified(), if outbox_ready => {
                     self.flush_outbox(&mut link).await?;
@@ -266,8 +291,34 @@ impl Session {
                 .or_default()
                 .push(event);
         }
+        let mut new_gaps = false;
         for (stream, events) in by_stream {
+            // Events before the first one live are missing when the room is new to us (a
+            // room joined after sync is delivered from its join on) or, for a user, when
+            // seqs jump: fetch them with history.
+            if stream == "inbox" {
+                if events.iter().any(|event| event.kind == "room_added") {
+                    self.rooms_waiting = true;
+                }
+            } else {
+                let cursor = self
+                    .shared
+                    .cache()
+                    .cursor(&stream)
+                    .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                let first = events[0].seq;
+                if first > cursor + 1 && (cursor == 0 || self.me_is_user) {
+                    self.shared
+                        .cache()
+                        .add_gap(&stream, cursor + 1, first - 1)
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    new_gaps = true;
+                }
+            }
             self.apply(&stream, &events, None)?;
+        }
+        if new_gaps {
+            self.gaps_waiting = true;
         }
         Ok(())
     }
@@ -314,9 +365,25 @@ impl Session {
                         self.apply(&stream, &events, None)?;
                     }
                     self.synced = true;
-                    self.shared.set_state(SyncState::Idle);
+                    // Idle once the rooms' snapshot is in: a room is usable by its title
+                    // even while history fills its gaps.
+                    self.request_rooms(link).await?;
                     self.fill_gaps(link).await?;
                     self.flush_outbox(link).await?;
+                }
+                Some(Pending::Rooms) => {
+                    let reply: RoomsOk = ok
+                        .decode()
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    let changed = self
+                        .shared
+                        .cache()
+                        .apply_rooms(&reply.rooms)
+                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    for room in changed {
+                        self.shared.changed(Change::Room(room));
+                    }
+                    self.shared.set_state(SyncState::Idle);
                 }
                 Some(Pending::History {
                     room,
@@ -406,11 +473,22 @@ impl Session {
                         self.flush_outbox(link).await?;
                     }
                 }
+                Some(Pending::Rooms) => {
+                    return Err(LinkError::Protocol(format!("rooms refused: {}", err.msg)));
+                }
                 Some(Pending::Ack) => {}
                 None => debug!(code = %err.code, msg = %err.msg, "an error for no command"),
             },
             ServerFrame::Hello(_) | ServerFrame::Evt(_) => {}
         }
+        Ok(())
+    }
+
+    /// Asks for the snapshot of our rooms (titles, topics, members as of their heads).
+    async fn request_rooms(&mut self, link: &mut Link) -> Result<(), LinkError> {
+        let id = link.id();
+        link.send(&ClientFrame::Rooms(Rooms { id })).await?;
+        self.pending.insert(id, Pending::Rooms);
         Ok(())
     }
 

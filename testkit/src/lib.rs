@@ -14,11 +14,13 @@ use roundtable_hub::HubConfig;
 use roundtable_protocol::client::{Auth, ClientFrame, ClientInfo, SignupRequest};
 use roundtable_protocol::server::{ErrReply, Event, Hello, OkReply, ServerFrame, SignupOk};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+mod process;
+pub use process::{HubProcess, roundtable_bin};
 
 /// How long a test waits for something that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -147,54 +149,16 @@ pub async fn http(
     path: &str,
     body: Option<&str>,
 ) -> Result<HttpResponse> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let body = body.unwrap_or("");
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await?;
-    let mut raw = Vec::new();
-    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut raw)).await??;
-    parse_response(String::from_utf8(raw)?)
+    let hub = roundtable_core::hub_address::HubAddress::parse(&addr.to_string())
+        .map_err(|error| anyhow!(error))?;
+    let response = roundtable_core::http::request(&hub, None, method, path, body).await?;
+    Ok(HttpResponse {
+        status: response.status,
+        body: response.body,
+    })
 }
 
-fn parse_response(text: String) -> Result<HttpResponse> {
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("no HTTP head"))?;
-    let status: u16 = head
-        .split(' ')
-        .nth(1)
-        .ok_or_else(|| anyhow!("no status"))?
-        .parse()?;
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    let body = if chunked {
-        dechunk(rest)?
-    } else {
-        rest.to_owned()
-    };
-    Ok(HttpResponse { status, body })
-}
-
-fn dechunk(mut rest: &str) -> Result<String> {
-    let mut body = String::new();
-    loop {
-        let (size, after) = rest
-            .split_once("\r\n")
-            .ok_or_else(|| anyhow!("bad chunk"))?;
-        let size = usize::from_str_radix(size.trim(), 16)?;
-        if size == 0 {
-            return Ok(body);
-        }
-        body.push_str(&after[..size]);
-        rest = &after[size + 2..];
-    }
-}
-
-/// Sends one HTTPS request (trusting what `tls` trusts) and reads the whole response.
+/// Sends one HTTPS request (trusting what `tls` trusts) to `server_name` at `addr`.
 pub async fn https(
     addr: SocketAddr,
     server_name: &str,
@@ -203,21 +167,16 @@ pub async fn https(
     path: &str,
     body: Option<&str>,
 ) -> Result<HttpResponse> {
-    let stream = TcpStream::connect(addr).await?;
-    let name = rustls_pki_types::ServerName::try_from(server_name.to_owned())?;
-    let mut stream = tokio_rustls::TlsConnector::from(tls)
-        .connect(name, stream)
-        .await?;
-    let body = body.unwrap_or("");
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {server_name}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await?;
-    let mut raw = Vec::new();
-    // A peer that closes without close_notify still sent everything a test reads.
-    let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut raw)).await?;
-    parse_response(String::from_utf8(raw)?)
+    let hub = roundtable_core::hub_address::HubAddress {
+        authority: addr.to_string(),
+        host: server_name.to_owned(),
+        tls: true,
+    };
+    let response = roundtable_core::http::request(&hub, Some(tls), method, path, body).await?;
+    Ok(HttpResponse {
+        status: response.status,
+        body: response.body,
+    })
 }
 
 /// `POST /v1/signup` with a handle and a name derived from it.

@@ -13,7 +13,9 @@ use roundtable_protocol::client::{ClientFrame, History, RegisterAgent, RoomCreat
 use roundtable_protocol::server::{HistoryOk, RegisterAgentOk, RoomOk, SendOk, SyncOk};
 use roundtable_testkit::{Client, message, signup};
 
-use crate::process::HubProcess;
+use roundtable_testkit::HubProcess;
+
+const BIN: &str = env!("CARGO_BIN_EXE_roundtable");
 
 const KILLS: usize = 6;
 const WINDOW: usize = 16;
@@ -114,7 +116,8 @@ async fn acknowledged_events_survive_sigkill_exactly_once() {
     println!("crash test seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut hub = HubProcess::start(dir.path(), &["--no-rate-limit"]).await;
+    let mut hub =
+        HubProcess::start(std::path::Path::new(BIN), dir.path(), &["--no-rate-limit"]).await;
 
     // One user, three agents (kin, so they share rooms), three rooms with all four.
     let user = signup(hub.addr, "crash").await.unwrap();
@@ -189,7 +192,7 @@ async fn acknowledged_events_survive_sigkill_exactly_once() {
         for task in tasks {
             task.await.unwrap();
         }
-        hub = HubProcess::start(dir.path(), &["--no-rate-limit"]).await;
+        hub = HubProcess::start(std::path::Path::new(BIN), dir.path(), &["--no-rate-limit"]).await;
     }
 
     // Every key sent was acknowledged by the end (in-flight keys were retried).

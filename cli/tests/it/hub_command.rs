@@ -4,12 +4,14 @@ use std::process::Stdio;
 
 use roundtable_testkit::{Client, http, signup};
 
-use crate::process::HubProcess;
+use roundtable_testkit::HubProcess;
+
+const BIN: &str = env!("CARGO_BIN_EXE_roundtable");
 
 #[tokio::test]
 async fn prints_its_address_and_serves_on_port_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let hub = HubProcess::start(dir.path(), &["--signup", "open"]).await;
+    let hub = HubProcess::start(std::path::Path::new(BIN), dir.path(), &["--signup", "open"]).await;
     assert_ne!(hub.addr.port(), 0);
     let health = http(hub.addr, "GET", "/v1/health", None).await.unwrap();
     assert_eq!(health.status, 200);

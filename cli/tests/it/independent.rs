@@ -4,14 +4,16 @@
 
 use std::path::PathBuf;
 
-use crate::process::HubProcess;
+use roundtable_testkit::HubProcess;
+
+const BIN: &str = env!("CARGO_BIN_EXE_roundtable");
 
 #[tokio::test]
 async fn an_independent_client_finds_no_deviation() {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hub/tests/independent/client.py");
     let dir = tempfile::tempdir().unwrap();
-    let hub = HubProcess::start(dir.path(), &[]).await;
+    let hub = HubProcess::start(std::path::Path::new(BIN), dir.path(), &[]).await;
     let output = tokio::process::Command::new("python3")
         .arg(&script)
         .arg(hub.addr.to_string())

@@ -5,4 +5,3 @@ mod crash;
 mod hub_command;
 mod independent;
 mod operator;
-mod process;

@@ -5,7 +5,9 @@ use std::process::Output;
 
 use roundtable_testkit::{Client, http};
 
-use crate::process::HubProcess;
+use roundtable_testkit::HubProcess;
+
+const BIN: &str = env!("CARGO_BIN_EXE_roundtable");
 
 async fn roundtable(args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_roundtable"))
@@ -35,7 +37,12 @@ async fn a_closed_hub_gets_users_from_its_operator_only() {
     assert!(!duplicate.status.success());
     assert!(String::from_utf8_lossy(&duplicate.stderr).contains("taken"));
 
-    let hub = HubProcess::start(dir.path(), &["--signup", "closed"]).await;
+    let hub = HubProcess::start(
+        std::path::Path::new(BIN),
+        dir.path(),
+        &["--signup", "closed"],
+    )
+    .await;
     let refused = http(
         hub.addr,
         "POST",
@@ -69,7 +76,12 @@ async fn a_closed_hub_gets_users_from_its_operator_only() {
         .trim()
         .to_owned();
     assert_ne!(new_token, token);
-    let hub = HubProcess::start(dir.path(), &["--signup", "closed"]).await;
+    let hub = HubProcess::start(
+        std::path::Path::new(BIN),
+        dir.path(),
+        &["--signup", "closed"],
+    )
+    .await;
     let mut old = Client::connect(&hub.ws_url()).await.unwrap();
     assert!(old.auth(&token, "laptop").await.is_err());
     let mut fresh = Client::connect(&hub.ws_url()).await.unwrap();

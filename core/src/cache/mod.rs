@@ -242,6 +242,80 @@ impl Cache {
         Ok(applied)
     }
 
+    /// Applies the hub's `rooms` reply: each room's title, topic, creator and members as of
+    /// its head. A room joined after a long history is usable by title at once, before
+    /// history fills its gap; the snapshot counts as set at `head`, so older events filled
+    /// later do not overwrite it and newer ones do. Returns the rooms that changed.
+    pub fn apply_rooms(
+        &mut self,
+        rooms: &[roundtable_protocol::model::Room],
+    ) -> Result<Vec<String>, CacheError> {
+        let tx = self.conn.transaction()?;
+        let mut changed = Vec::new();
+        for room in rooms {
+            let seq = room.head as i64;
+            let mut writes = 0;
+            writes += tx
+                .prepare_cached(
+                    "INSERT INTO rooms (id, creator) VALUES (?1, ?2)
+                     ON CONFLICT (id) DO UPDATE SET creator = excluded.creator
+                     WHERE rooms.creator IS NOT excluded.creator",
+                )?
+                .execute(params![room.id, room.creator])?;
+            if let Some(title) = &room.title {
+                writes += tx
+                    .prepare_cached(
+                        "UPDATE rooms SET title = ?2, title_seq = ?3 WHERE id = ?1 AND title_seq < ?3",
+                    )?
+                    .execute(params![room.id, title, seq])?;
+            }
+            if let Some(topic) = &room.topic {
+                writes += tx
+                    .prepare_cached(
+                        "UPDATE rooms SET topic = ?2, topic_seq = ?3 WHERE id = ?1 AND topic_seq < ?3",
+                    )?
+                    .execute(params![room.id, topic, seq])?;
+            }
+            // Members as of the head: listed ones present, others known before it gone.
+            writes += tx
+                .prepare_cached(
+                    "UPDATE members SET present = 0, seq = ?2
+                     WHERE room = ?1 AND present = 1 AND seq < ?2
+                       AND principal NOT IN (SELECT value FROM json_each(?3))",
+                )?
+                .execute(params![
+                    room.id,
+                    seq,
+                    serde_json::to_string(&room.members.iter().map(|m| &m.id).collect::<Vec<_>>())
+                        .expect("strings serialize")
+                ])?;
+            for member in &room.members {
+                writes += tx
+                    .prepare_cached(
+                        "INSERT INTO members (room, principal, present, seq) VALUES (?1, ?2, 1, ?3)
+                         ON CONFLICT (room, principal) DO UPDATE SET present = 1, seq = excluded.seq
+                         WHERE excluded.seq > members.seq AND members.present = 0",
+                    )?
+                    .execute(params![room.id, member.id, seq])?;
+                tx.prepare_cached(
+                    "INSERT INTO principals (id, kind, handle, name) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (id) DO UPDATE SET handle = excluded.handle, name = excluded.name",
+                )?
+                .execute(params![
+                    member.id,
+                    member.kind.as_str(),
+                    member.handle,
+                    member.name
+                ])?;
+            }
+            if writes > 0 {
+                changed.push(room.id.clone());
+            }
+        }
+        tx.commit()?;
+        Ok(changed)
+    }
+
     /// Remembers principals met in replies, to show handles.
     pub fn remember_principals(
         &mut self,

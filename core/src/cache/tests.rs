@@ -213,6 +213,51 @@ fn projections_hold_the_latest_of_everything_and_the_first_answer() {
     assert!(state(&cache).contains("Some(\"second\"), Some(\"parsing\")"));
 }
 
+/// The hub's `rooms` reply for `r` as of seq 16, agreeing with `history()`.
+fn snapshot() -> roundtable_protocol::model::Room {
+    serde_json::from_value(json!({
+        "id": "r", "title": "second", "topic": "parsing", "head": 16, "creator": "p_dana",
+        "members": [{"id": "p_dana", "kind": "user", "handle": "dana", "name": "Dana", "routing": "all"}]
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_rooms_snapshot_agrees_with_events_before_or_after_it() {
+    let events = history();
+    let (_a, mut snapshot_first) = open();
+    snapshot_first.apply_rooms(&[snapshot()]).unwrap();
+    assert!(state(&snapshot_first).contains("Some(\"second\"), Some(\"parsing\")"));
+    // History filled later (older than the snapshot) changes none of it.
+    snapshot_first.apply("p_dana", "r", &events, None).unwrap();
+    let (_b, mut events_first) = open();
+    events_first.apply("p_dana", "r", &events, None).unwrap();
+    events_first.apply_rooms(&[snapshot()]).unwrap();
+    assert_eq!(state(&snapshot_first), state(&events_first));
+    assert!(
+        state(&events_first).contains("(\"p_agent\", false)"),
+        "kicked before the head"
+    );
+    assert!(state(&events_first).contains("(\"p_dana\", true)"));
+    // A newer event overrides the snapshot.
+    let newer = event(
+        "r",
+        17,
+        "2026-11-30T10:00:00.000Z",
+        "p_dana",
+        "room",
+        json!({"title": "third"}),
+    );
+    snapshot_first.apply("p_dana", "r", &[newer], None).unwrap();
+    assert!(state(&snapshot_first).contains("Some(\"third\"), Some(\"parsing\")"));
+    // A member the snapshot no longer lists has left.
+    let mut later = snapshot();
+    later.head = 20;
+    later.members.clear();
+    snapshot_first.apply_rooms(&[later]).unwrap();
+    assert!(state(&snapshot_first).contains("(\"p_dana\", false)"));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -1,7 +1,7 @@
-//! Running `roundtable hub` as a child process.
+//! Running `roundtable` as a child process: the hub, and the client commands.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -13,11 +13,37 @@ pub struct HubProcess {
     pub addr: SocketAddr,
 }
 
+/// The `roundtable` binary of this build: `ROUNDTABLE_BIN`, else the one next to the test
+/// binary's directory (`target/<profile>/roundtable`), which `cargo build -p roundtable-cli`
+/// (or any workspace test run) produces.
+pub fn roundtable_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("ROUNDTABLE_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/<test>");
+    let bin = profile_dir.join("roundtable");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p roundtable-cli` (or set ROUNDTABLE_BIN)",
+        bin.display()
+    );
+    bin
+}
+
 impl HubProcess {
     /// Starts the hub on a free port over `data` and waits for its first line.
-    pub async fn start(data: &Path, extra: &[&str]) -> HubProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_roundtable"))
-            .args(["hub", "--listen", "127.0.0.1:0", "--data"])
+    pub async fn start(bin: &Path, data: &Path, extra: &[&str]) -> HubProcess {
+        HubProcess::start_on(bin, data, "127.0.0.1:0", extra).await
+    }
+
+    /// Starts the hub on `listen` over `data` and waits for its first line.
+    pub async fn start_on(bin: &Path, data: &Path, listen: &str, extra: &[&str]) -> HubProcess {
+        let mut child = Command::new(bin)
+            .args(["hub", "--listen", listen, "--data"])
             .arg(data)
             .args(extra)
             .env("ROUNDTABLE_LOG", "warn")
@@ -28,7 +54,7 @@ impl HubProcess {
             .expect("spawning roundtable hub");
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(roundtable_testkit::PATIENCE, lines.next_line())
+        let first = tokio::time::timeout(crate::PATIENCE, lines.next_line())
             .await
             .expect("the hub prints its address in time")
             .unwrap()
@@ -56,7 +82,7 @@ impl HubProcess {
     pub async fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().expect("running");
         send_signal(pid, "TERM");
-        tokio::time::timeout(roundtable_testkit::PATIENCE, self.child.wait())
+        tokio::time::timeout(crate::PATIENCE, self.child.wait())
             .await
             .expect("the hub exits after SIGTERM")
             .unwrap()

@@ -1,0 +1,196 @@
+//! Crashes and resets on either side: a client killed mid-sync, a hub whose history was
+//! replaced (a new epoch), a client too slow for its queue (4008).
+
+use std::time::Duration;
+
+use roundtable_e2e::{
+    Home, Hub, cache_view, check_consistent, converge, flood, hub_view, json, settle, synced_core,
+};
+use roundtable_testkit::Client;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_killed_mid_sync_restarts_consistent_and_catches_up() {
+    let hub = Hub::start(&["--no-rate-limit"]).await;
+    let home = Home::default();
+    home.ok(
+        "dana",
+        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
+    )
+    .await;
+    let token = home.profile("dana").token.expose().to_owned();
+    let mut writer = Client::connect(&hub.ws_url()).await.unwrap();
+    writer.auth(&token, "writer").await.unwrap();
+    let mut rooms = Vec::new();
+    for n in 0..4 {
+        let room = json(
+            &home
+                .ok(
+                    "dana",
+                    &["--json", "room", "create", "--title", &format!("r{n}")],
+                )
+                .await,
+        )["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        flood(&mut writer, &room, &format!("r{n}-"), 3000, 200).await;
+        rooms.push(room);
+    }
+
+    // A second device of dana starts from nothing and is killed while it syncs.
+    let laptop = Home::default();
+    laptop
+        .ok("dana", &["login", "--hub", &hub.addr(), "--token", &token])
+        .await;
+    let mut sync = laptop.command("dana", &["sync"]).spawn().unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    sync.kill().await.unwrap();
+    let interrupted = roundtable_core::Core::open(laptop.profile("dana")).unwrap();
+    check_consistent(&interrupted).unwrap();
+    let partial: usize = cache_view(&interrupted).values().map(Vec::len).sum();
+    drop(interrupted);
+
+    let (core, sync) = synced_core(laptop.profile("dana")).await;
+    check_consistent(&core).unwrap();
+    let expected = hub_view(&hub.ws_url(), &token).await.unwrap();
+    assert_eq!(cache_view(&core), expected);
+    let total: usize = expected.values().map(Vec::len).sum();
+    assert!(
+        partial < total,
+        "the kill came after the sync ended ({partial} of {total})"
+    );
+    sync.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_with_a_new_history_makes_clients_rebuild() {
+    let mut hub = Hub::start(&["--no-rate-limit"]).await;
+    let home = Home::default();
+    home.ok(
+        "dana",
+        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
+    )
+    .await;
+    home.ok("dana", &["room", "create", "--title", "old"]).await;
+    home.ok("dana", &["send", "old", "from the old history"])
+        .await;
+    let (core, sync) = synced_core(home.profile("dana")).await;
+    let old_epoch = core.read(|cache| cache.meta("epoch")).unwrap().unwrap();
+    let mut changes = core.changes();
+    sync.stop().await;
+
+    // The operator replaces the hub's history (identities kept, as a restored backup whose
+    // rooms were dropped would): a new epoch.
+    hub.stop().await;
+    let db = rusqlite::Connection::open(hub.data().join("hub.sqlite3")).unwrap();
+    db.execute_batch(
+        "DELETE FROM events; DELETE FROM pings; DELETE FROM members; DELETE FROM invites;
+         DELETE FROM controls; DELETE FROM rooms; UPDATE meta SET value = 'ep_fresh' WHERE key = 'epoch';",
+    )
+    .unwrap();
+    drop(db);
+    hub.start_again().await;
+    // Another device writes into the new history (the profile's own CLI would share, and
+    // rebuild, this cache itself).
+    let token = home.profile("dana").token.expose().to_owned();
+    let mut other = Client::connect(&hub.ws_url()).await.unwrap();
+    other.auth(&token, "other-device").await.unwrap();
+    let id = other.id();
+    let created: roundtable_protocol::server::RoomOk = other
+        .ok(roundtable_protocol::ClientFrame::RoomCreate(
+            roundtable_protocol::client::RoomCreate {
+                id,
+                title: Some("new".into()),
+                topic: None,
+                members: vec![],
+            },
+        ))
+        .await
+        .decode()
+        .unwrap();
+    flood(&mut other, &created.room.id, "new history ", 3, 10).await;
+
+    let sync = core.start();
+    settle(&core).await;
+    assert_eq!(
+        changes.try_recv().ok(),
+        Some(roundtable_core::Change::Reset)
+    );
+    let epoch = core.read(|cache| cache.meta("epoch")).unwrap().unwrap();
+    assert_ne!(epoch, old_epoch);
+    assert_eq!(epoch, "ep_fresh");
+    assert_eq!(
+        cache_view(&core),
+        hub_view(&hub.ws_url(), &token).await.unwrap()
+    );
+    let titles: Vec<Option<String>> = core
+        .read(|cache| cache.rooms())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.title)
+        .collect();
+    assert_eq!(titles, vec![Some("new".to_owned())]);
+    sync.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_closed_as_a_slow_consumer_recovers_without_loss() {
+    let hub = roundtable_testkit::TestHub::start_with(|config| {
+        config.max_queue = 16;
+        config.replay_max = 100_000;
+    })
+    .await;
+    let home = Home::default();
+    home.ok(
+        "dana",
+        &["signup", "--hub", &hub.addr.to_string(), "--handle", "dana"],
+    )
+    .await;
+    let room = json(
+        &home
+            .ok("dana", &["--json", "room", "create", "--title", "busy"])
+            .await,
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let token = home.profile("dana").token.expose().to_owned();
+    let (core, sync) = synced_core(home.profile("dana")).await;
+
+    // Stall the core (its cache is locked) while another device floods the room with more
+    // than the socket buffers and its 16-frame queue hold.
+    let stalled = core.clone();
+    let stall = tokio::task::spawn_blocking(move || {
+        stalled
+            .read(|_| {
+                std::thread::sleep(Duration::from_secs(3));
+                Ok(())
+            })
+            .unwrap()
+    });
+    let mut flooder = Client::connect(&hub.ws_url()).await.unwrap();
+    flooder.auth(&token, "flooder").await.unwrap();
+    flood(&mut flooder, &room, "f", 1000, 16 * 1024).await;
+    stall.await.unwrap();
+
+    // The hub dropped it (4008); it reconnected and resumed from its cursor, losing nothing.
+    converge(&core, &hub.ws_url(), &token).await;
+    let metrics = roundtable_testkit::http(hub.addr, "GET", "/metrics", None)
+        .await
+        .unwrap();
+    let dropped: u64 = metrics
+        .body
+        .lines()
+        .find_map(|line| line.strip_prefix("roundtable_slow_consumers_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        dropped >= 1,
+        "the stalled core was never closed as a slow consumer"
+    );
+    check_consistent(&core).unwrap();
+    let messages = core.read(|cache| cache.messages(&room, 0, 5000)).unwrap();
+    assert_eq!(messages.len(), 1000);
+    sync.stop().await;
+}

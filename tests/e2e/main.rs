@@ -1,0 +1,6 @@
+//! Roundtable end to end: `roundtable hub` processes, `roundtable` CLI processes and cores
+//! over real sockets and real SQLite files, in temporary directories.
+
+mod convergence;
+mod crashes;
+mod offline;

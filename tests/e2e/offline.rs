@@ -1,0 +1,133 @@
+//! Writes made offline wait in the outbox and reach the hub once each, in order, even when
+//! the process sending them is killed halfway.
+
+use std::time::Duration;
+
+use roundtable_e2e::{Home, Hub, hub_view, json};
+use roundtable_protocol::ServerFrame;
+use roundtable_protocol::client::{ClientFrame, History, Sync};
+use roundtable_protocol::server::HistoryOk;
+use roundtable_testkit::{Client, Incoming};
+
+/// The texts of every message of `room`, in seq order, read from the hub.
+async fn room_texts(ws_url: &str, token: &str, room: &str) -> Vec<String> {
+    let mut client = Client::connect(ws_url).await.unwrap();
+    client.auth(token, "e2e-reader").await.unwrap();
+    let mut texts = Vec::new();
+    let mut after = 0;
+    loop {
+        let id = client.id();
+        let page: HistoryOk = client
+            .ok(ClientFrame::History(History {
+                id,
+                room: room.into(),
+                before: None,
+                after: Some(after),
+                limit: Some(500),
+            }))
+            .await
+            .decode()
+            .unwrap();
+        let Some(last) = page.events.last().map(|e| e.seq) else {
+            break;
+        };
+        texts.extend(
+            page.events
+                .iter()
+                .filter(|e| e.kind == "message")
+                .map(|e| e.body["text"].as_str().unwrap().to_owned()),
+        );
+        after = last;
+    }
+    texts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_offline_sends_arrive_once_in_order_despite_a_sigkill() {
+    // A slow user rate limit makes flushing take seconds, so the kill lands halfway (and the
+    // client must honour rate_limited on the way).
+    let mut hub = Hub::start(&["--rate-limit-user", "20/40"]).await;
+    let home = Home::default();
+    home.ok(
+        "dana",
+        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
+    )
+    .await;
+    let room = json(
+        &home
+            .ok("dana", &["--json", "room", "create", "--title", "log"])
+            .await,
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    hub.stop().await;
+
+    for n in 0..200 {
+        let out = home
+            .ok("dana", &["--json", "send", &room, &format!("m{n:03}")])
+            .await;
+        assert_eq!(json(&out)["state"], "queued", "{out}");
+    }
+    let status = json(&home.ok("dana", &["--json", "status"]).await);
+    assert_eq!(status["outbox"]["waiting"], 200);
+
+    hub.start_again().await;
+    let token = home.profile("dana").token.expose().to_owned();
+    let mut watcher = Client::connect(&hub.ws_url()).await.unwrap();
+    watcher.auth(&token, "e2e-watcher").await.unwrap();
+    let id = watcher.id();
+    watcher
+        .ok(ClientFrame::Sync(Sync {
+            id,
+            cursors: [(room.clone(), 100)].into_iter().collect(),
+        }))
+        .await;
+    watcher.backlog.clear();
+
+    // Flush, and kill the flushing process once about a third has arrived.
+    let mut flusher = home.command("dana", &["sync"]).spawn().unwrap();
+    let mut seen = 0;
+    while seen < 60 {
+        match watcher.recv().await.unwrap() {
+            Incoming::Frame(ServerFrame::Evt(event)) if event.kind == "message" => seen += 1,
+            Incoming::Frame(_) => {}
+            Incoming::Closed(code) => panic!("watcher closed: {code:?}"),
+        }
+    }
+    flusher.kill().await.unwrap();
+    let partial = room_texts(&hub.ws_url(), &token, &room).await;
+    assert!(
+        partial.len() < 200,
+        "the kill came after everything was sent"
+    );
+
+    // The next run sends the rest; every message is there once, in order.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        home.ok("dana", &["sync"]).await;
+        let waiting = json(&home.ok("dana", &["--json", "status"]).await)["outbox"]["waiting"]
+            .as_u64()
+            .unwrap();
+        if waiting == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the outbox does not drain"
+        );
+    }
+    let texts = room_texts(&hub.ws_url(), &token, &room).await;
+    let expected: Vec<String> = (0..200).map(|n| format!("m{n:03}")).collect();
+    assert_eq!(texts, expected);
+    // And the cache agrees.
+    let tail = home
+        .ok("dana", &["--json", "tail", &room, "--limit", "500"])
+        .await;
+    let cached: Vec<String> = tail
+        .lines()
+        .map(|l| json(l)["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(cached, expected);
+    let _ = hub_view(&hub.ws_url(), &token).await.unwrap();
+}

@@ -1,0 +1,331 @@
+//! Support for the end-to-end tests: a hub process on a port that survives restarts, a home
+//! directory for CLI profiles, and the two views compared everywhere: what the hub holds
+//! for a principal, and what that principal's cache holds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use roundtable_core::Core;
+use roundtable_core::profile::Profile;
+use roundtable_protocol::ServerFrame;
+use roundtable_protocol::client::{ClientFrame, History, Sync};
+use roundtable_protocol::server::{HistoryOk, SyncOk};
+use roundtable_testkit::{Client, HubProcess, roundtable_bin};
+
+/// A hub process over its own data directory, restartable on the same port.
+pub struct Hub {
+    pub process: Option<HubProcess>,
+    pub dir: tempfile::TempDir,
+    pub listen: String,
+    pub extra: Vec<String>,
+}
+
+impl Hub {
+    pub async fn start(extra: &[&str]) -> Hub {
+        let dir = tempfile::tempdir().unwrap();
+        let process = HubProcess::start(&roundtable_bin(), dir.path(), extra).await;
+        let listen = process.addr.to_string();
+        Hub {
+            process: Some(process),
+            dir,
+            listen,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        self.listen.clone()
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/v1/ws", self.listen)
+    }
+
+    pub fn data(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// SIGTERM and wait.
+    pub async fn stop(&mut self) {
+        if let Some(process) = self.process.take() {
+            process.terminate().await;
+        }
+    }
+
+    /// Starts again on the same port and data.
+    pub async fn start_again(&mut self) {
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let process =
+            HubProcess::start_on(&roundtable_bin(), self.dir.path(), &self.listen, &extra).await;
+        self.process = Some(process);
+    }
+}
+
+/// A home for CLI profiles (`ROUNDTABLE_HOME`).
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Home {
+    fn default() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+}
+
+impl Home {
+    pub fn command(&self, profile: &str, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(roundtable_bin());
+        command
+            .arg("--profile")
+            .arg(profile)
+            .args(args)
+            .env("ROUNDTABLE_HOME", self.dir.path())
+            .env("ROUNDTABLE_LOG", "warn")
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs a CLI command to its end.
+    pub async fn run(&self, profile: &str, args: &[&str]) -> Output {
+        self.command(profile, args).output().await.unwrap()
+    }
+
+    /// Runs a CLI command that must succeed; returns its stdout.
+    pub async fn ok(&self, profile: &str, args: &[&str]) -> String {
+        let output = self.run(profile, args).await;
+        assert!(
+            output.status.success(),
+            "roundtable {args:?} failed ({:?}): {}{}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    pub fn profiles(&self) -> PathBuf {
+        self.dir.path().join("profiles")
+    }
+
+    pub fn profile(&self, name: &str) -> Profile {
+        Profile::load(&self.profiles(), name).unwrap()
+    }
+}
+
+/// Per stream (room id or `inbox`): the (seq, event id) pairs.
+pub type View = BTreeMap<String, Vec<(u64, String)>>;
+
+/// Everything the hub lets `token`'s principal see: a sync from nothing, then history for
+/// every announced gap.
+pub async fn hub_view(ws_url: &str, token: &str) -> Result<View> {
+    let mut client = Client::connect(ws_url).await?;
+    client.auth(token, "e2e-observer").await?;
+    let id = client.id();
+    let ok = client
+        .call(ClientFrame::Sync(Sync {
+            id,
+            cursors: BTreeMap::new(),
+        }))
+        .await?
+        .map_err(|err| anyhow::anyhow!("sync refused: {err:?}"))?;
+    let heads: SyncOk = ok.decode()?;
+    let mut view: View = heads
+        .heads
+        .keys()
+        .map(|s| (s.clone(), Vec::new()))
+        .collect();
+    let mut gaps = Vec::new();
+    for frame in client.backlog.drain(..) {
+        match frame {
+            ServerFrame::Evt(event) => view
+                .entry(event.stream_name().to_owned())
+                .or_default()
+                .push((event.seq, event.id)),
+            ServerFrame::Gap(gap) => gaps.push(gap),
+            _ => {}
+        }
+    }
+    for gap in gaps {
+        let mut after = gap.from - 1;
+        loop {
+            let id = client.id();
+            let page: HistoryOk = client
+                .call(ClientFrame::History(History {
+                    id,
+                    room: gap.room.clone(),
+                    before: Some(gap.to + 1),
+                    after: Some(after),
+                    limit: Some(500),
+                }))
+                .await?
+                .map_err(|err| anyhow::anyhow!("history refused: {err:?}"))?
+                .decode()?;
+            let Some(last) = page.events.last().map(|e| e.seq) else {
+                break;
+            };
+            for event in page.events {
+                view.entry(gap.room.clone())
+                    .or_default()
+                    .push((event.seq, event.id));
+            }
+            after = last;
+        }
+    }
+    for events in view.values_mut() {
+        events.sort();
+    }
+    view.retain(|_, events| !events.is_empty());
+    Ok(view)
+}
+
+/// What a profile's cache holds, per stream.
+pub fn cache_view(core: &Core) -> View {
+    let streams: Vec<String> = core
+        .read(|cache| Ok(cache.cursors()?.into_iter().map(|(s, _)| s).collect()))
+        .unwrap();
+    let mut view = View::new();
+    for stream in streams {
+        let events = core.read(|cache| cache.stream_events(&stream)).unwrap();
+        if !events.is_empty() {
+            view.insert(
+                stream,
+                events.into_iter().map(|(seq, id, _)| (seq, id)).collect(),
+            );
+        }
+    }
+    view
+}
+
+/// Checks the cache is consistent with its cursors: below each cursor, every seq is either
+/// present or inside a recorded gap (nothing missing silently), and nothing is above it.
+pub fn check_consistent(core: &Core) -> Result<()> {
+    let cursors = core.read(|cache| cache.cursors()).unwrap();
+    let gaps = core.read(|cache| cache.gaps()).unwrap();
+    for (stream, cursor) in cursors {
+        let events = core.read(|cache| cache.stream_events(&stream)).unwrap();
+        if let Some((seq, _, _)) = events.iter().find(|(seq, _, _)| *seq > cursor) {
+            bail!("{stream}: event {seq} above the cursor {cursor}");
+        }
+        if stream == "inbox" {
+            continue;
+        }
+        // Agents' filtered views skip seqs legitimately; this check is for users.
+        let present: std::collections::BTreeSet<u64> =
+            events.iter().map(|(seq, _, _)| *seq).collect();
+        for seq in 1..=cursor {
+            let in_gap = gaps
+                .iter()
+                .any(|(room, from, to)| *room == stream && (*from..=*to).contains(&seq));
+            if !present.contains(&seq) && !in_gap {
+                bail!(
+                    "{stream}: seq {seq} is below the cursor {cursor} but neither cached nor in a gap"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens a profile's core, syncs until it is idle with no gap and an empty outbox.
+pub async fn synced_core(profile: Profile) -> (Core, roundtable_core::SyncHandle) {
+    let core = Core::open(profile).unwrap();
+    let handle = core.start();
+    settle(&core).await;
+    (core, handle)
+}
+
+/// Waits until the core is idle, its gaps filled and its outbox empty.
+pub async fn settle(core: &Core) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let idle = matches!(
+            *core.sync_state().borrow(),
+            roundtable_core::SyncState::Idle
+        );
+        let gaps = core.read(|cache| cache.gaps()).unwrap();
+        let outbox = core.read(|cache| cache.outbox_pending()).unwrap();
+        if idle && gaps.is_empty() && outbox.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the core did not settle: state {:?}, {} gaps, {} in the outbox",
+            *core.sync_state().borrow(),
+            gaps.len(),
+            outbox.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the core's cache holds exactly what the hub lets `token` see, and is settled.
+/// Fails with both views' sizes when it does not within a minute.
+pub async fn converge(core: &Core, ws_url: &str, token: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        settle(core).await;
+        let expected = hub_view(ws_url, token).await.unwrap();
+        let cached = cache_view(core);
+        if cached == expected {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cache never converged: hub {:?}, cache {:?}",
+            sizes(&expected),
+            sizes(&cached)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn sizes(view: &View) -> Vec<(&str, usize, Option<u64>)> {
+    view.iter()
+        .map(|(stream, events)| (stream.as_str(), events.len(), events.last().map(|e| e.0)))
+        .collect()
+}
+
+/// Sends `count` messages to `room` as fast as the hub takes them (a window of 8 commands in
+/// flight, well under any queue bound), each text `prefix` and its number, padded to `size`
+/// bytes.
+pub async fn flood(client: &mut Client, room: &str, prefix: &str, count: usize, size: usize) {
+    let mut window = std::collections::VecDeque::new();
+    for n in 0..count {
+        let id = client.id();
+        let mut text = format!("{prefix}{n}");
+        while text.len() < size {
+            text.push('.');
+        }
+        client
+            .send_frame(&roundtable_testkit::message(
+                id,
+                room,
+                &format!("{prefix}-key-{n:08}"),
+                &text,
+            ))
+            .await
+            .unwrap();
+        window.push_back(id);
+        if window.len() >= 8 {
+            client
+                .reply_to(window.pop_front().unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    }
+    for id in window {
+        client.reply_to(id).await.unwrap().unwrap();
+    }
+}
+
+/// The CLI's `--json` output of a command, parsed.
+pub fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
+}
