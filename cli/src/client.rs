@@ -16,7 +16,8 @@ use roundtable_protocol::ClientFrame;
 use roundtable_protocol::client::*;
 use roundtable_protocol::model::Discoverable;
 use roundtable_protocol::server::{
-    ContactsOk, DirectoryOk, InviteCreateOk, InviteRedeemOk, RegisterAgentOk, RoomOk, RoomsOk,
+    AgentTokenOk, ContactsOk, DirectoryOk, InviteCreateOk, InviteRedeemOk, RegisterAgentOk, RoomOk,
+    RoomsOk,
 };
 use serde_json::json;
 
@@ -80,6 +81,7 @@ pub enum ClientCommand {
         /// The hub: host:port, or an http(s)/ws(s) URL.
         #[arg(long, env = "ROUNDTABLE_HUB")]
         hub: String,
+        /// Your handle on the hub: 3 to 32 of a-z, 0-9, '-' and '_'.
         #[arg(long)]
         handle: String,
         /// Display name (default: the handle).
@@ -97,10 +99,13 @@ pub enum ClientCommand {
     },
     /// Save a profile for an existing token (read from ROUNDTABLE_TOKEN, or stdin with `-`).
     Login {
+        /// The hub: host:port, or an http(s)/ws(s) URL.
         #[arg(long, env = "ROUNDTABLE_HUB")]
         hub: String,
+        /// The token; `-` reads it from stdin (a token on the command line shows in `ps`).
         #[arg(long, env = "ROUNDTABLE_TOKEN", hide_env_values = true)]
         token: String,
+        /// A PEM CA file for a hub whose certificate a private CA signed.
         #[arg(long)]
         ca_file: Option<PathBuf>,
     },
@@ -108,6 +113,7 @@ pub enum ClientCommand {
     Status,
     /// Sync with the hub and send what the outbox holds; `--follow` keeps syncing.
     Sync {
+        /// Keep syncing (and sending) until interrupted.
         #[arg(long)]
         follow: bool,
     },
@@ -117,20 +123,31 @@ pub enum ClientCommand {
     #[command(subcommand)]
     Room(RoomCommand),
     /// Send a message to a room (works offline: it waits in the outbox).
-    Send { room: String, text: String },
+    Send {
+        /// The room's title or id.
+        room: String,
+        /// The message; `@handle` mentions a member.
+        text: String,
+    },
     /// The latest messages of a room; `--follow` prints new ones as they come.
     Tail {
+        /// The room's title or id.
         room: String,
+        /// How many of the latest messages to print.
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// Keep printing new messages until interrupted.
         #[arg(long)]
         follow: bool,
     },
     /// Messages of a room before a seq, from the cache (synced first).
     History {
+        /// The room's title or id.
         room: String,
+        /// Only messages with a seq below this one (default: up to the latest).
         #[arg(long)]
         before: Option<u64>,
+        /// How many messages to print.
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
@@ -154,6 +171,7 @@ pub enum ClientCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum RoomCommand {
+    /// Create a room; you are its creator and first member.
     Create {
         #[arg(long)]
         title: Option<String>,
@@ -163,45 +181,58 @@ pub enum RoomCommand {
         #[arg(long = "member")]
         members: Vec<String>,
     },
+    /// Add a principal (a contact, one of your agents, or a contact's agent) to a room.
     Invite {
+        /// The room's title or id.
         room: String,
+        /// `user` or `user/agent`.
         handle: String,
     },
+    /// Leave a room.
     Leave {
+        /// The room's title or id.
         room: String,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ContactsCommand {
+    /// Ask a principal to become a contact (they must accept).
     Request {
+        /// `user` or `user/agent`.
         handle: String,
+        /// A note shown with the request (up to 500 bytes).
         #[arg(long)]
         message: Option<String>,
     },
+    /// Accept a pending request made to you or one of your agents.
     Accept {
+        /// The request's id (see `roundtable contacts`).
         request: String,
     },
+    /// Reject a request made to you, or cancel one you made.
     Reject {
+        /// The request's id (see `roundtable contacts`).
         request: String,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum InviteCommand {
+    /// Create an invite link: whoever redeems it becomes your contact (and joins `--room`).
     Create {
         /// A room the invitee joins.
         #[arg(long)]
         room: Option<String>,
+        /// How many people may redeem it.
         #[arg(long, default_value_t = 1)]
         max_uses: u32,
         /// Seconds until it expires (default: 7 days).
         #[arg(long)]
         expires_in: Option<u64>,
     },
-    Redeem {
-        code: String,
-    },
+    /// Redeem an invite: its link (`roundtable://invite/…`) or its code.
+    Redeem { code: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -209,22 +240,41 @@ pub enum AgentsCommand {
     /// Register an agent `<you>/<name>`; prints its token (shown once).
     Register {
         name: String,
+        /// What the agent does, shown in the directory.
         #[arg(long)]
         description: Option<String>,
+        /// private, contacts (default) or public.
         #[arg(long)]
         discoverable: Option<String>,
     },
+    /// Its messages are refused until `resume` (in `--room` only, or everywhere).
     Pause {
+        /// One of your agents by name, or any agent as `user/name`.
         agent: String,
         #[arg(long)]
         room: Option<String>,
     },
+    /// Issue a new token for one of your agents; the old one stops working at once.
+    Rotate {
+        /// One of your agents by name, or as `user/name`.
+        agent: String,
+    },
+    /// Revoke one of your agents' token: its connections close and it cannot connect again
+    /// until you `rotate` (which issues a new token).
+    Revoke {
+        /// One of your agents by name, or as `user/name`.
+        agent: String,
+    },
+    /// Lift a pause or a stop.
     Resume {
+        /// One of your agents by name, or any agent as `user/name`.
         agent: String,
         #[arg(long)]
         room: Option<String>,
     },
+    /// As pause, and its connections are closed until `resume`.
     Stop {
+        /// One of your agents by name, or any agent as `user/name`.
         agent: String,
         #[arg(long)]
         room: Option<String>,
@@ -233,7 +283,11 @@ pub enum AgentsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum OutboxCommand {
-    Retry { n: u64 },
+    /// Queue a failed entry again.
+    Retry {
+        /// The entry's number (see `roundtable outbox`).
+        n: u64,
+    },
 }
 
 /// Prints either text or JSON.
@@ -491,7 +545,11 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
             let room: RoomOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
             remember(core, room.room.members.clone());
             out.show(
-                format!("created room {}", room.room.id),
+                format!(
+                    "created room {} ({})",
+                    room.room.title.as_deref().unwrap_or("untitled"),
+                    room.room.id
+                ),
                 serde_json::to_value(&room.room).unwrap_or_default(),
             )
         }
@@ -780,6 +838,12 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
         ClientCommand::Agents(AgentsCommand::Stop { agent, room }) => {
             control(core, out, agent, ControlAction::Stop, room).await
         }
+        ClientCommand::Agents(AgentsCommand::Rotate { agent }) => {
+            agent_token(core, out, agent, TokenAction::Rotate).await
+        }
+        ClientCommand::Agents(AgentsCommand::Revoke { agent }) => {
+            agent_token(core, out, agent, TokenAction::Revoke).await
+        }
         ClientCommand::Outbox { command } => {
             if let Some(OutboxCommand::Retry { n }) = command {
                 if !core.retry(n)? {
@@ -840,6 +904,37 @@ async fn wait_outbox_drained(core: &Core) {
     }
 }
 
+async fn agent_token(
+    core: &Core,
+    out: &Out,
+    agent: String,
+    action: TokenAction,
+) -> Result<(), Failure> {
+    synced(core).await?;
+    let (agent, id) = agent_id(core, agent).await?;
+    let ok = core
+        .call(
+            ClientFrame::AgentToken(AgentToken {
+                id: 0,
+                agent: id,
+                action,
+            }),
+            PATIENCE,
+        )
+        .await?;
+    let reply: AgentTokenOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
+    match reply.token {
+        Some(token) => out.show(
+            format!("new token for {agent}, shown once (the old one no longer works):\n{token}"),
+            json!({"agent": agent, "token": token}),
+        ),
+        None => out.show(
+            format!("revoked {agent}'s token; `roundtable agents rotate` issues a new one"),
+            json!({"agent": agent, "revoked": true}),
+        ),
+    }
+}
+
 async fn control(
     core: &Core,
     out: &Out,
@@ -849,27 +944,7 @@ async fn control(
 ) -> Result<(), Failure> {
     synced(core).await?;
     let room = room.map(|room| room_id(core, &room)).transpose()?;
-    let id = if agent.starts_with("p_") {
-        agent.clone()
-    } else {
-        let ok = core
-            .call(
-                ClientFrame::Directory(Directory {
-                    id: 0,
-                    query: Some(agent.clone()),
-                    limit: Some(200),
-                }),
-                PATIENCE,
-            )
-            .await?;
-        let found: DirectoryOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-        found
-            .entries
-            .into_iter()
-            .find(|entry| entry.handle == agent)
-            .map(|entry| entry.id)
-            .ok_or_else(|| Failure::new(4, format!("no agent {agent:?} you can see")))?
-    };
+    let (agent, id) = agent_id(core, agent).await?;
     core.call(
         ClientFrame::Control(Control {
             id: 0,
@@ -892,6 +967,36 @@ async fn control(
         ),
         json!({"agent": agent, "action": action.as_str()}),
     )
+}
+
+/// An agent's handle and id from its id, `user/name`, or `name` (one's own agent).
+async fn agent_id(core: &Core, agent: String) -> Result<(String, String), Failure> {
+    if agent.starts_with("p_") {
+        return Ok((agent.clone(), agent));
+    }
+    let handle = if agent.contains('/') {
+        agent
+    } else {
+        format!("{}/{agent}", core.profile().handle)
+    };
+    let ok = core
+        .call(
+            ClientFrame::Directory(Directory {
+                id: 0,
+                query: Some(handle.clone()),
+                limit: Some(200),
+            }),
+            PATIENCE,
+        )
+        .await?;
+    let found: DirectoryOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
+    let id = found
+        .entries
+        .into_iter()
+        .find(|entry| entry.handle == handle)
+        .map(|entry| entry.id)
+        .ok_or_else(|| Failure::new(4, format!("no agent {handle:?} you can see")))?;
+    Ok((handle, id))
 }
 
 fn print_message(

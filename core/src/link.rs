@@ -23,7 +23,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum LinkError {
     #[error("cannot reach the hub at {0}")]
     Unreachable(String),
-    #[error("the hub refused the token: {0}; log in again")]
+    #[error("the hub refused the token: {0}")]
     Unauthorized(String),
     #[error("the token was revoked or rotated (or the agent stopped): {0}")]
     Revoked(String),

@@ -40,22 +40,7 @@ async fn two_users_and_an_agent_converge_on_what_each_may_see() {
     let agent_token = agent["token"].as_str().unwrap().to_owned();
     home.ok("dana", &["room", "invite", "parser", "dana/writer"])
         .await;
-    let login = home
-        .command("writer", &["login", "--hub", &addr, "--token", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut login = login;
-    {
-        use tokio::io::AsyncWriteExt;
-        let mut stdin = login.stdin.take().unwrap();
-        stdin
-            .write_all(format!("{agent_token}\n").as_bytes())
-            .await
-            .unwrap();
-    }
-    assert!(login.wait().await.unwrap().success());
+    home.login("writer", &addr, &agent_token).await;
 
     // Enough traffic that a fresh sync is gapped (replay_max is 500) and filled by history.
     let dana_token = home.profile("dana").token.expose().to_owned();

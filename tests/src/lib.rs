@@ -108,6 +108,38 @@ impl Home {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// Runs a CLI command that must fail with exit code `code`; returns its stderr.
+    pub async fn fails(&self, profile: &str, args: &[&str], code: i32) -> String {
+        let output = self.run(profile, args).await;
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "roundtable {args:?}: expected exit {code}; stdout {}, stderr {stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        stderr
+    }
+
+    /// Runs `login` for `profile` with the token on stdin.
+    pub async fn login(&self, profile: &str, hub: &str, token: &str) {
+        use tokio::io::AsyncWriteExt;
+        let mut child = self
+            .command(profile, &["login", "--hub", hub, "--token", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{token}\n").as_bytes())
+            .await
+            .unwrap();
+        drop(stdin);
+        let output = child.wait_with_output().await.unwrap();
+        assert!(output.status.success(), "login {profile} failed");
+    }
+
     pub fn profiles(&self) -> PathBuf {
         self.dir.path().join("profiles")
     }

@@ -343,6 +343,15 @@ impl Cache {
         Ok(controls)
     }
 
+    /// How many events the cache holds, every stream included.
+    pub fn event_count(&self) -> Result<usize, CacheError> {
+        Ok(self
+            .conn
+            .query_row("SELECT count(*) FROM events", [], |row| {
+                row.get::<_, i64>(0)
+            })? as usize)
+    }
+
     /// Every event of a stream, ascending (for checks and exports).
     pub fn stream_events(&self, stream: &str) -> Result<Vec<(u64, String, String)>, CacheError> {
         let mut statement = self

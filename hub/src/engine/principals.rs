@@ -71,7 +71,7 @@ impl Engine {
         let unauthorized = || {
             Refusal::new(
                 ErrorCode::Unauthorized,
-                "the token is unknown, revoked or malformed; sign in again to get a new one",
+                "the token is unknown, revoked or malformed; log in again with a valid token (an agent gets a new one from its owner)",
             )
         };
         if !ids::is_token_shaped(token) {

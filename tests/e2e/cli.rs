@@ -1,0 +1,310 @@
+//! The `roundtable` client commands as people and scripts use them: text and `--json`
+//! output, contacts with consent, rooms, tail and history, agents under their owner's
+//! control, the outbox, and exit codes that say what went wrong.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use roundtable_e2e::{Home, Hub, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Exit codes (see `cli/src/client.rs`).
+const USAGE: i32 = 2;
+const UNREACHABLE: i32 = 3;
+const REFUSED: i32 = 4;
+const TOKEN: i32 = 5;
+
+fn lines_json(stdout: &str) -> Vec<serde_json::Value> {
+    stdout.lines().map(json).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_meet_through_contacts_rooms_and_messages() {
+    let hub = Hub::start(&[]).await;
+    let addr = hub.addr();
+    let home = Home::default();
+    home.ok("dana", &["signup", "--hub", &addr, "--handle", "dana"])
+        .await;
+    home.ok(
+        "sam",
+        &[
+            "signup",
+            "--hub",
+            &addr,
+            "--handle",
+            "sam",
+            "--discoverable",
+            "public",
+        ],
+    )
+    .await;
+    home.ok(
+        "lee",
+        &[
+            "signup",
+            "--hub",
+            &addr,
+            "--handle",
+            "lee",
+            "--discoverable",
+            "public",
+        ],
+    )
+    .await;
+
+    // The token is private to its owner.
+    let dir = home.profiles().join("dana");
+    let mode =
+        |path: std::path::PathBuf| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(dir.join("token")), 0o600);
+    assert_eq!(mode(dir.clone()), 0o700);
+
+    let status = json(&home.ok("dana", &["--json", "status"]).await);
+    assert_eq!(status["handle"], "dana");
+    assert_eq!(status["sync"], "idle (up to date)");
+    assert_eq!(status["outbox"]["waiting"], 0);
+
+    // Consent: dana asks, sam accepts; lee refuses.
+    let asked = json(
+        &home
+            .ok(
+                "dana",
+                &[
+                    "--json",
+                    "contacts",
+                    "request",
+                    "sam",
+                    "--message",
+                    "pairing?",
+                ],
+            )
+            .await,
+    );
+    let request = asked["id"].as_str().unwrap().to_owned();
+    let pending = json(&home.ok("sam", &["--json", "contacts"]).await);
+    assert_eq!(pending["requests"][0]["id"], request.as_str());
+    assert_eq!(pending["requests"][0]["message"], "pairing?");
+    // Only the target decides.
+    let stderr = home
+        .fails("dana", &["contacts", "accept", &request], REFUSED)
+        .await;
+    assert!(stderr.contains("forbidden"), "{stderr}");
+    home.ok("sam", &["contacts", "accept", &request]).await;
+    let contacts = json(&home.ok("dana", &["--json", "contacts"]).await);
+    let handles: Vec<&str> = contacts["contacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["handle"].as_str().unwrap())
+        .collect();
+    assert_eq!(handles, vec!["sam"]);
+    let asked = json(
+        &home
+            .ok("dana", &["--json", "contacts", "request", "lee"])
+            .await,
+    );
+    home.ok(
+        "lee",
+        &["contacts", "reject", asked["id"].as_str().unwrap()],
+    )
+    .await;
+    let stderr = home
+        .fails(
+            "dana",
+            &["room", "create", "--title", "design", "--member", "lee"],
+            REFUSED,
+        )
+        .await;
+    assert!(stderr.contains("no_consent"), "{stderr}");
+
+    // A room with the contact; messages both ways; text and JSON views.
+    home.ok(
+        "dana",
+        &["room", "create", "--title", "design", "--member", "sam"],
+    )
+    .await;
+    let rooms = json(&home.ok("sam", &["--json", "rooms"]).await);
+    assert_eq!(rooms[0]["title"], "design");
+    let sent = json(
+        &home
+            .ok("dana", &["--json", "send", "design", "hello @sam"])
+            .await,
+    );
+    assert_eq!(sent["state"], "sent");
+    home.ok("sam", &["send", "design", "hi dana"]).await;
+    let text = home.ok("sam", &["tail", "design"]).await;
+    assert!(text.contains("dana: hello @sam"), "{text}");
+    assert!(text.contains("sam: hi dana"), "{text}");
+    let first_seq = sent["seq"].as_u64().unwrap();
+    let before = (first_seq + 1).to_string();
+    let page = lines_json(
+        &home
+            .ok(
+                "sam",
+                &[
+                    "--json", "history", "design", "--before", &before, "--limit", "1",
+                ],
+            )
+            .await,
+    );
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0]["text"], "hello @sam");
+
+    // `tail --follow` prints what arrives later.
+    let mut follow = home
+        .command("sam", &["--json", "tail", "design", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    home.ok("dana", &["send", "design", "third"]).await;
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("tail --follow printed the new message")
+        .unwrap()
+        .unwrap();
+    assert_eq!(json(&line)["text"], "third");
+    follow.kill().await.unwrap();
+
+    // Leaving: the room is no longer sam's, by title or by id, and nothing is queued.
+    let room_id = rooms[0]["id"].as_str().unwrap().to_owned();
+    home.ok("sam", &["room", "leave", "design"]).await;
+    for room in ["design", room_id.as_str()] {
+        let stderr = home
+            .fails("sam", &["send", room, "still here?"], REFUSED)
+            .await;
+        assert!(stderr.contains(&format!("no room {room:?}")), "{stderr}");
+    }
+    assert_eq!(
+        json(&home.ok("sam", &["--json", "outbox"]).await),
+        serde_json::json!([])
+    );
+
+    // Bad usage.
+    home.fails("sam", &["send", "design"], USAGE).await;
+    let stderr = home.fails("../x", &["rooms"], 1).await;
+    assert!(stderr.contains("profile names"), "{stderr}");
+    let stderr = home.fails("nobody", &["rooms"], 1).await;
+    assert!(stderr.contains("roundtable signup"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_controls_an_agent_and_its_failed_sends_are_retried() {
+    let mut hub = Hub::start(&[]).await;
+    let addr = hub.addr();
+    let home = Home::default();
+    home.ok("dana", &["signup", "--hub", &addr, "--handle", "dana"])
+        .await;
+    let agent = json(
+        &home
+            .ok(
+                "dana",
+                &[
+                    "--json",
+                    "agents",
+                    "register",
+                    "writer",
+                    "--description",
+                    "writes docs",
+                ],
+            )
+            .await,
+    );
+    home.login("writer", &addr, agent["token"].as_str().unwrap())
+        .await;
+    home.ok(
+        "dana",
+        &[
+            "room",
+            "create",
+            "--title",
+            "work",
+            "--member",
+            "dana/writer",
+        ],
+    )
+    .await;
+    home.ok("writer", &["send", "work", "starting"]).await;
+
+    // Paused: its message is refused, kept in its outbox, and goes once resumed.
+    home.ok("dana", &["agents", "pause", "writer"]).await;
+    let stderr = home
+        .fails("writer", &["send", "work", "while paused"], REFUSED)
+        .await;
+    assert!(stderr.contains("paused"), "{stderr}");
+    let outbox = json(&home.ok("writer", &["--json", "outbox"]).await);
+    assert_eq!(
+        (
+            outbox[0]["state"].as_str(),
+            outbox[0]["error_code"].as_str()
+        ),
+        (Some("failed"), Some("paused"))
+    );
+    let n = outbox[0]["n"].as_u64().unwrap().to_string();
+    home.ok("dana", &["agents", "resume", "writer"]).await;
+    home.ok("writer", &["outbox", "retry", &n]).await;
+    assert_eq!(
+        json(&home.ok("writer", &["--json", "outbox"]).await),
+        serde_json::json!([])
+    );
+    home.fails("writer", &["outbox", "retry", &n], USAGE).await;
+    let texts: Vec<String> = lines_json(&home.ok("dana", &["--json", "tail", "work"]).await)
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts, vec!["starting", "while paused"]);
+
+    // Stopped: it cannot connect at all until resumed.
+    home.ok("dana", &["agents", "stop", "dana/writer"]).await;
+    let stderr = home.fails("writer", &["rooms"], TOKEN).await;
+    assert!(stderr.contains("stop"), "{stderr}");
+    home.ok("dana", &["agents", "resume", "writer"]).await;
+    home.ok("writer", &["rooms"]).await;
+
+    // Revoked: the token no longer works; a rotated one does.
+    home.ok("dana", &["agents", "revoke", "writer"]).await;
+    let stderr = home.fails("writer", &["rooms"], TOKEN).await;
+    assert!(stderr.contains("token"), "{stderr}");
+    let rotated = json(
+        &home
+            .ok("dana", &["--json", "agents", "rotate", "writer"])
+            .await,
+    );
+    home.login("writer", &addr, rotated["token"].as_str().unwrap())
+        .await;
+    home.ok("writer", &["rooms"]).await;
+    // Only the owner controls it.
+    home.ok("lee", &["signup", "--hub", &addr, "--handle", "lee"])
+        .await;
+    home.fails("lee", &["agents", "pause", "dana/writer"], REFUSED)
+        .await;
+
+    // Unreachable: commands that need the hub say so; a send waits in the outbox.
+    hub.stop().await;
+    let stderr = home.fails("dana", &["rooms"], UNREACHABLE).await;
+    assert!(stderr.contains("unreachable"), "{stderr}");
+    let queued = json(
+        &home
+            .ok("dana", &["--json", "send", "work", "offline note"])
+            .await,
+    );
+    assert_eq!(queued["state"], "queued");
+    let status = json(&home.ok("dana", &["--json", "status"]).await);
+    assert_eq!(status["outbox"]["waiting"], 1);
+    hub.start_again().await;
+    home.ok("dana", &["sync"]).await;
+    let status = json(&home.ok("dana", &["--json", "status"]).await);
+    assert_eq!(status["outbox"]["waiting"], 0);
+    let last = lines_json(
+        &home
+            .ok("dana", &["--json", "tail", "work", "--limit", "1"])
+            .await,
+    );
+    assert_eq!(last[0]["text"], "offline note");
+}
