@@ -24,6 +24,9 @@ use serde_json::json;
 /// How long a command waits for the hub before it gives up (sends stay queued).
 const PATIENCE: Duration = Duration::from_secs(10);
 
+/// The exit code for a token the hub refused or revoked.
+const TOKEN_REFUSED: u8 = 5;
+
 /// A failure with its exit code.
 #[derive(Debug)]
 pub struct Failure {
@@ -43,9 +46,9 @@ impl Failure {
 impl From<CoreError> for Failure {
     fn from(error: CoreError) -> Failure {
         let code = match &error {
-            CoreError::Refused { code, .. } if code == "unauthorized" => 5,
+            CoreError::Refused { code, .. } if code == "unauthorized" => TOKEN_REFUSED,
             CoreError::Refused { .. } => 4,
-            CoreError::Timeout => 3,
+            CoreError::Timeout | CoreError::NotSent => 3,
             CoreError::Http(_) => 3,
             _ => 1,
         };
@@ -399,7 +402,46 @@ async fn synced(core: &Core) -> Result<(), Failure> {
         SyncState::Offline { reason } => {
             Err(Failure::new(3, format!("the hub is unreachable: {reason}")))
         }
-        SyncState::Error { reason } => Err(Failure::new(5, reason)),
+        SyncState::Error { reason } => Err(Failure::new(TOKEN_REFUSED, reason)),
+    }
+}
+
+/// The seq below which a page of the latest `limit` messages cannot reach: that of its
+/// oldest message, or 0 when the page is not full (older ones may still come).
+fn window_floor(page: &[roundtable_core::cache::MessageView], limit: u32) -> u64 {
+    if page.len() < limit as usize {
+        0
+    } else {
+        page.first()
+            .and_then(|m| m.seq)
+            .map_or(0, |seq| seq.saturating_sub(1))
+    }
+}
+
+/// Waits (at most [`PATIENCE`]) until history has filled every gap of `room` between
+/// `floor` and `below`; false when some remain.
+async fn gaps_filled(core: &Core, room: &str, floor: u64, below: u64) -> Result<bool, Failure> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let open = core
+            .read(|cache| cache.gaps())?
+            .iter()
+            .any(|(r, from, to)| r == room && *to > floor && *from < below);
+        if !open {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn warn_if_incomplete(complete: bool) {
+    if !complete {
+        eprintln!(
+            "roundtable: older messages of this room are still being fetched; this list may miss some"
+        );
     }
 }
 
@@ -586,10 +628,12 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
         ClientCommand::Send { room, text } => {
             // A title resolves from the cache (after a sync when it is not there yet); an id,
             // or anything while offline, goes as given.
+            // A refused token is no reason to queue: the user must act first.
             let room = match room_id(core, &room) {
                 Ok(id) => id,
                 Err(_) => match synced(core).await {
                     Ok(()) => room_id(core, &room)?,
+                    Err(failure) if failure.code == TOKEN_REFUSED => return Err(failure),
                     Err(_) => room,
                 },
             };
@@ -599,6 +643,12 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
                 outcome = core.wait(n, PATIENCE) => outcome,
                 failure = synced(core) => match failure {
                     Ok(()) => core.wait(n, PATIENCE).await,
+                    Err(failure) if failure.code == TOKEN_REFUSED => {
+                        return Err(Failure::new(
+                            TOKEN_REFUSED,
+                            format!("{}; the message waits in the outbox (entry {n})", failure.message),
+                        ));
+                    }
                     Err(_) => Err(CoreError::Timeout),
                 },
             };
@@ -616,7 +666,7 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
                     )
                 }
                 Ok(Outcome::Failed { code, msg }) => Err(Failure::new(
-                    if code == "unauthorized" { 5 } else { 4 },
+                    if code == "unauthorized" { TOKEN_REFUSED } else { 4 },
                     format!("the hub refused the message: {msg} ({code}); see `roundtable outbox`"),
                 )),
                 Err(_) => out.show(
@@ -632,31 +682,54 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
         } => {
             synced(core).await?;
             let room = room_id(core, &room)?;
-            let mut last = 0;
+            // The window is the latest `limit` messages; what history still has to bring
+            // into it is waited for.
+            let stored = core.read(|cache| cache.messages_before(&room, u64::MAX, limit))?;
+            let floor = window_floor(&stored, limit);
+            warn_if_incomplete(gaps_filled(core, &room, floor, u64::MAX).await?);
+            let mut changes = core.changes();
             let messages = core.read(|cache| cache.messages(&room, 0, limit))?;
+            let mut printed = std::collections::HashSet::new();
+            let mut last = floor;
             for message in &messages {
                 print_message(core, out, message)?;
-                last = last.max(message.seq.unwrap_or(0));
-            }
-            if follow {
-                let mut changes = core.changes();
-                loop {
-                    match changes.recv().await {
-                        Ok(roundtable_core::Change::Room(changed)) if changed == room => {
-                            let messages = core.read(|cache| cache.messages(&room, last, 1000))?;
-                            for message in messages.iter().filter(|m| m.seq.is_some()) {
-                                print_message(core, out, message)?;
-                                last = last.max(message.seq.unwrap_or(0));
-                            }
-                        }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                            continue;
-                        }
-                        Err(_) => return Ok(()),
-                    }
+                if let Some(seq) = message.seq {
+                    printed.insert(seq);
+                    last = last.max(seq);
                 }
             }
-            Ok(())
+            if !follow {
+                return Ok(());
+            }
+            loop {
+                match changes.recv().await {
+                    Ok(roundtable_core::Change::Room(changed)) if changed == room => {}
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return Ok(()),
+                }
+                // New messages after the last printed; and when history filled a gap
+                // inside the window (after a long disconnection), the ones it brought.
+                let refilled = core
+                    .read(|cache| cache.gaps())?
+                    .iter()
+                    .any(|(r, from, to)| *r == room && *to > floor && *from <= last);
+                let mut after = if refilled { floor } else { last };
+                loop {
+                    let page = core.read(|cache| cache.messages_after(&room, after, 1000))?;
+                    let Some(end) = page.last().and_then(|m| m.seq) else {
+                        break;
+                    };
+                    for message in &page {
+                        if let Some(seq) = message.seq
+                            && printed.insert(seq)
+                        {
+                            print_message(core, out, message)?;
+                            last = last.max(seq);
+                        }
+                    }
+                    after = end;
+                }
+            }
         }
         ClientCommand::History {
             room,
@@ -665,16 +738,11 @@ async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
         } => {
             synced(core).await?;
             let room = room_id(core, &room)?;
-            let all = core.read(|cache| cache.messages(&room, 0, u32::MAX))?;
-            let mut page: Vec<_> = all
-                .into_iter()
-                .filter(|m| {
-                    m.seq
-                        .is_some_and(|seq| before.is_none_or(|before| seq < before))
-                })
-                .collect();
-            let skip = page.len().saturating_sub(limit as usize);
-            page.drain(..skip);
+            let below = before.unwrap_or(u64::MAX);
+            let stored = core.read(|cache| cache.messages_before(&room, below, limit))?;
+            let floor = window_floor(&stored, limit);
+            warn_if_incomplete(gaps_filled(core, &room, floor, below).await?);
+            let page = core.read(|cache| cache.messages_before(&room, below, limit))?;
             for message in &page {
                 print_message(core, out, message)?;
             }
@@ -969,11 +1037,8 @@ async fn control(
     )
 }
 
-/// An agent's handle and id from its id, `user/name`, or `name` (one's own agent).
+/// An agent's handle and id from `user/name`, or `name` (one's own agent).
 async fn agent_id(core: &Core, agent: String) -> Result<(String, String), Failure> {
-    if agent.starts_with("p_") {
-        return Ok((agent.clone(), agent));
-    }
     let handle = if agent.contains('/') {
         agent
     } else {

@@ -8,6 +8,7 @@
 //! - [`cache`]: the SQLite cache, its projections and its outbox.
 //! - [`projection`]: what an event changes; pure.
 //! - [`link`]: one WebSocket connection to the hub.
+//! - [`process_lock`]: which processes use the profile, so several can share it.
 //! - [`sync`]: the task that keeps the cache in step with the hub and drains the outbox.
 //! - [`http`], [`hub_address`]: signup and addresses.
 //!
@@ -19,6 +20,7 @@ pub mod cache;
 pub mod http;
 pub mod hub_address;
 pub mod link;
+pub mod process_lock;
 pub mod profile;
 pub mod projection;
 pub mod sync;
@@ -37,6 +39,7 @@ use tokio::sync::{Notify, broadcast, oneshot, watch};
 
 use crate::cache::{Cache, CacheError, OutboxKind, OutboxState};
 use crate::hub_address::HubAddress;
+use crate::process_lock::ProcessLock;
 use crate::profile::{Profile, ProfileError, Secret};
 
 /// Milliseconds since the Unix epoch.
@@ -93,8 +96,12 @@ pub enum CoreError {
     Http(#[from] http::HttpError),
     #[error("the hub refused: {msg} ({code})")]
     Refused { code: String, msg: String },
-    #[error("the hub did not answer in time; the command stays in the outbox")]
+    #[error(
+        "the hub did not answer in time; the command was sent and may still be applied: see `roundtable outbox`"
+    )]
     Timeout,
+    #[error("the hub could not be reached in time; nothing was sent")]
+    NotSent,
     #[error("{0}")]
     Invalid(String),
 }
@@ -111,6 +118,7 @@ impl CoreError {
             CoreError::Http(_) => "http",
             CoreError::Refused { code, .. } => code,
             CoreError::Timeout => "timeout",
+            CoreError::NotSent => "not_sent",
             CoreError::Invalid(_) => "invalid",
         }
     }
@@ -135,6 +143,8 @@ pub(crate) struct Shared {
     outbox_ready: Notify,
     /// Outbox entries someone waits on.
     waiters: Mutex<HashMap<u64, Vec<oneshot::Sender<Outcome>>>>,
+    /// This process's hold on the profile: its outbox owner id and its device.
+    lock: ProcessLock,
 }
 
 impl Shared {
@@ -215,13 +225,21 @@ impl Core {
     /// Opens a profile's cache. Writes interrupted in flight by a crash are recovered: sends
     /// go back to the queue, other commands are reported failed.
     pub fn open(profile: Profile) -> Result<Core, CoreError> {
-        let cache = Cache::open(&profile.cache_path(), now_ms())?;
-        cache.recover_outbox()?;
+        let lock = ProcessLock::acquire(&profile.dir, &profile.device).map_err(|error| {
+            CoreError::Invalid(format!(
+                "cannot lock the profile directory {}: {error}",
+                profile.dir.display()
+            ))
+        })?;
+        let mut cache = Cache::open(&profile.cache_path(), now_ms())?;
+        cache.recover_outbox(|owner| lock.is_alive(owner))?;
+        cache.forget_done_before(now_ms() - sync::DONE_KEPT_MS)?;
         if let Some(principal) = cache.meta("principal")?
             && principal != profile.principal
         {
             // Another identity's cache: start over (the outbox was written by it too).
             drop(cache);
+            drop(lock);
             std::fs::remove_file(profile.cache_path()).map_err(|error| {
                 CoreError::Invalid(format!(
                     "cannot replace the cache of another identity: {error}"
@@ -247,6 +265,7 @@ impl Core {
                 }),
                 outbox_ready: Notify::new(),
                 waiters: Mutex::new(HashMap::new()),
+                lock,
             }),
         })
     }
@@ -306,6 +325,7 @@ impl Core {
             Some(room),
             &frame.to_json(),
             now_ms(),
+            &self.shared.lock.id,
         )?;
         self.shared.changed(Change::Outbox);
         self.shared.outbox_ready.notify_one();
@@ -329,6 +349,7 @@ impl Core {
             None,
             &frame.to_json(),
             now_ms(),
+            &self.shared.lock.id,
         )?;
         self.shared.changed(Change::Outbox);
         self.shared.outbox_ready.notify_one();
@@ -350,7 +371,10 @@ impl Core {
             return Ok(outcome);
         }
         match tokio::time::timeout(timeout, outcome).await {
-            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Ok(outcome)) => {
+                let _ = self.shared.cache().forget_done(n);
+                Ok(outcome)
+            }
             _ => match self.settled(n)? {
                 Some(outcome) => Ok(outcome),
                 None => Err(CoreError::Timeout),
@@ -358,10 +382,18 @@ impl Core {
         }
     }
 
-    /// An outbox entry's end, if it has ended (a finished send's entry is gone).
+    /// An outbox entry's end, if it has ended; a finished entry is forgotten once read.
     fn settled(&self, n: u64) -> Result<Option<Outcome>, CoreError> {
-        let entry = self.shared.cache().outbox_entry(n)?;
+        let cache = self.shared.cache();
+        let entry = cache.outbox_entry(n)?;
+        if entry
+            .as_ref()
+            .is_some_and(|entry| entry.state == OutboxState::Done)
+        {
+            cache.forget_done(n)?;
+        }
         Ok(match entry {
+            // Collected by another waiter.
             None => Some(Outcome::Done(String::new())),
             Some(entry) => match entry.state {
                 OutboxState::Done => Some(Outcome::Done(entry.reply.unwrap_or_default())),
@@ -374,10 +406,19 @@ impl Core {
         })
     }
 
-    /// Sends a command and waits for the hub's `ok`.
+    /// Sends a command and waits for the hub's `ok`. When time runs out before it was
+    /// sent, it is withdrawn: nobody would see its reply.
     pub async fn call(&self, frame: ClientFrame, timeout: Duration) -> Result<OkReply, CoreError> {
         let n = self.command(frame)?;
-        let outcome = self.wait(n, timeout).await?;
+        let outcome = match self.wait(n, timeout).await {
+            Err(CoreError::Timeout) => {
+                if self.shared.cache().cancel_queued(n)? {
+                    return Err(CoreError::NotSent);
+                }
+                return Err(CoreError::Timeout);
+            }
+            other => other?,
+        };
         let _ = self.shared.cache().forget_done(n);
         match outcome {
             Outcome::Done(reply) => serde_json::from_str(&reply)
@@ -395,7 +436,7 @@ impl Core {
 
     /// Puts a failed outbox entry back in the queue.
     pub fn retry(&self, n: u64) -> Result<bool, CoreError> {
-        let retried = self.shared.cache().retry(n)?;
+        let retried = self.shared.cache().retry(n, &self.shared.lock.id)?;
         if retried {
             self.shared.changed(Change::Outbox);
             self.shared.outbox_ready.notify_one();

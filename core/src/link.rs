@@ -44,6 +44,8 @@ pub struct Link {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
     pub hello: Hello,
     next_id: u64,
+    /// When the hub was last heard from (a frame or a ping).
+    last_heard: tokio::time::Instant,
 }
 
 impl std::fmt::Debug for Link {
@@ -99,6 +101,7 @@ impl Link {
                 replay_max: None,
             },
             next_id: 1,
+            last_heard: tokio::time::Instant::now(),
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, link.next()).await {
             Ok(Ok(ServerFrame::Hello(hello))) => {
@@ -171,10 +174,22 @@ impl Link {
             })
     }
 
-    /// The next frame from the hub (pings are answered underneath).
+    /// Whether the hub has been silent for longer than two heartbeats: the connection is
+    /// dead even if TCP has not noticed (a laptop that slept, a network that changed).
+    pub fn silent(&self, now: tokio::time::Instant) -> bool {
+        self.hello.hb_ms > 0
+            && now.duration_since(self.last_heard)
+                > Duration::from_millis(self.hello.hb_ms.saturating_mul(2))
+    }
+
+    /// The next frame from the hub (pings are answered underneath). Cancel-safe.
     pub async fn next(&mut self) -> Result<ServerFrame, LinkError> {
         loop {
-            match self.socket.next().await {
+            let message = self.socket.next().await;
+            if let Some(Ok(_)) = message {
+                self.last_heard = tokio::time::Instant::now();
+            }
+            match message {
                 None => {
                     return Err(LinkError::Closed {
                         code: None,

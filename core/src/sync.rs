@@ -37,6 +37,12 @@ const HISTORY_IN_FLIGHT: usize = 4;
 const HISTORY_PAGE: u32 = 500;
 /// Frames read without waiting before a batch is applied.
 const BATCH: usize = 512;
+/// How long a finished outbox entry's reply waits for a caller to collect it.
+pub(crate) const DONE_KEPT_MS: i64 = 60_000;
+/// How often the hub's silence is checked (dead after two heartbeats).
+const LIVENESS_CHECK: Duration = Duration::from_millis(250);
+/// The wait before history that failed (not for lack of access) is asked again.
+const GAP_RETRY: Duration = Duration::from_secs(2);
 
 /// The delay before reconnect attempt `attempt` (1, 2, …): uniform between 0.5 s and
 /// `min(30 s, 0.5 s × 2^attempt)` ("full jitter", so a crowd of clients spreads out).
@@ -55,11 +61,18 @@ pub fn backoff(attempt: u32, rng: &mut impl Rng) -> Duration {
 pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut attempt = 0u32;
     loop {
+        if *stop.borrow() {
+            shared.set_state(SyncState::Offline {
+                reason: "stopped".into(),
+            });
+            return;
+        }
         shared.set_state(SyncState::Syncing);
         let mut session = Session::new(shared.clone());
         let result = session.run(&mut stop).await;
         let synced = session.synced;
         drop(session);
+        release_inflight(&shared);
         let error = match result {
             Ok(()) => {
                 shared.set_state(SyncState::Offline {
@@ -89,6 +102,30 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.changed() => return,
         }
+    }
+}
+
+/// The connection ended: what this process had in flight cannot be answered any more.
+/// Sends go back to the queue (their key makes a resend safe); commands are failed, and
+/// whoever waits on them is told.
+fn release_inflight(shared: &Shared) {
+    match shared.cache().release_inflight(&shared.lock.id) {
+        Ok((requeued, failed)) => {
+            if requeued == 0 && failed.is_empty() {
+                return;
+            }
+            for n in failed {
+                shared.finish(
+                    n,
+                    Outcome::Failed {
+                        code: "interrupted".into(),
+                        msg: "the connection ended before the hub answered; it may or may not have been applied".into(),
+                    },
+                );
+            }
+            shared.changed(Change::Outbox);
+        }
+        Err(error) => warn!(%error, "cannot release the outbox entries in flight"),
     }
 }
 
@@ -130,6 +167,8 @@ struct Session {
     gaps_waiting: bool,
     /// We joined a room live: ask for the rooms' snapshot after this batch.
     rooms_waiting: bool,
+    /// History failed for a reason that may pass: ask again then.
+    gaps_retry_at: Option<tokio::time::Instant>,
 }
 
 impl Session {
@@ -148,6 +187,7 @@ impl Session {
             filling: HashSet::new(),
             gaps_waiting: false,
             rooms_waiting: false,
+            gaps_retry_at: None,
         }
     }
 
@@ -159,7 +199,14 @@ impl Session {
             _ = stop.changed() => return Ok(()),
         };
         self.check_epoch(&link)?;
-        let principal = link.auth(profile.token.expose(), &profile.device).await?;
+        let principal = link
+            .auth(profile.token.expose(), &shared.lock.device)
+            .await?;
+        // Entries of processes that ended since are anyone's now.
+        let _ = self
+            .shared
+            .cache()
+            .recover_outbox(|owner| shared.lock.is_alive(owner));
         if principal.id != self.me {
             return Err(LinkError::Unauthorized(format!(
                 "the token belongs to {}, not to this profile's {}",
@@ -181,9 +228,11 @@ impl Session {
         .await?;
         self.pending.insert(id, Pending::Sync);
         let mut ack_timer = tokio::time::interval(ACK_PERIOD);
+        let mut liveness = tokio::time::interval(LIVENESS_CHECK);
         loop {
             let outbox_ready = self.synced && !self.outbox_busy;
             let retry_at = self.outbox_not_before;
+            let gaps_at = self.gaps_retry_at;
             tokio::select! {
                 frame = link.next() => {
                     let mut frames = vec![frame?];
@@ -213,9 +262,30 @@ impl Session {
                     self.outbox_not_before = None;
                     self.flush_outbox(&mut link).await?;
                 }
-                _ = ack_timer.tick() => self.send_acks(&mut link).await?,
-                _ = stop.changed() => {
+                _ = async {
+                    match gaps_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.gaps_retry_at = None;
+                    self.fill_gaps(&mut link).await?;
+                }
+                _ = ack_timer.tick() => {
                     self.send_acks(&mut link).await?;
+                    let _ = self.shared.cache().forget_done_before(now_ms() - DONE_KEPT_MS);
+                }
+                now = liveness.tick() => {
+                    if link.silent(now) {
+                        return Err(LinkError::Closed {
+                            code: None,
+                            reason: "the hub went silent (no heartbeat)".into(),
+                        });
+                    }
+                }
+                _ = stop.changed() => {
+                    // Best effort: the connection may already be gone.
+                    let _ = self.send_acks(&mut link).await;
                     link.close().await;
                     return Ok(());
                 }
@@ -347,6 +417,12 @@ impl Session {
     async fn handle_frame(&mut self, link: &mut Link, frame: ServerFrame) -> Result<(), LinkError> {
         match frame {
             ServerFrame::Gap(gap) => {
+                if gap.from == 0 || gap.from > gap.to || gap.to == u64::MAX {
+                    return Err(LinkError::Protocol(format!(
+                        "a gap {}..{} in {} that cannot be",
+                        gap.from, gap.to, gap.room
+                    )));
+                }
                 self.shared
                     .cache()
                     .add_gap(&gap.room, gap.from, gap.to)
@@ -421,7 +497,7 @@ impl Session {
                     let reply = ServerFrame::Ok(ok).to_json();
                     self.shared
                         .cache()
-                        .mark_done(n, kind, &reply)
+                        .mark_done(n, &reply, now_ms())
                         .map_err(|error| LinkError::Protocol(error.to_string()))?;
                     self.shared.finish(n, Outcome::Done(reply));
                     self.shared.changed(Change::Outbox);
@@ -438,12 +514,22 @@ impl Session {
                     gap_from,
                     gap_to,
                 }) => {
-                    // A room we may no longer read: the gap cannot be filled.
-                    let _ = self
-                        .shared
-                        .cache()
-                        .fill_gap(&self.me, &room, gap_from, gap_to, &[]);
-                    self.filling.remove(&(room, gap_from));
+                    self.filling.remove(&(room.clone(), gap_from));
+                    if matches!(
+                        err.code,
+                        roundtable_protocol::ErrorCode::NotMember
+                            | roundtable_protocol::ErrorCode::NotFound
+                    ) {
+                        // A room we may no longer read: the gap cannot be filled.
+                        let _ =
+                            self.shared
+                                .cache()
+                                .fill_gap(&self.me, &room, gap_from, gap_to, &[]);
+                        self.fill_gaps(link).await?;
+                    } else {
+                        warn!(%room, code = %err.code, msg = %err.msg, "history failed; asking again shortly");
+                        self.gaps_retry_at = Some(tokio::time::Instant::now() + GAP_RETRY);
+                    }
                 }
                 Some(Pending::Outbox { n, .. }) => {
                     self.outbox_busy = false;
@@ -537,23 +623,19 @@ impl Session {
         {
             return Ok(());
         }
-        let entry = self
-            .shared
-            .cache()
-            .next_queued()
-            .map_err(|error| LinkError::Protocol(error.to_string()))?;
-        let Some(entry) = entry else {
-            return Ok(());
-        };
-        if let Some(retry_ms) = entry.retry_ms
-            && retry_ms > now_ms()
-        {
-            let wait = Duration::from_millis((retry_ms - now_ms()) as u64);
-            self.outbox_not_before = Some(tokio::time::Instant::now() + wait);
-            return Ok(());
-        }
-        let id = link.id();
-        let Some(frame) = with_id(&entry, id) else {
+        let owner = self.shared.lock.id.clone();
+        let entry = loop {
+            let entry = self
+                .shared
+                .cache()
+                .next_queued(&owner)
+                .map_err(|error| LinkError::Protocol(error.to_string()))?;
+            let Some(entry) = entry else {
+                return Ok(());
+            };
+            if with_id(&entry, 0).is_some() {
+                break entry;
+            }
             let _ = self.shared.cache().mark_failed(
                 entry.n,
                 "bad_frame",
@@ -566,12 +648,29 @@ impl Session {
                     msg: "unreadable outbox entry".into(),
                 },
             );
+            self.shared.changed(Change::Outbox);
+        };
+        if let Some(retry_ms) = entry.retry_ms
+            && retry_ms > now_ms()
+        {
+            let wait = Duration::from_millis((retry_ms - now_ms()) as u64);
+            self.outbox_not_before = Some(tokio::time::Instant::now() + wait);
+            return Ok(());
+        }
+        let id = link.id();
+        let Some(frame) = with_id(&entry, id) else {
             return Ok(());
         };
-        self.shared
+        let claimed = self
+            .shared
             .cache()
-            .mark_inflight(entry.n)
+            .claim(entry.n, &owner)
             .map_err(|error| LinkError::Protocol(error.to_string()))?;
+        if !claimed {
+            // Another process on this profile took it a moment ago.
+            self.shared.outbox_ready.notify_one();
+            return Ok(());
+        }
         self.outbox_busy = true;
         self.pending.insert(
             id,

@@ -308,3 +308,55 @@ async fn an_owner_controls_an_agent_and_its_failed_sends_are_retried() {
     );
     assert_eq!(last[0]["text"], "offline note");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_processes_share_one_profile() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.ok(
+        "dana",
+        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
+    )
+    .await;
+    home.ok("dana", &["room", "create", "--title", "design"])
+        .await;
+
+    // A `tail --follow` holds a connection open while other commands run beside it.
+    let mut follow = home
+        .command("dana", &["--json", "tail", "design", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    // It is connected once `status` (a third process) sees the hub; sends go now.
+    home.ok("dana", &["status"]).await;
+    for text in ["one", "two", "three"] {
+        let sent = json(&home.ok("dana", &["--json", "send", "design", text]).await);
+        assert_eq!(sent["state"], "sent", "{text}: {sent}");
+    }
+    home.ok("dana", &["room", "create", "--title", "side"])
+        .await;
+    for expected in ["one", "two", "three"] {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("tail --follow printed the message")
+            .unwrap()
+            .unwrap();
+        assert_eq!(json(&line)["text"], expected);
+    }
+    follow.kill().await.unwrap();
+    // Every command ran once.
+    let rooms = json(&home.ok("dana", &["--json", "rooms"]).await);
+    let mut titles: Vec<&str> = rooms
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["title"].as_str().unwrap())
+        .collect();
+    titles.sort();
+    assert_eq!(titles, vec!["design", "side"]);
+    assert_eq!(
+        json(&home.ok("dana", &["--json", "outbox"]).await),
+        serde_json::json!([])
+    );
+}

@@ -71,6 +71,31 @@ async fn two_users_and_an_agent_converge_on_what_each_may_see() {
         }
         sync.stop().await;
     }
+    // A fresh device of dana's asks for old history: it waits for the gap to be filled
+    // rather than printing a partial page.
+    home.login("dana-laptop", &addr, &dana_token).await;
+    let page: Vec<serde_json::Value> = home
+        .ok(
+            "dana-laptop",
+            &[
+                "--json", "history", "parser", "--before", "60", "--limit", "3",
+            ],
+        )
+        .await
+        .lines()
+        .map(json)
+        .collect();
+    let seqs: Vec<u64> = page.iter().map(|m| m["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs.len(), 3, "{page:?}");
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]) && seqs[2] < 60,
+        "{seqs:?}"
+    );
+    assert!(
+        page.iter()
+            .all(|m| m["text"].as_str().unwrap().starts_with("bulk"))
+    );
+
     // The agent saw only what concerns it: its own message and the mention, not the bulk.
     let writer = home
         .ok("writer", &["--json", "tail", "parser", "--limit", "100"])

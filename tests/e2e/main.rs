@@ -4,4 +4,5 @@
 mod cli;
 mod convergence;
 mod crashes;
+mod liveness;
 mod offline;

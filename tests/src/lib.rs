@@ -263,7 +263,7 @@ pub fn check_consistent(core: &Core) -> Result<()> {
     Ok(())
 }
 
-/// Opens a profile's core, syncs until it is idle with no gap and an empty outbox.
+/// Opens a profile's core, syncs until it is idle with no gap and nothing waiting to be sent.
 pub async fn synced_core(profile: Profile) -> (Core, roundtable_core::SyncHandle) {
     let core = Core::open(profile).unwrap();
     let handle = core.start();
@@ -271,7 +271,7 @@ pub async fn synced_core(profile: Profile) -> (Core, roundtable_core::SyncHandle
     (core, handle)
 }
 
-/// Waits until the core is idle, its gaps filled and its outbox empty.
+/// Waits until the core is idle, its gaps filled and nothing in its outbox waits to be sent.
 pub async fn settle(core: &Core) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -280,7 +280,13 @@ pub async fn settle(core: &Core) {
             roundtable_core::SyncState::Idle
         );
         let gaps = core.read(|cache| cache.gaps()).unwrap();
-        let outbox = core.read(|cache| cache.outbox_pending()).unwrap();
+        // Failed entries wait for the user, not for the sync.
+        let outbox: Vec<_> = core
+            .read(|cache| cache.outbox_pending())
+            .unwrap()
+            .into_iter()
+            .filter(|entry| entry.state != roundtable_core::cache::OutboxState::Failed)
+            .collect();
         if idle && gaps.is_empty() && outbox.is_empty() {
             return;
         }
@@ -360,4 +366,76 @@ pub async fn flood(client: &mut Client, room: &str, prefix: &str, count: usize, 
 pub fn json(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout.trim())
         .unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
+}
+
+/// A TCP proxy in front of a hub that can cut its current connections without closing
+/// them: from then on nothing passes either way, not even a close, as when a laptop sleeps
+/// or its network changes under an open socket. New connections pass normally.
+pub struct Blackhole {
+    pub addr: std::net::SocketAddr,
+    /// Connections accepted so far (each one's generation is its number).
+    accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Connections with a generation up to this are cut.
+    cut_before: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    _accept: tokio::task::JoinHandle<()>,
+}
+
+impl Blackhole {
+    pub async fn start(upstream: std::net::SocketAddr) -> Blackhole {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut_before = Arc::new(AtomicU64::new(0));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let cut = cut_before.clone();
+        let count = accepted.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let generation = count.fetch_add(1, Ordering::SeqCst) + 1;
+                let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                for (mut from, mut to) in [
+                    (
+                        Box::new(client_read) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                        Box::new(server_write) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                    ),
+                    (Box::new(server_read), Box::new(client_write)),
+                ] {
+                    let cut = cut.clone();
+                    let mine = generation;
+                    tokio::spawn(async move {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let mut buffer = vec![0u8; 16 * 1024];
+                        loop {
+                            let read = from.read(&mut buffer).await.unwrap_or(0);
+                            if mine <= cut.load(Ordering::SeqCst) {
+                                // Cut: swallow everything, forever, and never close.
+                                std::future::pending::<()>().await;
+                            }
+                            if read == 0 || to.write_all(&buffer[..read]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Blackhole {
+            addr,
+            accepted,
+            cut_before,
+            _accept: accept,
+        }
+    }
+
+    /// Silences every connection open now.
+    pub fn cut(&self) {
+        use std::sync::atomic::Ordering;
+        self.cut_before
+            .store(self.accepted.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
 }

@@ -23,8 +23,14 @@ pub use queries::*;
 
 use crate::projection::{self, Write};
 
-const MIGRATIONS: &[roundtable_sqlite::Migration] =
-    &[(1, "cache", include_str!("migrations/0001_cache.sql"))];
+const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
+    (1, "cache", include_str!("migrations/0001_cache.sql")),
+    (
+        2,
+        "outbox_owner",
+        include_str!("migrations/0002_outbox_owner.sql"),
+    ),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -55,7 +61,7 @@ impl std::fmt::Debug for Cache {
 pub struct Applied {
     /// Events not seen before (already-known ones are skipped).
     pub new_events: usize,
-    /// Rooms whose projections changed.
+    /// Rooms that received events (new to this cache or not), for views to refresh.
     pub rooms: Vec<String>,
     pub inbox_changed: bool,
 }
@@ -153,7 +159,9 @@ impl Cache {
                 applied.new_events += 1;
             }
         }
-        if applied.new_events > 0 {
+        // Another process on this profile may have stored these events first (its own
+        // send, from its `ok`): what this process received is news to its views all the same.
+        if !events.is_empty() {
             if stream == "inbox" {
                 applied.inbox_changed = true;
             } else {
@@ -235,7 +243,7 @@ impl Cache {
                 params![room, filled_to as i64 + 1, to_seq],
             )?;
         }
-        if applied.new_events > 0 {
+        if !events.is_empty() {
             applied.rooms.push(room.to_owned());
         }
         tx.commit()?;
@@ -294,7 +302,7 @@ impl Cache {
                     .prepare_cached(
                         "INSERT INTO members (room, principal, present, seq) VALUES (?1, ?2, 1, ?3)
                          ON CONFLICT (room, principal) DO UPDATE SET present = 1, seq = excluded.seq
-                         WHERE excluded.seq > members.seq AND members.present = 0",
+                         WHERE excluded.seq > members.seq",
                     )?
                     .execute(params![room.id, member.id, seq])?;
                 tx.prepare_cached(

@@ -62,10 +62,11 @@ pub struct OutboxEntry {
     /// The hub's `ok`, for commands whose caller waits for it.
     pub reply: Option<String>,
     pub created_ms: i64,
+    /// The process handling it (see [`crate::process_lock`]); none: any process may.
+    pub owner: Option<String>,
 }
 
-const COLUMNS: &str =
-    "n, client_key, kind, room, frame, state, error_code, error_msg, retry_ms, reply, created_ms";
+const COLUMNS: &str = "n, client_key, kind, room, frame, state, error_code, error_msg, retry_ms, reply, created_ms, owner";
 
 fn entry_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxEntry> {
     let kind: String = row.get(2)?;
@@ -86,11 +87,32 @@ fn entry_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxEntry> {
         retry_ms: row.get(8)?,
         reply: row.get(9)?,
         created_ms: row.get(10)?,
+        owner: row.get(11)?,
     })
 }
 
+const INTERRUPTED: &str = "the connection ended before the hub answered; it may or may not have been applied: check, then retry";
+
+/// Frees a gone process's entries (see [`Cache::recover_outbox`]).
+fn release(tx: &rusqlite::Transaction<'_>, owner: &str) -> Result<(), CacheError> {
+    tx.execute(
+        "UPDATE outbox SET state = 'queued' WHERE owner = ?1 AND state = 'inflight' AND kind = 'send'",
+        [owner],
+    )?;
+    tx.execute(
+        &format!("UPDATE outbox SET state = 'failed', error_code = 'interrupted', error_msg = '{INTERRUPTED}'
+         WHERE owner = ?1 AND state = 'inflight' AND kind = 'command'"),
+        [owner],
+    )?;
+    tx.execute(
+        "UPDATE outbox SET owner = NULL WHERE owner = ?1 AND state = 'queued'",
+        [owner],
+    )?;
+    Ok(())
+}
+
 impl Cache {
-    /// Stores a write; returns its number.
+    /// Stores a write, owned by process `owner`; returns its number.
     pub fn enqueue(
         &self,
         kind: OutboxKind,
@@ -98,10 +120,11 @@ impl Cache {
         room: Option<&str>,
         frame: &str,
         now_ms: i64,
+        owner: &str,
     ) -> Result<u64, CacheError> {
         self.conn.execute(
-            "INSERT INTO outbox (client_key, kind, room, frame, state, created_ms)
-             VALUES (?1, ?2, ?3, ?4, 'queued', ?5)",
+            "INSERT INTO outbox (client_key, kind, room, frame, state, created_ms, owner)
+             VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6)",
             params![
                 client_key,
                 match kind {
@@ -110,34 +133,95 @@ impl Cache {
                 },
                 room,
                 frame,
-                now_ms
+                now_ms,
+                owner
             ],
         )?;
         Ok(self.conn.last_insert_rowid() as u64)
     }
 
-    /// After a restart: sends interrupted in flight go back to the queue (their key makes a
-    /// resend safe); other commands interrupted in flight are failed (they may have run).
-    pub fn recover_outbox(&self) -> Result<(), CacheError> {
-        self.conn.execute_batch(
-            "UPDATE outbox SET state = 'queued' WHERE state = 'inflight' AND kind = 'send';
-             UPDATE outbox SET state = 'failed', error_code = 'interrupted',
-                 error_msg = 'the connection ended before the hub answered; it may or may not have been applied: check, then retry'
-             WHERE state = 'inflight' AND kind = 'command';",
-        )?;
+    /// Releases the entries of processes that are gone (`alive` says which owners still
+    /// run): sends interrupted in flight go back to the queue (their key makes a resend
+    /// safe); other commands interrupted in flight are failed (they may have run); queued
+    /// entries become anyone's.
+    pub fn recover_outbox(&mut self, alive: impl Fn(&str) -> bool) -> Result<(), CacheError> {
+        let owners: Vec<String> = self
+            .conn
+            .prepare(
+                "SELECT DISTINCT owner FROM outbox
+                 WHERE owner IS NOT NULL AND state IN ('queued', 'inflight')",
+            )?
+            .query_map([], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        let gone: Vec<String> = owners.into_iter().filter(|owner| !alive(owner)).collect();
+        let tx = self.conn.transaction()?;
+        for owner in &gone {
+            release(&tx, owner)?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
-    /// The oldest entry waiting to be sent.
-    pub fn next_queued(&self) -> Result<Option<OutboxEntry>, CacheError> {
+    /// This process's connection ended: its sends in flight go back to the queue, its
+    /// commands in flight are failed. Returns how many sends were requeued, and the failed
+    /// commands' numbers.
+    pub fn release_inflight(&mut self, owner: &str) -> Result<(usize, Vec<u64>), CacheError> {
+        let tx = self.conn.transaction()?;
+        let failed: Vec<u64> = tx
+            .prepare(
+                "SELECT n FROM outbox WHERE owner = ?1 AND state = 'inflight' AND kind = 'command'",
+            )?
+            .query_map([owner], |row| Ok(row.get::<_, i64>(0)? as u64))?
+            .collect::<Result<_, _>>()?;
+        let requeued = tx.execute(
+            "UPDATE outbox SET state = 'queued' WHERE owner = ?1 AND state = 'inflight' AND kind = 'send'",
+            [owner],
+        )?;
+        tx.execute(
+            &format!("UPDATE outbox SET state = 'failed', error_code = 'interrupted', error_msg = '{INTERRUPTED}'
+             WHERE owner = ?1 AND state = 'inflight' AND kind = 'command'"),
+            [owner],
+        )?;
+        tx.commit()?;
+        Ok((requeued, failed))
+    }
+
+    /// The oldest entry `owner` may send: its own, or one nobody owns.
+    pub fn next_queued(&self, owner: &str) -> Result<Option<OutboxEntry>, CacheError> {
         Ok(self
             .conn
             .query_row(
-                &format!("SELECT {COLUMNS} FROM outbox WHERE state = 'queued' ORDER BY n LIMIT 1"),
-                [],
+                &format!(
+                    "SELECT {COLUMNS} FROM outbox
+                     WHERE state = 'queued' AND (owner IS NULL OR owner = ?1) ORDER BY n LIMIT 1"
+                ),
+                [owner],
                 entry_from_row,
             )
             .optional()?)
+    }
+
+    /// Takes entry `n` for sending, if it is still queued and `owner` may send it; false
+    /// when another process took it first.
+    pub fn claim(&self, n: u64, owner: &str) -> Result<bool, CacheError> {
+        let changed = self.conn.execute(
+            "UPDATE outbox SET state = 'inflight', owner = ?2
+             WHERE n = ?1 AND state = 'queued' AND (owner IS NULL OR owner = ?2)",
+            params![n as i64, owner],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Withdraws a command nobody sent yet (its caller gave up waiting); false when it is
+    /// already in flight or ended.
+    pub fn cancel_queued(&self, n: u64) -> Result<bool, CacheError> {
+        let changed = self.conn.execute(
+            "UPDATE outbox SET state = 'failed', error_code = 'cancelled',
+                 error_msg = 'not sent: the hub could not be reached in time'
+             WHERE n = ?1 AND state = 'queued' AND kind = 'command'",
+            [n as i64],
+        )?;
+        Ok(changed == 1)
     }
 
     pub fn outbox_entry(&self, n: u64) -> Result<Option<OutboxEntry>, CacheError> {
@@ -162,29 +246,22 @@ impl Cache {
         Ok(entries)
     }
 
-    pub fn mark_inflight(&self, n: u64) -> Result<(), CacheError> {
+    /// The hub accepted it: the entry keeps the reply for whoever waits on it (who then
+    /// forgets it); entries nobody collects are forgotten a little later.
+    pub fn mark_done(&self, n: u64, reply: &str, now_ms: i64) -> Result<(), CacheError> {
         self.conn.execute(
-            "UPDATE outbox SET state = 'inflight' WHERE n = ?1",
-            [n as i64],
+            "UPDATE outbox SET state = 'done', reply = ?2, done_ms = ?3 WHERE n = ?1",
+            params![n as i64, reply, now_ms],
         )?;
         Ok(())
     }
 
-    /// The hub accepted it. A send's entry is removed (its event is in the cache now); a
-    /// command's keeps the reply for whoever waits on it.
-    pub fn mark_done(&self, n: u64, kind: OutboxKind, reply: &str) -> Result<(), CacheError> {
-        match kind {
-            OutboxKind::Send => {
-                self.conn
-                    .execute("DELETE FROM outbox WHERE n = ?1", [n as i64])?;
-            }
-            OutboxKind::Command => {
-                self.conn.execute(
-                    "UPDATE outbox SET state = 'done', reply = ?2 WHERE n = ?1",
-                    params![n as i64, reply],
-                )?;
-            }
-        }
+    /// Forgets entries finished before `before_ms` that nobody collected.
+    pub fn forget_done_before(&self, before_ms: i64) -> Result<(), CacheError> {
+        self.conn.execute(
+            "DELETE FROM outbox WHERE state = 'done' AND coalesce(done_ms, 0) < ?1",
+            [before_ms],
+        )?;
         Ok(())
     }
 
@@ -205,17 +282,18 @@ impl Cache {
         Ok(())
     }
 
-    /// Puts a failed entry back in the queue (the user asked to retry it).
-    pub fn retry(&self, n: u64) -> Result<bool, CacheError> {
+    /// Puts a failed entry back in the queue (the user asked to retry it), owned by `owner`.
+    pub fn retry(&self, n: u64, owner: &str) -> Result<bool, CacheError> {
         let changed = self.conn.execute(
-            "UPDATE outbox SET state = 'queued', error_code = NULL, error_msg = NULL, retry_ms = NULL
+            "UPDATE outbox SET state = 'queued', error_code = NULL, error_msg = NULL, retry_ms = NULL,
+                 owner = ?2
              WHERE n = ?1 AND state = 'failed'",
-            [n as i64],
+            params![n as i64, owner],
         )?;
         Ok(changed == 1)
     }
 
-    /// Forgets finished commands' entries (their callers had the reply).
+    /// Forgets a finished entry (its caller had the reply).
     pub fn forget_done(&self, n: u64) -> Result<(), CacheError> {
         self.conn.execute(
             "DELETE FROM outbox WHERE n = ?1 AND state = 'done'",

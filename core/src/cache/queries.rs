@@ -169,16 +169,53 @@ impl Cache {
         after: u64,
         limit: u32,
     ) -> Result<Vec<MessageView>, CacheError> {
-        let mut statement = self.conn.prepare(
+        let mut messages = self.stored_messages(room, after, u64::MAX, limit, true)?;
+        messages.extend(self.pending_messages(room)?);
+        Ok(messages)
+    }
+
+    /// The latest `limit` stored messages of a room below seq `before`, oldest first.
+    pub fn messages_before(
+        &self,
+        room: &str,
+        before: u64,
+        limit: u32,
+    ) -> Result<Vec<MessageView>, CacheError> {
+        self.stored_messages(room, 0, before, limit, true)
+    }
+
+    /// The first `limit` stored messages of a room after seq `after`, oldest first.
+    pub fn messages_after(
+        &self,
+        room: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<MessageView>, CacheError> {
+        self.stored_messages(room, after, u64::MAX, limit, false)
+    }
+
+    /// Stored messages with `after < seq < before`: the `limit` latest or earliest of them,
+    /// oldest first.
+    fn stored_messages(
+        &self,
+        room: &str,
+        after: u64,
+        before: u64,
+        limit: u32,
+        latest: bool,
+    ) -> Result<Vec<MessageView>, CacheError> {
+        let order = if latest { "DESC" } else { "ASC" };
+        let mut statement = self.conn.prepare_cached(&format!(
             "SELECT * FROM (
                  SELECT e.seq, e.ts_ms, e.sender, p.handle, e.body FROM events e
                  LEFT JOIN principals p ON p.id = e.sender
-                 WHERE e.stream = ?1 AND e.kind = 'message' AND e.seq > ?2
-                 ORDER BY e.seq DESC LIMIT ?3
-             ) ORDER BY seq",
-        )?;
-        let mut messages: Vec<MessageView> = statement
-            .query_map(params![room, after as i64, limit], |row| {
+                 WHERE e.stream = ?1 AND e.kind = 'message' AND e.seq > ?2 AND e.seq < ?3
+                 ORDER BY e.seq {order} LIMIT ?4
+             ) ORDER BY seq"
+        ))?;
+        let before = i64::try_from(before).unwrap_or(i64::MAX);
+        let messages = statement
+            .query_map(params![room, after as i64, before, limit], |row| {
                 let body: String = row.get(4)?;
                 Ok((
                     row.get::<_, i64>(0)? as u64,
@@ -205,7 +242,6 @@ impl Cache {
                 })
             })
             .collect::<Result<_, _>>()?;
-        messages.extend(self.pending_messages(room)?);
         Ok(messages)
     }
 

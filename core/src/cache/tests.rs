@@ -256,6 +256,32 @@ fn a_rooms_snapshot_agrees_with_events_before_or_after_it() {
     later.members.clear();
     snapshot_first.apply_rooms(&[later]).unwrap();
     assert!(state(&snapshot_first).contains("(\"p_dana\", false)"));
+
+    // A member known present before the snapshot: a leave older than it, filled later
+    // (she left and came back while we were away), does not undo it.
+    let (_c, mut cache) = open();
+    let member = |seq, action| {
+        event(
+            "r",
+            seq,
+            "2026-11-30T09:00:00.000Z",
+            "p_dana",
+            "member",
+            json!({"principal": "p_dana", "action": action, "by": "p_dana"}),
+        )
+    };
+    cache
+        .apply("p_dana", "r", &[member(1, "join")], None)
+        .unwrap();
+    cache.apply_rooms(&[snapshot()]).unwrap();
+    cache
+        .apply("p_dana", "r", &[member(8, "leave")], None)
+        .unwrap();
+    assert!(
+        state(&cache).contains("(\"p_dana\", true)"),
+        "{}",
+        state(&cache)
+    );
 }
 
 proptest! {
@@ -315,7 +341,7 @@ fn a_reset_forgets_the_hub_but_keeps_the_outbox() {
     let (_dir, mut cache) = open();
     cache.apply("p_dana", "r", &history(), Some(16)).unwrap();
     let n = cache
-        .enqueue(OutboxKind::Send, Some("k-1"), Some("r"), "{}", 1)
+        .enqueue(OutboxKind::Send, Some("k-1"), Some("r"), "{}", 1, "o_a")
         .unwrap();
     cache.reset("epoch-2").unwrap();
     assert!(cache.cursors().unwrap().is_empty());
@@ -329,23 +355,122 @@ fn a_reset_forgets_the_hub_but_keeps_the_outbox() {
 
 #[test]
 fn an_interrupted_send_is_resent_and_an_interrupted_command_is_not() {
-    let (_dir, cache) = open();
+    let (_dir, mut cache) = open();
     let send = cache
-        .enqueue(OutboxKind::Send, Some("k-1"), Some("r"), "{}", 1)
+        .enqueue(OutboxKind::Send, Some("k-1"), Some("r"), "{}", 1, "o_gone")
         .unwrap();
     let command = cache
-        .enqueue(OutboxKind::Command, None, None, "{}", 1)
+        .enqueue(OutboxKind::Command, None, None, "{}", 1, "o_gone")
         .unwrap();
-    cache.mark_inflight(send).unwrap();
-    cache.mark_inflight(command).unwrap();
-    cache.recover_outbox().unwrap();
+    let queued = cache
+        .enqueue(OutboxKind::Send, Some("k-2"), Some("r"), "{}", 1, "o_gone")
+        .unwrap();
+    assert!(cache.claim(send, "o_gone").unwrap());
+    assert!(cache.claim(command, "o_gone").unwrap());
+    // Another process sees nothing it may send while the owner lives.
+    assert!(cache.next_queued("o_other").unwrap().is_none());
+    assert!(!cache.claim(queued, "o_other").unwrap());
+    // Still alive: nothing changes.
+    cache.recover_outbox(|_| true).unwrap();
+    assert_eq!(
+        cache.outbox_entry(send).unwrap().unwrap().state,
+        OutboxState::Inflight
+    );
+    // Gone: its send is queued again and anyone's, its command failed.
+    cache.recover_outbox(|owner| owner != "o_gone").unwrap();
+    let resent = cache.outbox_entry(send).unwrap().unwrap();
+    assert_eq!((resent.state, resent.owner), (OutboxState::Queued, None));
+    let failed = cache.outbox_entry(command).unwrap().unwrap();
+    assert_eq!(failed.state, OutboxState::Failed);
+    assert_eq!(failed.error_code.as_deref(), Some("interrupted"));
+    assert_eq!(cache.outbox_entry(queued).unwrap().unwrap().owner, None);
+    assert!(cache.retry(command, "o_other").unwrap());
+    assert_eq!(cache.next_queued("o_other").unwrap().unwrap().n, send);
+    // A claim is taken once.
+    assert!(cache.claim(send, "o_other").unwrap());
+    assert!(!cache.claim(send, "o_third").unwrap());
+}
+
+#[test]
+fn a_dropped_connection_releases_what_this_process_had_in_flight() {
+    let (_dir, mut cache) = open();
+    let send = cache
+        .enqueue(OutboxKind::Send, Some("k-1"), Some("r"), "{}", 1, "o_me")
+        .unwrap();
+    let command = cache
+        .enqueue(OutboxKind::Command, None, None, "{}", 1, "o_me")
+        .unwrap();
+    let theirs = cache
+        .enqueue(OutboxKind::Command, None, None, "{}", 1, "o_them")
+        .unwrap();
+    for (n, owner) in [(send, "o_me"), (command, "o_me"), (theirs, "o_them")] {
+        assert!(cache.claim(n, owner).unwrap());
+    }
+    assert_eq!(cache.release_inflight("o_me").unwrap(), (1, vec![command]));
     assert_eq!(
         cache.outbox_entry(send).unwrap().unwrap().state,
         OutboxState::Queued
     );
-    let failed = cache.outbox_entry(command).unwrap().unwrap();
-    assert_eq!(failed.state, OutboxState::Failed);
-    assert_eq!(failed.error_code.as_deref(), Some("interrupted"));
-    assert!(cache.retry(command).unwrap());
-    assert_eq!(cache.next_queued().unwrap().unwrap().n, send);
+    assert_eq!(
+        cache.outbox_entry(command).unwrap().unwrap().state,
+        OutboxState::Failed
+    );
+    assert_eq!(
+        cache.outbox_entry(theirs).unwrap().unwrap().state,
+        OutboxState::Inflight
+    );
+    // A command nobody sent can be withdrawn; one in flight cannot.
+    let waiting = cache
+        .enqueue(OutboxKind::Command, None, None, "{}", 1, "o_me")
+        .unwrap();
+    assert!(cache.cancel_queued(waiting).unwrap());
+    assert_eq!(
+        cache
+            .outbox_entry(waiting)
+            .unwrap()
+            .unwrap()
+            .error_code
+            .as_deref(),
+        Some("cancelled")
+    );
+    assert!(!cache.cancel_queued(theirs).unwrap());
+    // A finished entry keeps its reply a while for a late waiter, then goes.
+    assert!(cache.claim(send, "o_me").unwrap());
+    cache.mark_done(send, r#"{"t":"ok"}"#, 100).unwrap();
+    cache.forget_done_before(100).unwrap();
+    assert_eq!(
+        cache.outbox_entry(send).unwrap().unwrap().reply.as_deref(),
+        Some(r#"{"t":"ok"}"#)
+    );
+    assert!(
+        cache
+            .outbox_pending()
+            .unwrap()
+            .iter()
+            .all(|entry| entry.n != send)
+    );
+    cache.forget_done_before(101).unwrap();
+    assert!(cache.outbox_entry(send).unwrap().is_none());
+}
+
+#[test]
+fn a_cache_from_the_first_schema_upgrades_with_its_outbox_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cache.sqlite3");
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        roundtable_sqlite::migrate(&mut conn, &MIGRATIONS[..1], 0).unwrap();
+        conn.execute(
+            "INSERT INTO outbox (client_key, kind, room, frame, state, created_ms)
+             VALUES ('k-old', 'send', 'r', '{}', 'queued', 1)",
+            [],
+        )
+        .unwrap();
+    }
+    let cache = Cache::open(&path, 0).unwrap();
+    let entry = cache.next_queued("o_new").unwrap().unwrap();
+    assert_eq!(
+        (entry.client_key.as_deref(), entry.owner),
+        (Some("k-old"), None)
+    );
 }
