@@ -38,68 +38,9 @@ pub fn migrate(conn: &mut Connection, now_ms: i64) -> Result<Vec<i64>, StoreErro
     Ok(roundtable_sqlite::migrate(conn, MIGRATIONS, now_ms)?)
 }
 
-/// The writer's connection, and the thread that checkpoints behind it.
+/// The writer's connection.
 pub struct SqliteStore {
     conn: Connection,
-    _checkpointer: Checkpointer,
-}
-
-/// How often the WAL is copied back into the database file.
-const CHECKPOINT_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Copies the WAL back into the database file off the writer's path. With SQLite's
-/// automatic checkpoints, every thousandth page a commit wrote made that commit also copy
-/// the WAL into the database and fsync it, stalling every command of the batch. Here the
-/// writer only appends to the WAL and fsyncs it; a passive checkpoint every
-/// [`CHECKPOINT_PERIOD`] on another connection does the rest (it never blocks the writer,
-/// and copies each page once however many commits rewrote it). Dropping it stops the
-/// thread after a last checkpoint.
-struct Checkpointer {
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Checkpointer {
-    fn start(path: &Path) -> Result<Checkpointer, StoreError> {
-        let conn = Connection::open(path)?;
-        conn.execute_batch("PRAGMA busy_timeout = 10000;")?;
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("roundtable-checkpoint".into())
-            .spawn(move || {
-                loop {
-                    let last = !matches!(
-                        stopped.recv_timeout(CHECKPOINT_PERIOD),
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                    );
-                    if let Err(error) =
-                        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                    {
-                        tracing::warn!(%error, "a WAL checkpoint failed; retrying later");
-                    }
-                    if last {
-                        return;
-                    }
-                }
-            })
-            .map_err(|source| StoreError::DataDir {
-                path: path.display().to_string(),
-                source,
-            })?;
-        Ok(Checkpointer {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -130,9 +71,7 @@ pub fn open(
          PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 10000;
-         PRAGMA cache_size = -8192;
-         PRAGMA wal_autocheckpoint = 0;
-         PRAGMA journal_size_limit = 67108864;",
+         PRAGMA cache_size = -8192;",
     )?;
     migrate(&mut conn, now_ms)?;
     let existing: Option<String> = conn
@@ -152,14 +91,7 @@ pub fn open(
         path: path.to_owned(),
         pool: Mutex::new(Vec::new()),
     };
-    let checkpointer = Checkpointer::start(path)?;
-    Ok((
-        SqliteStore {
-            conn,
-            _checkpointer: checkpointer,
-        },
-        reader,
-    ))
+    Ok((SqliteStore { conn }, reader))
 }
 
 /// The database holds token hashes and private messages: keep it to its owner.
