@@ -4,5 +4,6 @@
 mod cli;
 mod convergence;
 mod crashes;
+mod hub_faults;
 mod liveness;
 mod offline;

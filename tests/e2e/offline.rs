@@ -131,3 +131,50 @@ async fn two_hundred_offline_sends_arrive_once_in_order_despite_a_sigkill() {
     assert_eq!(cached, expected);
     let _ = hub_view(&hub.ws_url(), &token).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_times_out_unsent_is_withdrawn_not_run_later() {
+    let mut hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.ok(
+        "dana",
+        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
+    )
+    .await;
+    hub.stop().await;
+
+    // Offline: the command cannot go; its caller gives up, and so does the outbox.
+    let core = roundtable_core::Core::open(home.profile("dana")).unwrap();
+    let sync = core.start();
+    let create = |title: &str| {
+        ClientFrame::RoomCreate(roundtable_protocol::client::RoomCreate {
+            id: 0,
+            title: Some(title.into()),
+            topic: None,
+            members: Vec::new(),
+        })
+    };
+    let refused = core.call(create("never"), Duration::from_millis(500)).await;
+    assert!(
+        matches!(refused, Err(roundtable_core::CoreError::NotSent)),
+        "{refused:?}"
+    );
+    let withdrawn = core.read(|cache| cache.outbox_pending()).unwrap();
+    assert_eq!(withdrawn.len(), 1);
+    assert_eq!(withdrawn[0].error_code.as_deref(), Some("cancelled"));
+
+    // Back online: what was withdrawn stays withdrawn; a new command runs once.
+    hub.start_again().await;
+    core.call(create("now"), Duration::from_secs(30))
+        .await
+        .unwrap();
+    sync.stop().await;
+    let rooms = json(&home.ok("dana", &["--json", "rooms"]).await);
+    let titles: Vec<&str> = rooms
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|room| room["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, vec!["now"]);
+}
