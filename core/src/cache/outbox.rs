@@ -93,9 +93,10 @@ fn entry_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxEntry> {
 
 const INTERRUPTED: &str = "the connection ended before the hub answered; it may or may not have been applied: check, then retry";
 
-/// Frees a gone process's entries (see [`Cache::recover_outbox`]).
-fn release(tx: &rusqlite::Transaction<'_>, owner: &str) -> Result<(), CacheError> {
-    tx.execute(
+/// What `owner` had in flight can no longer be answered: its sends go back to the queue,
+/// its commands are failed. Returns how many sends were requeued.
+fn release_in_flight(tx: &rusqlite::Transaction<'_>, owner: &str) -> Result<usize, CacheError> {
+    let requeued = tx.execute(
         "UPDATE outbox SET state = 'queued' WHERE owner = ?1 AND state = 'inflight' AND kind = 'send'",
         [owner],
     )?;
@@ -104,11 +105,7 @@ fn release(tx: &rusqlite::Transaction<'_>, owner: &str) -> Result<(), CacheError
          WHERE owner = ?1 AND state = 'inflight' AND kind = 'command'"),
         [owner],
     )?;
-    tx.execute(
-        "UPDATE outbox SET owner = NULL WHERE owner = ?1 AND state = 'queued'",
-        [owner],
-    )?;
-    Ok(())
+    Ok(requeued)
 }
 
 impl Cache {
@@ -156,7 +153,11 @@ impl Cache {
         let gone: Vec<String> = owners.into_iter().filter(|owner| !alive(owner)).collect();
         let tx = self.conn.transaction()?;
         for owner in &gone {
-            release(&tx, owner)?;
+            release_in_flight(&tx, owner)?;
+            tx.execute(
+                "UPDATE outbox SET owner = NULL WHERE owner = ?1 AND state = 'queued'",
+                [owner],
+            )?;
         }
         tx.commit()?;
         Ok(())
@@ -173,15 +174,7 @@ impl Cache {
             )?
             .query_map([owner], |row| Ok(row.get::<_, i64>(0)? as u64))?
             .collect::<Result<_, _>>()?;
-        let requeued = tx.execute(
-            "UPDATE outbox SET state = 'queued' WHERE owner = ?1 AND state = 'inflight' AND kind = 'send'",
-            [owner],
-        )?;
-        tx.execute(
-            &format!("UPDATE outbox SET state = 'failed', error_code = 'interrupted', error_msg = '{INTERRUPTED}'
-             WHERE owner = ?1 AND state = 'inflight' AND kind = 'command'"),
-            [owner],
-        )?;
+        let requeued = release_in_flight(&tx, owner)?;
         tx.commit()?;
         Ok((requeued, failed))
     }
