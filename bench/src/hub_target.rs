@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Barrier;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::measure::{Clock, Outcome, Shape, Tally, parse_payload, payload};
+use crate::measure::{Clock, CpuUse, Outcome, Shape, Tally, parse_payload, payload};
 
 struct Member {
     index: usize,
@@ -118,16 +118,18 @@ pub async fn run(hub_bin: &Path, shape: Shape) -> Result<Outcome> {
         })
         .collect();
     barrier.wait().await;
+    let clock = Clock::new(&shape);
     clock_cell
-        .set(Clock::new(&shape))
+        .set(clock)
         .map_err(|_| anyhow!("clock set twice"))?;
+    let cpu = CpuUse::sample(child.id(), clock);
     barrier.wait().await;
     let mut total = Tally::default();
     for task in tasks {
         total.merge(task.await??);
     }
     let _ = child.kill().await;
-    Ok(Outcome::from_tally(&total, shape.measure))
+    Ok(Outcome::from_tally(&total, shape.measure, cpu.await?))
 }
 
 #[derive(Deserialize)]

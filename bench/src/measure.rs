@@ -119,6 +119,49 @@ impl Tally {
     }
 }
 
+/// CPU seconds (user + system) a process has used so far, from `/proc` (Linux).
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index)?.parse::<f64>().ok();
+    // utime and stime are fields 14 and 15 of the line; Linux counts them in 1/100 s.
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// Cores the server and the load generator used during the measured period.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuUse {
+    pub server_cores: f64,
+    pub client_cores: f64,
+}
+
+impl CpuUse {
+    /// Samples both processes at the start and the end of the measured period.
+    pub fn sample(server_pid: Option<u32>, clock: Clock) -> tokio::task::JoinHandle<CpuUse> {
+        tokio::spawn(async move {
+            let Some(server) = server_pid.map(|pid| pid.to_string()) else {
+                return CpuUse::default();
+            };
+            let read = || (cpu_seconds(&server), cpu_seconds("self"));
+            tokio::time::sleep_until(clock.measure_from.into()).await;
+            let before = read();
+            let from = Instant::now();
+            tokio::time::sleep_until(clock.measure_until.into()).await;
+            let after = read();
+            let seconds = from.elapsed().as_secs_f64();
+            let cores = |before: Option<f64>, after: Option<f64>| match (before, after) {
+                (Some(before), Some(after)) => (after - before) / seconds,
+                _ => f64::NAN,
+            };
+            CpuUse {
+                server_cores: cores(before.0, after.0),
+                client_cores: cores(before.1, after.1),
+            }
+        })
+    }
+}
+
 /// One workload's result.
 #[derive(Debug)]
 pub struct Outcome {
@@ -127,10 +170,11 @@ pub struct Outcome {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub p999_ms: f64,
+    pub cpu: CpuUse,
 }
 
 impl Outcome {
-    pub fn from_tally(tally: &Tally, measured: std::time::Duration) -> Outcome {
+    pub fn from_tally(tally: &Tally, measured: std::time::Duration, cpu: CpuUse) -> Outcome {
         let seconds = measured.as_secs_f64();
         let ms = |q: f64| tally.latency.value_at_quantile(q) as f64 / 1000.0;
         Outcome {
@@ -139,13 +183,26 @@ impl Outcome {
             p50_ms: ms(0.5),
             p99_ms: ms(0.99),
             p999_ms: ms(0.999),
+            cpu,
         }
+    }
+
+    /// Server CPU microseconds per delivered event.
+    pub fn server_us_per_event(&self) -> f64 {
+        self.cpu.server_cores * 1e6 / self.delivered_per_s
     }
 
     pub fn line(&self) -> String {
         format!(
-            "acked sends/s {:>9.0}  delivered/s {:>9.0}  p50 {:>7.2} ms  p99 {:>7.2} ms  p99.9 {:>7.2} ms",
-            self.sends_per_s, self.delivered_per_s, self.p50_ms, self.p99_ms, self.p999_ms
+            "acked sends/s {:>9.0}  delivered/s {:>9.0}  p50 {:>7.2} ms  p99 {:>7.2} ms  p99.9 {:>7.2} ms  server {:.2} cores ({:.2} µs/event)  client {:.2} cores",
+            self.sends_per_s,
+            self.delivered_per_s,
+            self.p50_ms,
+            self.p99_ms,
+            self.p999_ms,
+            self.cpu.server_cores,
+            self.server_us_per_event(),
+            self.cpu.client_cores
         )
     }
 }
@@ -171,7 +228,7 @@ pub fn report(results: &[(&str, &str, Outcome)]) -> String {
         )
     };
     let mut out = String::from(
-        "| target | workload | acked sends/s | delivered events/s | p50 ms | p99 ms | p99.9 ms |\n|---|---|---:|---:|---:|---:|---:|\n",
+        "| target | workload | acked sends/s | delivered events/s | p50 ms | p99 ms | p99.9 ms | server cores | server µs/event | client cores |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for target in ["hub", "nats"] {
         for workload in ["throughput", "latency"] {
@@ -182,12 +239,15 @@ pub fn report(results: &[(&str, &str, Outcome)]) -> String {
                 continue;
             }
             out.push_str(&format!(
-                "| {target} | {workload} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |\n",
+                "| {target} | {workload} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
                 pick(target, workload, |o| o.sends_per_s),
                 pick(target, workload, |o| o.delivered_per_s),
                 pick(target, workload, |o| o.p50_ms),
                 pick(target, workload, |o| o.p99_ms),
                 pick(target, workload, |o| o.p999_ms),
+                pick(target, workload, |o| o.cpu.server_cores),
+                pick(target, workload, Outcome::server_us_per_event),
+                pick(target, workload, |o| o.cpu.client_cores),
             ));
         }
     }
@@ -210,6 +270,18 @@ mod tests {
     fn payloads_round_trip() {
         assert_eq!(parse_payload(&payload(7, 123_456)), Some((7, 123_456)));
         assert_eq!(parse_payload("x"), None);
+    }
+
+    #[test]
+    fn this_process_has_used_some_cpu() {
+        let mut spent = 0u64;
+        for i in 0..2_000_000u64 {
+            spent = spent.wrapping_add(std::hint::black_box(i));
+        }
+        assert!(spent > 0);
+        let seconds = cpu_seconds("self").expect("/proc/self/stat reads");
+        assert!(seconds >= 0.0 && seconds.is_finite());
+        assert_eq!(cpu_seconds("no-such-process"), None);
     }
 
     #[test]

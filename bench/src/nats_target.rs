@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::Barrier;
 
-use crate::measure::{Clock, Outcome, Shape, Tally, parse_payload, payload};
+use crate::measure::{Clock, CpuUse, Outcome, Shape, Tally, parse_payload, payload};
 
 /// `nats-server --version`, or why it is unavailable.
 pub async fn version(bin: &Path) -> String {
@@ -124,9 +124,11 @@ pub async fn run(bin: &Path, jetstream_extra: Option<&str>, shape: Shape) -> Res
         })
         .collect();
     barrier.wait().await;
+    let clock = Clock::new(&shape);
     clock_cell
-        .set(Clock::new(&shape))
+        .set(clock)
         .map_err(|_| anyhow!("clock set twice"))?;
+    let cpu = CpuUse::sample(server.child.id(), clock);
     barrier.wait().await;
     let mut total = Tally::default();
     for task in tasks {
@@ -139,7 +141,7 @@ pub async fn run(bin: &Path, jetstream_extra: Option<&str>, shape: Shape) -> Res
             .await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(10), server.child.wait()).await;
-    Ok(Outcome::from_tally(&total, shape.measure))
+    Ok(Outcome::from_tally(&total, shape.measure, cpu.await?))
 }
 
 async fn member_task(

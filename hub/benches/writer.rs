@@ -25,7 +25,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut ids = IdSource::seeded(1);
     let (mut store, _reader) = sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 0).unwrap();
-    let snapshot = store.load().unwrap();
+    let snapshot = store.load(0).unwrap();
     let mut engine = Engine::new(snapshot, ids);
     let now = 1_800_000_000_000;
 

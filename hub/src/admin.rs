@@ -65,7 +65,7 @@ pub fn add_user(config: &HubConfig, handle: &str, name: &str) -> Result<SignupOu
     let mut ids = IdSource::from_os();
     let now = unix_ms();
     let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
-    let snapshot = store.load()?;
+    let snapshot = store.load(crate::unix_ms())?;
     let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
     let mut tx = store.transaction()?;
     let request = SignupRequest {
@@ -90,7 +90,7 @@ pub fn reissue_user_token(config: &HubConfig, handle: &str) -> Result<String, Ad
     let mut ids = IdSource::from_os();
     let now = unix_ms();
     let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
-    let snapshot = store.load()?;
+    let snapshot = store.load(crate::unix_ms())?;
     let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
     let mut tx = store.transaction()?;
     let token = match engine.reissue_user_token(&mut *tx, now, handle) {

@@ -17,7 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tracing::{info, warn};
 
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
-use crate::engine::{ConnId, Refusal};
+use crate::engine::{ConnId, Refusal, SignupOutcome};
 use crate::metrics::Metrics;
 use crate::state::Recipients;
 use crate::store::PrincipalRecord;
@@ -47,6 +47,11 @@ pub enum Delivery {
         device: String,
         reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
         result: Result<PrincipalRecord, Refusal>,
+    },
+    /// The answer to `POST /v1/signup`.
+    Signup {
+        reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
+        result: Result<SignupOutcome, Refusal>,
     },
 }
 
@@ -194,6 +199,9 @@ impl Dispatcher {
                 if let Ok(principal) = &result {
                     self.register(Arc::from(principal.id.as_str()), device, conn);
                 }
+                let _ = reply.send(result);
+            }
+            Delivery::Signup { reply, result } => {
                 let _ = reply.send(result);
             }
         }

@@ -10,6 +10,8 @@
 //! - [`state`] and [`engine`]: the command logic over an in-memory view of the store; pure
 //!   apart from the transaction it writes to.
 //! - [`writer`]: the one thread that batches commands into group commits.
+//! - [`durability`]: the thread that flushes commits to disk in groups, behind the writer,
+//!   and only then releases what they produced.
 //! - [`dispatch`]: the thread that owns the connection registry and, after each commit,
 //!   queues the replies and fans the events out.
 //! - [`delivery`]: per-connection queues and event encoding.
@@ -23,10 +25,12 @@ pub mod audit;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
+pub mod durability;
 pub mod engine;
 pub mod http;
 pub mod ids;
 pub mod metrics;
+pub mod sent_keys;
 pub mod session;
 pub mod state;
 pub mod store;
@@ -70,6 +74,7 @@ pub enum HubError {
 pub struct Hub {
     context: Arc<SessionContext>,
     writer_thread: std::thread::JoinHandle<()>,
+    flush_thread: std::thread::JoinHandle<()>,
     dispatch_thread: std::thread::JoinHandle<()>,
     /// Held until the hub has stopped.
     lock: admin::DataLock,
@@ -100,7 +105,7 @@ impl Hub {
         let mut ids = IdSource::from_os();
         let (mut store, reader) =
             store::sqlite::open(&config.database_path(), &mut ids, unix_ms())?;
-        let snapshot = store.load()?;
+        let snapshot = store.load(unix_ms())?;
         let hub_id = snapshot.hub_id.clone();
         let epoch = snapshot.epoch.clone();
         let metrics = Arc::new(Metrics::default());
@@ -116,18 +121,28 @@ impl Hub {
             },
         );
         let (dispatch, dispatch_thread) = dispatch::start(metrics.clone());
+        let watermark = Arc::new(durability::Watermark::default());
+        let (flushing, flush_thread) = durability::start(
+            store.flusher()?,
+            watermark.clone(),
+            dispatch.clone(),
+            metrics.clone(),
+        );
         let (writer, writer_thread) = writer::start(
             Box::new(store) as Box<dyn Store>,
             engine,
-            dispatch.clone(),
+            flushing,
+            watermark.clone(),
             metrics.clone(),
-            config.signup,
-            config.max_batch,
+            writer::WriterConfig {
+                signup: config.signup,
+                max_batch: config.max_batch,
+            },
         );
         let context = Arc::new(SessionContext::new(
             writer,
             dispatch,
-            Arc::new(reader),
+            Arc::new(durability::DurableReads::new(Arc::new(reader), watermark)),
             config,
             metrics,
             hub_id,
@@ -136,6 +151,7 @@ impl Hub {
         Ok(Hub {
             context,
             writer_thread,
+            flush_thread,
             dispatch_thread,
             lock,
             tls,
@@ -165,6 +181,7 @@ impl Hub {
         let Hub {
             context,
             writer_thread,
+            flush_thread,
             dispatch_thread,
             lock,
             tls,
@@ -210,6 +227,7 @@ impl Hub {
         }
         let _ = tokio::task::spawn_blocking(move || {
             let _ = writer_thread.join();
+            let _ = flush_thread.join();
             let _ = dispatch_thread.join();
         })
         .await;

@@ -60,6 +60,7 @@ pub struct Metrics {
     pub refused: AtomicU64,
     pub slow_consumers: AtomicU64,
     pub commit_latency: Histogram,
+    pub flush_latency: Histogram,
     pub delivery_latency: Histogram,
 }
 
@@ -124,7 +125,12 @@ impl Metrics {
         self.commit_latency.render(
             &mut out,
             "roundtable_commit_seconds",
-            "Time to commit one batch durably.",
+            "Time to execute and commit one batch (before its flush).",
+        );
+        self.flush_latency.render(
+            &mut out,
+            "roundtable_flush_seconds",
+            "Time to make a group of committed batches durable (one fsync).",
         );
         self.delivery_latency.render(
             &mut out,

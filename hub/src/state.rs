@@ -11,6 +11,7 @@ use roundtable_protocol::model::{self, PrincipalKind, RequestState, Routing};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ids::TokenHash;
+use crate::sent_keys::SentKeys;
 use crate::store::{
     ContactRecord, ControlRecord, InviteRecord, PingRecord, PrincipalRecord, RequestRecord,
     RoomRecord, Snapshot, StreamKey, TokenRecord,
@@ -92,6 +93,8 @@ pub struct HubState {
     pub controls: HashMap<String, Vec<ControlRecord>>,
     /// The audit log's last `n` and hash.
     pub audit_head: (u64, String),
+    /// The `client_key`s used within the retention.
+    pub sent_keys: SentKeys,
 }
 
 impl HubState {
@@ -168,6 +171,7 @@ impl HubState {
                 .push(control);
         }
         state.audit_head = snapshot.audit_head;
+        state.sent_keys = SentKeys::from_records(snapshot.sent_keys);
         state
     }
 
@@ -314,22 +318,6 @@ impl HubState {
                 also_to: None,
             },
             StreamKey::Inbox(principal) => Recipients::One(Arc::from(principal.as_str())),
-        }
-    }
-
-    /// Takes back the last `seq` assigned to a stream (its event was not stored).
-    pub fn undo_seq(&mut self, stream: &StreamKey) {
-        match stream {
-            StreamKey::Room(room) => {
-                if let Some(room) = self.rooms.get_mut(room) {
-                    room.head -= 1;
-                }
-            }
-            StreamKey::Inbox(principal) => {
-                if let Some(head) = self.inbox_heads.get_mut(principal) {
-                    *head -= 1;
-                }
-            }
         }
     }
 

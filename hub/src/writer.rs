@@ -4,9 +4,11 @@
 //! Why one thread: `seq`s must be dense and assigned in commit order, and SQLite has one
 //! writer anyway. Why batches: an fsync costs milliseconds, so the writer takes every
 //! request waiting in its queue, executes them all in one transaction and commits once
-//! (group commit). Replies and live events are handed to the [`dispatch`](crate::dispatch)
-//! thread only after that commit returns, so an `ok` always means durable and no reader
-//! sees an uncommitted event; meanwhile the writer already executes the next batch.
+//! (group commit). What a batch produced (replies, live events) goes to the
+//! [`durability`](crate::durability) stage once the commit returns, and reaches the
+//! dispatcher only after the flush that makes it durable, so an `ok` always means durable
+//! and no reader sees an uncommitted event; meanwhile the writer already executes the next
+//! batch.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,7 +22,8 @@ use tracing::{error, info};
 
 use crate::config::SignupMode;
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
-use crate::dispatch::{Delivery, Dispatch, DispatchHandle};
+use crate::dispatch::Delivery;
+use crate::durability::{FlushHandle, Flushing, Watermark};
 use crate::engine::{Caller, Command, Engine, ExecError, NewEvent, Refusal, Reply, SignupOutcome};
 use crate::metrics::Metrics;
 use crate::store::{PrincipalRecord, Store};
@@ -144,28 +147,40 @@ impl Pending {
 struct Writer {
     store: Box<dyn Store>,
     engine: Engine,
-    dispatch: DispatchHandle,
+    flushing: FlushHandle,
+    watermark: Arc<Watermark>,
     metrics: Arc<Metrics>,
     signup: SignupMode,
     max_batch: usize,
     requests: crossbeam_channel::Receiver<Request>,
 }
 
+/// The writer's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterConfig {
+    pub signup: SignupMode,
+    /// Most requests in one transaction.
+    pub max_batch: usize,
+}
+
 /// Starts the writer thread. It stops after a `Shutdown` request, or once every handle is
-/// dropped; join the returned thread to wait for its last commit.
+/// dropped; join the returned thread to wait for its last commit. Each batch is numbered
+/// with `watermark` and handed to `flushing`.
 pub fn start(
     store: Box<dyn Store>,
     engine: Engine,
-    dispatch: DispatchHandle,
+    flushing: FlushHandle,
+    watermark: Arc<Watermark>,
     metrics: Arc<Metrics>,
-    signup: SignupMode,
-    max_batch: usize,
+    config: WriterConfig,
 ) -> (WriterHandle, std::thread::JoinHandle<()>) {
+    let WriterConfig { signup, max_batch } = config;
     let (sender, receiver) = crossbeam_channel::unbounded();
     let writer = Writer {
         store,
         engine,
-        dispatch,
+        flushing,
+        watermark,
         metrics,
         signup,
         max_batch,
@@ -202,120 +217,75 @@ impl Writer {
                 break;
             }
         }
-        self.dispatch.send(Dispatch::Shutdown);
+        self.flushing.send(Flushing::Shutdown);
         info!("writer stopped");
     }
 
-    /// Executes a batch in one transaction, commits, then hands the results to the
-    /// dispatcher. Returns true when the hub is shutting down.
+    /// Executes a batch in one transaction, commits, then hands the results to the flush
+    /// stage. Returns true when the hub is shutting down.
+    ///
+    /// While the previous commit is still being flushed, the transaction stays open and
+    /// takes in the requests that arrive meanwhile: their flush could not start earlier
+    /// anyway, and one larger commit writes each hot page (a room's last leaf, an index's)
+    /// once instead of once per small commit.
     fn process(&mut self, batch: Vec<Request>, housekeeping: bool) -> bool {
-        let now = now_ms();
-        let mut shutdown = false;
-        let mut pending = Vec::with_capacity(batch.len() + 1);
-        let mut failure = None;
+        let mut now = now_ms();
+        let mut state = BatchState {
+            pending: Vec::with_capacity(batch.len() + 1),
+            failure: None,
+            shutdown: false,
+        };
         let started = Instant::now();
         let mut tx = match self.store.transaction() {
             Ok(tx) => Some(tx),
             Err(error) => {
-                failure = Some(error);
+                state.failure = Some(error);
                 None
             }
         };
+        let mut context = ExecContext {
+            engine: &mut self.engine,
+            metrics: &self.metrics,
+            signup: self.signup,
+        };
         if housekeeping && let Some(tx) = tx.as_deref_mut() {
-            match self.engine.expire_requests(tx, now) {
-                Ok(events) => pending.push(Pending::Events(events)),
-                Err(ExecError::Store(error)) => failure = Some(error),
+            context.engine.forget_old_keys(now);
+            match context.engine.expire_requests(tx, now) {
+                Ok(events) => state.pending.push(Pending::Events(events)),
+                Err(ExecError::Store(error)) => state.failure = Some(error),
                 Err(ExecError::Refused(_)) => {}
             }
         }
         for request in batch {
-            match request {
-                Request::Command {
-                    caller,
-                    command,
-                    permit,
-                } => {
-                    self.metrics.commands.fetch_add(1, Ordering::Relaxed);
-                    let re = command.id();
-                    let result = match tx.as_deref_mut() {
-                        Some(tx) if failure.is_none() => {
-                            match self.engine.execute(tx, now, &caller, command) {
-                                Ok(outcome) => Ok(outcome),
-                                Err(ExecError::Refused(refusal)) => Err(refusal),
-                                Err(ExecError::Store(error)) => {
-                                    failure = Some(error);
-                                    Err(internal())
-                                }
-                            }
-                        }
-                        _ => Err(internal()),
-                    };
-                    pending.push(Pending::Command {
-                        conn: caller.conn,
-                        re,
-                        result,
-                        permit,
-                    });
-                }
-                Request::Auth {
-                    token,
-                    device,
-                    conn,
-                    reply,
-                } => {
-                    let result = match tx.as_deref_mut() {
-                        Some(tx) if failure.is_none() => {
-                            match self.engine.authenticate(tx, now, &token) {
-                                Ok(result) => result,
-                                Err(error) => {
-                                    failure = Some(error);
-                                    Err(internal())
-                                }
-                            }
-                        }
-                        _ => Err(internal()),
-                    };
-                    pending.push(Pending::Auth {
-                        conn,
-                        device,
-                        reply,
-                        result,
-                    });
-                }
-                Request::Signup { request, reply } => {
-                    let result = match tx.as_deref_mut() {
-                        Some(tx) if failure.is_none() => {
-                            match self.engine.signup(tx, now, self.signup, request) {
-                                Ok(outcome) => Ok(outcome),
-                                Err(ExecError::Refused(refusal)) => Err(refusal),
-                                Err(ExecError::Store(error)) => {
-                                    failure = Some(error);
-                                    Err(internal())
-                                }
-                            }
-                        }
-                        _ => Err(internal()),
-                    };
-                    pending.push(Pending::Signup { reply, result });
-                }
-                Request::Refused {
-                    principal,
-                    action,
-                    target,
-                    refusal,
-                } => {
-                    if let Some(tx) = tx.as_deref_mut()
-                        && failure.is_none()
-                        && let Err(error) = self
-                            .engine
-                            .audit_refusal(tx, now, &principal, action, target, &refusal)
+            context.execute(tx.as_deref_mut(), now, request, &mut state);
+        }
+        let advanced = self.watermark.advanced();
+        while !state.shutdown
+            && state.failure.is_none()
+            && state.pending.len() < self.max_batch
+            && self.watermark.durable() < self.watermark.begun()
+        {
+            crossbeam_channel::select! {
+                recv(self.requests) -> request => {
+                    let Ok(request) = request else { break };
+                    now = now_ms();
+                    context.execute(tx.as_deref_mut(), now, request, &mut state);
+                    while state.pending.len() < self.max_batch
+                        && let Ok(request) = self.requests.try_recv()
                     {
-                        failure = Some(error);
+                        context.execute(tx.as_deref_mut(), now, request, &mut state);
                     }
                 }
-                Request::Shutdown => shutdown = true,
+                recv(advanced) -> _ => {}
             }
         }
+        let BatchState {
+            mut pending,
+            mut failure,
+            shutdown,
+        } = state;
+        // Numbered before the commit can become visible to readers (see `DurableReads`).
+        let commit = self.watermark.begin();
         if failure.is_none()
             && let Some(tx) = tx.take()
             && let Err(error) = tx.commit()
@@ -336,13 +306,13 @@ impl Writer {
             .into_iter()
             .flat_map(|item| self.deliveries(item, committed))
             .collect();
-        self.dispatch.send(Dispatch::Batch(deliveries));
+        self.flushing.send(Flushing::Batch { commit, deliveries });
         shutdown
     }
 
     /// Rebuilds the in-memory state from the store after a failed batch.
     fn recover(&mut self) {
-        match self.store.load() {
+        match self.store.load(now_ms()) {
             Ok(snapshot) => self.engine.reload(snapshot),
             Err(error) => {
                 // The state may now be ahead of the store; refuse to go on with it.
@@ -411,14 +381,14 @@ impl Writer {
                     Ok(outcome) => outcome.events.len(),
                     Err(_) => 0,
                 };
-                let mut deliveries = Vec::with_capacity(events);
+                let mut deliveries = Vec::with_capacity(events + 1);
                 let result = result.map(|mut outcome| {
                     for event in std::mem::take(&mut outcome.events) {
                         deliveries.push(self.event_delivery(event, committed));
                     }
                     outcome
                 });
-                let _ = reply.send(result);
+                deliveries.push(Delivery::Signup { reply, result });
                 deliveries
             }
             Pending::Events(events) => events
@@ -434,6 +404,112 @@ impl Writer {
             event: Arc::new(LiveEvent::new(event.record, committed)),
             recipients: event.recipients,
             origin: event.origin,
+        }
+    }
+}
+
+/// What a batch has produced so far.
+struct BatchState {
+    pending: Vec<Pending>,
+    failure: Option<crate::store::StoreError>,
+    shutdown: bool,
+}
+
+/// The parts of the writer a request executes with, borrowed beside the open transaction.
+struct ExecContext<'a> {
+    engine: &'a mut Engine,
+    metrics: &'a Metrics,
+    signup: SignupMode,
+}
+
+impl ExecContext<'_> {
+    /// Executes one request in `tx` (answering `internal` once the batch has failed).
+    fn execute(
+        &mut self,
+        tx: Option<&mut (dyn crate::store::WriteTx + '_)>,
+        now: i64,
+        request: Request,
+        state: &mut BatchState,
+    ) {
+        let tx = tx.filter(|_| state.failure.is_none());
+        match request {
+            Request::Command {
+                caller,
+                command,
+                permit,
+            } => {
+                self.metrics.commands.fetch_add(1, Ordering::Relaxed);
+                let re = command.id();
+                let result = match tx {
+                    Some(tx) => match self.engine.execute(tx, now, &caller, command) {
+                        Ok(outcome) => Ok(outcome),
+                        Err(ExecError::Refused(refusal)) => Err(refusal),
+                        Err(ExecError::Store(error)) => {
+                            state.failure = Some(error);
+                            Err(internal())
+                        }
+                    },
+                    None => Err(internal()),
+                };
+                state.pending.push(Pending::Command {
+                    conn: caller.conn,
+                    re,
+                    result,
+                    permit,
+                });
+            }
+            Request::Auth {
+                token,
+                device,
+                conn,
+                reply,
+            } => {
+                let result = match tx {
+                    Some(tx) => match self.engine.authenticate(tx, now, &token) {
+                        Ok(result) => result,
+                        Err(error) => {
+                            state.failure = Some(error);
+                            Err(internal())
+                        }
+                    },
+                    None => Err(internal()),
+                };
+                state.pending.push(Pending::Auth {
+                    conn,
+                    device,
+                    reply,
+                    result,
+                });
+            }
+            Request::Signup { request, reply } => {
+                let result = match tx {
+                    Some(tx) => match self.engine.signup(tx, now, self.signup, request) {
+                        Ok(outcome) => Ok(outcome),
+                        Err(ExecError::Refused(refusal)) => Err(refusal),
+                        Err(ExecError::Store(error)) => {
+                            state.failure = Some(error);
+                            Err(internal())
+                        }
+                    },
+                    None => Err(internal()),
+                };
+                state.pending.push(Pending::Signup { reply, result });
+            }
+            Request::Refused {
+                principal,
+                action,
+                target,
+                refusal,
+            } => {
+                if let Some(tx) = tx
+                    && let Err(error) = self
+                        .engine
+                        .audit_refusal(tx, now, &principal, action, target, &refusal)
+                {
+                    state.failure = Some(error);
+                }
+            }
+            Request::Shutdown => state.shutdown = true,
         }
     }
 }
@@ -472,8 +548,12 @@ mod tests {
     }
 
     impl Store for FlakyStore {
-        fn load(&mut self) -> Result<Snapshot, StoreError> {
-            self.inner.load()
+        fn load(&mut self, now_ms: i64) -> Result<Snapshot, StoreError> {
+            self.inner.load(now_ms)
+        }
+
+        fn flusher(&mut self) -> Result<Box<dyn crate::store::Flush>, StoreError> {
+            self.inner.flusher()
         }
 
         fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError> {
@@ -513,11 +593,8 @@ mod tests {
         fn append_event(&mut self, e: &EventRecord) -> Result<(), StoreError> {
             self.inner.append_event(e)
         }
-        fn append_unless_sent(&mut self, e: &EventRecord) -> Result<bool, StoreError> {
-            self.inner.append_unless_sent(e)
-        }
-        fn find_sent(&mut self, s: &str, k: &str) -> Result<Option<EventRecord>, StoreError> {
-            self.inner.find_sent(s, k)
+        fn event_at(&mut self, s: &StreamKey, q: u64) -> Result<Option<EventRecord>, StoreError> {
+            self.inner.event_at(s, q)
         }
         fn upsert_ping(&mut self, p: &PingRecord) -> Result<(), StoreError> {
             self.inner.upsert_ping(p)
@@ -555,14 +632,23 @@ mod tests {
         }
     }
 
-    fn next_batch(receiver: &crossbeam_channel::Receiver<Dispatch>) -> Vec<Delivery> {
+    /// The next batch with something in it, flushed at once (as the flush stage would).
+    fn next_batch(
+        receiver: &crossbeam_channel::Receiver<Flushing>,
+        watermark: &Watermark,
+    ) -> Vec<Delivery> {
         loop {
             match receiver
                 .recv_timeout(Duration::from_secs(10))
-                .expect("a dispatch")
+                .expect("a batch")
             {
-                Dispatch::Batch(deliveries) if !deliveries.is_empty() => return deliveries,
-                _ => continue,
+                Flushing::Batch { commit, deliveries } => {
+                    watermark.advance(commit);
+                    if !deliveries.is_empty() {
+                        return deliveries;
+                    }
+                }
+                Flushing::Shutdown => continue,
             }
         }
     }
@@ -591,7 +677,7 @@ mod tests {
         let mut ids = IdSource::seeded(5);
         let (mut inner, reader) =
             sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1).unwrap();
-        let mut engine = Engine::new(inner.load().unwrap(), ids);
+        let mut engine = Engine::new(inner.load(1).unwrap(), ids);
         let mut tx = inner.transaction().unwrap();
         let user = engine
             .signup(
@@ -640,14 +726,18 @@ mod tests {
             inner,
             fail_next_commit: fail.clone(),
         };
-        let (dispatch, dispatched) = DispatchHandle::detached();
+        let (flushing, dispatched) = FlushHandle::detached();
+        let watermark = Arc::new(Watermark::default());
         let (writer, thread) = start(
             Box::new(store),
             engine,
-            dispatch,
+            flushing,
+            watermark.clone(),
             Arc::new(Metrics::default()),
-            SignupMode::Open,
-            64,
+            WriterConfig {
+                signup: SignupMode::Open,
+                max_batch: 64,
+            },
         );
         let permits = Arc::new(Semaphore::new(16));
         let send = |id: u64, key: &str| Request::Command {
@@ -664,18 +754,27 @@ mod tests {
         };
 
         assert!(writer.submit(send(1, "first-message")));
-        assert_eq!(reply_text(&next_batch(&dispatched)), "sent seq 3 dup false");
+        assert_eq!(
+            reply_text(&next_batch(&dispatched, &watermark)),
+            "sent seq 3 dup false"
+        );
 
         fail.store(true, Ordering::SeqCst);
         assert!(writer.submit(send(2, "lost-message")));
-        let failed = reply_text(&next_batch(&dispatched));
+        let failed = reply_text(&next_batch(&dispatched, &watermark));
         assert_eq!(failed, "err internal");
 
         // The failed event was never stored, its seq is reused, and its key is free again.
         assert!(writer.submit(send(3, "third-message")));
-        assert_eq!(reply_text(&next_batch(&dispatched)), "sent seq 4 dup false");
+        assert_eq!(
+            reply_text(&next_batch(&dispatched, &watermark)),
+            "sent seq 4 dup false"
+        );
         assert!(writer.submit(send(4, "lost-message")));
-        assert_eq!(reply_text(&next_batch(&dispatched)), "sent seq 5 dup false");
+        assert_eq!(
+            reply_text(&next_batch(&dispatched, &watermark)),
+            "sent seq 5 dup false"
+        );
         let history = reader
             .history(
                 &caller.id,

@@ -429,27 +429,59 @@ impl Engine {
         Ok(record)
     }
 
-    /// Appends a client's event unless its `client_key` is already used (then `None`, and
-    /// the stream's head is as before).
+    /// Forgets the `client_key`s past their retention (hourly at most).
+    pub fn forget_old_keys(&mut self, now_ms: i64) {
+        self.state.sent_keys.prune(now_ms);
+    }
+
+    /// Appends a client's event and remembers its `client_key` (the caller has checked the
+    /// key is unused).
     #[allow(clippy::too_many_arguments)]
     fn append_sent(
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
-        stream: StreamKey,
+        room: &str,
         from: &str,
         kind: &str,
         body: String,
-        client_key: String,
+        client_key: &str,
         mentions: Vec<String>,
+    ) -> Result<EventRecord, StoreError> {
+        let record = self.append(
+            tx,
+            now_ms,
+            StreamKey::Room(room.to_owned()),
+            from,
+            kind,
+            body,
+            Some(client_key.to_owned()),
+            mentions,
+        )?;
+        self.state
+            .sent_keys
+            .insert(from, client_key, room, record.seq, record.ts_ms);
+        Ok(record)
+    }
+
+    /// The event `sender` stored with `client_key`, if it is within the retention: each
+    /// candidate the key memory gives is checked against the stored event.
+    fn find_sent(
+        &self,
+        tx: &mut dyn WriteTx,
+        sender: &str,
+        client_key: &str,
     ) -> Result<Option<EventRecord>, StoreError> {
-        let record = self.next_event(now_ms, stream, from, kind, body, Some(client_key), mentions);
-        if tx.append_unless_sent(&record)? {
-            Ok(Some(record))
-        } else {
-            self.state.undo_seq(&record.stream);
-            Ok(None)
+        for at in self.state.sent_keys.find(sender, client_key) {
+            let stream = StreamKey::Room(at.room.to_string());
+            if let Some(event) = tx.event_at(&stream, at.seq)?
+                && event.from == sender
+                && event.client_key.as_deref() == Some(client_key)
+            {
+                return Ok(Some(event));
+            }
         }
+        Ok(None)
     }
 
     /// Appends a hub-written event with a body built from `value`.
@@ -514,7 +546,7 @@ pub(crate) mod test_support {
             let mut ids = IdSource::seeded(1);
             let (mut store, _reader) =
                 sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1_000).unwrap();
-            let snapshot = store.load().unwrap();
+            let snapshot = store.load(1).unwrap();
             Fixture {
                 _dir: dir,
                 store,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, refuse};
-use crate::store::{EventRecord, PingRecord, StoreError, StreamKey, WriteTx};
+use crate::store::{EventRecord, PingRecord, WriteTx};
 
 fn duplicate(original: EventRecord) -> Outcome {
     Outcome {
@@ -111,10 +111,8 @@ struct SendPlan {
 }
 
 impl Engine {
-    /// Steps 2 to 4 of the protocol's order of checks. The known-key check is folded into
-    /// the insert: the store refuses a second event with the same key, and only then (or
-    /// when another check refuses) is the original looked up, so a fresh send costs one
-    /// index probe, not two.
+    /// Steps 2 to 4 of the protocol's order of checks: a known key first (it returns the
+    /// original whatever else changed since, and uses no rate token), then the rest.
     pub(super) fn send(
         &mut self,
         tx: &mut dyn WriteTx,
@@ -122,40 +120,20 @@ impl Engine {
         caller: &Caller,
         send: PreparedSend,
     ) -> Result<Outcome, ExecError> {
-        let plan = match self.plan_send(now_ms, caller, &send) {
-            Ok(plan) => plan,
-            Err(ExecError::Refused(refusal)) => {
-                // A retried key returns the original even where the retry itself would now
-                // be refused (the sender left the room, the ping was answered since…).
-                return match tx.find_sent(&caller.id, &send.client_key)? {
-                    Some(original) => Ok(duplicate(original)),
-                    None => Err(ExecError::Refused(refusal)),
-                };
-            }
-            Err(error) => return Err(error),
-        };
-        let stream = StreamKey::Room(send.room.clone());
-        let Some(record) = self.append_sent(
+        if let Some(original) = self.find_sent(tx, &caller.id, &send.client_key)? {
+            return Ok(duplicate(original));
+        }
+        let plan = self.plan_send(now_ms, caller, &send)?;
+        let record = self.append_sent(
             tx,
             now_ms,
-            stream,
+            &send.room,
             &caller.id,
             send.kind.as_str(),
             plan.body_text,
-            send.client_key.clone(),
+            &send.client_key,
             plan.mentions,
-        )?
-        else {
-            // A retry: it uses no rate token.
-            self.return_send_token(caller);
-            let original =
-                tx.find_sent(&caller.id, &send.client_key)?
-                    .ok_or_else(|| StoreError::Corrupt {
-                        table: "events",
-                        detail: "an event was refused as a duplicate of nothing".into(),
-                    })?;
-            return Ok(duplicate(original));
-        };
+        )?;
         if let Some(mut ping) = plan.ping {
             if ping.answered_by.is_none() {
                 ping.seq = record.seq;

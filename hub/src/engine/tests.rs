@@ -147,6 +147,60 @@ fn a_known_key_is_answered_before_membership_is_checked() {
 }
 
 #[test]
+fn a_key_is_remembered_across_a_reload_until_its_retention_ends() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let room = create_room(&mut fixture, &dana, &[]);
+    let frame = || message(2, &room, "kept-a-week", json!({"text": "hi"}));
+    let (original, _) = sent(fixture.run(&dana, frame()).unwrap());
+    let sent_at = fixture.now_ms;
+
+    // The keys come back from the events themselves.
+    fixture.now_ms = sent_at + 7 * 24 * 60 * 60 * 1000;
+    let snapshot = fixture.store.load(fixture.now_ms).unwrap();
+    fixture.engine = Engine::new(snapshot, crate::ids::IdSource::seeded(2));
+    let (again, dup) = sent(fixture.run(&dana, frame()).unwrap());
+    assert!(
+        dup,
+        "a retry within 7 days is a duplicate, also after a restart"
+    );
+    assert_eq!(again, original);
+
+    // Past the retention the key is free again: the retry is a new message.
+    fixture.now_ms = sent_at + crate::sent_keys::RETENTION_MS + 60 * 60 * 1000;
+    fixture.engine.forget_old_keys(fixture.now_ms);
+    let (fresh, dup) = sent(fixture.run(&dana, frame()).unwrap());
+    assert!(!dup);
+    assert_eq!(fresh.seq, original.seq + 1);
+}
+
+#[test]
+fn a_remembered_position_is_checked_against_the_stored_event() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let room = create_room(&mut fixture, &dana, &[]);
+    let (first, _) = sent(
+        fixture
+            .run(&dana, message(2, &room, "first-key", json!({"text": "a"})))
+            .unwrap(),
+    );
+    // As after a hash collision: another key's candidate points at `first`.
+    fixture
+        .engine
+        .state
+        .sent_keys
+        .insert(&dana.id, "second-key", &room, first.seq, fixture.now_ms);
+    let (second, dup) = sent(
+        fixture
+            .run(&dana, message(3, &room, "second-key", json!({"text": "b"})))
+            .unwrap(),
+    );
+    assert!(!dup, "the stored event has another key: not a duplicate");
+    assert_eq!(second.seq, first.seq + 1);
+    assert_eq!(second.client_key.as_deref(), Some("second-key"));
+}
+
+#[test]
 fn a_refused_room_create_changes_nothing() {
     let mut fixture = Fixture::new();
     let dana = fixture.signup("dana");
@@ -176,7 +230,7 @@ fn a_refused_room_create_changes_nothing() {
         .unwrap_err();
     assert_eq!(refused.code, ErrorCode::NoConsent);
     assert_eq!(fixture.engine.state.rooms.len(), rooms_before);
-    assert_eq!(fixture.store.load().unwrap().rooms.len(), rooms_before);
+    assert_eq!(fixture.store.load(1).unwrap().rooms.len(), rooms_before);
     assert_eq!(
         fixture
             .engine

@@ -109,7 +109,7 @@ fn populate(store: &mut dyn Store) {
 #[test]
 fn a_new_store_has_ids_and_nothing_else() {
     let mut backend = sqlite_backend();
-    let snapshot = backend.store.load().unwrap();
+    let snapshot = backend.store.load(1).unwrap();
     assert!(snapshot.hub_id.starts_with("h_"));
     assert!(snapshot.epoch.starts_with("ep_"));
     assert!(snapshot.principals.is_empty() && snapshot.rooms.is_empty());
@@ -119,7 +119,7 @@ fn a_new_store_has_ids_and_nothing_else() {
 fn committed_writes_load_back() {
     let mut backend = sqlite_backend();
     populate(&mut backend.store);
-    let snapshot = backend.store.load().unwrap();
+    let snapshot = backend.store.load(1).unwrap();
     assert_eq!(snapshot.principals.len(), 3);
     let agent = snapshot.principals.iter().find(|p| p.id == "a").unwrap();
     assert_eq!(agent, &principal("a", PrincipalKind::Agent, Some("u")));
@@ -144,44 +144,55 @@ fn a_dropped_transaction_writes_nothing() {
         tx.insert_principal(&principal("u", PrincipalKind::User, None))
             .unwrap();
     }
-    assert!(backend.store.load().unwrap().principals.is_empty());
+    assert!(backend.store.load(1).unwrap().principals.is_empty());
 }
 
 #[test]
-fn client_keys_are_found_inside_and_after_the_transaction() {
+fn events_are_found_by_position_inside_and_after_the_transaction() {
     let mut backend = sqlite_backend();
     populate(&mut backend.store);
+    let room = StreamKey::Room("r".into());
     let mut tx = backend.store.transaction().unwrap();
-    let original = tx.find_sent("u", "u-key-0002").unwrap().unwrap();
-    assert_eq!(original.seq, 2);
-    assert!(tx.find_sent("v", "u-key-0002").unwrap().is_none());
-    let fresh = event(StreamKey::Room("r".into()), 7, "v", "message", &[]);
-    tx.append_event(&fresh).unwrap();
-    assert_eq!(
-        tx.find_sent("v", "v-key-0007").unwrap(),
-        Some(fresh.clone())
+    let original = tx.event_at(&room, 2).unwrap().unwrap();
+    assert_eq!(original, event(room.clone(), 2, "u", "message", &[]));
+    assert!(tx.event_at(&room, 99).unwrap().is_none());
+    assert!(
+        tx.event_at(&StreamKey::Inbox("r".into()), 2)
+            .unwrap()
+            .is_none()
     );
-    // The same key twice for one sender is refused by the store itself.
-    let mut again = event(StreamKey::Room("r".into()), 8, "v", "message", &[]);
-    again.client_key = fresh.client_key.clone();
-    assert!(tx.append_event(&again).is_err());
+    let fresh = event(room.clone(), 7, "v", "message", &[]);
+    tx.append_event(&fresh).unwrap();
+    assert_eq!(tx.event_at(&room, 7).unwrap(), Some(fresh.clone()));
+    tx.commit().unwrap();
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(tx.event_at(&room, 7).unwrap(), Some(fresh));
 }
 
 #[test]
-fn a_used_key_is_not_appended_again() {
+fn the_keys_of_recent_room_events_load_with_the_snapshot() {
     let mut backend = sqlite_backend();
     populate(&mut backend.store);
-    let mut tx = backend.store.transaction().unwrap();
-    let fresh = event(StreamKey::Room("r".into()), 7, "v", "message", &[]);
-    assert!(tx.append_unless_sent(&fresh).unwrap());
-    let mut retry = event(StreamKey::Room("r".into()), 8, "v", "message", &[]);
-    retry.client_key = fresh.client_key.clone();
-    assert!(!tx.append_unless_sent(&retry).unwrap());
-    // A clash on (stream, seq) is an error, never a silent duplicate.
-    let mut clash = event(StreamKey::Room("r".into()), 7, "u", "message", &[]);
-    clash.client_key = Some("another-key".into());
-    assert!(tx.append_unless_sent(&clash).is_err());
-    drop(tx);
+    let retention = crate::sent_keys::RETENTION_MS;
+    // Events carry ts 1001..=1006: all within the retention a moment later…
+    let mut keys = backend.store.load(2_000).unwrap().sent_keys;
+    keys.sort_by_key(|key| key.seq);
+    let seqs: Vec<u64> = keys.iter().map(|key| key.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6], "every keyed room event");
+    assert_eq!(keys[0].client_key, "u-key-0001");
+    assert_eq!(keys[0].room, "r");
+    // …and only the younger ones once the older fall out of it.
+    let later = backend.store.load(1_004 + retention).unwrap().sent_keys;
+    assert!(later.iter().all(|key| key.ts_ms >= 1_004), "{later:?}");
+    assert!(!later.is_empty());
+    assert!(
+        backend
+            .store
+            .load(10_000 + retention)
+            .unwrap()
+            .sent_keys
+            .is_empty()
+    );
 }
 
 #[test]
@@ -308,12 +319,29 @@ fn history_pages_in_ascending_order() {
 }
 
 #[test]
+fn commits_after_the_flusher_takes_over_are_kept_once_flushed() {
+    let mut backend = sqlite_backend();
+    let mut flush = backend.store.flusher().unwrap();
+    populate(&mut backend.store);
+    flush.flush().unwrap();
+    // A second flush with nothing new is harmless.
+    flush.flush().unwrap();
+    drop(flush);
+    drop(backend.store);
+    drop(backend.reader);
+    let (mut store, _) = sqlite::open(&backend.path, &mut IdSource::seeded(98), 2).unwrap();
+    let snapshot = store.load(1).unwrap();
+    assert_eq!(snapshot.principals.len(), 3);
+    assert_eq!(snapshot.members.len(), 3);
+}
+
+#[test]
 fn reopening_keeps_the_hub_id_and_epoch() {
     let mut backend = sqlite_backend();
-    let before = backend.store.load().unwrap();
+    let before = backend.store.load(1).unwrap();
     drop(backend.store);
     let (mut store, _) = sqlite::open(&backend.path, &mut IdSource::seeded(99), 2).unwrap();
-    let after = store.load().unwrap();
+    let after = store.load(1).unwrap();
     assert_eq!((before.hub_id, before.epoch), (after.hub_id, after.epoch));
 }
 
@@ -322,7 +350,7 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.sqlite3");
     let mut conn = rusqlite::Connection::open(&path).unwrap();
-    assert_eq!(sqlite::migrate(&mut conn, 1).unwrap(), vec![1, 2]);
+    assert_eq!(sqlite::migrate(&mut conn, 1).unwrap(), vec![1, 2, 3]);
     assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
     let tables: i64 = conn
         .query_row(

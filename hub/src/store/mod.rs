@@ -5,7 +5,8 @@
 //! - [`Store`] belongs to the single writer thread. It loads the whole [`Snapshot`] the
 //!   command logic keeps in memory, and opens [`WriteTx`]s. One transaction carries a whole
 //!   batch of commands (group commit); nothing is visible to readers before `commit`
-//!   returns, and `commit` returns only once the data is durable.
+//!   returns. `commit` itself may return before the data is durable: the
+//!   [`Flush`] from [`Store::flusher`] makes it so, and the hub lets nothing out before that.
 //! - [`ReadStore`] serves many readers at once (`sync` replay, `history`) from committed
 //!   data only.
 //!
@@ -212,15 +213,30 @@ pub struct Snapshot {
     pub controls: Vec<ControlRecord>,
     /// The last audit entry's `n` and hash (0 and 64 zeros for an empty log).
     pub audit_head: (u64, String),
+    /// The `client_key`s of room events younger than the retention
+    /// ([`crate::sent_keys::RETENTION_MS`] before `now_ms` given to `load`).
+    pub sent_keys: Vec<crate::sent_keys::SentKeyRecord>,
 }
 
 /// The writer's handle on durable storage.
 pub trait Store: Send {
-    /// Reads everything the command logic keeps in memory.
-    fn load(&mut self) -> Result<Snapshot, StoreError>;
+    /// Reads everything the command logic keeps in memory; `now_ms` dates the retention of
+    /// the `client_key`s.
+    fn load(&mut self, now_ms: i64) -> Result<Snapshot, StoreError>;
 
     /// Opens a transaction; dropping it without `commit` rolls it back.
     fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError>;
+
+    /// Hands durability to the returned [`Flush`]: from now on `commit` may return before
+    /// its data is on disk, and each `Flush::flush` makes every commit returned before it
+    /// durable. The writer calls it once, before its first batch; a backend whose commits
+    /// are durable by themselves returns a flush that does nothing.
+    fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError>;
+}
+
+/// Makes every commit that has returned durable (see [`Store::flusher`]).
+pub trait Flush: Send {
+    fn flush(&mut self) -> std::io::Result<()>;
 }
 
 /// One write transaction (a batch of commands).
@@ -235,15 +251,9 @@ pub trait WriteTx {
     fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError>;
     fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError>;
     fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError>;
-    /// Appends a client-written event unless its sender already used its `client_key`;
-    /// returns whether it was stored.
-    fn append_unless_sent(&mut self, event: &EventRecord) -> Result<bool, StoreError>;
-    /// The event `sender` stored with `client_key`, if any (also within this transaction).
-    fn find_sent(
-        &mut self,
-        sender: &str,
-        client_key: &str,
-    ) -> Result<Option<EventRecord>, StoreError>;
+    /// The event at `seq` of `stream`, if stored (also within this transaction).
+    fn event_at(&mut self, stream: &StreamKey, seq: u64)
+    -> Result<Option<EventRecord>, StoreError>;
     fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError>;
     fn set_ack(
         &mut self,

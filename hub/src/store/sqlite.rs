@@ -1,10 +1,11 @@
 //! The embedded SQLite backend: one file in the data directory, WAL journal,
-//! `synchronous=FULL` (every commit is fsync'd before it returns), one writer connection
+//! `synchronous=FULL` (every commit is fsync'd before it returns) until the hub's writer
+//! takes durability over with [`Store::flusher`](super::Store::flusher), one writer connection
 //! owned by the writer thread and a small pool of read-only connections for replay and
 //! history. Migrations are numbered SQL files embedded in the binary, applied in order,
 //! each in its own transaction, and checksummed so an edited migration is detected.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use roundtable_protocol::client::ControlAction;
@@ -12,11 +13,13 @@ use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, Reque
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    AuditQuery, AuditRecord, ContactRecord, ControlRecord, EventRecord, HistoryRange, InviteRecord,
-    MemberRecord, PingRecord, PrincipalRecord, ReadError, ReadStore, RequestRecord, RoomRecord,
-    Snapshot, Store, StoreError, StreamKey, StreamReplay, SyncRead, TokenRecord, WriteTx,
+    AuditQuery, AuditRecord, ContactRecord, ControlRecord, EventRecord, Flush, HistoryRange,
+    InviteRecord, MemberRecord, PingRecord, PrincipalRecord, ReadError, ReadStore, RequestRecord,
+    RoomRecord, Snapshot, Store, StoreError, StreamKey, StreamReplay, SyncRead, TokenRecord,
+    WriteTx,
 };
 use crate::ids::{IdSource, TokenHash};
+use crate::sent_keys::SentKeyRecord;
 use crate::visibility;
 
 /// The embedded migrations, in order. Append only: never edit or remove one.
@@ -30,6 +33,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         2,
         "consent_and_governance",
         include_str!("migrations/0002_consent_and_governance.sql"),
+    ),
+    (
+        3,
+        "client_keys_in_memory",
+        include_str!("migrations/0003_client_keys_in_memory.sql"),
     ),
 ];
 
@@ -64,7 +72,8 @@ pub fn open(
         restrict_permissions(dir);
     }
     let mut conn = Connection::open(path)?;
-    // WAL with synchronous=FULL: every commit is fsync'd before it returns. The page cache
+    // WAL with synchronous=FULL: every commit is fsync'd before it returns (the hub's writer
+    // switches to its own flushes, see `flusher`). The page cache
     // is larger than the default: measured, it saves the writer re-reading hot index pages.
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
@@ -139,7 +148,7 @@ const EVENT_COLUMNS: &str =
     "stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair";
 
 impl Store for SqliteStore {
-    fn load(&mut self) -> Result<Snapshot, StoreError> {
+    fn load(&mut self, now_ms: i64) -> Result<Snapshot, StoreError> {
         let tx = self.conn.transaction()?;
         let meta = |key: &str| -> Result<String, StoreError> {
             tx.query_row("SELECT value FROM meta WHERE key = ?1", [key], |row| {
@@ -242,6 +251,32 @@ impl Store for SqliteStore {
                 let seq: Option<i64> = head.query_row([stream.storage_key()], |row| row.get(0))?;
                 if let Some(seq) = seq {
                     snapshot.heads.push((stream, seq as u64));
+                }
+            }
+        }
+        {
+            // Each room's events from the newest back to the retention: the keys are in
+            // rooms only (a `send` targets a room), and seq order is commit order.
+            let cutoff = now_ms.saturating_sub(crate::sent_keys::RETENTION_MS);
+            let mut statement = tx.prepare(
+                "SELECT sender, client_key, seq, ts_ms FROM events WHERE stream = ?1 ORDER BY seq DESC",
+            )?;
+            for room in &snapshot.rooms {
+                let mut rows = statement.query([&room.id])?;
+                while let Some(row) = rows.next()? {
+                    let ts_ms: i64 = row.get(3)?;
+                    if ts_ms < cutoff {
+                        break;
+                    }
+                    if let Some(client_key) = row.get::<_, Option<String>>(1)? {
+                        snapshot.sent_keys.push(SentKeyRecord {
+                            sender: row.get(0)?,
+                            client_key,
+                            room: room.id.clone(),
+                            seq: row.get::<_, i64>(2)? as u64,
+                            ts_ms,
+                        });
+                    }
                 }
             }
         }
@@ -362,6 +397,70 @@ impl Store for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         Ok(Box::new(SqliteTx { tx }))
+    }
+
+    /// Commits stop waiting for `fsync` (`synchronous = NORMAL`: a commit writes its WAL
+    /// frames and returns; checkpoints still sync the WAL before copying it and the database
+    /// after), and the returned flush `fdatasync`s the WAL file, which holds every commit
+    /// not yet checkpointed.
+    fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError> {
+        let database = self
+            .conn
+            .path()
+            .filter(|path| !path.is_empty())
+            .ok_or_else(|| StoreError::Corrupt {
+                table: "database",
+                detail: "an in-memory database cannot be made durable".into(),
+            })?;
+        let wal = PathBuf::from(format!("{database}-wal"));
+        self.conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+        Ok(Box::new(WalFlush { wal, file: None }))
+    }
+}
+
+/// `fdatasync` of the WAL file. The file is reopened if SQLite ever replaced it, so the
+/// sync always reaches the file SQLite writes to.
+struct WalFlush {
+    wal: PathBuf,
+    file: Option<(std::fs::File, u64)>,
+}
+
+impl Flush for WalFlush {
+    fn flush(&mut self) -> std::io::Result<()> {
+        let current = match std::fs::metadata(&self.wal) {
+            Ok(metadata) => file_id(&metadata),
+            // SQLite removes the WAL only once it is fully checkpointed into the database
+            // file, and the checkpoint syncs that file: nothing is left to flush.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                self.file = None;
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        let file = match self.file.take() {
+            Some((file, id)) if id == current => (file, id),
+            _ => {
+                let file = std::fs::File::open(&self.wal)?;
+                let id = file_id(&file.metadata()?);
+                (file, id)
+            }
+        };
+        let result = file.0.sync_data();
+        self.file = Some(file);
+        result
+    }
+}
+
+/// What tells two files at one path apart.
+fn file_id(metadata: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::MetadataExt::ino(metadata)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        0
     }
 }
 
@@ -495,43 +594,17 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn append_unless_sent(&mut self, event: &EventRecord) -> Result<bool, StoreError> {
-        let mentions = (!event.mentions.is_empty()).then(|| event.mentions.join(" "));
-        // The conflict target names the idempotency index only: a clash on (stream, seq)
-        // would be a bug, and stays an error.
-        let inserted = self
-            .tx
-            .prepare_cached(
-                "INSERT INTO events (stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT (sender, client_key) WHERE client_key IS NOT NULL DO NOTHING",
-            )?
-            .execute(params![
-                event.stream.storage_key(),
-                event.seq as i64,
-                event.id,
-                event.ts_ms,
-                event.from,
-                event.kind,
-                event.body,
-                event.client_key,
-                mentions,
-                i64::from(event.pair)
-            ])?;
-        Ok(inserted == 1)
-    }
-
-    fn find_sent(
+    fn event_at(
         &mut self,
-        sender: &str,
-        client_key: &str,
+        stream: &StreamKey,
+        seq: u64,
     ) -> Result<Option<EventRecord>, StoreError> {
         Ok(self
             .tx
             .prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE sender = ?1 AND client_key = ?2"
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq = ?2"
             ))?
-            .query_row(params![sender, client_key], event_from_row)
+            .query_row(params![stream.storage_key(), seq as i64], event_from_row)
             .optional()?)
     }
 
@@ -942,5 +1015,87 @@ impl ReadStore for SqliteReader {
             }
             Ok(events)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flusher_relaxes_commits_and_syncs_the_wal_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sqlite3");
+        let (mut store, _reader) = open(&path, &mut IdSource::seeded(4), 1).unwrap();
+        let synchronous = |store: &SqliteStore| -> i64 {
+            store
+                .conn
+                .query_row("PRAGMA synchronous", [], |row| row.get(0))
+                .unwrap()
+        };
+        assert_eq!(synchronous(&store), 2, "FULL until the flusher takes over");
+        let mut flush = store.flusher().unwrap();
+        assert_eq!(synchronous(&store), 1, "NORMAL: the flusher syncs");
+        flush.flush().unwrap();
+        #[cfg(target_os = "linux")]
+        {
+            let wal = std::fs::canonicalize(format!("{}-wal", path.display())).unwrap();
+            let open_files: Vec<_> = std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+                .collect();
+            assert!(
+                open_files.contains(&wal),
+                "the flush holds the WAL file open: {open_files:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_schema_2_database_keeps_its_client_keys_after_the_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sqlite3");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            roundtable_sqlite::migrate(&mut conn, &MIGRATIONS[..2], 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO principals (id, kind, handle, name, discoverable, created_ms)
+                     VALUES ('u', 'user', 'u', 'U', 'contacts', 1);
+                 INSERT INTO rooms (id, creator, created_ms) VALUES ('r', 'u', 1);
+                 INSERT INTO events (stream, seq, id, ts_ms, sender, kind, body, client_key, pair)
+                     VALUES ('r', 1, 'e1', 5, 'u', 'message', '{}', 'key-before-upgrade', 0),
+                            ('r', 2, 'e2', 6, 'u', 'room_updated', '{}', NULL, 0);",
+            )
+            .unwrap();
+        }
+        let (mut store, _reader) = open(&path, &mut IdSource::seeded(4), 10).unwrap();
+        let index: i64 = store
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'events_client_key'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(index, 0, "migration 3 drops the unique index");
+        let keys = store.load(10).unwrap().sent_keys;
+        assert_eq!(
+            keys,
+            vec![SentKeyRecord {
+                sender: "u".into(),
+                client_key: "key-before-upgrade".into(),
+                room: "r".into(),
+                seq: 1,
+                ts_ms: 5,
+            }]
+        );
+    }
+
+    #[test]
+    fn an_in_memory_database_has_no_flusher() {
+        let mut store = SqliteStore {
+            conn: Connection::open_in_memory().unwrap(),
+        };
+        assert!(store.flusher().is_err());
     }
 }

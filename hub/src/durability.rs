@@ -1,0 +1,399 @@
+//! Pipelined durability: the writer commits a batch without waiting for its `fsync` and
+//! goes on with the next one, while the flush stage makes the commits durable in groups
+//! and only then lets anything they produced leave the hub.
+//!
+//! Why: an `fsync` costs far longer than executing a batch, and during it the writer used
+//! to sit idle. Now the writer executes batch N+1 while batch N is being flushed, and one
+//! flush covers every batch committed before it started.
+//!
+//! The rule that keeps `ok` meaning durable: nothing a commit produced (replies, live
+//! events, signups, authentications) reaches the dispatcher before a flush that started
+//! after that commit returned has succeeded. Reads from the store obey the same rule: a
+//! read's result is held back until every commit its snapshot could include is durable
+//! ([`DurableReads`]), so no client ever sees an event that a power cut could take back.
+//!
+//! A failed flush leaves the page cache in an unknown state relative to the disk (the
+//! kernel may have dropped the dirty pages): the hub stops at once and a restart recovers
+//! from what the disk holds. No `ok` for the lost commits was ever sent.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use tracing::error;
+
+use crate::dispatch::{Delivery, Dispatch, DispatchHandle};
+use crate::metrics::Metrics;
+use crate::store::{
+    AuditQuery, AuditRecord, EventRecord, Flush, HistoryRange, ReadError, ReadStore, StoreError,
+    StreamKey, SyncRead,
+};
+
+/// Commits counted twice: when they begin (by the writer, before the commit can become
+/// visible) and when they are durable (by the flush stage).
+#[derive(Debug)]
+pub struct Watermark {
+    begun: Mutex<u64>,
+    durable: Mutex<u64>,
+    advanced: Condvar,
+    /// Signals each advance to the writer, which waits on it beside its request queue.
+    signal: (
+        crossbeam_channel::Sender<()>,
+        crossbeam_channel::Receiver<()>,
+    ),
+}
+
+impl Default for Watermark {
+    fn default() -> Watermark {
+        Watermark {
+            begun: Mutex::new(0),
+            durable: Mutex::new(0),
+            advanced: Condvar::new(),
+            signal: crossbeam_channel::bounded(1),
+        }
+    }
+}
+
+impl Watermark {
+    /// Numbers the commit about to start; call it before the commit can become visible.
+    pub fn begin(&self) -> u64 {
+        let mut begun = lock(&self.begun);
+        *begun += 1;
+        *begun
+    }
+
+    /// The number of the latest commit begun.
+    pub fn begun(&self) -> u64 {
+        *lock(&self.begun)
+    }
+
+    /// The number of the latest durable commit.
+    pub fn durable(&self) -> u64 {
+        *lock(&self.durable)
+    }
+
+    /// Receives a message after advances (one pending at most: check [`durable`] after).
+    ///
+    /// [`durable`]: Watermark::durable
+    pub fn advanced(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.signal.1
+    }
+
+    /// Every commit up to `commit` is durable.
+    pub fn advance(&self, commit: u64) {
+        let mut durable = lock(&self.durable);
+        if commit > *durable {
+            *durable = commit;
+            self.advanced.notify_all();
+            let _ = self.signal.0.try_send(());
+        }
+    }
+
+    /// Blocks until every commit up to `commit` is durable.
+    pub fn wait_durable(&self, commit: u64) {
+        let mut durable = lock(&self.durable);
+        while *durable < commit {
+            durable = self
+                .advanced
+                .wait(durable)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
+
+fn lock(mutex: &Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the writer hands to the flush stage.
+#[derive(Debug)]
+pub enum Flushing {
+    /// What one batch produced, numbered by [`Watermark::begin`].
+    Batch {
+        commit: u64,
+        deliveries: Vec<Delivery>,
+    },
+    /// The writer stopped: flush, pass the shutdown on, and stop.
+    Shutdown,
+}
+
+/// The writer's end of the flush stage.
+#[derive(Debug, Clone)]
+pub struct FlushHandle {
+    queue: crossbeam_channel::Sender<Flushing>,
+}
+
+impl FlushHandle {
+    pub fn send(&self, item: Flushing) -> bool {
+        self.queue.send(item).is_ok()
+    }
+
+    /// A handle whose items the caller reads itself (tests of the writer).
+    #[cfg(test)]
+    pub(crate) fn detached() -> (FlushHandle, crossbeam_channel::Receiver<Flushing>) {
+        let (queue, receiver) = crossbeam_channel::unbounded();
+        (FlushHandle { queue }, receiver)
+    }
+}
+
+/// Starts the flush stage: it stops after a `Shutdown`, or once every handle is dropped.
+pub fn start(
+    flush: Box<dyn Flush>,
+    watermark: Arc<Watermark>,
+    dispatch: DispatchHandle,
+    metrics: Arc<Metrics>,
+) -> (FlushHandle, JoinHandle<()>) {
+    let (queue, receiver) = crossbeam_channel::unbounded();
+    let stage = FlushStage {
+        flush,
+        watermark,
+        dispatch,
+        metrics,
+        queue: receiver,
+    };
+    let thread = std::thread::Builder::new()
+        .name("roundtable-flush".into())
+        .spawn(move || stage.run())
+        .expect("spawning the flush thread");
+    (FlushHandle { queue }, thread)
+}
+
+struct FlushStage {
+    flush: Box<dyn Flush>,
+    watermark: Arc<Watermark>,
+    dispatch: DispatchHandle,
+    metrics: Arc<Metrics>,
+    queue: crossbeam_channel::Receiver<Flushing>,
+}
+
+impl FlushStage {
+    fn run(mut self) {
+        let mut stopping = false;
+        while !stopping {
+            let Ok(first) = self.queue.recv() else { break };
+            let mut items = vec![first];
+            items.extend(self.queue.try_iter());
+            let started = Instant::now();
+            if let Err(error) = self.flush.flush() {
+                error!(%error, "flushing committed batches to disk failed; stopping the hub");
+                std::process::abort();
+            }
+            self.metrics.flush_latency.observe(started.elapsed());
+            let mut highest = 0;
+            let mut deliveries = Vec::new();
+            for item in items {
+                match item {
+                    Flushing::Batch {
+                        commit,
+                        deliveries: batch,
+                    } => {
+                        highest = highest.max(commit);
+                        if deliveries.is_empty() {
+                            deliveries = batch;
+                        } else {
+                            deliveries.extend(batch);
+                        }
+                    }
+                    Flushing::Shutdown => stopping = true,
+                }
+            }
+            self.watermark.advance(highest);
+            if !deliveries.is_empty() {
+                self.dispatch.send(Dispatch::Batch(deliveries));
+            }
+        }
+        self.dispatch.send(Dispatch::Shutdown);
+    }
+}
+
+/// The store's reads, each held back until every commit its snapshot may include is durable.
+pub struct DurableReads {
+    inner: Arc<dyn ReadStore>,
+    watermark: Arc<Watermark>,
+}
+
+impl DurableReads {
+    pub fn new(inner: Arc<dyn ReadStore>, watermark: Arc<Watermark>) -> DurableReads {
+        DurableReads { inner, watermark }
+    }
+
+    /// Runs `read`, then waits for durability. The commit count is taken after the read:
+    /// a snapshot holds only commits that returned before it began, and each of those was
+    /// numbered before it returned.
+    fn durable<T>(&self, read: impl FnOnce(&dyn ReadStore) -> T) -> T {
+        let result = read(&*self.inner);
+        self.watermark.wait_durable(self.watermark.begun());
+        result
+    }
+}
+
+impl ReadStore for DurableReads {
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
+        self.durable(|reads| reads.audit(query))
+    }
+
+    fn sync_read(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        cursors: &dyn Fn(&StreamKey) -> u64,
+        replay_max: u64,
+    ) -> Result<SyncRead, StoreError> {
+        self.durable(|reads| reads.sync_read(principal, is_agent, cursors, replay_max))
+    }
+
+    fn history(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        room: &str,
+        range: HistoryRange,
+    ) -> Result<Vec<EventRecord>, ReadError> {
+        self.durable(|reads| reads.history(principal, is_agent, room, range))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use roundtable_protocol::ErrorCode;
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::engine::Refusal;
+
+    /// A flush that waits for the test to let it finish, and counts the flushes.
+    struct GatedFlush {
+        gate: crossbeam_channel::Receiver<()>,
+        flushed: Arc<Mutex<u64>>,
+    }
+
+    impl Flush for GatedFlush {
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.gate
+                .recv()
+                .map_err(|_| std::io::Error::other("gate closed"))?;
+            *lock(&self.flushed) += 1;
+            Ok(())
+        }
+    }
+
+    /// A signup answer, as the writer hands one over: it is observable when it is sent.
+    fn signup_answer() -> (
+        Delivery,
+        oneshot::Receiver<Result<crate::engine::SignupOutcome, Refusal>>,
+    ) {
+        let (reply, answered) = oneshot::channel();
+        let delivery = Delivery::Signup {
+            reply,
+            result: Err(Refusal::new(ErrorCode::Forbidden, "a marker")),
+        };
+        (delivery, answered)
+    }
+
+    #[test]
+    fn nothing_a_commit_produced_leaves_before_its_flush() {
+        let (open_gate, gate) = crossbeam_channel::unbounded();
+        let flushed = Arc::new(Mutex::new(0));
+        let watermark = Arc::new(Watermark::default());
+        let (dispatch, dispatched) = DispatchHandle::detached();
+        let (flushing, thread) = start(
+            Box::new(GatedFlush {
+                gate,
+                flushed: flushed.clone(),
+            }),
+            watermark.clone(),
+            dispatch,
+            Arc::new(Metrics::default()),
+        );
+
+        let commit = watermark.begin();
+        let (delivery, mut answered) = signup_answer();
+        assert!(flushing.send(Flushing::Batch {
+            commit,
+            deliveries: vec![delivery],
+        }));
+        // A read that may include the commit waits for it too.
+        let read_done = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let watermark = watermark.clone();
+            let read_done = read_done.clone();
+            std::thread::spawn(move || {
+                watermark.wait_durable(watermark.begun());
+                read_done.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            dispatched.try_recv().is_err(),
+            "dispatched before the flush"
+        );
+        assert!(answered.try_recv().is_err(), "answered before the flush");
+        assert!(
+            !read_done.load(Ordering::SeqCst),
+            "read released before the flush"
+        );
+
+        open_gate.send(()).unwrap();
+        match dispatched.recv_timeout(Duration::from_secs(10)).unwrap() {
+            Dispatch::Batch(deliveries) => assert_eq!(deliveries.len(), 1),
+            other => panic!("expected the batch, got {other:?}"),
+        }
+        reader.join().unwrap();
+        assert!(read_done.load(Ordering::SeqCst));
+        assert_eq!(*lock(&flushed), 1);
+
+        // Batches queued during one flush share the next: two commits, one flush.
+        for _ in 0..2 {
+            let commit = watermark.begin();
+            assert!(flushing.send(Flushing::Batch {
+                commit,
+                deliveries: Vec::new(),
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        open_gate.send(()).unwrap();
+        watermark.wait_durable(3);
+        assert_eq!(*lock(&flushed), 2, "one flush covered both commits");
+
+        // Shutdown flushes once more, then passes on.
+        assert!(flushing.send(Flushing::Shutdown));
+        open_gate.send(()).unwrap();
+        assert!(matches!(
+            dispatched.recv_timeout(Duration::from_secs(10)).unwrap(),
+            Dispatch::Shutdown
+        ));
+        thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_wait_returns_once_its_commit_is_durable() {
+        let watermark = Arc::new(Watermark::default());
+        let first = watermark.begin();
+        let second = watermark.begin();
+        assert_eq!((first, second, watermark.begun()), (1, 2, 2));
+        watermark.advance(first);
+        watermark.wait_durable(first);
+        let done = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let watermark = watermark.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                watermark.wait_durable(second);
+                done.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!done.load(Ordering::SeqCst), "commit 2 is not durable yet");
+        watermark.advance(second);
+        waiter.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        // Going backwards is ignored.
+        watermark.advance(first);
+        watermark.wait_durable(second);
+    }
+}
