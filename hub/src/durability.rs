@@ -295,6 +295,86 @@ mod tests {
         (delivery, answered)
     }
 
+    /// A store whose reads see everything: each answers at once.
+    struct AtOnce;
+
+    impl ReadStore for AtOnce {
+        fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
+            Ok(Vec::new())
+        }
+        fn sync_read(
+            &self,
+            _: &str,
+            _: bool,
+            _: &dyn Fn(&StreamKey) -> u64,
+            _: u64,
+        ) -> Result<SyncRead, StoreError> {
+            Ok(SyncRead::default())
+        }
+        fn history(
+            &self,
+            _: &str,
+            _: bool,
+            _: &str,
+            _: HistoryRange,
+        ) -> Result<Vec<EventRecord>, ReadError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_read_is_answered_once_what_it_may_have_seen_is_durable() {
+        let watermark = Arc::new(Watermark::default());
+        let reads = Arc::new(DurableReads::new(Arc::new(AtOnce), watermark.clone()));
+        // Nothing committed: answered at once.
+        assert!(reads.history("u", false, "r", range()).unwrap().is_empty());
+        // A commit begun but not flushed holds every kind of read back.
+        watermark.begin();
+        let answered = Arc::new(Mutex::new(0u64));
+        let readers: Vec<_> = (0..3)
+            .map(|kind| {
+                let reads = reads.clone();
+                let answered = answered.clone();
+                std::thread::spawn(move || {
+                    match kind {
+                        0 => drop(reads.history("u", false, "r", range()).unwrap()),
+                        1 => drop(reads.sync_read("u", false, &|_| 0, 10).unwrap()),
+                        _ => drop(reads.audit(&audit_query()).unwrap()),
+                    }
+                    *lock(&answered) += 1;
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            *lock(&answered),
+            0,
+            "answered before the commit was durable"
+        );
+        watermark.advance(1);
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        assert_eq!(*lock(&answered), 3);
+    }
+
+    fn range() -> HistoryRange {
+        HistoryRange {
+            before: None,
+            after: None,
+            limit: 10,
+        }
+    }
+
+    fn audit_query() -> AuditQuery {
+        AuditQuery {
+            viewer: "u".into(),
+            principal: None,
+            since_ms: None,
+            limit: 10,
+        }
+    }
+
     #[test]
     fn nothing_a_commit_produced_leaves_before_its_flush() {
         let (open_gate, gate) = crossbeam_channel::unbounded();

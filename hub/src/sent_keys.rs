@@ -8,7 +8,7 @@
 //! retention, so nothing extra is written.
 //!
 //! The protocol keeps keys at least 7 days; they are kept [`RETENTION_MS`] and then
-//! forgotten, so memory is bounded by the sends of that period (about 40 bytes each).
+//! forgotten, so memory is bounded by the sends of that period (40 to 80 bytes each).
 //!
 //! To keep entries small, a key is stored as a 64-bit keyed hash of (sender, key): a hit
 //! is only a candidate, which the caller confirms against the stored event. Two different
