@@ -134,6 +134,11 @@ impl SentKeys {
         };
         let at = SentAt { room, seq, ts_ms };
         let hash = self.hash(sender, client_key);
+        self.file(hash, sender, client_key, at);
+    }
+
+    /// Files a key under its hash, or in the exact map when another key holds the hash.
+    fn file(&mut self, hash: u64, sender: &str, client_key: &str, at: SentAt) {
         match self.by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(at);
@@ -164,20 +169,6 @@ impl SentKeys {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// Files a key under a chosen hash (tests of collisions).
-    #[cfg(test)]
-    fn insert_with_hash(&mut self, hash: u64, sender: &str, client_key: &str, at: SentAt) {
-        match self.by_hash.entry(hash) {
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(at);
-            }
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.exact
-                    .insert((Box::from(sender), Box::from(client_key)), at);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -206,9 +197,9 @@ mod tests {
             ts_ms: 1,
         };
         let hash = keys.hash("u1", "first-key");
-        keys.insert_with_hash(hash, "u1", "first-key", at(1));
+        keys.file(hash, "u1", "first-key", at(1));
         // Another key forced onto the same hash goes to the exact map.
-        keys.insert_with_hash(hash, "u1", "other-key", at(2));
+        keys.file(hash, "u1", "other-key", at(2));
         assert_eq!(keys.len(), 2);
         let seqs: Vec<u64> = keys.find("u1", "first-key").iter().map(|a| a.seq).collect();
         assert_eq!(seqs, vec![1]);
