@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use roundtable_protocol::client::{ClientFrame, MemberSet, RegisterAgent, RoomCreate};
 use roundtable_protocol::model::Routing;
 use roundtable_protocol::server::{RegisterAgentOk, RoomOk};
@@ -231,29 +231,52 @@ async fn member_task(
         let Some(message) = next else {
             bail!("the hub closed member {}'s connection", member.index)
         };
-        let Message::Text(text) = message? else {
-            continue;
-        };
-        // The hub writes `t` first; reading only what the load needs keeps the load
-        // generator's share of the two cores small, as async-nats's is for NATS.
-        let text = text.as_str();
-        if text.starts_with(r#"{"t":"ok""#) {
-            in_flight = in_flight.saturating_sub(1);
-            tally.acknowledged(&clock);
-        } else if text.starts_with(r#"{"t":"evt""#) {
-            if let Some((sender, micros)) = payload_of(text) {
-                tally.delivered(&clock, member.index, sender, micros);
+        // Take every frame already read before the window is topped up again, so that one
+        // write carries all the sends they make room for (async-nats coalesces its writes
+        // the same way).
+        let mut message = message?;
+        loop {
+            if let Message::Text(text) = &message {
+                if let Received::Ok = receive(text.as_str(), &clock, &member, &mut tally)? {
+                    in_flight = in_flight.saturating_sub(1);
+                }
             }
-        } else {
-            let incoming: Incoming<'_> = serde_json::from_str(text)?;
-            if incoming.t == "err" {
-                bail!(
-                    "the hub refused a send: {}",
-                    incoming.msg.unwrap_or_default()
-                );
+            match socket.next().now_or_never() {
+                Some(Some(next)) => message = next?,
+                Some(None) => bail!("the hub closed member {}'s connection", member.index),
+                None => break,
             }
         }
     }
     let _ = socket.close(None).await;
     Ok(tally)
+}
+
+enum Received {
+    Ok,
+    Other,
+}
+
+/// Reads one frame: an `ok` (counted by the caller), a delivered event, or an error.
+fn receive(text: &str, clock: &Clock, member: &Member, tally: &mut Tally) -> Result<Received> {
+    // The hub writes `t` first; reading only what the load needs keeps the load
+    // generator's share of the two cores small, as async-nats's is for NATS.
+    if text.starts_with(r#"{"t":"ok""#) {
+        tally.acknowledged(clock);
+        return Ok(Received::Ok);
+    }
+    if text.starts_with(r#"{"t":"evt""#) {
+        if let Some((sender, micros)) = payload_of(text) {
+            tally.delivered(clock, member.index, sender, micros);
+        }
+    } else {
+        let incoming: Incoming<'_> = serde_json::from_str(text)?;
+        if incoming.t == "err" {
+            bail!(
+                "the hub refused a send: {}",
+                incoming.msg.unwrap_or_default()
+            );
+        }
+    }
+    Ok(Received::Other)
 }

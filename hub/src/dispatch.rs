@@ -1,15 +1,17 @@
-//! The dispatcher: one thread that owns the registry of connections and puts replies and
-//! committed events into their queues, while the writer executes the next batch.
+//! The dispatcher: the registry of live connections, and the fan-out that puts replies and
+//! committed events into their queues. The flush stage runs the fan-out on its own thread
+//! right after each flush, so a durable batch reaches the connections' sinks with no
+//! further thread hop; sessions subscribe and unsubscribe under the same lock.
 //!
-//! Ordering is what makes `sync` exact. Batches arrive here in commit order, and a
-//! connection's `Subscribe` arrives on the same queue. Every batch handed over before the
-//! subscription was committed before it, so it is in the store when the connection then
-//! reads its replay; every batch handed over after it is delivered live. A batch committed
-//! before but handed over after may be both replayed and delivered, and the connection's
-//! per-stream high-water mark drops the second copy.
+//! Ordering is what makes `sync` exact. Batches are fanned out in commit order, each after
+//! its commit, under the lock a connection's subscription takes. Every batch fanned out
+//! before the subscription was committed before it, so it is in the store when the
+//! connection then reads its replay; every batch fanned out after it is delivered live. A
+//! batch committed before but fanned out after may be both replayed and delivered, and the
+//! connection's per-stream high-water mark drops the second copy.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use roundtable_protocol::CloseCode;
 use rustc_hash::FxHashMap as HashMap;
@@ -55,37 +57,62 @@ pub enum Delivery {
     },
 }
 
-/// What the dispatcher's queue carries.
-#[derive(Debug)]
-pub enum Dispatch {
-    /// Everything one committed batch produced, in order.
-    Batch(Vec<Delivery>),
-    /// Start live delivery to a connection.
-    Subscribe {
-        conn: ConnId,
-        done: oneshot::Sender<()>,
-    },
-    /// A connection ended.
-    Disconnect { conn: ConnId },
-    /// Close every connection with 1012 and stop.
-    Shutdown,
-}
-
+/// The dispatcher, shared by the flush stage (fan-out) and the sessions (subscriptions).
 #[derive(Debug, Clone)]
 pub struct DispatchHandle {
-    queue: crossbeam_channel::Sender<Dispatch>,
+    dispatcher: Arc<Mutex<Dispatcher>>,
 }
 
 impl DispatchHandle {
-    pub fn send(&self, dispatch: Dispatch) -> bool {
-        self.queue.send(dispatch).is_ok()
+    pub fn new(metrics: Arc<Metrics>) -> DispatchHandle {
+        DispatchHandle {
+            dispatcher: Arc::new(Mutex::new(Dispatcher {
+                conns: HashMap::default(),
+                by_principal: HashMap::default(),
+                metrics,
+                queued: HashMap::default(),
+                stopped: false,
+            })),
+        }
     }
 
-    /// A handle whose dispatches the caller reads itself (tests of the writer).
-    #[cfg(test)]
-    pub(crate) fn detached() -> (DispatchHandle, crossbeam_channel::Receiver<Dispatch>) {
-        let (queue, receiver) = crossbeam_channel::unbounded();
-        (DispatchHandle { queue }, receiver)
+    fn lock(&self) -> MutexGuard<'_, Dispatcher> {
+        self.dispatcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Fans out everything one or more durable batches produced, in order.
+    pub fn batch(&self, deliveries: Vec<Delivery>) {
+        self.lock().batch(deliveries);
+    }
+
+    /// Starts live delivery to a connection (when its first `sync` begins). False once the
+    /// hub is stopping.
+    pub fn subscribe(&self, conn: ConnId) -> bool {
+        let mut dispatcher = self.lock();
+        if dispatcher.stopped {
+            return false;
+        }
+        if let Some(registered) = dispatcher.conns.get_mut(&conn) {
+            registered.live = true;
+        }
+        true
+    }
+
+    /// A connection ended.
+    pub fn disconnect(&self, conn: ConnId) {
+        self.lock().remove(conn);
+    }
+
+    /// Closes every connection with 1012; nothing is delivered after this.
+    pub fn shutdown(&self) {
+        let mut dispatcher = self.lock();
+        dispatcher.stopped = true;
+        for registered in dispatcher.conns.values() {
+            registered.handle.control.close(CloseCode::HubRestarting);
+        }
+        info!("dispatcher stopped");
     }
 }
 
@@ -101,58 +128,37 @@ struct Dispatcher {
     conns: HashMap<ConnId, Registered>,
     by_principal: HashMap<Arc<str>, Vec<ConnId>>,
     metrics: Arc<Metrics>,
-    queue: crossbeam_channel::Receiver<Dispatch>,
+    /// Each connection's items of the batch being fanned out (kept to reuse its table).
+    queued: HashMap<ConnId, Vec<Outbound>>,
+    stopped: bool,
 }
 
-/// Starts the dispatcher thread; it stops after `Shutdown`.
-pub fn start(metrics: Arc<Metrics>) -> (DispatchHandle, std::thread::JoinHandle<()>) {
-    let (sender, receiver) = crossbeam_channel::unbounded();
-    let dispatcher = Dispatcher {
-        conns: HashMap::default(),
-        by_principal: HashMap::default(),
-        metrics,
-        queue: receiver,
-    };
-    let thread = std::thread::Builder::new()
-        .name("roundtable-dispatch".into())
-        .spawn(move || dispatcher.run())
-        .expect("spawning the dispatcher thread");
-    (DispatchHandle { queue: sender }, thread)
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("connections", &self.conns.len())
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Dispatcher {
-    fn run(mut self) {
-        while let Ok(dispatch) = self.queue.recv() {
-            match dispatch {
-                Dispatch::Batch(deliveries) => {
-                    // Gather each connection's items, then queue them with one push: one
-                    // wake-up of its sink per commit, not one per item.
-                    let mut queued: HashMap<ConnId, Vec<Outbound>> = HashMap::default();
-                    for delivery in deliveries {
-                        self.deliver(delivery, &mut queued);
-                    }
-                    for (conn, items) in queued {
-                        if let Some(registered) = self.conns.get(&conn) {
-                            self.push(&registered.handle, items);
-                        }
-                    }
-                }
-                Dispatch::Subscribe { conn, done } => {
-                    if let Some(registered) = self.conns.get_mut(&conn) {
-                        registered.live = true;
-                    }
-                    let _ = done.send(());
-                }
-                Dispatch::Disconnect { conn } => {
-                    self.remove(conn);
-                }
-                Dispatch::Shutdown => break,
+    fn batch(&mut self, deliveries: Vec<Delivery>) {
+        if self.stopped {
+            return;
+        }
+        // Gather each connection's items, then queue them with one push: one wake-up of
+        // its sink per batch, not one per item.
+        let mut queued = std::mem::take(&mut self.queued);
+        for delivery in deliveries {
+            self.deliver(delivery, &mut queued);
+        }
+        for (conn, items) in queued.drain() {
+            if let Some(registered) = self.conns.get(&conn) {
+                self.push(&registered.handle, items);
             }
         }
-        for registered in self.conns.values() {
-            registered.handle.control.close(CloseCode::HubRestarting);
-        }
-        info!("dispatcher stopped");
+        self.queued = queued;
     }
 
     fn deliver(&mut self, delivery: Delivery, queued: &mut HashMap<ConnId, Vec<Outbound>>) {

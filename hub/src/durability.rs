@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use tracing::error;
 
-use crate::dispatch::{Delivery, Dispatch, DispatchHandle};
+use crate::dispatch::{Delivery, DispatchHandle};
 use crate::metrics::Metrics;
 use crate::store::{
     AuditQuery, AuditRecord, EventRecord, Flush, HistoryRange, ReadError, ReadStore, StoreError,
@@ -138,18 +138,38 @@ impl FlushHandle {
     }
 }
 
+/// Where the flush stage releases what durable commits produced.
+pub trait Release: Send + 'static {
+    /// Everything the batches of one flush produced, in commit order.
+    fn release(&mut self, deliveries: Vec<Delivery>);
+    /// The hub is stopping: nothing more will be released.
+    fn stop(&mut self);
+}
+
+/// The hub's release: the dispatcher fans the batch out on the flush thread itself, so
+/// nothing waits for another thread to be scheduled between the flush and the sinks.
+impl Release for DispatchHandle {
+    fn release(&mut self, deliveries: Vec<Delivery>) {
+        self.batch(deliveries);
+    }
+
+    fn stop(&mut self) {
+        self.shutdown();
+    }
+}
+
 /// Starts the flush stage: it stops after a `Shutdown`, or once every handle is dropped.
 pub fn start(
     flush: Box<dyn Flush>,
     watermark: Arc<Watermark>,
-    dispatch: DispatchHandle,
+    release: impl Release,
     metrics: Arc<Metrics>,
 ) -> (FlushHandle, JoinHandle<()>) {
     let (queue, receiver) = crossbeam_channel::unbounded();
     let stage = FlushStage {
         flush,
         watermark,
-        dispatch,
+        release: Box::new(release),
         metrics,
         queue: receiver,
     };
@@ -163,7 +183,7 @@ pub fn start(
 struct FlushStage {
     flush: Box<dyn Flush>,
     watermark: Arc<Watermark>,
-    dispatch: DispatchHandle,
+    release: Box<dyn Release>,
     metrics: Arc<Metrics>,
     queue: crossbeam_channel::Receiver<Flushing>,
 }
@@ -201,10 +221,10 @@ impl FlushStage {
             }
             self.watermark.advance(highest);
             if !deliveries.is_empty() {
-                self.dispatch.send(Dispatch::Batch(deliveries));
+                self.release.release(deliveries);
             }
         }
-        self.dispatch.send(Dispatch::Shutdown);
+        self.release.stop();
     }
 }
 
@@ -295,6 +315,18 @@ mod tests {
         (delivery, answered)
     }
 
+    /// What the flush stage released: `Some` batch, or `None` for the stop.
+    struct Released(crossbeam_channel::Sender<Option<Vec<Delivery>>>);
+
+    impl Release for Released {
+        fn release(&mut self, deliveries: Vec<Delivery>) {
+            let _ = self.0.send(Some(deliveries));
+        }
+        fn stop(&mut self) {
+            let _ = self.0.send(None);
+        }
+    }
+
     /// A store whose reads see everything: each answers at once.
     struct AtOnce;
 
@@ -380,14 +412,14 @@ mod tests {
         let (open_gate, gate) = crossbeam_channel::unbounded();
         let flushed = Arc::new(Mutex::new(0));
         let watermark = Arc::new(Watermark::default());
-        let (dispatch, dispatched) = DispatchHandle::detached();
+        let (released, dispatched) = crossbeam_channel::unbounded();
         let (flushing, thread) = start(
             Box::new(GatedFlush {
                 gate,
                 flushed: flushed.clone(),
             }),
             watermark.clone(),
-            dispatch,
+            Released(released),
             Arc::new(Metrics::default()),
         );
 
@@ -420,8 +452,8 @@ mod tests {
 
         open_gate.send(()).unwrap();
         match dispatched.recv_timeout(Duration::from_secs(10)).unwrap() {
-            Dispatch::Batch(deliveries) => assert_eq!(deliveries.len(), 1),
-            other => panic!("expected the batch, got {other:?}"),
+            Some(deliveries) => assert_eq!(deliveries.len(), 1),
+            None => panic!("expected the batch, got the stop"),
         }
         reader.join().unwrap();
         assert!(read_done.load(Ordering::SeqCst));
@@ -443,10 +475,12 @@ mod tests {
         // Shutdown flushes once more, then passes on.
         assert!(flushing.send(Flushing::Shutdown));
         open_gate.send(()).unwrap();
-        assert!(matches!(
-            dispatched.recv_timeout(Duration::from_secs(10)).unwrap(),
-            Dispatch::Shutdown
-        ));
+        assert!(
+            dispatched
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+                .is_none()
+        );
         thread.join().unwrap();
     }
 

@@ -12,7 +12,7 @@
 //! - [`writer`]: the one thread that batches commands into group commits.
 //! - [`durability`]: the thread that flushes commits to disk in groups, behind the writer,
 //!   and only then releases what they produced.
-//! - [`dispatch`]: the thread that owns the connection registry and, after each commit,
+//! - [`dispatch`]: the connection registry; on the flush thread, after each flush, it
 //!   queues the replies and fans the events out.
 //! - [`delivery`]: per-connection queues and event encoding.
 //! - [`session`]: one WebSocket connection (reader and sink tasks).
@@ -75,7 +75,6 @@ pub struct Hub {
     context: Arc<SessionContext>,
     writer_thread: std::thread::JoinHandle<()>,
     flush_thread: std::thread::JoinHandle<()>,
-    dispatch_thread: std::thread::JoinHandle<()>,
     /// Held until the hub has stopped.
     lock: admin::DataLock,
     /// Set when the hub serves `wss`/`https`.
@@ -120,7 +119,7 @@ impl Hub {
                 rate_limits: config.rate_limits,
             },
         );
-        let (dispatch, dispatch_thread) = dispatch::start(metrics.clone());
+        let dispatch = dispatch::DispatchHandle::new(metrics.clone());
         let watermark = Arc::new(durability::Watermark::default());
         let (flushing, flush_thread) = durability::start(
             store.flusher()?,
@@ -152,7 +151,6 @@ impl Hub {
             context,
             writer_thread,
             flush_thread,
-            dispatch_thread,
             lock,
             tls,
         })
@@ -182,7 +180,6 @@ impl Hub {
             context,
             writer_thread,
             flush_thread,
-            dispatch_thread,
             lock,
             tls,
         } = self;
@@ -228,7 +225,6 @@ impl Hub {
         let _ = tokio::task::spawn_blocking(move || {
             let _ = writer_thread.join();
             let _ = flush_thread.join();
-            let _ = dispatch_thread.join();
         })
         .await;
         drop(lock);

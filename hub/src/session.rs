@@ -32,7 +32,7 @@ use crate::delivery::{
     Closing, ConnControl, ConnHandle, Outbound, OutboundQueue, err_frame, event_frame,
     history_frame, sent_frame, wait_closing,
 };
-use crate::dispatch::{Dispatch, DispatchHandle};
+use crate::dispatch::DispatchHandle;
 use crate::engine::{Caller, Command, ConnId, Refusal};
 use crate::metrics::Metrics;
 use crate::store::{AuditQuery, HistoryRange, ReadError, ReadStore, StreamKey};
@@ -145,7 +145,7 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.dispatch.send(Dispatch::Disconnect { conn: self.conn });
+        self.dispatch.disconnect(self.conn);
     }
 }
 
@@ -299,7 +299,7 @@ async fn authenticate(
                 .await
                 .is_err()
             {
-                context.dispatch.send(Dispatch::Disconnect { conn });
+                context.dispatch.disconnect(conn);
                 return None;
             }
             Some((principal, auth.device, handle))
@@ -722,12 +722,7 @@ impl SinkTask {
     /// connection already delivered, whichever is later), then answers with the heads.
     async fn serve_sync(&mut self, re: u64, cursors: BTreeMap<String, u64>) -> Result<(), Stop> {
         if !self.live {
-            let (done, subscribed) = oneshot::channel();
-            if !self.context.dispatch.send(Dispatch::Subscribe {
-                conn: self.caller.conn,
-                done,
-            }) || subscribed.await.is_err()
-            {
+            if !self.context.dispatch.subscribe(self.caller.conn) {
                 return Err(Stop::Closing(Closing::Code(CloseCode::HubRestarting)));
             }
             self.live = true;
