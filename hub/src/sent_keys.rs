@@ -14,6 +14,11 @@
 //! is only a candidate, which the caller confirms against the stored event. Two different
 //! keys with one hash (about one chance in 10^12 over a million keys) are both kept: the
 //! later one in a small exact map.
+//!
+//! The entries are spread over [`SHARDS`] tables by their hash. A table that grows moves
+//! all its entries at once; one table of a million keys took the writer, and with it every
+//! commit, well over 100 ms to grow (docs/benchmarks.md). A shard grows with a 256th of
+//! that pause, and pruning walks a few shards per call instead of every key at once.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
@@ -22,8 +27,16 @@ use std::sync::Arc;
 /// How long a key is remembered: the protocol's 7 days and one more for clock slack.
 pub const RETENTION_MS: i64 = 8 * 24 * 60 * 60 * 1000;
 
-/// How often entries past the retention are dropped.
+/// How often each shard drops its entries past the retention.
 const PRUNE_EVERY_MS: i64 = 60 * 60 * 1000;
+
+/// Tables the entries are spread over (by bits 32 to 39 of their hash, which the tables
+/// themselves do not use to place entries).
+pub const SHARDS: usize = 256;
+
+/// Shards one call to [`SentKeys::prune`] may walk. The writer calls it every minute, so
+/// every shard is walked well within each hour.
+const SHARDS_PER_PRUNE: usize = 16;
 
 /// Where a key's event is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,26 +76,40 @@ impl Hasher for PassThrough {
     }
 }
 
+type ByHash = HashMap<u64, SentAt, BuildHasherDefault<PassThrough>>;
+
+#[derive(Debug, Default)]
+struct Shard {
+    by_hash: ByHash,
+    pruned_ms: i64,
+}
+
 #[derive(Debug)]
 pub struct SentKeys {
     /// Keyed by a random-keyed hash: a sender cannot aim collisions at others' keys.
     hasher: RandomState,
-    by_hash: HashMap<u64, SentAt, BuildHasherDefault<PassThrough>>,
+    shards: Box<[Shard]>,
     /// Keys whose hash another key already holds.
     exact: HashMap<(Box<str>, Box<str>), SentAt>,
     /// Room ids, shared by every entry of a room.
     rooms: HashMap<Box<str>, Arc<str>>,
-    pruned_ms: i64,
+    /// The shard the next prune starts at.
+    prune_cursor: usize,
 }
 
 impl Default for SentKeys {
     fn default() -> SentKeys {
         SentKeys {
             hasher: RandomState::new(),
-            by_hash: HashMap::default(),
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    by_hash: ByHash::default(),
+                    pruned_ms: i64::MIN,
+                })
+                .collect(),
             exact: HashMap::new(),
             rooms: HashMap::new(),
-            pruned_ms: i64::MIN,
+            prune_cursor: 0,
         }
     }
 }
@@ -106,6 +133,14 @@ impl SentKeys {
         self.hasher.hash_one((sender, client_key))
     }
 
+    fn shard_index(hash: u64) -> usize {
+        usize::from((hash >> 32) as u8)
+    }
+
+    fn shard(&self, hash: u64) -> &ByHash {
+        &self.shards[Self::shard_index(hash)].by_hash
+    }
+
     /// Where `sender`'s `client_key` may have been stored: the exact entry if there is one,
     /// else the candidate with the same hash, which the caller must confirm.
     pub fn find(&self, sender: &str, client_key: &str) -> Vec<&SentAt> {
@@ -116,7 +151,8 @@ impl SentKeys {
         {
             found.push(at);
         }
-        if let Some(at) = self.by_hash.get(&self.hash(sender, client_key)) {
+        let hash = self.hash(sender, client_key);
+        if let Some(at) = self.shard(hash).get(&hash) {
             found.push(at);
         }
         found
@@ -139,7 +175,7 @@ impl SentKeys {
 
     /// Files a key under its hash, or in the exact map when another key holds the hash.
     fn file(&mut self, hash: u64, sender: &str, client_key: &str, at: SentAt) {
-        match self.by_hash.entry(hash) {
+        match self.shards[Self::shard_index(hash)].by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(at);
             }
@@ -150,20 +186,39 @@ impl SentKeys {
         }
     }
 
-    /// Forgets keys older than the retention; does the work at most once an hour.
+    /// Forgets keys older than the retention, walking at most [`SHARDS_PER_PRUNE`] shards
+    /// not walked in the last hour. A key is kept at least [`RETENTION_MS`], and forgotten
+    /// within an hour after if this is called every few minutes.
     pub fn prune(&mut self, now_ms: i64) {
-        if now_ms.saturating_sub(self.pruned_ms) < PRUNE_EVERY_MS {
-            return;
-        }
-        self.pruned_ms = now_ms;
         let cutoff = now_ms.saturating_sub(RETENTION_MS);
-        self.by_hash.retain(|_, at| at.ts_ms >= cutoff);
-        self.exact.retain(|_, at| at.ts_ms >= cutoff);
-        self.rooms.retain(|_, room| Arc::strong_count(room) > 1);
+        let mut walked = 0;
+        for _ in 0..SHARDS {
+            if walked == SHARDS_PER_PRUNE {
+                break;
+            }
+            let index = self.prune_cursor;
+            self.prune_cursor = (index + 1) % SHARDS;
+            let shard = &mut self.shards[index];
+            if now_ms.saturating_sub(shard.pruned_ms) < PRUNE_EVERY_MS {
+                continue;
+            }
+            shard.pruned_ms = now_ms;
+            shard.by_hash.retain(|_, at| at.ts_ms >= cutoff);
+            walked += 1;
+            if index == SHARDS - 1 {
+                // A sweep ends: the exact map (almost always empty) and the room ids too.
+                self.exact.retain(|_, at| at.ts_ms >= cutoff);
+                self.rooms.retain(|_, room| Arc::strong_count(room) > 1);
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.by_hash.len() + self.exact.len()
+        self.shards
+            .iter()
+            .map(|shard| shard.by_hash.len())
+            .sum::<usize>()
+            + self.exact.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -227,18 +282,60 @@ mod tests {
                 ts_ms: day + 1,
             },
         ]);
-        keys.prune(7 * day);
+        let sweep = |keys: &mut SentKeys, now_ms| {
+            for _ in 0..SHARDS / SHARDS_PER_PRUNE {
+                keys.prune(now_ms);
+            }
+        };
+        sweep(&mut keys, 7 * day);
         assert_eq!(keys.len(), 2, "7 days are always kept");
-        keys.prune(9 * day);
+        sweep(&mut keys, 9 * day);
         assert_eq!(keys.len(), 1);
         assert!(keys.find("u", "old-key-1").is_empty());
         assert_eq!(keys.find("u", "new-key-2").len(), 1);
-        // Pruning is hourly: ten minutes later, the second key is past the retention but
-        // stays until the next hour.
-        keys.prune(9 * day + 10 * 60 * 1000);
+        // Each shard is walked once an hour: ten minutes later, the second key is past
+        // the retention but stays until its shard's next hour.
+        sweep(&mut keys, 9 * day + 10 * 60 * 1000);
         assert_eq!(keys.len(), 1);
-        keys.prune(9 * day + PRUNE_EVERY_MS);
+        sweep(&mut keys, 9 * day + PRUNE_EVERY_MS);
         assert!(keys.is_empty());
         assert!(keys.rooms.is_empty(), "room ids go with their last key");
+    }
+
+    #[test]
+    fn one_prune_walks_a_few_shards_and_each_shard_once_an_hour() {
+        let day = 24 * 60 * 60 * 1000;
+        let mut keys = SentKeys::default();
+        for n in 0..20 * SHARDS {
+            keys.insert("u", &format!("key-{n:06}"), "r", n as u64 + 1, 0);
+        }
+        let spread = keys
+            .shards
+            .iter()
+            .filter(|shard| !shard.by_hash.is_empty())
+            .count();
+        assert!(spread > SHARDS * 9 / 10, "keys spread over {spread} shards");
+        let total = keys.len();
+        let now = 9 * day;
+        keys.prune(now);
+        let walked = keys
+            .shards
+            .iter()
+            .filter(|shard| shard.pruned_ms == now)
+            .count();
+        assert_eq!(walked, SHARDS_PER_PRUNE);
+        assert!(keys.len() < total && keys.len() > 0);
+        // A full sweep forgets the rest; a further call within the hour walks nothing.
+        for _ in 1..SHARDS / SHARDS_PER_PRUNE {
+            keys.prune(now);
+        }
+        assert!(keys.is_empty());
+        keys.insert("u", "late-key", "r", 1, 0);
+        keys.prune(now + 1);
+        assert_eq!(
+            keys.len(),
+            1,
+            "every shard was walked less than an hour ago"
+        );
     }
 }

@@ -61,7 +61,8 @@ pub enum Request {
     Shutdown,
 }
 
-/// How often the writer expires what time ends (contact requests after 14 days).
+/// How often the writer expires what time ends (contact requests after 14 days) and walks a
+/// few shards of the remembered `client_key`s.
 const HOUSEKEEPING_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The handle the rest of the hub uses to reach the writer.

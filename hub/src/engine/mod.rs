@@ -429,7 +429,7 @@ impl Engine {
         Ok(record)
     }
 
-    /// Forgets the `client_key`s past their retention (hourly at most).
+    /// Forgets the `client_key`s past their retention, a few shards per call.
     pub fn forget_old_keys(&mut self, now_ms: i64) {
         self.state.sent_keys.prune(now_ms);
     }
