@@ -324,7 +324,7 @@ mod tests {
             .filter(|shard| shard.pruned_ms == now)
             .count();
         assert_eq!(walked, SHARDS_PER_PRUNE);
-        assert!(keys.len() < total && keys.len() > 0);
+        assert!(keys.len() < total && !keys.is_empty());
         // A full sweep forgets the rest; a further call within the hour walks nothing.
         for _ in 1..SHARDS / SHARDS_PER_PRUNE {
             keys.prune(now);
