@@ -241,7 +241,7 @@ pub fn write_event_object(out: &mut Vec<u8>, event: &EventRecord, with_key: bool
     write!(out, ",\"seq\":{},\"id\":", event.seq).expect("Vec write");
     json_string(out, &event.id);
     out.extend_from_slice(b",\"ts\":\"");
-    out.extend_from_slice(roundtable_protocol::ts::format_millis(event.ts_ms).as_bytes());
+    roundtable_protocol::ts::write_millis(out, event.ts_ms);
     out.extend_from_slice(b"\",\"from\":");
     json_string(out, &event.from);
     out.extend_from_slice(b",\"kind\":");

@@ -167,12 +167,13 @@ pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
         conn,
     };
     debug!(conn = conn.0, principal = %principal.id, "authenticated");
-    let caller = Caller {
+    // Shared with every command the connection sends (no copy of its strings per send).
+    let caller = Arc::new(Caller {
         id: principal.id.clone(),
         kind: principal.kind,
         device,
         conn,
-    };
+    });
     let control = handle.control.clone();
     let sink_task = tokio::spawn(
         SinkTask {
@@ -323,26 +324,37 @@ async fn authenticate(
 async fn read_frames(
     mut stream: Stream,
     context: &Arc<SessionContext>,
-    caller: &Caller,
+    caller: &Arc<Caller>,
     handle: &ConnHandle,
 ) {
     let control = &handle.control;
     let in_flight = Arc::new(Semaphore::new(context.config.max_in_flight.max(1)));
     let silence_limit = context.config.heartbeat * 2;
     let mut closing = control.watch();
+    // One timer for the connection, moved on only when it fires, rather than a timer set
+    // and cancelled for every frame read.
+    let mut heard = tokio::time::Instant::now();
+    let silence = tokio::time::sleep_until(heard + silence_limit);
+    tokio::pin!(silence);
     loop {
         let next = tokio::select! {
             biased;
             _ = wait_closing(&mut closing) => return,
-            next = tokio::time::timeout(silence_limit, stream.next()) => next,
-        };
-        let message = match next {
-            Err(_) => {
-                debug!(conn = caller.conn.0, "silent for two heartbeats; closing");
-                return;
+            next = stream.next() => next,
+            () = &mut silence => {
+                let quiet_until = heard + silence_limit;
+                if tokio::time::Instant::now() >= quiet_until {
+                    debug!(conn = caller.conn.0, "silent for two heartbeats; closing");
+                    return;
+                }
+                silence.as_mut().reset(quiet_until);
+                continue;
             }
-            Ok(None) => return,
-            Ok(Some(Err(error))) => {
+        };
+        heard = tokio::time::Instant::now();
+        let message = match next {
+            None => return,
+            Some(Err(error)) => {
                 if is_too_large(&error) {
                     control.close(CloseCode::FrameTooLarge);
                 } else {
@@ -350,7 +362,7 @@ async fn read_frames(
                 }
                 return;
             }
-            Ok(Some(Ok(message))) => message,
+            Some(Ok(message)) => message,
         };
         let frame = match message {
             Message::Text(frame) => frame,
@@ -603,7 +615,7 @@ struct SinkTask {
     closing: tokio::sync::watch::Receiver<Option<Closing>>,
     control: Arc<ConnControl>,
     context: Arc<SessionContext>,
-    caller: Caller,
+    caller: Arc<Caller>,
     /// Per stream (room id or `inbox`), the highest `seq` delivered on this connection.
     delivered: FxHashMap<String, u64>,
     /// When the recent `bad_frame` answers were written (for the 1008 rule).
@@ -691,8 +703,12 @@ impl SinkTask {
                 if self.live
                     && let StreamKey::Room(room) = &event.stream
                 {
-                    let high = self.delivered.entry(room.clone()).or_insert(0);
-                    *high = (*high).max(event.seq);
+                    match self.delivered.get_mut(room.as_str()) {
+                        Some(high) => *high = (*high).max(event.seq),
+                        None => {
+                            self.delivered.insert(room.clone(), event.seq);
+                        }
+                    }
                 }
                 self.write(text(sent_frame(re, &event, dup))).await
             }

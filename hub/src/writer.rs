@@ -40,7 +40,7 @@ pub enum Request {
     },
     /// A command of an authenticated connection.
     Command {
-        caller: Caller,
+        caller: Arc<Caller>,
         command: Command,
         /// Held until the reply is queued: bounds each connection's commands in flight.
         permit: OwnedSemaphorePermit,
@@ -742,7 +742,7 @@ mod tests {
         );
         let permits = Arc::new(Semaphore::new(16));
         let send = |id: u64, key: &str| Request::Command {
-            caller: caller.clone(),
+            caller: Arc::new(caller.clone()),
             command: Command::from_frame(ClientFrame::Send(Send {
                 id,
                 room: room.clone(),

@@ -6,14 +6,55 @@
 
 /// Formats Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn format_millis(unix_ms: i64) -> String {
+    let mut out = Vec::with_capacity(24);
+    write_millis(&mut out, unix_ms);
+    String::from_utf8(out).expect("a timestamp is ASCII")
+}
+
+/// Appends `unix_ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ` to `out`, without the formatting
+/// machinery: the hub writes one into every event frame it encodes.
+pub fn write_millis(out: &mut Vec<u8>, unix_ms: i64) {
+    let (year, month, day, hour, minute, second, millis) = fields(unix_ms);
+    if !(0..=9999).contains(&year) {
+        out.extend_from_slice(
+            format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+                .as_bytes(),
+        );
+        return;
+    }
+    let mut text = *b"0000-00-00T00:00:00.000Z";
+    for (range, value) in [
+        (0..4, year),
+        (5..7, month),
+        (8..10, day),
+        (11..13, hour),
+        (14..16, minute),
+        (17..19, second),
+        (20..23, millis),
+    ] {
+        let mut value = value;
+        for digit in text[range].iter_mut().rev() {
+            *digit = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    }
+    out.extend_from_slice(&text);
+}
+
+/// Year, month, day, hour, minute, second and millisecond of Unix milliseconds, in UTC.
+fn fields(unix_ms: i64) -> (i64, i64, i64, i64, i64, i64, i64) {
     let days = unix_ms.div_euclid(86_400_000);
     let ms_of_day = unix_ms.rem_euclid(86_400_000);
     let (year, month, day) = civil_from_days(days);
-    let hour = ms_of_day / 3_600_000;
-    let minute = ms_of_day / 60_000 % 60;
-    let second = ms_of_day / 1000 % 60;
-    let millis = ms_of_day % 1000;
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+    (
+        year,
+        month,
+        day,
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1000 % 60,
+        ms_of_day % 1000,
+    )
 }
 
 /// Parses an RFC 3339 date-time into Unix milliseconds (fractions beyond milliseconds are
@@ -191,6 +232,17 @@ mod tests {
         #[test]
         fn format_then_parse_is_identity(ms in -62_135_596_800_000i64..253_402_300_799_999i64) {
             prop_assert_eq!(parse_millis(&format_millis(ms)), Some(ms));
+        }
+
+        #[test]
+        fn the_digit_writer_agrees_with_the_formatter(ms in any::<i64>().prop_map(|ms| ms / 1000)) {
+            let (year, month, day, hour, minute, second, millis) = fields(ms);
+            let expected = format!(
+                "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z"
+            );
+            let mut out = b"prefix ".to_vec();
+            write_millis(&mut out, ms);
+            prop_assert_eq!(out, format!("prefix {expected}").into_bytes());
         }
     }
 }
