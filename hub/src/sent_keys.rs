@@ -8,7 +8,8 @@
 //! retention, so nothing extra is written.
 //!
 //! The protocol keeps keys at least 7 days; they are kept [`RETENTION_MS`] and then
-//! forgotten, so memory is bounded by the sends of that period (40 to 80 bytes each).
+//! forgotten, so memory is bounded by the sends of that period (24-byte entries: 25 to 55
+//! bytes each with the tables' spare room).
 //!
 //! To keep entries small, a key is stored as a 64-bit keyed hash of (sender, key): a hit
 //! is only a candidate, which the caller confirms against the stored event. Two different
@@ -22,7 +23,6 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
-use std::sync::Arc;
 
 /// How long a key is remembered: the protocol's 7 days and one more for clock slack.
 pub const RETENTION_MS: i64 = 8 * 24 * 60 * 60 * 1000;
@@ -38,12 +38,31 @@ pub const SHARDS: usize = 256;
 /// every shard is walked well within each hour.
 const SHARDS_PER_PRUNE: usize = 16;
 
-/// Where a key's event is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SentAt {
-    pub room: Arc<str>,
+/// Where a key's event may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentAt<'a> {
+    pub room: &'a str,
     pub seq: u64,
-    pub ts_ms: i64,
+}
+
+/// One remembered key: its event's position, and when it was sent (in seconds, which
+/// is fine enough for a retention of days).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    seq: u64,
+    /// Index into the room ids.
+    room: u32,
+    ts_s: u32,
+}
+
+impl Entry {
+    fn ts_ms(self) -> i64 {
+        i64::from(self.ts_s) * 1000
+    }
+}
+
+fn seconds(ts_ms: i64) -> u32 {
+    u32::try_from(ts_ms.div_euclid(1000)).unwrap_or(if ts_ms < 0 { 0 } else { u32::MAX })
 }
 
 /// One remembered key, as loaded from the store.
@@ -76,7 +95,7 @@ impl Hasher for PassThrough {
     }
 }
 
-type ByHash = HashMap<u64, SentAt, BuildHasherDefault<PassThrough>>;
+type ByHash = HashMap<u64, Entry, BuildHasherDefault<PassThrough>>;
 
 #[derive(Debug, Default)]
 struct Shard {
@@ -90,9 +109,13 @@ pub struct SentKeys {
     hasher: RandomState,
     shards: Box<[Shard]>,
     /// Keys whose hash another key already holds.
-    exact: HashMap<(Box<str>, Box<str>), SentAt>,
-    /// Room ids, shared by every entry of a room.
-    rooms: HashMap<Box<str>, Arc<str>>,
+    exact: HashMap<(Box<str>, Box<str>), Entry>,
+    /// Room ids by index (entries hold the index), how many entries name each, the
+    /// indexes of the ids in use and the free ones.
+    room_ids: Vec<Box<str>>,
+    room_entries: Vec<u64>,
+    room_index: HashMap<Box<str>, u32>,
+    free_rooms: Vec<u32>,
     /// The shard the next prune starts at.
     prune_cursor: usize,
 }
@@ -108,7 +131,10 @@ impl Default for SentKeys {
                 })
                 .collect(),
             exact: HashMap::new(),
-            rooms: HashMap::new(),
+            room_ids: Vec::new(),
+            room_entries: Vec::new(),
+            room_index: HashMap::new(),
+            free_rooms: Vec::new(),
             prune_cursor: 0,
         }
     }
@@ -143,45 +169,72 @@ impl SentKeys {
 
     /// Where `sender`'s `client_key` may have been stored: the exact entry if there is one,
     /// else the candidate with the same hash, which the caller must confirm.
-    pub fn find(&self, sender: &str, client_key: &str) -> Vec<&SentAt> {
+    pub fn find(&self, sender: &str, client_key: &str) -> Vec<SentAt<'_>> {
         let mut found = Vec::new();
         // Almost always empty: skip building its key.
         if !self.exact.is_empty()
-            && let Some(at) = self.exact.get(&(Box::from(sender), Box::from(client_key)))
+            && let Some(entry) = self.exact.get(&(Box::from(sender), Box::from(client_key)))
         {
-            found.push(at);
+            found.push(self.sent_at(*entry));
         }
         let hash = self.hash(sender, client_key);
-        if let Some(at) = self.shard(hash).get(&hash) {
-            found.push(at);
+        if let Some(entry) = self.shard(hash).get(&hash) {
+            found.push(self.sent_at(*entry));
         }
         found
     }
 
+    fn sent_at(&self, entry: Entry) -> SentAt<'_> {
+        SentAt {
+            room: &self.room_ids[entry.room as usize],
+            seq: entry.seq,
+        }
+    }
+
     /// Remembers a key just stored (the caller has checked it was not used).
     pub fn insert(&mut self, sender: &str, client_key: &str, room: &str, seq: u64, ts_ms: i64) {
-        let room = match self.rooms.get(room) {
-            Some(room) => room.clone(),
+        let entry = self.entry(room, seq, ts_ms);
+        let hash = self.hash(sender, client_key);
+        self.file(hash, sender, client_key, entry);
+    }
+
+    /// An entry for a key of `room`, counted as naming the room.
+    fn entry(&mut self, room: &str, seq: u64, ts_ms: i64) -> Entry {
+        let index = match self.room_index.get(room) {
+            Some(index) => *index,
             None => {
-                let shared: Arc<str> = Arc::from(room);
-                self.rooms.insert(Box::from(room), shared.clone());
-                shared
+                let index = match self.free_rooms.pop() {
+                    Some(index) => {
+                        self.room_ids[index as usize] = Box::from(room);
+                        index
+                    }
+                    None => {
+                        self.room_ids.push(Box::from(room));
+                        self.room_entries.push(0);
+                        u32::try_from(self.room_ids.len() - 1).expect("fewer than 2^32 rooms")
+                    }
+                };
+                self.room_index.insert(Box::from(room), index);
+                index
             }
         };
-        let at = SentAt { room, seq, ts_ms };
-        let hash = self.hash(sender, client_key);
-        self.file(hash, sender, client_key, at);
+        self.room_entries[index as usize] += 1;
+        Entry {
+            seq,
+            room: index,
+            ts_s: seconds(ts_ms),
+        }
     }
 
     /// Files a key under its hash, or in the exact map when another key holds the hash.
-    fn file(&mut self, hash: u64, sender: &str, client_key: &str, at: SentAt) {
+    fn file(&mut self, hash: u64, sender: &str, client_key: &str, entry: Entry) {
         match self.shards[Self::shard_index(hash)].by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(at);
+                slot.insert(entry);
             }
             std::collections::hash_map::Entry::Occupied(_) => {
                 self.exact
-                    .insert((Box::from(sender), Box::from(client_key)), at);
+                    .insert((Box::from(sender), Box::from(client_key)), entry);
             }
         }
     }
@@ -198,18 +251,47 @@ impl SentKeys {
             }
             let index = self.prune_cursor;
             self.prune_cursor = (index + 1) % SHARDS;
-            let shard = &mut self.shards[index];
+            let Self {
+                shards,
+                exact,
+                room_entries,
+                ..
+            } = self;
+            let mut forget = |entry: &Entry| {
+                let keep = entry.ts_ms() >= cutoff;
+                if !keep {
+                    room_entries[entry.room as usize] -= 1;
+                }
+                keep
+            };
+            let shard = &mut shards[index];
             if now_ms.saturating_sub(shard.pruned_ms) < PRUNE_EVERY_MS {
                 continue;
             }
             shard.pruned_ms = now_ms;
-            shard.by_hash.retain(|_, at| at.ts_ms >= cutoff);
+            shard.by_hash.retain(|_, entry| forget(entry));
             walked += 1;
             if index == SHARDS - 1 {
                 // A sweep ends: the exact map (almost always empty) and the room ids too.
-                self.exact.retain(|_, at| at.ts_ms >= cutoff);
-                self.rooms.retain(|_, room| Arc::strong_count(room) > 1);
+                exact.retain(|_, entry| forget(entry));
+                self.free_unused_rooms();
             }
+        }
+    }
+
+    /// Frees the ids of rooms no entry names any more.
+    fn free_unused_rooms(&mut self) {
+        let room_entries = &self.room_entries;
+        let free_rooms = &mut self.free_rooms;
+        self.room_index.retain(|_, index| {
+            let used = room_entries[*index as usize] > 0;
+            if !used {
+                free_rooms.push(*index);
+            }
+            used
+        });
+        for index in &self.free_rooms {
+            self.room_ids[*index as usize] = Box::from("");
         }
     }
 
@@ -235,8 +317,7 @@ mod tests {
         let mut keys = SentKeys::default();
         keys.insert("u1", "key-0001", "r1", 4, 1_000);
         let found = keys.find("u1", "key-0001");
-        assert_eq!(found.len(), 1);
-        assert_eq!((&*found[0].room, found[0].seq), ("r1", 4));
+        assert_eq!(found, vec![SentAt { room: "r1", seq: 4 }]);
         assert!(keys.find("u2", "key-0001").is_empty());
         assert!(keys.find("u1", "key-0002").is_empty());
         // (sender, key) is hashed as a pair: moving characters across does not match.
@@ -246,15 +327,12 @@ mod tests {
     #[test]
     fn colliding_keys_are_both_kept() {
         let mut keys = SentKeys::default();
-        let at = |seq| SentAt {
-            room: Arc::from("r"),
-            seq,
-            ts_ms: 1,
-        };
         let hash = keys.hash("u1", "first-key");
-        keys.file(hash, "u1", "first-key", at(1));
+        let first = keys.entry("r", 1, 1);
+        keys.file(hash, "u1", "first-key", first);
         // Another key forced onto the same hash goes to the exact map.
-        keys.file(hash, "u1", "other-key", at(2));
+        let other = keys.entry("r", 2, 1);
+        keys.file(hash, "u1", "other-key", other);
         assert_eq!(keys.len(), 2);
         let seqs: Vec<u64> = keys.find("u1", "first-key").iter().map(|a| a.seq).collect();
         assert_eq!(seqs, vec![1]);
@@ -299,7 +377,17 @@ mod tests {
         assert_eq!(keys.len(), 1);
         sweep(&mut keys, 9 * day + PRUNE_EVERY_MS);
         assert!(keys.is_empty());
-        assert!(keys.rooms.is_empty(), "room ids go with their last key");
+        assert!(
+            keys.room_index.is_empty(),
+            "room ids go with their last key"
+        );
+        // A freed room id is used again.
+        keys.insert("u", "later-key", "r2", 1, 10 * day);
+        assert_eq!(keys.room_ids.len(), 1);
+        assert_eq!(
+            keys.find("u", "later-key"),
+            vec![SentAt { room: "r2", seq: 1 }]
+        );
     }
 
     #[test]
