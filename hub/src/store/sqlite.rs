@@ -403,9 +403,6 @@ impl Store for SqliteStore {
     /// frames and returns; checkpoints still sync the WAL before copying it and the database
     /// after), and the returned flush `fdatasync`s the WAL file, which holds every commit
     /// not yet checkpointed.
-    ///
-    /// The writer also checkpoints every [`WRITER_CHECKPOINT_PAGES`] WAL pages rather than
-    /// SQLite's 1,000.
     fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError> {
         let database = self
             .conn
@@ -416,19 +413,10 @@ impl Store for SqliteStore {
                 detail: "an in-memory database cannot be made durable".into(),
             })?;
         let wal = PathBuf::from(format!("{database}-wal"));
-        self.conn.execute_batch(&format!(
-            "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES};"
-        ))?;
+        self.conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         Ok(Box::new(WalFlush { wal, file: None }))
     }
 }
-
-/// WAL pages between the writer's checkpoints. A checkpoint runs inline in the commit that
-/// crosses the mark, and copies each page changed since the last one once, however often
-/// it changed: the hot pages (the last leaf of each room) are copied once per 4,000 pages
-/// written instead of once per 1,000. Measured in alternating runs of `roundtable-bench`:
-/// about 5 % more delivered events/s, for a WAL of up to 16 MiB (docs/benchmarks.md).
-const WRITER_CHECKPOINT_PAGES: u32 = 4000;
 
 /// `fdatasync` of the WAL file. The file is reopened if SQLite ever replaced it, so the
 /// sync always reaches the file SQLite writes to.
@@ -1048,11 +1036,6 @@ mod tests {
         assert_eq!(synchronous(&store), 2, "FULL until the flusher takes over");
         let mut flush = store.flusher().unwrap();
         assert_eq!(synchronous(&store), 1, "NORMAL: the flusher syncs");
-        let checkpoint_pages: u32 = store
-            .conn
-            .query_row("PRAGMA wal_autocheckpoint", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(checkpoint_pages, WRITER_CHECKPOINT_PAGES);
         flush.flush().unwrap();
         #[cfg(target_os = "linux")]
         {
