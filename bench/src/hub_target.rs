@@ -236,10 +236,10 @@ async fn member_task(
         // the same way).
         let mut message = message?;
         loop {
-            if let Message::Text(text) = &message {
-                if let Received::Ok = receive(text.as_str(), &clock, &member, &mut tally)? {
-                    in_flight = in_flight.saturating_sub(1);
-                }
+            if let Message::Text(text) = &message
+                && let Received::Ok = receive(text.as_str(), &clock, &member, &mut tally)?
+            {
+                in_flight = in_flight.saturating_sub(1);
             }
             match socket.next().now_or_never() {
                 Some(Some(next)) => message = next?,
