@@ -332,26 +332,27 @@ async fn read_frames(
     let silence_limit = context.config.heartbeat * 2;
     let mut closing = control.watch();
     // One timer for the connection, moved on only when it fires, rather than a timer set
-    // and cancelled for every frame read.
-    let mut heard = tokio::time::Instant::now();
-    let silence = tokio::time::sleep_until(heard + silence_limit);
+    // and cancelled for every frame read. Silence counts from when the reader began to wait
+    // for this frame (not while it waited for the writer to make room).
+    let silence = tokio::time::sleep(silence_limit);
     tokio::pin!(silence);
     loop {
-        let next = tokio::select! {
-            biased;
-            _ = wait_closing(&mut closing) => return,
-            next = stream.next() => next,
-            () = &mut silence => {
-                let quiet_until = heard + silence_limit;
-                if tokio::time::Instant::now() >= quiet_until {
-                    debug!(conn = caller.conn.0, "silent for two heartbeats; closing");
-                    return;
+        let waiting_since = tokio::time::Instant::now();
+        let next = loop {
+            tokio::select! {
+                biased;
+                _ = wait_closing(&mut closing) => return,
+                next = stream.next() => break next,
+                () = &mut silence => {
+                    let quiet_until = waiting_since + silence_limit;
+                    if tokio::time::Instant::now() >= quiet_until {
+                        debug!(conn = caller.conn.0, "silent for two heartbeats; closing");
+                        return;
+                    }
+                    silence.as_mut().reset(quiet_until);
                 }
-                silence.as_mut().reset(quiet_until);
-                continue;
             }
         };
-        heard = tokio::time::Instant::now();
         let message = match next {
             None => return,
             Some(Err(error)) => {
