@@ -281,18 +281,21 @@ impl SentKeys {
 
     /// Frees the ids of rooms no entry names any more.
     fn free_unused_rooms(&mut self) {
-        let room_entries = &self.room_entries;
-        let free_rooms = &mut self.free_rooms;
-        self.room_index.retain(|_, index| {
+        let Self {
+            room_entries,
+            free_rooms,
+            room_index,
+            room_ids,
+            ..
+        } = self;
+        room_index.retain(|_, index| {
             let used = room_entries[*index as usize] > 0;
             if !used {
                 free_rooms.push(*index);
+                room_ids[*index as usize] = Box::from("");
             }
             used
         });
-        for index in &self.free_rooms {
-            self.room_ids[*index as usize] = Box::from("");
-        }
     }
 
     pub fn len(&self) -> usize {

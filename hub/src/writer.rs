@@ -78,6 +78,24 @@ impl WriterHandle {
     }
 }
 
+/// A command's answer from its execution (`None`: the batch had already failed). A refusal
+/// is the answer; a store error fails the whole batch, and this command is answered
+/// `internal` like the rest.
+fn answer<T>(
+    executed: Option<Result<T, ExecError>>,
+    failure: &mut Option<crate::store::StoreError>,
+) -> Result<T, Refusal> {
+    match executed {
+        Some(Ok(outcome)) => Ok(outcome),
+        Some(Err(ExecError::Refused(refusal))) => Err(refusal),
+        Some(Err(ExecError::Store(error))) => {
+            *failure = Some(error);
+            Err(internal())
+        }
+        None => Err(internal()),
+    }
+}
+
 fn internal() -> Refusal {
     Refusal::new(
         ErrorCode::Internal,
@@ -441,17 +459,10 @@ impl ExecContext<'_> {
             } => {
                 self.metrics.commands.fetch_add(1, Ordering::Relaxed);
                 let re = command.id();
-                let result = match tx {
-                    Some(tx) => match self.engine.execute(tx, now, &caller, command) {
-                        Ok(outcome) => Ok(outcome),
-                        Err(ExecError::Refused(refusal)) => Err(refusal),
-                        Err(ExecError::Store(error)) => {
-                            state.failure = Some(error);
-                            Err(internal())
-                        }
-                    },
-                    None => Err(internal()),
-                };
+                let result = answer(
+                    tx.map(|tx| self.engine.execute(tx, now, &caller, command)),
+                    &mut state.failure,
+                );
                 state.pending.push(Pending::Command {
                     conn: caller.conn,
                     re,
@@ -483,17 +494,10 @@ impl ExecContext<'_> {
                 });
             }
             Request::Signup { request, reply } => {
-                let result = match tx {
-                    Some(tx) => match self.engine.signup(tx, now, self.signup, request) {
-                        Ok(outcome) => Ok(outcome),
-                        Err(ExecError::Refused(refusal)) => Err(refusal),
-                        Err(ExecError::Store(error)) => {
-                            state.failure = Some(error);
-                            Err(internal())
-                        }
-                    },
-                    None => Err(internal()),
-                };
+                let result = answer(
+                    tx.map(|tx| self.engine.signup(tx, now, self.signup, request)),
+                    &mut state.failure,
+                );
                 state.pending.push(Pending::Signup { reply, result });
             }
             Request::Refused {
