@@ -286,14 +286,17 @@ mod tests {
     use super::*;
     use crate::engine::Refusal;
 
-    /// A flush that waits for the test to let it finish, and counts the flushes.
+    /// A flush that says when it starts, waits for the test to let it finish, and counts
+    /// the flushes.
     struct GatedFlush {
+        entered: crossbeam_channel::Sender<()>,
         gate: crossbeam_channel::Receiver<()>,
         flushed: Arc<Mutex<u64>>,
     }
 
     impl Flush for GatedFlush {
         fn flush(&mut self) -> std::io::Result<()> {
+            let _ = self.entered.send(());
             self.gate
                 .recv()
                 .map_err(|_| std::io::Error::other("gate closed"))?;
@@ -410,11 +413,13 @@ mod tests {
     #[test]
     fn nothing_a_commit_produced_leaves_before_its_flush() {
         let (open_gate, gate) = crossbeam_channel::unbounded();
+        let (entered, flush_started) = crossbeam_channel::unbounded();
         let flushed = Arc::new(Mutex::new(0));
         let watermark = Arc::new(Watermark::default());
         let (released, dispatched) = crossbeam_channel::unbounded();
         let (flushing, thread) = start(
             Box::new(GatedFlush {
+                entered,
                 gate,
                 flushed: flushed.clone(),
             }),
@@ -431,11 +436,12 @@ mod tests {
         }));
         // A read that may include the commit waits for it too.
         let read_done = Arc::new(AtomicBool::new(false));
+        let seen = watermark.begun();
         let reader = {
             let watermark = watermark.clone();
             let read_done = read_done.clone();
             std::thread::spawn(move || {
-                watermark.wait_durable(watermark.begun());
+                watermark.wait_durable(seen);
                 read_done.store(true, Ordering::SeqCst);
             })
         };
@@ -450,6 +456,16 @@ mod tests {
             "read released before the flush"
         );
 
+        // Batches queued during one flush share the next: two commits queued while the
+        // first flush is held.
+        flush_started.recv().unwrap();
+        for _ in 0..2 {
+            let commit = watermark.begin();
+            assert!(flushing.send(Flushing::Batch {
+                commit,
+                deliveries: Vec::new(),
+            }));
+        }
         open_gate.send(()).unwrap();
         match dispatched.recv_timeout(Duration::from_secs(10)).unwrap() {
             Some(deliveries) => assert_eq!(deliveries.len(), 1),
@@ -459,15 +475,7 @@ mod tests {
         assert!(read_done.load(Ordering::SeqCst));
         assert_eq!(*lock(&flushed), 1);
 
-        // Batches queued during one flush share the next: two commits, one flush.
-        for _ in 0..2 {
-            let commit = watermark.begin();
-            assert!(flushing.send(Flushing::Batch {
-                commit,
-                deliveries: Vec::new(),
-            }));
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        flush_started.recv().unwrap();
         open_gate.send(()).unwrap();
         watermark.wait_durable(3);
         assert_eq!(*lock(&flushed), 2, "one flush covered both commits");
