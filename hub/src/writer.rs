@@ -321,10 +321,11 @@ impl Writer {
             self.metrics.commits.fetch_add(1, Ordering::Relaxed);
             self.metrics.commit_latency.observe(committed - started);
         }
-        let deliveries = pending
-            .into_iter()
-            .flat_map(|item| self.deliveries(item, committed))
-            .collect();
+        // A send is its reply and its event; other commands grow the list as they need.
+        let mut deliveries = Vec::with_capacity(2 * pending.len());
+        for item in pending {
+            self.deliveries(item, committed, &mut deliveries);
+        }
         self.flushing.send(Flushing::Batch { commit, deliveries });
         shutdown
     }
@@ -342,7 +343,7 @@ impl Writer {
     }
 
     /// What the dispatcher must do for one committed (or failed) request, in order.
-    fn deliveries(&self, item: Pending, committed: Instant) -> Vec<Delivery> {
+    fn deliveries(&self, item: Pending, committed: Instant, out: &mut Vec<Delivery>) {
         match item {
             Pending::Command {
                 conn,
@@ -355,8 +356,7 @@ impl Writer {
                         Reply::Ok(ok) => Outbound::Frame(ServerFrame::Ok(ok).to_json()),
                         Reply::Sent { event, dup } => Outbound::Sent { re, event, dup },
                     };
-                    let mut deliveries = Vec::with_capacity(1 + outcome.events.len());
-                    deliveries.push(Delivery::Reply {
+                    out.push(Delivery::Reply {
                         conn,
                         item: reply,
                         permit: Some(permit),
@@ -365,23 +365,20 @@ impl Writer {
                         .events_written
                         .fetch_add(outcome.events.len() as u64, Ordering::Relaxed);
                     for event in outcome.events {
-                        deliveries.push(self.event_delivery(event, committed));
+                        out.push(self.event_delivery(event, committed));
                     }
-                    for effect in outcome.effects {
-                        deliveries.push(Delivery::Effect(effect));
-                    }
-                    deliveries
+                    out.extend(outcome.effects.into_iter().map(Delivery::Effect));
                 }
                 Err(refusal) => {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                    vec![Delivery::Reply {
+                    out.push(Delivery::Reply {
                         conn,
                         item: Outbound::Err {
                             re: Some(re),
                             refusal,
                         },
                         permit: Some(permit),
-                    }]
+                    });
                 }
             },
             Pending::Auth {
@@ -389,31 +386,26 @@ impl Writer {
                 device,
                 reply,
                 result,
-            } => vec![Delivery::Auth {
+            } => out.push(Delivery::Auth {
                 conn,
                 device,
                 reply,
                 result,
-            }],
+            }),
             Pending::Signup { reply, result } => {
-                let events = match &result {
-                    Ok(outcome) => outcome.events.len(),
-                    Err(_) => 0,
-                };
-                let mut deliveries = Vec::with_capacity(events + 1);
                 let result = result.map(|mut outcome| {
                     for event in std::mem::take(&mut outcome.events) {
-                        deliveries.push(self.event_delivery(event, committed));
+                        out.push(self.event_delivery(event, committed));
                     }
                     outcome
                 });
-                deliveries.push(Delivery::Signup { reply, result });
-                deliveries
+                out.push(Delivery::Signup { reply, result });
             }
-            Pending::Events(events) => events
-                .into_iter()
-                .map(|event| self.event_delivery(event, committed))
-                .collect(),
+            Pending::Events(events) => {
+                for event in events {
+                    out.push(self.event_delivery(event, committed));
+                }
+            }
         }
     }
 

@@ -441,26 +441,28 @@ impl Engine {
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
-        room: &str,
+        room: String,
         from: &str,
         kind: &str,
         body: String,
-        client_key: &str,
+        client_key: String,
         mentions: Vec<String>,
     ) -> Result<EventRecord, StoreError> {
         let record = self.append(
             tx,
             now_ms,
-            StreamKey::Room(room.to_owned()),
+            StreamKey::Room(room),
             from,
             kind,
             body,
-            Some(client_key.to_owned()),
+            Some(client_key),
             mentions,
         )?;
-        self.state
-            .sent_keys
-            .insert(from, client_key, room, record.seq, record.ts_ms);
+        if let (StreamKey::Room(room), Some(client_key)) = (&record.stream, &record.client_key) {
+            self.state
+                .sent_keys
+                .insert(from, client_key, room, record.seq, record.ts_ms);
+        }
         Ok(record)
     }
 

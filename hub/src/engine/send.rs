@@ -104,7 +104,8 @@ pub fn prepare_send(send: Send) -> Result<PreparedSend, Refusal> {
 
 /// What a `send` will store, once every check passed.
 struct SendPlan {
-    body_text: String,
+    /// The body to store when it is not the body as sent: a message with mentions added.
+    body_text: Option<String>,
     mentions: Vec<String>,
     /// The ping to record: a new one, or one now answered.
     ping: Option<PingRecord>,
@@ -124,14 +125,21 @@ impl Engine {
             return Ok(duplicate(original));
         }
         let plan = self.plan_send(now_ms, caller, &send)?;
+        let PreparedSend {
+            room,
+            client_key,
+            kind,
+            body_text,
+            ..
+        } = send;
         let record = self.append_sent(
             tx,
             now_ms,
-            &send.room,
+            room,
             &caller.id,
-            send.kind.as_str(),
-            plan.body_text,
-            &send.client_key,
+            kind.as_str(),
+            plan.body_text.unwrap_or(body_text),
+            client_key,
             plan.mentions,
         )?;
         if let Some(mut ping) = plan.ping {
@@ -204,7 +212,7 @@ impl Engine {
         send: &PreparedSend,
     ) -> Result<SendPlan, ExecError> {
         let mut plan = SendPlan {
-            body_text: send.body_text.clone(),
+            body_text: None,
             mentions: Vec::new(),
             ping: None,
         };
@@ -214,13 +222,14 @@ impl Engine {
                 if !plan.mentions.is_empty() && message.mentions.as_ref() != Some(&plan.mentions) {
                     let mut body = send.body.clone();
                     body["mentions"] = Value::from(plan.mentions.clone());
-                    plan.body_text = serde_json::to_string(&body).expect("JSON values serialize");
-                    if plan.body_text.len() > limits::EVENT_BODY {
+                    let body_text = serde_json::to_string(&body).expect("JSON values serialize");
+                    if body_text.len() > limits::EVENT_BODY {
                         return refuse(
                             ErrorCode::TooLarge,
                             "with its mentions the message is over the body limit; shorten it",
                         );
                     }
+                    plan.body_text = Some(body_text);
                 }
             }
             SendDetail::Ping(ping) => {

@@ -48,10 +48,10 @@ pub enum StreamKey {
 
 impl StreamKey {
     /// The key under which the stream's events are stored.
-    pub fn storage_key(&self) -> String {
+    pub fn storage_key(&self) -> std::borrow::Cow<'_, str> {
         match self {
-            StreamKey::Room(room) => room.clone(),
-            StreamKey::Inbox(principal) => format!("inbox:{principal}"),
+            StreamKey::Room(room) => std::borrow::Cow::Borrowed(room),
+            StreamKey::Inbox(principal) => std::borrow::Cow::Owned(format!("inbox:{principal}")),
         }
     }
 

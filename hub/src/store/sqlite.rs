@@ -393,10 +393,14 @@ impl Store for SqliteStore {
     }
 
     fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        Ok(Box::new(SqliteTx { tx }))
+        // `&mut self` already keeps a second transaction from starting on this connection.
+        let conn: &Connection = &self.conn;
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+        Ok(Box::new(SqliteTx {
+            append: None,
+            tx,
+            conn,
+        }))
     }
 
     /// Commits stop waiting for `fsync` (`synchronous = NORMAL`: a commit writes its WAL
@@ -464,9 +468,19 @@ fn file_id(metadata: &std::fs::Metadata) -> u64 {
     }
 }
 
+/// Fields drop in order: the held statement goes back to the cache before an uncommitted
+/// transaction rolls back.
 struct SqliteTx<'conn> {
+    /// The event insert, looked up once per transaction rather than once per event: nearly
+    /// every command runs it, and the cache hashes the whole SQL text on each lookup.
+    append: Option<rusqlite::CachedStatement<'conn>>,
     tx: rusqlite::Transaction<'conn>,
+    conn: &'conn Connection,
 }
+
+const APPEND_EVENT: &str =
+    "INSERT INTO events (stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 impl WriteTx for SqliteTx<'_> {
     fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
@@ -574,23 +588,22 @@ impl WriteTx for SqliteTx<'_> {
 
     fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
         let mentions = (!event.mentions.is_empty()).then(|| event.mentions.join(" "));
-        self.tx
-            .prepare_cached(
-                "INSERT INTO events (stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?
-            .execute(params![
-                event.stream.storage_key(),
-                event.seq as i64,
-                event.id,
-                event.ts_ms,
-                event.from,
-                event.kind,
-                event.body,
-                event.client_key,
-                mentions,
-                i64::from(event.pair)
-            ])?;
+        let append = match &mut self.append {
+            Some(append) => append,
+            None => self.append.insert(self.conn.prepare_cached(APPEND_EVENT)?),
+        };
+        append.execute(params![
+            event.stream.storage_key(),
+            event.seq as i64,
+            event.id,
+            event.ts_ms,
+            event.from,
+            event.kind,
+            event.body,
+            event.client_key,
+            mentions,
+            i64::from(event.pair)
+        ])?;
         Ok(())
     }
 
@@ -741,7 +754,9 @@ impl WriteTx for SqliteTx<'_> {
     }
 
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.tx.commit()?;
+        let SqliteTx { append, tx, .. } = *self;
+        drop(append);
+        tx.commit()?;
         Ok(())
     }
 }
