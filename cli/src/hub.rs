@@ -141,8 +141,15 @@ pub fn run(args: HubArgs) -> Result<()> {
             Err(error) => Err(error).context("cannot check the audit log"),
         },
         None => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.enable_all();
+            // Live events are handed to the connections by the flush thread, from outside
+            // the runtime, so they wait in the runtime's shared queue; the sends that follow
+            // them wait for the next poll of the sockets. A worker that looks at both every
+            // few tasks instead of every few dozen turns a send around sooner: +5 % durable
+            // throughput at 10 rooms × 4 members (docs/benchmarks.md).
+            builder.global_queue_interval(4).event_interval(8);
+            let runtime = builder
                 .build()
                 .context("starting the async runtime")?;
             runtime.block_on(serve(args.data, args.serve))
