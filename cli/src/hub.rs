@@ -149,9 +149,7 @@ pub fn run(args: HubArgs) -> Result<()> {
             // few tasks instead of every few dozen turns a send around sooner: +5 % durable
             // throughput at 10 rooms × 4 members (docs/benchmarks.md).
             builder.global_queue_interval(4).event_interval(8);
-            let runtime = builder
-                .build()
-                .context("starting the async runtime")?;
+            let runtime = builder.build().context("starting the async runtime")?;
             runtime.block_on(serve(args.data, args.serve))
         }
     }
