@@ -458,6 +458,7 @@ impl Engine {
             Some(client_key),
             mentions,
         )?;
+        // Both are there: the record was built from them just above.
         if let (StreamKey::Room(room), Some(client_key)) = (&record.stream, &record.client_key) {
             self.state
                 .sent_keys
