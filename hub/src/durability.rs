@@ -113,6 +113,8 @@ pub enum Flushing {
     /// What one batch produced, numbered by [`Watermark::begin`].
     Batch {
         commit: u64,
+        /// When its commit returned: the flush stage measures how long it waited.
+        committed: Instant,
         deliveries: Vec<Delivery>,
     },
     /// The writer stopped: flush, pass the shutdown on, and stop.
@@ -196,6 +198,13 @@ impl FlushStage {
             let mut items = vec![first];
             items.extend(self.queue.try_iter());
             let started = Instant::now();
+            for item in &items {
+                if let Flushing::Batch { committed, .. } = item {
+                    self.metrics
+                        .flush_wait_latency
+                        .observe(started.saturating_duration_since(*committed));
+                }
+            }
             if let Err(error) = self.flush.flush() {
                 error!(%error, "flushing committed batches to disk failed; stopping the hub");
                 std::process::abort();
@@ -208,6 +217,7 @@ impl FlushStage {
                     Flushing::Batch {
                         commit,
                         deliveries: batch,
+                        ..
                     } => {
                         highest = highest.max(commit);
                         if deliveries.is_empty() {
@@ -432,6 +442,7 @@ mod tests {
         let (delivery, mut answered) = signup_answer();
         assert!(flushing.send(Flushing::Batch {
             commit,
+            committed: Instant::now(),
             deliveries: vec![delivery],
         }));
         // A read that may include the commit waits for it too.
@@ -463,6 +474,7 @@ mod tests {
             let commit = watermark.begin();
             assert!(flushing.send(Flushing::Batch {
                 commit,
+                committed: Instant::now(),
                 deliveries: Vec::new(),
             }));
         }

@@ -59,7 +59,9 @@ pub struct Metrics {
     pub commands: AtomicU64,
     pub refused: AtomicU64,
     pub slow_consumers: AtomicU64,
+    pub writer_queue_latency: Histogram,
     pub commit_latency: Histogram,
+    pub flush_wait_latency: Histogram,
     pub flush_latency: Histogram,
     pub delivery_latency: Histogram,
 }
@@ -122,10 +124,20 @@ impl Metrics {
             "Connections closed with 4008 because their queue was full.",
             &self.slow_consumers,
         );
+        self.writer_queue_latency.render(
+            &mut out,
+            "roundtable_writer_queue_seconds",
+            "Time a command waits between its connection handing it over and the writer executing it.",
+        );
         self.commit_latency.render(
             &mut out,
             "roundtable_commit_seconds",
             "Time to execute and commit one batch (before its flush).",
+        );
+        self.flush_wait_latency.render(
+            &mut out,
+            "roundtable_flush_wait_seconds",
+            "Time from a batch's commit to the start of the flush that makes it durable.",
         );
         self.flush_latency.render(
             &mut out,

@@ -437,6 +437,7 @@ async fn read_frames(
                     context.writer.submit(Request::Command {
                         caller: caller.clone(),
                         command,
+                        submitted: Instant::now(),
                         permit,
                     })
                 }

@@ -42,6 +42,8 @@ pub enum Request {
     Command {
         caller: Arc<Caller>,
         command: Command,
+        /// When the connection handed it over: the writer measures how long it waited.
+        submitted: Instant,
         /// Held until the reply is queued: bounds each connection's commands in flight.
         permit: OwnedSemaphorePermit,
     },
@@ -326,7 +328,11 @@ impl Writer {
         for item in pending {
             self.deliveries(item, committed, &mut deliveries);
         }
-        self.flushing.send(Flushing::Batch { commit, deliveries });
+        self.flushing.send(Flushing::Batch {
+            commit,
+            committed,
+            deliveries,
+        });
         shutdown
     }
 
@@ -447,9 +453,13 @@ impl ExecContext<'_> {
             Request::Command {
                 caller,
                 command,
+                submitted,
                 permit,
             } => {
                 self.metrics.commands.fetch_add(1, Ordering::Relaxed);
+                self.metrics
+                    .writer_queue_latency
+                    .observe(submitted.elapsed());
                 let re = command.id();
                 let result = answer(
                     tx.map(|tx| self.engine.execute(tx, now, &caller, command)),
@@ -639,7 +649,9 @@ mod tests {
                 .recv_timeout(Duration::from_secs(10))
                 .expect("a batch")
             {
-                Flushing::Batch { commit, deliveries } => {
+                Flushing::Batch {
+                    commit, deliveries, ..
+                } => {
                     watermark.advance(commit);
                     if !deliveries.is_empty() {
                         return deliveries;
@@ -747,6 +759,7 @@ mod tests {
                 body: serde_json::json!({"text": key}),
             }))
             .unwrap(),
+            submitted: Instant::now(),
             permit: permits.clone().try_acquire_owned().unwrap(),
         };
 

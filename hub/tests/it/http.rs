@@ -112,6 +112,10 @@ async fn metrics_count_connections_and_events() {
     // room event, creator join, room_added, then the message.
     assert_eq!(value("roundtable_events_written_total"), 4.0);
     assert!(value("roundtable_commits_total") >= 2.0);
+    // Each command waited for the writer, and each commit for its flush.
+    assert!(value("roundtable_writer_queue_seconds_count") >= value("roundtable_commands_total"));
+    assert!(value("roundtable_commands_total") >= 2.0);
+    assert!(value("roundtable_flush_wait_seconds_count") >= 1.0);
     assert!(
         metrics
             .body
