@@ -148,8 +148,9 @@ pub trait Release: Send + 'static {
     fn stop(&mut self);
 }
 
-/// The hub's release: the dispatcher fans the batch out on the flush thread itself, so
-/// nothing waits for another thread to be scheduled between the flush and the sinks.
+/// The hub's release: the dispatcher fans the batch out on the flush thread itself, and
+/// writes it to the sockets there when it can, so nothing waits for another thread to be
+/// scheduled between the flush and the sockets.
 impl Release for DispatchHandle {
     fn release(&mut self, deliveries: Vec<Delivery>) {
         self.batch(deliveries);

@@ -4,15 +4,22 @@
 //!   commands to the writer and reads `history` from the store. It stops reading when the
 //!   connection already has `max_in_flight` commands waiting, which is the backpressure
 //!   a pipelining client feels.
-//! - The sink owns the socket's sending half and drains the connection's queue in order:
-//!   replies, live events and `sync` requests. Serving `sync` there, in queue order, is what
-//!   keeps replay and live delivery from reordering or duplicating: events that arrive
-//!   while the replay is read wait in the queue behind it and are skipped when already
-//!   replayed (per-stream high-water marks).
+//! - The sink drains the connection's queue in order: replies, live events and `sync`
+//!   requests. Serving `sync` there, in queue order, is what keeps replay and live
+//!   delivery from reordering or duplicating: events that arrive while the replay is read
+//!   wait in the queue behind it and are skipped when already replayed (per-stream
+//!   high-water marks).
+//!
+//! The socket's sending half and those high-water marks live in the connection's writer
+//! ([`ConnWriter`]). The sink holds it while it writes; when it is free and nothing is
+//! queued, the flush thread writes a durable batch's frames through it directly, so they
+//! leave without waiting for the sink task to be scheduled.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
@@ -29,7 +36,7 @@ use tracing::{debug, warn};
 
 use crate::config::HubConfig;
 use crate::delivery::{
-    Closing, ConnControl, ConnHandle, Outbound, OutboundQueue, err_frame, event_frame,
+    Closing, ConnControl, ConnHandle, DirectWrite, Outbound, OutboundQueue, err_frame, event_frame,
     history_frame, sent_frame, wait_closing,
 };
 use crate::dispatch::DispatchHandle;
@@ -152,13 +159,28 @@ impl Drop for Registration {
 /// Serves one upgraded WebSocket until it closes.
 pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
     let _open = OpenConnection::new(context.metrics.clone());
-    let (mut sink, mut stream) = socket.split();
-    if sink.send(text(context.hello())).await.is_err() {
+    let (sink, mut stream) = socket.split();
+    let writer = Arc::new(ConnWriter {
+        state: tokio::sync::Mutex::new(SinkState {
+            sink,
+            delivered: FxHashMap::default(),
+            live: false,
+        }),
+        metrics: context.metrics.clone(),
+    });
+    let hello = writer
+        .state
+        .lock()
+        .await
+        .sink
+        .send(text(context.hello()))
+        .await;
+    if hello.is_err() {
         return;
     }
     let conn = ConnId(context.next_conn.fetch_add(1, Ordering::Relaxed));
     let Some((principal, device, handle)) =
-        authenticate(&mut sink, &mut stream, &context, conn).await
+        authenticate(&writer, &mut stream, &context, conn).await
     else {
         return;
     };
@@ -177,15 +199,13 @@ pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
     let control = handle.control.clone();
     let sink_task = tokio::spawn(
         SinkTask {
-            sink,
+            writer,
             queue: handle.outbound.clone(),
             closing: control.watch(),
             control: control.clone(),
             context: context.clone(),
             caller: caller.clone(),
-            delivered: FxHashMap::default(),
             bad_frames: VecDeque::new(),
-            live: false,
         }
         .run(),
     );
@@ -199,11 +219,14 @@ type Authenticated = (crate::store::PrincipalRecord, String, ConnHandle);
 /// Waits for `auth` and checks it with the writer, which registers the connection. Any
 /// failure answers `err unauthorized` and closes with 4001.
 async fn authenticate(
-    sink: &mut Sink,
+    writer: &Arc<ConnWriter>,
     stream: &mut Stream,
     context: &SessionContext,
     conn: ConnId,
 ) -> Option<Authenticated> {
+    // Held until the answer is written: nothing is written directly before it.
+    let mut state = writer.state.lock().await;
+    let sink = &mut state.sink;
     let deadline = tokio::time::Instant::now() + context.config.auth_timeout;
     let refuse =
         |re: Option<u64>, msg: &str| (re, Refusal::new(ErrorCode::Unauthorized, msg.to_owned()));
@@ -266,6 +289,7 @@ async fn authenticate(
         id: conn,
         outbound: Arc::new(OutboundQueue::new(context.config.max_queue)),
         control: Arc::new(ConnControl::default()),
+        direct: Some(writer.clone() as Arc<dyn DirectWrite>),
     };
     let (reply, answer) = oneshot::channel();
     let submitted = context.writer.submit(Request::Auth {
@@ -610,94 +634,23 @@ enum Stop {
     SocketGone,
 }
 
-struct SinkTask {
-    sink: Sink,
-    queue: Arc<OutboundQueue>,
-    /// Watches `control`: the sink stops writing as soon as the connection is to end.
-    closing: tokio::sync::watch::Receiver<Option<Closing>>,
-    control: Arc<ConnControl>,
-    context: Arc<SessionContext>,
-    caller: Arc<Caller>,
+/// A connection's write half and the state its writes depend on. The sink task holds it
+/// while it writes; the flush thread writes through it directly when it is free.
+struct SinkState<S = Sink> {
+    sink: S,
     /// Per stream (room id or `inbox`), the highest `seq` delivered on this connection.
     delivered: FxHashMap<String, u64>,
-    /// When the recent `bad_frame` answers were written (for the 1008 rule).
-    bad_frames: VecDeque<Instant>,
     /// Whether the writer delivers live events here (after the first `sync`).
     live: bool,
 }
 
-/// How many replayed events the sink writes before it flushes the socket.
-const WRITE_BATCH: usize = 64;
-
-impl SinkTask {
-    async fn run(mut self) {
-        let mut heartbeat = tokio::time::interval(self.context.config.heartbeat);
-        heartbeat.tick().await;
-        let queue = self.queue.clone();
-        let mut items = Vec::new();
-        let stop = 'serve: loop {
-            tokio::select! {
-                biased;
-                closing = wait_closing(&mut self.closing) => break Stop::Closing(closing),
-                _ = queue.take_all(&mut items) => {}
-                _ = heartbeat.tick() => {
-                    match self.write(Message::Ping(Default::default())).await {
-                        Ok(()) => match self.flush().await {
-                            Ok(()) => continue,
-                            Err(stop) => break stop,
-                        },
-                        Err(stop) => break stop,
-                    }
-                }
-            };
-            // Everything queued goes out, then one flush.
-            for item in items.drain(..) {
-                if let Err(stop) = self.handle(item).await {
-                    break 'serve stop;
-                }
-            }
-            if let Err(stop) = self.flush().await {
-                break stop;
-            }
-        };
-        if let Stop::Closing(Closing::Code(code)) = stop {
-            // Give a slow peer time to read what is queued and the close frame itself.
-            let grace = (self.context.config.heartbeat * 2).max(Duration::from_secs(5));
-            let _ = tokio::time::timeout(grace, async {
-                self.sink.send(close_message(code)).await?;
-                self.sink.close().await
-            })
-            .await;
-        }
-        self.control.end(Closing::PeerGone);
-    }
-
-    async fn write(&mut self, message: Message) -> Result<(), Stop> {
-        tokio::select! {
-            biased;
-            result = self.sink.feed(message) => result.map_err(|_| Stop::SocketGone),
-            closing = wait_closing(&mut self.closing) => Err(Stop::Closing(closing)),
-        }
-    }
-
-    async fn flush(&mut self) -> Result<(), Stop> {
-        tokio::select! {
-            biased;
-            result = self.sink.flush() => result.map_err(|_| Stop::SocketGone),
-            closing = wait_closing(&mut self.closing) => Err(Stop::Closing(closing)),
-        }
-    }
-
-    async fn handle(&mut self, item: Outbound) -> Result<(), Stop> {
+impl<S> SinkState<S> {
+    /// The message for an item that needs nothing but this state: `Ok(None)` when there
+    /// is nothing to write (an event already delivered), `Err` with the item when it needs
+    /// the sink task (an error answer or a `sync`).
+    fn message(&mut self, item: Outbound, metrics: &Metrics) -> Result<Option<Message>, Outbound> {
         match item {
-            Outbound::Frame(frame) => self.write(text(frame)).await,
-            Outbound::Err { re, refusal } => {
-                self.write(text(err_frame(re, &refusal))).await?;
-                if refusal.code == ErrorCode::BadFrame {
-                    count_bad_frame(&mut self.bad_frames, &self.control);
-                }
-                Ok(())
-            }
+            Outbound::Frame(frame) => Ok(Some(text(frame))),
             Outbound::Sent { re, event, dup } => {
                 // Its own event counts as delivered on this connection, so a later `sync`
                 // does not send it again. Live, every earlier event of the room this
@@ -712,7 +665,7 @@ impl SinkTask {
                         }
                     }
                 }
-                self.write(text(sent_frame(re, &event, dup))).await
+                Ok(Some(text(sent_frame(re, &event, dup))))
             }
             Outbound::Event { event, with_key } => {
                 let stream = match &event.record.stream {
@@ -721,29 +674,196 @@ impl SinkTask {
                 };
                 let seq = event.record.seq;
                 match self.delivered.get_mut(stream) {
-                    Some(high) if *high >= seq => return Ok(()),
+                    Some(high) if *high >= seq => return Ok(None),
                     Some(high) => *high = seq,
                     None => {
                         self.delivered.insert(stream.to_owned(), seq);
                     }
                 }
-                let metrics = &self.context.metrics;
                 metrics.events_delivered.fetch_add(1, Ordering::Relaxed);
                 metrics.delivery_latency.observe(event.committed.elapsed());
-                self.write(Message::Text(event.frame(with_key))).await
+                Ok(Some(Message::Text(event.frame(with_key))))
             }
-            Outbound::Sync { re, cursors } => self.serve_sync(re, cursors).await,
+            item @ (Outbound::Err { .. } | Outbound::Sync { .. }) => Err(item),
+        }
+    }
+}
+
+/// The connection's writer, shared by its sink task and whoever releases items to it.
+struct ConnWriter<S = Sink> {
+    state: tokio::sync::Mutex<SinkState<S>>,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> std::fmt::Debug for ConnWriter<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnWriter").finish_non_exhaustive()
+    }
+}
+
+impl<S> DirectWrite for ConnWriter<S>
+where
+    S: futures_util::Sink<Message> + Unpin + Send + 'static,
+{
+    fn write_now(&self, items: Vec<Outbound>, queue: &OutboundQueue) -> Vec<Outbound> {
+        // The sink task holds the writer from before it drains the queue until it has
+        // written what it drained: free writer and empty queue mean nothing is ahead.
+        let Ok(mut state) = self.state.try_lock() else {
+            return items;
+        };
+        if !queue.is_empty() {
+            return items;
+        }
+        let state = &mut *state;
+        // Nothing here waits: whatever cannot be written at once is left to the sink task,
+        // which polls again with its own waker.
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut items = items.into_iter();
+        let mut rest = Vec::new();
+        let mut wrote = false;
+        for item in items.by_ref() {
+            let ready = futures_util::Sink::poll_ready(Pin::new(&mut state.sink), &mut context);
+            if !matches!(ready, Poll::Ready(Ok(()))) {
+                rest.push(item);
+                break;
+            }
+            match state.message(item, &self.metrics) {
+                Ok(Some(message)) => {
+                    wrote = true;
+                    if futures_util::Sink::start_send(Pin::new(&mut state.sink), message).is_err() {
+                        // The socket is gone: the sink task finds out when it flushes.
+                        break;
+                    }
+                }
+                Ok(None) => {}
+                Err(item) => {
+                    rest.push(item);
+                    break;
+                }
+            }
+        }
+        rest.extend(items);
+        if wrote {
+            let flushed = futures_util::Sink::poll_flush(Pin::new(&mut state.sink), &mut context);
+            if !matches!(flushed, Poll::Ready(Ok(()))) {
+                queue.request_flush();
+            }
+        }
+        rest
+    }
+}
+
+/// The connection's sink task: writes what is queued for it (answers of reads, `sync`
+/// replays, whatever could not be written directly), heartbeats, and the closing frame.
+struct SinkTask {
+    writer: Arc<ConnWriter>,
+    queue: Arc<OutboundQueue>,
+    /// Watches `control`: the sink stops writing as soon as the connection is to end.
+    closing: tokio::sync::watch::Receiver<Option<Closing>>,
+    control: Arc<ConnControl>,
+    context: Arc<SessionContext>,
+    caller: Arc<Caller>,
+    /// When the recent `bad_frame` answers were written (for the 1008 rule).
+    bad_frames: VecDeque<Instant>,
+}
+
+/// How many replayed events the sink writes before it flushes the socket.
+const WRITE_BATCH: usize = 64;
+
+impl SinkTask {
+    async fn run(mut self) {
+        let mut heartbeat = tokio::time::interval(self.context.config.heartbeat);
+        heartbeat.tick().await;
+        let queue = self.queue.clone();
+        let writer = self.writer.clone();
+        let mut items = Vec::new();
+        let stop = 'serve: loop {
+            tokio::select! {
+                biased;
+                closing = wait_closing(&mut self.closing) => break Stop::Closing(closing),
+                () = queue.wait() => {}
+                _ = heartbeat.tick() => {
+                    let mut state = writer.state.lock().await;
+                    match self.write(&mut state, Message::Ping(Default::default())).await {
+                        Ok(()) => match self.flush(&mut state).await {
+                            Ok(()) => continue,
+                            Err(stop) => break stop,
+                        },
+                        Err(stop) => break stop,
+                    }
+                }
+            };
+            // The writer is held from before the queue is drained until it is written, so
+            // nothing written directly overtakes what was queued. Then one flush.
+            let mut state = writer.state.lock().await;
+            queue.drain_into(&mut items);
+            for item in items.drain(..) {
+                if let Err(stop) = self.handle(&mut state, item).await {
+                    break 'serve stop;
+                }
+            }
+            if let Err(stop) = self.flush(&mut state).await {
+                break stop;
+            }
+        };
+        if let Stop::Closing(Closing::Code(code)) = stop {
+            // Give a slow peer time to read what is queued and the close frame itself.
+            let grace = (self.context.config.heartbeat * 2).max(Duration::from_secs(5));
+            let _ = tokio::time::timeout(grace, async {
+                let mut state = writer.state.lock().await;
+                state.sink.send(close_message(code)).await?;
+                state.sink.close().await
+            })
+            .await;
+        }
+        self.control.end(Closing::PeerGone);
+    }
+
+    async fn write(&mut self, state: &mut SinkState, message: Message) -> Result<(), Stop> {
+        tokio::select! {
+            biased;
+            result = state.sink.feed(message) => result.map_err(|_| Stop::SocketGone),
+            closing = wait_closing(&mut self.closing) => Err(Stop::Closing(closing)),
+        }
+    }
+
+    async fn flush(&mut self, state: &mut SinkState) -> Result<(), Stop> {
+        tokio::select! {
+            biased;
+            result = state.sink.flush() => result.map_err(|_| Stop::SocketGone),
+            closing = wait_closing(&mut self.closing) => Err(Stop::Closing(closing)),
+        }
+    }
+
+    async fn handle(&mut self, state: &mut SinkState, item: Outbound) -> Result<(), Stop> {
+        match state.message(item, &self.context.metrics) {
+            Ok(Some(message)) => self.write(state, message).await,
+            Ok(None) => Ok(()),
+            Err(Outbound::Err { re, refusal }) => {
+                self.write(state, text(err_frame(re, &refusal))).await?;
+                if refusal.code == ErrorCode::BadFrame {
+                    count_bad_frame(&mut self.bad_frames, &self.control);
+                }
+                Ok(())
+            }
+            Err(Outbound::Sync { re, cursors }) => self.serve_sync(state, re, cursors).await,
+            Err(_) => unreachable!("SinkState::message hands back only errors and syncs"),
         }
     }
 
     /// Replays every readable stream from the client's cursors (or from what this
     /// connection already delivered, whichever is later), then answers with the heads.
-    async fn serve_sync(&mut self, re: u64, cursors: BTreeMap<String, u64>) -> Result<(), Stop> {
-        if !self.live {
+    async fn serve_sync(
+        &mut self,
+        state: &mut SinkState,
+        re: u64,
+        cursors: BTreeMap<String, u64>,
+    ) -> Result<(), Stop> {
+        if !state.live {
             if !self.context.dispatch.subscribe(self.caller.conn) {
                 return Err(Stop::Closing(Closing::Code(CloseCode::HubRestarting)));
             }
-            self.live = true;
+            state.live = true;
         }
         let principal = self.caller.id.clone();
         let mut starts: HashMap<StreamKey, u64> = HashMap::new();
@@ -755,7 +875,7 @@ impl SinkTask {
             };
             starts.insert(key, *cursor);
         }
-        for (name, high) in &self.delivered {
+        for (name, high) in &state.delivered {
             let key = if name == "inbox" {
                 StreamKey::Inbox(principal.clone())
             } else {
@@ -782,12 +902,12 @@ impl SinkTask {
                 warn!(%error, "sync read failed");
                 let refusal =
                     Refusal::new(ErrorCode::Internal, "the hub could not read; sync again");
-                return self.write(text(err_frame(Some(re), &refusal))).await;
+                return self.write(state, text(err_frame(Some(re), &refusal))).await;
             }
             Err(_) => {
                 let refusal =
                     Refusal::new(ErrorCode::Internal, "the hub could not read; sync again");
-                return self.write(text(err_frame(Some(re), &refusal))).await;
+                return self.write(state, text(err_frame(Some(re), &refusal))).await;
             }
         };
         let mut heads = BTreeMap::new();
@@ -802,22 +922,235 @@ impl SinkTask {
                     from,
                     to,
                 });
-                self.write(text(gap.to_json())).await?;
+                self.write(state, text(gap.to_json())).await?;
             }
             let mut written = 0;
             for event in &replay.events {
                 let with_key = event.from == self.caller.id;
-                self.write(text(event_frame(event, with_key))).await?;
+                self.write(state, text(event_frame(event, with_key)))
+                    .await?;
                 written += 1;
                 if written % WRITE_BATCH == 0 {
-                    self.flush().await?;
+                    self.flush(state).await?;
                 }
             }
-            let high = self.delivered.entry(name.clone()).or_insert(0);
+            let high = state.delivered.entry(name.clone()).or_insert(0);
             *high = (*high).max(replay.head);
             heads.insert(name, replay.head);
         }
         let ok = OkReply::with(re, &SyncOk { heads });
-        self.write(text(ServerFrame::Ok(ok).to_json())).await
+        self.write(state, text(ServerFrame::Ok(ok).to_json())).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The direct write's rules: only when nothing is ahead, in order, never waiting.
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::delivery::LiveEvent;
+    use crate::store::EventRecord;
+
+    /// A sink that takes `capacity` messages, then is not ready; its flush completes only
+    /// when told to.
+    struct TestSink {
+        written: Vec<String>,
+        capacity: usize,
+        flushes: bool,
+    }
+
+    impl futures_util::Sink<Message> for TestSink {
+        type Error = axum::Error;
+
+        fn poll_ready(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> Poll<Result<(), axum::Error>> {
+            if self.written.len() < self.capacity {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        }
+
+        fn start_send(self: Pin<&mut Self>, message: Message) -> Result<(), axum::Error> {
+            match message {
+                Message::Text(text) => self.get_mut().written.push(text.to_string()),
+                other => panic!("unexpected {other:?}"),
+            }
+            Ok(())
+        }
+
+        fn poll_flush(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> Poll<Result<(), axum::Error>> {
+            if self.flushes {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        }
+
+        fn poll_close(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> Poll<Result<(), axum::Error>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn writer(capacity: usize, flushes: bool) -> ConnWriter<TestSink> {
+        ConnWriter {
+            state: tokio::sync::Mutex::new(SinkState {
+                sink: TestSink {
+                    written: Vec::new(),
+                    capacity,
+                    flushes,
+                },
+                delivered: FxHashMap::default(),
+                live: true,
+            }),
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
+    fn event(seq: u64) -> Outbound {
+        let record = EventRecord {
+            stream: StreamKey::Room("r_1".into()),
+            seq,
+            id: format!("e_{seq}"),
+            ts_ms: 0,
+            from: "u_1".into(),
+            kind: "message".into(),
+            body: format!(r#"{{"text":"m{seq}"}}"#),
+            client_key: None,
+            mentions: Vec::new(),
+            pair: false,
+        };
+        Outbound::Event {
+            event: Arc::new(LiveEvent::new(Arc::new(record), Instant::now())),
+            with_key: false,
+        }
+    }
+
+    fn frame(text: &str) -> Outbound {
+        Outbound::Frame(text.into())
+    }
+
+    /// The seqs (events) and texts (frames) of what was written or handed back.
+    fn labels(texts: &[String]) -> Vec<String> {
+        texts
+            .iter()
+            .map(
+                |text| match serde_json::from_str::<serde_json::Value>(text) {
+                    Ok(value) => format!("evt {}", value["seq"]),
+                    Err(_) => text.clone(),
+                },
+            )
+            .collect()
+    }
+
+    fn item_labels(items: &[Outbound]) -> Vec<String> {
+        items
+            .iter()
+            .map(|item| match item {
+                Outbound::Frame(text) => text.clone(),
+                Outbound::Event { event, .. } => format!("evt {}", event.record.seq),
+                Outbound::Err { .. } => "err".into(),
+                Outbound::Sync { .. } => "sync".into(),
+                Outbound::Sent { .. } => "sent".into(),
+            })
+            .collect()
+    }
+
+    async fn written(writer: &ConnWriter<TestSink>) -> Vec<String> {
+        labels(&writer.state.lock().await.sink.written)
+    }
+
+    async fn flush_requested(queue: &OutboundQueue) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), queue.wait())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_free_writer_writes_at_once_in_order_and_skips_what_was_delivered() {
+        let writer = writer(usize::MAX, true);
+        let queue = OutboundQueue::new(16);
+        let rest = writer.write_now(vec![event(1), frame("a"), event(2)], &queue);
+        assert!(rest.is_empty());
+        // Seq 2 was delivered already (by a replay): only 3 goes out.
+        let rest = writer.write_now(vec![event(2), event(3)], &queue);
+        assert!(rest.is_empty());
+        assert_eq!(written(&writer).await, ["evt 1", "a", "evt 2", "evt 3"]);
+        assert!(
+            !flush_requested(&queue).await,
+            "a completed flush asks for none"
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_is_written_past_a_held_writer_or_a_queued_item() {
+        let writer = writer(usize::MAX, true);
+        let queue = OutboundQueue::new(16);
+        {
+            // The sink task holds the writer (a replay, say).
+            let _held = writer.state.lock().await;
+            let rest = writer.write_now(vec![event(1), event(2)], &queue);
+            assert_eq!(item_labels(&rest), ["evt 1", "evt 2"]);
+            assert!(queue.push_many(rest));
+        }
+        // Free again, but items wait in the queue: newer ones queue behind them.
+        let rest = writer.write_now(vec![event(3)], &queue);
+        assert_eq!(item_labels(&rest), ["evt 3"]);
+        assert!(written(&writer).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn what_cannot_be_written_at_once_comes_back_in_order() {
+        // Room for two messages, and a flush that does not complete.
+        let writer = writer(2, false);
+        let queue = OutboundQueue::new(16);
+        let rest = writer.write_now(vec![event(1), event(2), event(3), frame("b")], &queue);
+        assert_eq!(item_labels(&rest), ["evt 3", "b"]);
+        assert_eq!(written(&writer).await, ["evt 1", "evt 2"]);
+        assert!(
+            flush_requested(&queue).await,
+            "the sink task finishes the flush"
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_and_syncs_are_left_to_the_sink_task_with_all_behind_them() {
+        let writer = writer(usize::MAX, true);
+        let queue = OutboundQueue::new(16);
+        let refusal = Refusal::new(ErrorCode::BadFrame, "no");
+        let rest = writer.write_now(
+            vec![
+                event(1),
+                Outbound::Err {
+                    re: Some(7),
+                    refusal,
+                },
+                event(2),
+            ],
+            &queue,
+        );
+        assert_eq!(item_labels(&rest), ["err", "evt 2"]);
+        let rest = writer.write_now(
+            vec![
+                Outbound::Sync {
+                    re: 8,
+                    cursors: BTreeMap::new(),
+                },
+                frame("c"),
+            ],
+            &queue,
+        );
+        assert_eq!(item_labels(&rest), ["sync", "c"]);
+        assert_eq!(written(&writer).await, ["evt 1"]);
     }
 }

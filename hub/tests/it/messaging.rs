@@ -570,3 +570,93 @@ async fn a_later_sync_does_not_resend_the_connections_own_events() {
     assert!(seqs(&frames).is_empty(), "{frames:?}");
     assert_eq!(heads[&room_id], 3);
 }
+
+/// Sends pipelined from one connection; returns the highest `seq` they were stored at.
+async fn pipeline(
+    client: &mut roundtable_testkit::Client,
+    room: &str,
+    name: &str,
+    n: usize,
+) -> u64 {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = client.id();
+        client
+            .send_frame(&message(
+                id,
+                room,
+                &format!("{name}-key-{i:05}"),
+                &format!("{name}{i}"),
+            ))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let mut highest = 0;
+    for id in ids {
+        let sent: SendOk = client
+            .reply_to(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .decode()
+            .unwrap();
+        highest = highest.max(sent.event.seq);
+    }
+    highest
+}
+
+/// Live events are written to a connection straight from the flush when nothing is ahead
+/// of them; while its `sync` is being replayed they must wait behind the replay. Whatever
+/// the timing, the reader sees every seq of the room once and in order.
+#[tokio::test]
+async fn events_sent_during_a_replay_follow_it_once_and_in_order() {
+    let hub = TestHub::start_with(|config| config.replay_max = 10_000).await;
+    let (mut dana, created) = hub.user("dana").await;
+    let writer = agent(&mut dana, "writer").await;
+    let room_id = room(&mut dana, &["dana/writer"]).await;
+    // A replay long enough to take several flushes of the socket.
+    pipeline(&mut dana, &room_id, "before", 400).await;
+    let mut reader = login(&hub, &created.token, "reader").await;
+
+    // The writer agent sends without pause from before the sync until after it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (started, sending) = tokio::sync::oneshot::channel();
+    let sender = tokio::spawn({
+        let url = hub.ws_url();
+        let room_id = room_id.clone();
+        let token = writer.token.clone();
+        let stop = stop.clone();
+        async move {
+            let mut client = roundtable_testkit::Client::connect(&url).await.unwrap();
+            client.auth(&token, "sender").await.unwrap();
+            let mut last = pipeline(&mut client, &room_id, "first", 20).await;
+            started.send(()).unwrap();
+            let mut round = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                last = pipeline(&mut client, &room_id, &format!("during{round}"), 20).await;
+                round += 1;
+            }
+            last
+        }
+    });
+    sending.await.unwrap();
+    let (frames, _) = sync(&mut reader, &[(&room_id, 0)]).await;
+    let mut seen: Vec<u64> = seqs(&frames)
+        .into_iter()
+        .filter(|(stream, _)| *stream == room_id)
+        .map(|(_, seq)| seq)
+        .collect();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let last = sender.await.unwrap();
+    while seen.last() != Some(&last) {
+        let event = tokio::time::timeout(Duration::from_secs(10), reader.next_event())
+            .await
+            .expect("every event arrives")
+            .unwrap();
+        if event.room.as_deref() == Some(&room_id) {
+            seen.push(event.seq);
+        }
+    }
+    assert_eq!(seen, (1..=last).collect::<Vec<_>>());
+}
