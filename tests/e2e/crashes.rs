@@ -213,13 +213,14 @@ async fn a_client_closed_as_a_slow_consumer_recovers_without_loss() {
 /// it would stall the hub as well: in the flooder's session, say, before the core is closed.
 struct HubOfItsOwn {
     addr: std::net::SocketAddr,
+    ws_url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl HubOfItsOwn {
     fn start() -> HubOfItsOwn {
-        let (started, addr) = std::sync::mpsc::channel();
+        let (started, started_at) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -233,20 +234,24 @@ impl HubOfItsOwn {
                     config.replay_max = 100_000;
                 })
                 .await;
-                started.send(hub.addr).expect("the test waits");
+                started
+                    .send((hub.addr, hub.ws_url()))
+                    .expect("the test waits");
                 let _ = stopped.await;
                 hub.stop().await;
             });
         });
+        let (addr, ws_url) = started_at.recv().expect("the hub starts");
         HubOfItsOwn {
-            addr: addr.recv().expect("the hub starts"),
+            addr,
+            ws_url,
             stop: Some(stop),
             thread: Some(thread),
         }
     }
 
     fn ws_url(&self) -> String {
-        format!("ws://{}/v1/ws", self.addr)
+        self.ws_url.clone()
     }
 }
 

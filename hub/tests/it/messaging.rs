@@ -389,24 +389,7 @@ async fn concurrent_senders_are_seen_dense_and_in_order_by_every_reader() {
                 .auth(&token, &format!("sender-{name}"))
                 .await
                 .unwrap();
-            // Pipeline: send all, then read the replies.
-            let mut ids = Vec::new();
-            for n in 0..50 {
-                let id = client.id();
-                client
-                    .send_frame(&message(
-                        id,
-                        &room_id,
-                        &format!("{name}-key-{n:04}"),
-                        &format!("{name}{n}"),
-                    ))
-                    .await
-                    .unwrap();
-                ids.push(id);
-            }
-            for id in ids {
-                client.reply_to(id).await.unwrap().unwrap();
-            }
+            pipeline(&mut client, &room_id, name, 50).await;
         })
     })
     .collect();
