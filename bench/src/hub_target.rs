@@ -168,7 +168,7 @@ async fn member_task(
     }
     let id = client.id();
     client
-        .ok(ClientFrame::Sync(roundtable_protocol::client::Sync {
+        .ok(ClientFrame::Sync(roundtable_protocol::client::SyncCmd {
             id,
             cursors: Default::default(),
         }))

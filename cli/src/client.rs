@@ -1,43 +1,48 @@
-//! The client commands: `roundtable signup`, `login`, `rooms`, `send`, `tail`… over the core
-//! (`roundtable-core`), so the CLI sees the network exactly as the desktop app does: through
-//! the local cache and the outbox. `send` works offline; everything else that needs the hub
-//! says so clearly when it cannot reach it.
-//!
-//! Exit codes: 0 done; 1 another failure; 2 bad usage; 3 the hub is unreachable; 4 the hub
-//! refused (its error code is printed); 5 the token was refused or revoked.
+//! The client commands: `roundtable signup`, `login`, `rooms`, `send`, `tail`… Each parses
+//! its arguments, calls one function of the core (`roundtable-core`, which the desktop app
+//! and the MCP bridge use too) and prints the result as text or JSON. `send` works offline,
+//! and hands its message to a running `roundtable` process on the profile when there is
+//! one; everything else that needs the hub says so clearly when it cannot reach it.
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use roundtable_core::{Core, CoreError, Outcome, SyncState, cache::PrincipalRow, profile};
-use roundtable_protocol::ClientFrame;
+use roundtable_core::agents::{AgentSettings, TokenChange};
+use roundtable_core::cache::{MessageView, OutboxState};
+use roundtable_core::client::{Delivered, PATIENCE};
+use roundtable_core::{Core, CoreError, SyncOptions, SyncState, profile};
 use roundtable_protocol::client::*;
 use roundtable_protocol::model::Discoverable;
-use roundtable_protocol::server::{
-    AgentTokenOk, ContactsOk, DirectoryOk, InviteCreateOk, InviteRedeemOk, RegisterAgentOk, RoomOk,
-    RoomsOk,
-};
+use serde::Serialize;
 use serde_json::json;
 
-/// How long a command waits for the hub before it gives up (sends stay queued).
-const PATIENCE: Duration = Duration::from_secs(10);
+/// What the exit status says went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Anything else.
+    Failure = 1,
+    /// Bad usage: an argument that cannot be right.
+    Usage = 2,
+    /// The hub could not be reached.
+    Unreachable = 3,
+    /// The hub refused (its code is printed), or what was named does not exist.
+    Refused = 4,
+    /// The token was refused or revoked (or the agent is stopped).
+    TokenRefused = 5,
+}
 
-/// The exit code for a token the hub refused or revoked.
-const TOKEN_REFUSED: u8 = 5;
-
-/// A failure with its exit code.
+/// A failure with its exit status.
 #[derive(Debug)]
 pub struct Failure {
-    pub code: u8,
+    pub exit: Exit,
     pub message: String,
 }
 
 impl Failure {
-    fn new(code: u8, message: impl Into<String>) -> Failure {
+    fn new(exit: Exit, message: impl Into<String>) -> Failure {
         Failure {
-            code,
+            exit,
             message: message.into(),
         }
     }
@@ -45,20 +50,23 @@ impl Failure {
 
 impl From<CoreError> for Failure {
     fn from(error: CoreError) -> Failure {
-        let code = match &error {
-            CoreError::Refused { code, .. } if code == "unauthorized" => TOKEN_REFUSED,
-            CoreError::Refused { .. } => 4,
-            CoreError::Timeout | CoreError::NotSent => 3,
-            CoreError::Http(_) => 3,
-            _ => 1,
+        let exit = match &error {
+            CoreError::TokenRefused(_) => Exit::TokenRefused,
+            CoreError::Refused { .. } | CoreError::NotFound(_) => Exit::Refused,
+            CoreError::Timeout
+            | CoreError::NotSent
+            | CoreError::Offline(_)
+            | CoreError::Http(_) => Exit::Unreachable,
+            CoreError::Ambiguous(_) => Exit::Usage,
+            _ => Exit::Failure,
         };
-        Failure::new(code, error.to_string())
+        Failure::new(exit, error.to_string())
     }
 }
 
 impl From<std::io::Error> for Failure {
     fn from(error: std::io::Error) -> Failure {
-        Failure::new(1, error.to_string())
+        Failure::new(Exit::Failure, error.to_string())
     }
 }
 
@@ -299,14 +307,28 @@ struct Out {
 }
 
 impl Out {
-    fn show(&self, text: impl std::fmt::Display, value: serde_json::Value) -> Result<(), Failure> {
+    fn show(&self, text: impl std::fmt::Display, value: impl Serialize) -> Result<(), Failure> {
         let mut stdout = std::io::stdout().lock();
         if self.json {
+            let value = serde_json::to_value(value).unwrap_or_default();
             writeln!(stdout, "{value}")?;
         } else {
             writeln!(stdout, "{text}")?;
         }
+        stdout.flush()?;
         Ok(())
+    }
+
+    fn message(&self, message: &MessageView) -> Result<(), Failure> {
+        let who = message.from_handle.as_deref().unwrap_or(&message.from);
+        let mark = match message.delivery.as_str() {
+            "stored" => String::new(),
+            other => format!(" ({other})"),
+        };
+        let seq = message
+            .seq
+            .map_or_else(|| "…".to_owned(), |seq| seq.to_string());
+        self.show(format!("[{seq}] {who}: {}{mark}", message.text), message)
     }
 }
 
@@ -315,12 +337,20 @@ fn discoverable(value: Option<String>) -> Result<Option<Discoverable>, Failure> 
         .map(|value| {
             Discoverable::parse(&value).ok_or_else(|| {
                 Failure::new(
-                    2,
+                    Exit::Usage,
                     format!("discoverable is private, contacts or public, not {value:?}"),
                 )
             })
         })
         .transpose()
+}
+
+fn warn_if_incomplete(complete: bool) {
+    if !complete {
+        eprintln!(
+            "roundtable: older messages of this room are still being fetched; this list may miss some"
+        );
+    }
 }
 
 pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> {
@@ -376,627 +406,466 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
         _ => {}
     }
     let profile = profile::Profile::load(&base, &global.profile)
-        .map_err(|error| Failure::new(1, error.to_string()))?;
-    let core = Core::open(profile)?;
-    let sync = core.start();
-    let result = with_core(&core, &out, command).await;
-    sync.stop().await;
-    result
-}
-
-/// Waits until the sync task has caught up; tells why it could not.
-async fn synced(core: &Core) -> Result<(), Failure> {
-    let mut state = core.sync_state();
-    let wait = state.wait_for(|state| {
-        matches!(
-            state,
-            SyncState::Idle | SyncState::Offline { .. } | SyncState::Error { .. }
-        ) && !matches!(state, SyncState::Offline { reason } if reason == "not started")
-    });
-    let state = match tokio::time::timeout(PATIENCE, wait).await {
-        Ok(Ok(state)) => state.clone(),
-        _ => return Err(Failure::new(3, "the hub did not answer in time")),
-    };
-    match state {
-        SyncState::Idle | SyncState::Syncing => Ok(()),
-        SyncState::Offline { reason } => {
-            Err(Failure::new(3, format!("the hub is unreachable: {reason}")))
-        }
-        SyncState::Error { reason } => Err(Failure::new(TOKEN_REFUSED, reason)),
-    }
-}
-
-/// The seq below which a page of the latest `limit` messages cannot reach: that of its
-/// oldest message, or 0 when the page is not full (older ones may still come).
-fn window_floor(page: &[roundtable_core::cache::MessageView], limit: u32) -> u64 {
-    if page.len() < limit as usize {
-        0
-    } else {
-        page.first()
-            .and_then(|m| m.seq)
-            .map_or(0, |seq| seq.saturating_sub(1))
-    }
-}
-
-/// Waits (at most [`PATIENCE`]) until history has filled every gap of `room` between
-/// `floor` and `below`; false when some remain.
-async fn gaps_filled(core: &Core, room: &str, floor: u64, below: u64) -> Result<bool, Failure> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let open = core
-            .read(|cache| cache.gaps())?
-            .iter()
-            .any(|(r, from, to)| r == room && *to > floor && *from < below);
-        if !open {
-            return Ok(true);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn warn_if_incomplete(complete: bool) {
-    if !complete {
-        eprintln!(
-            "roundtable: older messages of this room are still being fetched; this list may miss some"
-        );
-    }
-}
-
-/// A room id from an id or a title of one of our rooms.
-fn room_id(core: &Core, room: &str) -> Result<String, Failure> {
-    let rooms = core.read(|cache| cache.rooms())?;
-    if rooms.iter().any(|r| r.id == room) {
-        return Ok(room.to_owned());
-    }
-    let titled: Vec<_> = rooms
-        .iter()
-        .filter(|r| r.title.as_deref() == Some(room))
-        .collect();
-    match titled.as_slice() {
-        [one] => Ok(one.id.clone()),
-        [] => Err(Failure::new(
-            4,
-            format!("you are in no room {room:?}; list them with `roundtable rooms`"),
-        )),
-        _ => Err(Failure::new(
-            2,
-            format!("several rooms are titled {room:?}; use the room's id"),
-        )),
-    }
-}
-
-/// Remembers principals a reply names, to show handles.
-fn remember(core: &Core, members: impl IntoIterator<Item = roundtable_protocol::model::Member>) {
-    core.remember(members.into_iter().map(|member| PrincipalRow {
-        id: member.id,
-        kind: member.kind.as_str().to_owned(),
-        handle: member.handle,
-        name: member.name,
-        owner: None,
-    }));
-}
-
-async fn call(
-    core: &Core,
-    frame: ClientFrame,
-) -> Result<roundtable_protocol::server::OkReply, Failure> {
-    synced(core).await?;
-    Ok(core.call(frame, PATIENCE).await?)
-}
-
-async fn with_core(core: &Core, out: &Out, command: ClientCommand) -> Result<(), Failure> {
+        .map_err(|error| Failure::new(Exit::Failure, error.to_string()))?;
+    let core = Core::open(profile).await?;
     match command {
-        ClientCommand::Signup { .. } | ClientCommand::Login { .. } => unreachable!("handled above"),
-        ClientCommand::Status => {
-            let state = match tokio::time::timeout(Duration::from_secs(3), synced(core)).await {
-                Ok(Ok(())) => "idle (up to date)".to_owned(),
-                Ok(Err(failure)) => failure.message,
-                Err(_) => "syncing".to_owned(),
-            };
-            let profile = core.profile();
-            let pending = core.read(|cache| cache.outbox_pending())?;
-            let failed = pending
-                .iter()
-                .filter(|e| e.state == roundtable_core::cache::OutboxState::Failed)
-                .count();
-            out.show(
-                format!(
-                    "profile {} ({} on {})\nsync: {state}\noutbox: {} waiting, {failed} failed",
-                    profile.name,
-                    profile.handle,
-                    profile.hub,
-                    pending.len() - failed
-                ),
-                json!({"profile": profile.name, "handle": profile.handle, "hub": profile.hub.to_string(),
-                       "sync": state, "outbox": {"waiting": pending.len() - failed, "failed": failed}}),
-            )
-        }
-        ClientCommand::Sync { follow } => {
-            synced(core).await?;
-            wait_outbox_drained(core).await;
-            if follow {
-                let mut changes = core.changes();
-                loop {
-                    match changes.recv().await {
-                        Ok(change) => out.show(
-                            format!("{change:?}"),
-                            serde_json::to_value(&change).unwrap_or_default(),
-                        )?,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(_) => return Ok(()),
-                    }
-                }
-            }
-            let pending = core.read(|cache| cache.outbox_pending())?;
-            out.show(
-                format!("synced; {} in the outbox", pending.len()),
-                json!({"outbox": pending.len()}),
-            )
-        }
-        ClientCommand::Rooms => {
-            synced(core).await?;
-            let ok = core
-                .call(ClientFrame::Rooms(Rooms { id: 0 }), PATIENCE)
-                .await?;
-            let rooms: RoomsOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-            for room in &rooms.rooms {
-                remember(core, room.members.clone());
-            }
-            let text = rooms
-                .rooms
-                .iter()
-                .map(|room| {
-                    let members: Vec<&str> =
-                        room.members.iter().map(|m| m.handle.as_str()).collect();
-                    format!(
-                        "{}  {}  [{}]",
-                        room.id,
-                        room.title.as_deref().unwrap_or("(untitled)"),
-                        members.join(", ")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            out.show(
-                if text.is_empty() {
-                    "no rooms".into()
-                } else {
-                    text
-                },
-                serde_json::to_value(&rooms.rooms).unwrap_or_default(),
-            )
-        }
-        ClientCommand::Room(RoomCommand::Create {
-            title,
-            topic,
-            members,
-        }) => {
-            let ok = call(
-                core,
-                ClientFrame::RoomCreate(RoomCreate {
-                    id: 0,
-                    title,
-                    topic,
-                    members,
-                }),
-            )
-            .await?;
-            let room: RoomOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-            remember(core, room.room.members.clone());
-            out.show(
-                format!(
-                    "created room {} ({})",
-                    room.room.title.as_deref().unwrap_or("untitled"),
-                    room.room.id
-                ),
-                serde_json::to_value(&room.room).unwrap_or_default(),
-            )
-        }
-        ClientCommand::Room(RoomCommand::Invite { room, handle }) => {
-            synced(core).await?;
-            let room = room_id(core, &room)?;
-            call(
-                core,
-                ClientFrame::RoomInvite(RoomInvite {
-                    id: 0,
-                    room: room.clone(),
-                    handle: handle.clone(),
-                }),
-            )
-            .await?;
-            out.show(
-                format!("{handle} is in room {room}"),
-                json!({"room": room, "handle": handle}),
-            )
-        }
-        ClientCommand::Room(RoomCommand::Leave { room }) => {
-            synced(core).await?;
-            let room = room_id(core, &room)?;
-            call(
-                core,
-                ClientFrame::RoomLeave(RoomLeave {
-                    id: 0,
-                    room: room.clone(),
-                }),
-            )
-            .await?;
-            out.show(format!("left room {room}"), json!({"room": room}))
-        }
-        ClientCommand::Send { room, text } => {
-            // A title resolves from the cache (after a sync when it is not there yet); an id,
-            // or anything while offline, goes as given.
-            // A refused token is no reason to queue: the user must act first.
-            let room = match room_id(core, &room) {
-                Ok(id) => id,
-                Err(_) => match synced(core).await {
-                    Ok(()) => room_id(core, &room)?,
-                    Err(failure) if failure.code == TOKEN_REFUSED => return Err(failure),
-                    Err(_) => room,
-                },
-            };
-            let n = core.send_message(&room, &text)?;
-            // Offline, there is nothing to wait for: the message waits in the outbox.
-            let outcome = tokio::select! {
-                outcome = core.wait(n, PATIENCE) => outcome,
-                failure = synced(core) => match failure {
-                    Ok(()) => core.wait(n, PATIENCE).await,
-                    Err(failure) if failure.code == TOKEN_REFUSED => {
-                        return Err(Failure::new(
-                            TOKEN_REFUSED,
-                            format!("{}; the message waits in the outbox (entry {n})", failure.message),
-                        ));
-                    }
-                    Err(_) => Err(CoreError::Timeout),
-                },
-            };
-            match outcome {
-                Ok(Outcome::Done(reply)) => {
-                    let seq = serde_json::from_str::<serde_json::Value>(&reply)
-                        .ok()
-                        .and_then(|ok| ok["event"]["seq"].as_u64());
-                    out.show(
-                        match seq {
-                            Some(seq) => format!("sent (seq {seq})"),
-                            None => "sent".into(),
-                        },
-                        json!({"state": "sent", "seq": seq, "outbox": n}),
-                    )
-                }
-                Ok(Outcome::Failed { code, msg }) => Err(Failure::new(
-                    if code == "unauthorized" { TOKEN_REFUSED } else { 4 },
-                    format!("the hub refused the message: {msg} ({code}); see `roundtable outbox`"),
-                )),
-                Err(_) => out.show(
-                    "queued: the hub is unreachable now; it will be sent by the next roundtable command that reaches it",
-                    json!({"state": "queued", "outbox": n}),
-                ),
-            }
-        }
+        ClientCommand::Signup { .. } | ClientCommand::Login { .. } => Ok(()),
+        // A send needs no connection of its own when a running process takes it over.
+        ClientCommand::Send { room, text } => send(&core, &out, &room, &text).await,
         ClientCommand::Tail {
             room,
             limit,
             follow,
         } => {
-            synced(core).await?;
-            let room = room_id(core, &room)?;
-            // The window is the latest `limit` messages; what history still has to bring
-            // into it is waited for.
-            let stored = core.read(|cache| cache.messages_before(&room, u64::MAX, limit))?;
-            let floor = window_floor(&stored, limit);
-            warn_if_incomplete(gaps_filled(core, &room, floor, u64::MAX).await?);
-            let mut changes = core.changes();
-            let messages = core.read(|cache| cache.messages(&room, 0, limit))?;
-            let mut printed = std::collections::HashSet::new();
-            let mut last = floor;
-            for message in &messages {
-                print_message(core, out, message)?;
-                if let Some(seq) = message.seq {
-                    printed.insert(seq);
-                    last = last.max(seq);
-                }
-            }
-            if !follow {
-                return Ok(());
-            }
-            loop {
-                match changes.recv().await {
-                    Ok(roundtable_core::Change::Room(changed)) if changed == room => {}
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => return Ok(()),
-                }
-                // New messages after the last printed; and when history filled a gap
-                // inside the window (after a long disconnection), the ones it brought.
-                let refilled = core
-                    .read(|cache| cache.gaps())?
-                    .iter()
-                    .any(|(r, from, to)| *r == room && *to > floor && *from <= last);
-                let mut after = if refilled { floor } else { last };
-                loop {
-                    let page = core.read(|cache| cache.messages_after(&room, after, 1000))?;
-                    let Some(end) = page.last().and_then(|m| m.seq) else {
-                        break;
-                    };
-                    for message in &page {
-                        if let Some(seq) = message.seq
-                            && printed.insert(seq)
-                        {
-                            print_message(core, out, message)?;
-                            last = last.max(seq);
-                        }
-                    }
-                    after = end;
-                }
-            }
+            let sync = core.start_with(SyncOptions {
+                serve_hand_offs: follow,
+            });
+            let result = tail(&core, &out, &room, limit, follow).await;
+            sync.stop().await;
+            result
         }
+        ClientCommand::Sync { follow } => {
+            let sync = core.start_with(SyncOptions {
+                serve_hand_offs: follow,
+            });
+            let result = sync_now(&core, &out, follow).await;
+            sync.stop().await;
+            result
+        }
+        command => {
+            let sync = core.start();
+            let result = with_sync(&core, &out, command).await;
+            sync.stop().await;
+            result
+        }
+    }
+}
+
+/// The commands that run beside this process's own sync task.
+async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(), Failure> {
+    match command {
+        ClientCommand::Status => status(core, out).await,
+        ClientCommand::Rooms => rooms(core, out).await,
+        ClientCommand::Room(RoomCommand::Create {
+            title,
+            topic,
+            members,
+        }) => room_create(core, out, title, topic, members).await,
+        ClientCommand::Room(RoomCommand::Invite { room, handle }) => {
+            room_invite(core, out, &room, handle).await
+        }
+        ClientCommand::Room(RoomCommand::Leave { room }) => room_leave(core, out, &room).await,
         ClientCommand::History {
             room,
             before,
             limit,
-        } => {
-            synced(core).await?;
-            let room = room_id(core, &room)?;
-            let below = before.unwrap_or(u64::MAX);
-            let stored = core.read(|cache| cache.messages_before(&room, below, limit))?;
-            let floor = window_floor(&stored, limit);
-            warn_if_incomplete(gaps_filled(core, &room, floor, below).await?);
-            let page = core.read(|cache| cache.messages_before(&room, below, limit))?;
-            for message in &page {
-                print_message(core, out, message)?;
-            }
-            Ok(())
-        }
-        ClientCommand::Contacts { command: None } => {
-            let ok = call(core, ClientFrame::Contacts(Contacts { id: 0 })).await?;
-            let contacts: ContactsOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-            let mut lines: Vec<String> = contacts
-                .contacts
-                .iter()
-                .map(|c| format!("contact  {}  ({})", c.handle, c.kind.as_str()))
-                .collect();
-            lines.extend(contacts.requests.iter().map(|r| {
-                format!(
-                    "request  {}  {} -> {}  {}",
-                    r.id,
-                    r.from,
-                    r.to,
-                    r.message.as_deref().unwrap_or("")
-                )
-            }));
-            out.show(
-                if lines.is_empty() {
-                    "no contacts".into()
-                } else {
-                    lines.join("\n")
-                },
-                serde_json::to_value(&contacts).unwrap_or_default(),
-            )
-        }
+        } => history(core, out, &room, before, limit).await,
+        ClientCommand::Contacts { command: None } => contacts(core, out).await,
         ClientCommand::Contacts {
             command: Some(ContactsCommand::Request { handle, message }),
-        } => {
-            let ok = call(
-                core,
-                ClientFrame::ContactRequest(ContactRequestCmd {
-                    id: 0,
-                    to: handle.clone(),
-                    message,
-                }),
-            )
-            .await?;
-            let request = ok.fields.get("request").cloned().unwrap_or_default();
-            out.show(
-                format!(
-                    "asked {handle} (request {})",
-                    request["id"].as_str().unwrap_or("?")
-                ),
-                request,
-            )
-        }
+        } => contact_request(core, out, handle, message).await,
         ClientCommand::Contacts {
             command: Some(ContactsCommand::Accept { request }),
-        } => {
-            call(
-                core,
-                ClientFrame::ContactRespond(ContactRespond {
-                    id: 0,
-                    request: request.clone(),
-                    accept: true,
-                }),
-            )
-            .await?;
-            out.show(
-                format!("accepted {request}"),
-                json!({"request": request, "accepted": true}),
-            )
-        }
+        } => contact_respond(core, out, request, true).await,
         ClientCommand::Contacts {
             command: Some(ContactsCommand::Reject { request }),
-        } => {
-            call(
-                core,
-                ClientFrame::ContactRespond(ContactRespond {
-                    id: 0,
-                    request: request.clone(),
-                    accept: false,
-                }),
-            )
-            .await?;
-            out.show(
-                format!("declined {request}"),
-                json!({"request": request, "accepted": false}),
-            )
-        }
+        } => contact_respond(core, out, request, false).await,
         ClientCommand::Invite(InviteCommand::Create {
             room,
             max_uses,
             expires_in,
-        }) => {
-            synced(core).await?;
-            let room = room.map(|room| room_id(core, &room)).transpose()?;
-            let ok = call(
-                core,
-                ClientFrame::InviteCreate(InviteCreate {
-                    id: 0,
-                    room,
-                    max_uses: Some(max_uses),
-                    expires_in_s: expires_in,
-                }),
-            )
-            .await?;
-            let created: InviteCreateOk =
-                ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-            out.show(
-                format!("{}\ncode: {}", created.link, created.code),
-                serde_json::to_value(&created).unwrap_or_default(),
-            )
-        }
+        }) => invite_create(core, out, room, max_uses, expires_in).await,
         ClientCommand::Invite(InviteCommand::Redeem { code }) => {
-            let code = code
-                .strip_prefix("roundtable://invite/")
-                .map(|rest| rest.split('?').next().unwrap_or_default().to_owned())
-                .unwrap_or(code);
-            let ok = call(
-                core,
-                ClientFrame::InviteRedeem(InviteRedeem { id: 0, code }),
-            )
-            .await?;
-            let redeemed: InviteRedeemOk =
-                ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-            out.show(
-                match &redeemed.room {
-                    Some(room) => {
-                        format!("redeemed: you are now a contact, and in room {}", room.id)
-                    }
-                    None => "redeemed: you are now a contact".into(),
-                },
-                serde_json::to_value(&redeemed).unwrap_or_default(),
-            )
+            invite_redeem(core, out, &code).await
         }
         ClientCommand::Agents(AgentsCommand::Register {
             name,
             description,
             discoverable: visibility,
-        }) => {
-            let ok = call(
-                core,
-                ClientFrame::RegisterAgent(RegisterAgent {
-                    id: 0,
-                    name,
-                    description,
-                    card: None,
-                    discoverable: discoverable(visibility)?,
-                }),
-            )
-            .await?;
-            let agent: RegisterAgentOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-            out.show(
-                format!("registered {} ({}); its token, shown once:\n{}", agent.agent.handle, agent.agent.id, agent.token),
-                json!({"agent": agent.agent, "token": agent.token, "room": agent.room.map(|r| r.id)}),
-            )
-        }
+        }) => agent_register(core, out, &name, description, visibility).await,
         ClientCommand::Agents(AgentsCommand::Pause { agent, room }) => {
-            control(core, out, agent, ControlAction::Pause, room).await
+            control(core, out, &agent, ControlAction::Pause, room).await
         }
         ClientCommand::Agents(AgentsCommand::Resume { agent, room }) => {
-            control(core, out, agent, ControlAction::Resume, room).await
+            control(core, out, &agent, ControlAction::Resume, room).await
         }
         ClientCommand::Agents(AgentsCommand::Stop { agent, room }) => {
-            control(core, out, agent, ControlAction::Stop, room).await
+            control(core, out, &agent, ControlAction::Stop, room).await
         }
         ClientCommand::Agents(AgentsCommand::Rotate { agent }) => {
-            agent_token(core, out, agent, TokenAction::Rotate).await
+            agent_token(core, out, &agent, TokenAction::Rotate).await
         }
         ClientCommand::Agents(AgentsCommand::Revoke { agent }) => {
-            agent_token(core, out, agent, TokenAction::Revoke).await
+            agent_token(core, out, &agent, TokenAction::Revoke).await
         }
-        ClientCommand::Outbox { command } => {
-            if let Some(OutboxCommand::Retry { n }) = command {
-                if !core.retry(n)? {
-                    return Err(Failure::new(
-                        2,
-                        format!("outbox entry {n} is not a failed entry"),
-                    ));
-                }
-                synced(core).await?;
-                wait_outbox_drained(core).await;
-            }
-            let pending = core.read(|cache| cache.outbox_pending())?;
-            let text = pending
-                .iter()
-                .map(|entry| {
-                    format!(
-                        "{}  {}  {}{}",
-                        entry.n,
-                        entry.state.as_str(),
-                        entry.room.as_deref().unwrap_or("-"),
-                        entry
-                            .error_msg
-                            .as_deref()
-                            .map(|m| format!("  {m}"))
-                            .unwrap_or_default()
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            out.show(
-                if text.is_empty() {
-                    "the outbox is empty".into()
-                } else {
-                    text
-                },
-                serde_json::to_value(&pending).unwrap_or_default(),
-            )
-        }
+        ClientCommand::Outbox { command } => outbox(core, out, command).await,
+        ClientCommand::Signup { .. }
+        | ClientCommand::Login { .. }
+        | ClientCommand::Send { .. }
+        | ClientCommand::Tail { .. }
+        | ClientCommand::Sync { .. } => Ok(()),
     }
 }
 
-async fn wait_outbox_drained(core: &Core) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let mut changes = core.changes();
-    loop {
-        let waiting = core
-            .read(|cache| cache.outbox_pending())
-            .map(|entries| {
-                entries
-                    .iter()
-                    .any(|e| e.state != roundtable_core::cache::OutboxState::Failed)
-            })
-            .unwrap_or(false);
-        if !waiting || tokio::time::Instant::now() >= deadline {
-            return;
+/// Sends a command once synced, and waits for the hub's answer.
+async fn call<C: Command>(core: &Core, command: C) -> Result<C::Reply, Failure> {
+    core.synced(PATIENCE).await?;
+    Ok(core.call(command, PATIENCE).await?)
+}
+
+async fn status(core: &Core, out: &Out) -> Result<(), Failure> {
+    let state = match tokio::time::timeout(std::time::Duration::from_secs(3), core.synced(PATIENCE))
+        .await
+    {
+        Ok(Ok(())) => "idle (up to date)".to_owned(),
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => "syncing".to_owned(),
+    };
+    let profile = core.profile();
+    let pending = core.read(|cache| cache.outbox_pending()).await?;
+    let failed = pending
+        .iter()
+        .filter(|e| e.state == OutboxState::Failed)
+        .count();
+    let waiting = pending.len() - failed;
+    out.show(
+        format!(
+            "profile {} ({} on {})\nsync: {state}\noutbox: {waiting} waiting, {failed} failed",
+            profile.name, profile.handle, profile.hub
+        ),
+        json!({"profile": profile.name, "handle": profile.handle, "hub": profile.hub.to_string(),
+               "sync": state, "outbox": {"waiting": waiting, "failed": failed}}),
+    )
+}
+
+async fn sync_now(core: &Core, out: &Out, follow: bool) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    core.outbox_drained(PATIENCE).await?;
+    if follow {
+        let mut changes = core.changes();
+        loop {
+            match changes.recv().await {
+                Ok(change) => out.show(format!("{change:?}"), &change)?,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return Ok(()),
+            }
         }
-        let _ = tokio::time::timeout_at(deadline, changes.recv()).await;
     }
+    let pending = core.read(|cache| cache.outbox_pending()).await?;
+    out.show(
+        format!("synced; {} in the outbox", pending.len()),
+        json!({"outbox": pending.len()}),
+    )
+}
+
+async fn rooms(core: &Core, out: &Out) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let rooms = core.rooms().await?;
+    let text = rooms
+        .iter()
+        .map(|room| {
+            let members: Vec<&str> = room.members.iter().map(|m| m.handle.as_str()).collect();
+            let unread = if room.unread > 0 {
+                format!("  ({} unread)", room.unread)
+            } else {
+                String::new()
+            };
+            format!(
+                "{}  {}  [{}]{unread}",
+                room.id,
+                room.title.as_deref().unwrap_or("(untitled)"),
+                members.join(", ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.show(
+        if text.is_empty() {
+            "no rooms".into()
+        } else {
+            text
+        },
+        &rooms,
+    )
+}
+
+async fn room_create(
+    core: &Core,
+    out: &Out,
+    title: Option<String>,
+    topic: Option<String>,
+    members: Vec<String>,
+) -> Result<(), Failure> {
+    let created = call(
+        core,
+        RoomCreate {
+            id: 0,
+            title,
+            topic,
+            members,
+        },
+    )
+    .await?;
+    out.show(
+        format!(
+            "created room {} ({})",
+            created.room.title.as_deref().unwrap_or("untitled"),
+            created.room.id
+        ),
+        &created.room,
+    )
+}
+
+async fn room_invite(core: &Core, out: &Out, room: &str, handle: String) -> Result<(), Failure> {
+    let room = core.room_id(room).await?;
+    call(
+        core,
+        RoomInvite {
+            id: 0,
+            room: room.clone(),
+            handle: handle.clone(),
+        },
+    )
+    .await?;
+    out.show(
+        format!("{handle} is in room {room}"),
+        json!({"room": room, "handle": handle}),
+    )
+}
+
+async fn room_leave(core: &Core, out: &Out, room: &str) -> Result<(), Failure> {
+    let room = core.room_id(room).await?;
+    call(
+        core,
+        RoomLeave {
+            id: 0,
+            room: room.clone(),
+        },
+    )
+    .await?;
+    out.show(format!("left room {room}"), json!({"room": room}))
+}
+
+async fn send(core: &Core, out: &Out, room: &str, text: &str) -> Result<(), Failure> {
+    match core.send_message_now(room, text, PATIENCE).await? {
+        Delivered::Sent { seq, outbox, .. } => out.show(
+            format!("sent (seq {seq})"),
+            json!({"state": "sent", "seq": seq, "outbox": outbox}),
+        ),
+        Delivered::HandedOff { state, outbox, .. } => out.show(
+            match state {
+                SyncState::Idle => "handed to the running roundtable process, which sends it".to_owned(),
+                _ => "queued: the running roundtable process sends it when the hub is back".to_owned(),
+            },
+            json!({"state": "handed_off", "outbox": outbox}),
+        ),
+        Delivered::Queued { reason, outbox } => out.show(
+            format!("queued: the hub is unreachable now ({reason}); it will be sent by the next roundtable command that reaches it"),
+            json!({"state": "queued", "outbox": outbox}),
+        ),
+    }
+}
+
+async fn tail(core: &Core, out: &Out, room: &str, limit: u32, follow: bool) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let room = core.room_id(room).await?;
+    let page = core.latest_messages(&room, None, limit, PATIENCE).await?;
+    warn_if_incomplete(page.complete);
+    let mut follower = core.follow(&room, &page);
+    for message in &page.messages {
+        out.message(message)?;
+    }
+    if !follow {
+        return Ok(());
+    }
+    while let Some(messages) = follower.next(core).await? {
+        for message in &messages {
+            out.message(message)?;
+        }
+    }
+    Ok(())
+}
+
+async fn history(
+    core: &Core,
+    out: &Out,
+    room: &str,
+    before: Option<u64>,
+    limit: u32,
+) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let room = core.room_id(room).await?;
+    let page = core
+        .latest_messages(&room, Some(before.unwrap_or(u64::MAX)), limit, PATIENCE)
+        .await?;
+    warn_if_incomplete(page.complete);
+    for message in &page.messages {
+        out.message(message)?;
+    }
+    Ok(())
+}
+
+async fn contacts(core: &Core, out: &Out) -> Result<(), Failure> {
+    let contacts = call(core, Contacts { id: 0 }).await?;
+    let mut lines: Vec<String> = contacts
+        .contacts
+        .iter()
+        .map(|c| format!("contact  {}  ({})", c.handle, c.kind.as_str()))
+        .collect();
+    lines.extend(contacts.requests.iter().map(|r| {
+        format!(
+            "request  {}  {} -> {}  {}",
+            r.id,
+            r.from,
+            r.to,
+            r.message.as_deref().unwrap_or("")
+        )
+    }));
+    out.show(
+        if lines.is_empty() {
+            "no contacts".into()
+        } else {
+            lines.join("\n")
+        },
+        &contacts,
+    )
+}
+
+async fn contact_request(
+    core: &Core,
+    out: &Out,
+    handle: String,
+    message: Option<String>,
+) -> Result<(), Failure> {
+    let asked = call(
+        core,
+        ContactRequestCmd {
+            id: 0,
+            to: handle.clone(),
+            message,
+        },
+    )
+    .await?;
+    out.show(
+        format!("asked {handle} (request {})", asked.request.id),
+        &asked.request,
+    )
+}
+
+async fn contact_respond(
+    core: &Core,
+    out: &Out,
+    request: String,
+    accept: bool,
+) -> Result<(), Failure> {
+    call(
+        core,
+        ContactRespond {
+            id: 0,
+            request: request.clone(),
+            accept,
+        },
+    )
+    .await?;
+    out.show(
+        format!("{} {request}", if accept { "accepted" } else { "declined" }),
+        json!({"request": request, "accepted": accept}),
+    )
+}
+
+async fn invite_create(
+    core: &Core,
+    out: &Out,
+    room: Option<String>,
+    max_uses: u32,
+    expires_in: Option<u64>,
+) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let room = match room {
+        Some(room) => Some(core.room_id(&room).await?),
+        None => None,
+    };
+    let created = call(
+        core,
+        InviteCreate {
+            id: 0,
+            room,
+            max_uses: Some(max_uses),
+            expires_in_s: expires_in,
+        },
+    )
+    .await?;
+    out.show(
+        format!("{}\ncode: {}", created.link, created.code),
+        &created,
+    )
+}
+
+async fn invite_redeem(core: &Core, out: &Out, code: &str) -> Result<(), Failure> {
+    let code = code
+        .strip_prefix("roundtable://invite/")
+        .map(|rest| rest.split('?').next().unwrap_or_default())
+        .unwrap_or(code)
+        .to_owned();
+    let redeemed = call(core, InviteRedeem { id: 0, code }).await?;
+    out.show(
+        match &redeemed.room {
+            Some(room) => format!("redeemed: you are now a contact, and in room {}", room.id),
+            None => "redeemed: you are now a contact".into(),
+        },
+        &redeemed,
+    )
+}
+
+async fn agent_register(
+    core: &Core,
+    out: &Out,
+    name: &str,
+    description: Option<String>,
+    visibility: Option<String>,
+) -> Result<(), Failure> {
+    let settings = AgentSettings {
+        description,
+        discoverable: discoverable(visibility)?,
+        card: None,
+    };
+    core.synced(PATIENCE).await?;
+    let registered = core.register_agent(name, settings, PATIENCE).await?;
+    let token = registered.profile.token.expose();
+    out.show(
+        format!(
+            "registered {} ({}); its profile {:?} holds its token ({}), shown once:\n{token}",
+            registered.agent.handle,
+            registered.agent.id,
+            registered.profile.name,
+            registered.profile.dir.join("token").display()
+        ),
+        json!({"agent": registered.agent, "token": token, "profile": registered.profile.name,
+               "room": registered.home.map(|r| r.id)}),
+    )
 }
 
 async fn agent_token(
     core: &Core,
     out: &Out,
-    agent: String,
+    agent: &str,
     action: TokenAction,
 ) -> Result<(), Failure> {
-    synced(core).await?;
-    let (agent, id) = agent_id(core, agent).await?;
-    let ok = core
-        .call(
-            ClientFrame::AgentToken(AgentToken {
-                id: 0,
-                agent: id,
-                action,
-            }),
-            PATIENCE,
-        )
-        .await?;
-    let reply: AgentTokenOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-    match reply.token {
-        Some(token) => out.show(
-            format!("new token for {agent}, shown once (the old one no longer works):\n{token}"),
-            json!({"agent": agent, "token": token}),
+    core.synced(PATIENCE).await?;
+    let (agent, change) = core.agent_token(agent, action, PATIENCE).await?;
+    match change {
+        TokenChange::Rotated { token, profile } => out.show(
+            format!(
+                "new token for {agent}, shown once (the old one no longer works){}:\n{}",
+                profile
+                    .as_ref()
+                    .map(|p| format!("; saved in profile {:?}", p.name))
+                    .unwrap_or_default(),
+                token.expose()
+            ),
+            json!({"agent": agent, "token": token.expose(), "profile": profile.map(|p| p.name)}),
         ),
-        None => out.show(
+        TokenChange::Revoked => out.show(
             format!("revoked {agent}'s token; `roundtable agents rotate` issues a new one"),
             json!({"agent": agent, "revoked": true}),
         ),
@@ -1006,88 +875,65 @@ async fn agent_token(
 async fn control(
     core: &Core,
     out: &Out,
-    agent: String,
+    agent: &str,
     action: ControlAction,
     room: Option<String>,
 ) -> Result<(), Failure> {
-    synced(core).await?;
-    let room = room.map(|room| room_id(core, &room)).transpose()?;
-    let (agent, id) = agent_id(core, agent).await?;
-    core.call(
-        ClientFrame::Control(Control {
-            id: 0,
-            agent: id,
-            action,
-            room: room.clone(),
-        }),
-        PATIENCE,
-    )
-    .await?;
+    core.synced(PATIENCE).await?;
+    let agent = core
+        .control_agent(agent, action, room.as_deref(), PATIENCE)
+        .await?;
+    let done = match action {
+        ControlAction::Pause => "paused",
+        ControlAction::Resume => "resumed",
+        ControlAction::Stop => "stopped",
+    };
     out.show(
         format!(
-            "{} {agent}{}",
-            match action {
-                ControlAction::Pause => "paused",
-                ControlAction::Resume => "resumed",
-                ControlAction::Stop => "stopped",
-            },
-            room.map(|r| format!(" in {r}")).unwrap_or_default()
+            "{done} {agent}{}",
+            room.as_deref()
+                .map(|r| format!(" in {r}"))
+                .unwrap_or_default()
         ),
         json!({"agent": agent, "action": action.as_str()}),
     )
 }
 
-/// An agent's handle and id from `user/name`, or `name` (one's own agent).
-async fn agent_id(core: &Core, agent: String) -> Result<(String, String), Failure> {
-    let handle = if agent.contains('/') {
-        agent
-    } else {
-        format!("{}/{agent}", core.profile().handle)
-    };
-    let ok = core
-        .call(
-            ClientFrame::Directory(Directory {
-                id: 0,
-                query: Some(handle.clone()),
-                limit: Some(200),
-            }),
-            PATIENCE,
-        )
-        .await?;
-    let found: DirectoryOk = ok.decode().map_err(|e| Failure::new(1, e.to_string()))?;
-    let id = found
-        .entries
-        .into_iter()
-        .find(|entry| entry.handle == handle)
-        .map(|entry| entry.id)
-        .ok_or_else(|| Failure::new(4, format!("no agent {handle:?} you can see")))?;
-    Ok((handle, id))
-}
-
-fn print_message(
-    core: &Core,
-    out: &Out,
-    message: &roundtable_core::cache::MessageView,
-) -> Result<(), Failure> {
-    let who = match &message.from_handle {
-        Some(handle) => handle.clone(),
-        None => core
-            .read(|cache| cache.handle_of(&message.from))?
-            .unwrap_or_else(|| message.from.clone()),
-    };
-    let mark = match message.delivery {
-        "stored" => String::new(),
-        other => format!(" ({other})"),
-    };
+async fn outbox(core: &Core, out: &Out, command: Option<OutboxCommand>) -> Result<(), Failure> {
+    if let Some(OutboxCommand::Retry { n }) = command {
+        if !core.retry(n).await? {
+            return Err(Failure::new(
+                Exit::Usage,
+                format!("outbox entry {n} is not a failed entry"),
+            ));
+        }
+        core.synced(PATIENCE).await?;
+        core.outbox_drained(PATIENCE).await?;
+    }
+    let pending = core.read(|cache| cache.outbox_pending()).await?;
+    let text = pending
+        .iter()
+        .map(|entry| {
+            format!(
+                "{}  {}  {}{}",
+                entry.n,
+                entry.state.as_str(),
+                entry.room.as_deref().unwrap_or("-"),
+                entry
+                    .error_msg
+                    .as_deref()
+                    .map(|m| format!("  {m}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     out.show(
-        format!(
-            "[{}] {who}: {}{mark}",
-            message
-                .seq
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "…".into()),
-            message.text
-        ),
-        serde_json::to_value(message).unwrap_or_default(),
+        if text.is_empty() {
+            "the outbox is empty".into()
+        } else {
+            text
+        },
+        &pending,
     )
 }

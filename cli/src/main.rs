@@ -69,7 +69,7 @@ fn main() -> std::process::ExitCode {
                 Ok(()) => std::process::ExitCode::SUCCESS,
                 Err(failure) => {
                     eprintln!("roundtable: {}", failure.message);
-                    std::process::ExitCode::from(failure.code)
+                    std::process::ExitCode::from(failure.exit as u8)
                 }
             }
         }

@@ -30,18 +30,14 @@ impl ProcessLock {
     /// Takes a lock for this process in `profile_dir/run`.
     pub fn acquire(profile_dir: &Path, device: &str) -> std::io::Result<ProcessLock> {
         let dir = profile_dir.join("run");
-        std::fs::create_dir_all(&dir)?;
+        crate::profile::create_private_dir(&dir)?;
         let id = crate::random_key("o");
-        let own = File::create(dir.join(format!("{id}.lock")))?;
+        let own = private_file(&dir.join(format!("{id}.lock")))?;
         own.try_lock().map_err(|error| match error {
             TryLockError::Error(error) => error,
             TryLockError::WouldBlock => std::io::Error::other("a fresh lock file is locked"),
         })?;
-        let device_file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("device.lock"))?;
+        let device_file = private_file(&dir.join("device.lock"))?;
         let (device, device_lock) = match device_file.try_lock() {
             Ok(()) => (device.to_owned(), Some(device_file)),
             Err(TryLockError::WouldBlock) => (format!("{device}.{id}"), None),
@@ -73,6 +69,26 @@ impl ProcessLock {
         }
     }
 
+    /// The directory of lock files (and hand-off sockets).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Ids of the other processes that hold a lock here now.
+    pub fn others_alive(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                let id = name.to_str()?.strip_suffix(".lock")?.to_owned();
+                (id != "device" && id != self.id && self.is_alive(&id)).then_some(id)
+            })
+            .collect()
+    }
+
     /// Whether the process that took lock `id` still runs. Ours is alive; a lock file
     /// left by a process that ended is removed.
     pub fn is_alive(&self, id: &str) -> bool {
@@ -101,6 +117,18 @@ impl Drop for ProcessLock {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(self.dir.join(format!("{}.lock", self.id)));
     }
+}
+
+/// Opens (or creates) a lock file only its owner may read.
+fn private_file(path: &Path) -> std::io::Result<File> {
+    let mut options = File::options();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
 }
 
 /// Ids come from [`crate::random_key`]; anything else in the outbox is not a path to follow.

@@ -1,6 +1,10 @@
-//! A profile: one identity on one hub, with its cache. It lives in a directory of its own:
-//! `profile.toml` (the hub, who we are), `token` (mode 0600, never logged), `device` (a
-//! stable id for this installation) and `cache.sqlite3`.
+//! A profile: one identity on one hub, with its cache. It lives in a directory of its own,
+//! which only its owner may enter (0700), every file in it readable by its owner only
+//! (0600): `profile.toml` (the hub, who we are), `token` (never logged), `device` (a stable
+//! id for this installation), `cache.sqlite3` and `run/` (the processes using it).
+//!
+//! A user's profile is named as the user likes (`default`); an agent's is named after its
+//! handle, `dana/writer` as `dana.writer` (see [`profile_name_for`]).
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -62,7 +66,9 @@ pub enum ProfileError {
         "there is no profile {name:?} (in {dir}); create it with `roundtable signup` or `roundtable login`"
     )]
     Missing { name: String, dir: String },
-    #[error("profile names use a-z, 0-9, '-' and '_' (1 to 64 characters), not {0:?}")]
+    #[error(
+        "profile names use a-z, 0-9, '-', '_' and '.' (1 to 64 characters, not starting with '.'), not {0:?}"
+    )]
     BadName(String),
     #[error("the profile {path} is unreadable: {detail}; fix or remove it")]
     Corrupt { path: String, detail: String },
@@ -93,12 +99,19 @@ pub fn profiles_dir() -> PathBuf {
     base.join("roundtable").join("profiles")
 }
 
+/// The profile name of an agent's handle: `dana/writer` is `dana.writer`.
+pub fn profile_name_for(handle: &str) -> String {
+    handle.replace('/', ".")
+}
+
 fn check_name(name: &str) -> Result<(), ProfileError> {
     let valid = !name.is_empty()
         && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        && !name.starts_with('.')
+        && !name.contains("..")
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_' || b == b'.'
+        });
     if valid {
         Ok(())
     } else {
@@ -106,8 +119,34 @@ fn check_name(name: &str) -> Result<(), ProfileError> {
     }
 }
 
-/// Writes a file readable by its owner only (the token).
-fn write_private(path: &Path, contents: &str) -> Result<(), ProfileError> {
+/// Creates a directory (and its parents) that only its owner may enter, or tightens one
+/// that exists.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Writes a file readable by its owner only, whole or not at all (a temporary file renamed
+/// over it).
+pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), ProfileError> {
+    let temporary = path.with_extension("tmp");
+    write_private_in_place(&temporary, contents)?;
+    std::fs::rename(&temporary, path).map_err(io(path))
+}
+
+fn write_private_in_place(path: &Path, contents: &str) -> Result<(), ProfileError> {
     let mut options = OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -181,13 +220,8 @@ impl Profile {
             detail,
         })?;
         let dir = base.join(name);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(io(&dir))?;
-        }
+        create_private_dir(base).map_err(io(base))?;
+        create_private_dir(&dir).map_err(io(&dir))?;
         let file = ProfileFile {
             hub: hub.to_owned(),
             principal: principal.to_owned(),
@@ -196,14 +230,14 @@ impl Profile {
         };
         let path = dir.join("profile.toml");
         let text = toml::to_string(&file).expect("profiles serialize");
-        std::fs::write(&path, text).map_err(io(&path))?;
+        write_private(&path, &text)?;
         write_private(&dir.join("token"), token.expose())?;
         let device_path = dir.join("device");
         let device = match std::fs::read_to_string(&device_path) {
             Ok(device) if !device.trim().is_empty() => device.trim().to_owned(),
             _ => {
                 let device = crate::random_key("d");
-                std::fs::write(&device_path, &device).map_err(io(&device_path))?;
+                write_private(&device_path, &device)?;
                 device
             }
         };
@@ -221,6 +255,18 @@ impl Profile {
 
     pub fn cache_path(&self) -> PathBuf {
         self.dir.join("cache.sqlite3")
+    }
+
+    /// The directory holding every profile, this one's included.
+    pub fn base(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
+    }
+
+    /// Replaces this profile's token (a rotated one), atomically.
+    pub fn replace_token(&mut self, token: &Secret) -> Result<(), ProfileError> {
+        write_private(&self.dir.join("token"), token.expose())?;
+        self.token = token.clone();
+        Ok(())
     }
 }
 

@@ -55,6 +55,9 @@ pub enum Write {
         ts_ms: i64,
         source: String,
         tasks: String,
+        /// Each task's key (its id, or its title when it has none) and status, for the
+        /// history of when tasks changed state.
+        states: Vec<(String, String)>,
     },
     ComponentDef {
         room: String,
@@ -73,6 +76,7 @@ pub enum Write {
         files: Option<String>,
         by: String,
         seq: u64,
+        ts_ms: i64,
     },
     Usage {
         room: String,
@@ -193,6 +197,16 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
         }
         "tasks" => {
             let tasks: TasksBody = body(event)?;
+            let states = tasks
+                .tasks
+                .iter()
+                .map(|task| {
+                    (
+                        task.id.clone().unwrap_or_else(|| task.title.clone()),
+                        json(&task.status).trim_matches('"').to_owned(),
+                    )
+                })
+                .collect();
             vec![Write::Tasks {
                 agent: tasks.session.agent,
                 framework: tasks.session.framework,
@@ -202,6 +216,7 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
                 ts_ms,
                 source: tasks.source,
                 tasks: json(&tasks.tasks),
+                states,
             }]
         }
         "arch" => match body::<ArchBody>(event)? {
@@ -230,6 +245,7 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
                 files: files.map(|files| json(&files)),
                 by: event.from.clone(),
                 seq,
+                ts_ms,
             }],
         },
         "usage" => {
@@ -442,7 +458,8 @@ mod tests {
                 seq: 5,
                 ts_ms: TS,
                 source: "update_plan".into(),
-                tasks: r#"[{"title":"x","status":"pending"}]"#.into()
+                tasks: r#"[{"title":"x","status":"pending"}]"#.into(),
+                states: vec![("x".into(), "pending".into())]
             }]
         );
         assert_eq!(
@@ -484,7 +501,8 @@ mod tests {
                 note: None,
                 files: Some(r#"["a.rs"]"#.into()),
                 by: "p_a".into(),
-                seq: 7
+                seq: 7,
+                ts_ms: TS
             }]
         );
         assert_eq!(

@@ -6,31 +6,34 @@
 //! so a crash at any point leaves the cache consistent. It then asks for the `rooms`
 //! snapshot, so a room whose early history is still a gap is known by title and members at
 //! once, and reports `Idle`. Live, it applies events as they come (in small batches),
-//! fetches ranges the hub skipped (`gap`, or a jump in seqs) with `history`, acknowledges
-//! what it processed, and sends the outbox one entry at a time, in order, honouring
-//! `rate_limited` delays. When the connection drops it waits a full-jitter backoff (0.5 s
-//! growing to 30 s) and starts again.
+//! fetches ranges the hub skipped (`gap`, or a jump in seqs) with `history`, tells the hub
+//! of our read markers (`ack`), and sends the outbox one entry at a time, in order,
+//! honouring `rate_limited` delays. When the connection drops it waits a full-jitter
+//! backoff (0.5 s growing to 30 s, cut short by a hand-off) and starts again.
+//!
+//! Every read and write of the cache runs on the cache's writer thread (one job per batch
+//! of frames), so this task never blocks a runtime worker on SQLite.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use rand::Rng;
 use roundtable_protocol::ClientFrame;
-use roundtable_protocol::client::{Ack, History, Rooms, Sync};
+use roundtable_protocol::client::{Ack, History, Rooms, SyncCmd};
 use roundtable_protocol::server::{Event, HistoryOk, RoomsOk, SendOk, ServerFrame, SyncOk};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use crate::cache::{OutboxEntry, OutboxKind};
+use crate::cache::{CacheError, OutboxEntry, OutboxKind};
 use crate::link::{Link, LinkError};
-use crate::{Change, Outcome, Shared, SyncState, now_ms};
+use crate::{Change, FailureCode, Outcome, Shared, SyncState, now_ms};
 
 /// Backoff bounds.
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// How often read markers are sent.
+/// How often read markers are sent, and orphaned outbox entries looked for.
 const ACK_PERIOD: Duration = Duration::from_secs(1);
 /// History pages fetched at once.
 const HISTORY_IN_FLIGHT: usize = 4;
@@ -57,6 +60,26 @@ pub fn backoff(attempt: u32, rng: &mut impl Rng) -> Duration {
     BACKOFF_MIN + Duration::from_millis(rng.random_range(0..=span))
 }
 
+/// Why a sync session ended.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    /// The local cache failed (a full disk, a broken file): not the hub's doing.
+    #[error("the local cache failed: {0}")]
+    Cache(#[from] CacheError),
+}
+
+impl SyncError {
+    /// Errors retrying soon cannot fix: the user must act.
+    fn needs_the_user(&self) -> bool {
+        match self {
+            SyncError::Link(error) => error.is_fatal(),
+            SyncError::Cache(_) => true,
+        }
+    }
+}
+
 /// Runs until `stop` turns true.
 pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut attempt = 0u32;
@@ -72,7 +95,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         let result = session.run(&mut stop).await;
         let synced = session.synced;
         drop(session);
-        release_inflight(&shared);
+        release_inflight(&shared).await;
         let error = match result {
             Ok(()) => {
                 shared.set_state(SyncState::Offline {
@@ -86,7 +109,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             attempt = 0;
         }
         attempt += 1;
-        let delay = if error.is_fatal() {
+        let delay = if error.needs_the_user() {
             shared.set_state(SyncState::Error {
                 reason: error.to_string(),
             });
@@ -100,6 +123,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         debug!(%error, ?delay, "sync stopped; retrying");
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
+            // Someone handed us a write: try now rather than after the backoff.
+            _ = shared.reconnect_now.notified() => {}
             _ = stop.changed() => return,
         }
     }
@@ -108,8 +133,12 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 /// The connection ended: what this process had in flight cannot be answered any more.
 /// Sends go back to the queue (their key makes a resend safe); commands are failed, and
 /// whoever waits on them is told.
-fn release_inflight(shared: &Shared) {
-    match shared.cache().release_inflight(&shared.lock.id) {
+async fn release_inflight(shared: &Arc<Shared>) {
+    let owner = shared.lock.id.clone();
+    match shared
+        .write(move |cache| cache.release_inflight(&owner))
+        .await
+    {
         Ok((requeued, failed)) => {
             if requeued == 0 && failed.is_empty() {
                 return;
@@ -118,7 +147,7 @@ fn release_inflight(shared: &Shared) {
                 shared.finish(
                     n,
                     Outcome::Failed {
-                        code: "interrupted".into(),
+                        code: FailureCode::Interrupted,
                         msg: "the connection ended before the hub answered; it may or may not have been applied".into(),
                     },
                 );
@@ -140,8 +169,11 @@ enum Pending {
     Outbox {
         n: u64,
         kind: OutboxKind,
+        /// The reply carries a token: it goes to the waiter, not into the cache.
+        secret: bool,
     },
-    Ack,
+    /// Read markers sent, as they were when sent.
+    Ack(Vec<(String, u64)>),
     Rooms,
 }
 
@@ -155,8 +187,8 @@ struct Session {
     /// Replayed events, applied when `sync` completes.
     replay: BTreeMap<String, Vec<Event>>,
     synced: bool,
-    /// Streams whose cursor moved since the last `ack`.
-    unacked: HashSet<String>,
+    /// An `ack` is in flight.
+    acking: bool,
     /// An outbox entry is in flight (they go one at a time, in order).
     outbox_busy: bool,
     /// When a rate-limited entry may go again.
@@ -181,7 +213,7 @@ impl Session {
             pending: HashMap::new(),
             replay: BTreeMap::new(),
             synced: false,
-            unacked: HashSet::new(),
+            acking: false,
             outbox_busy: false,
             outbox_not_before: None,
             filling: HashSet::new(),
@@ -191,37 +223,30 @@ impl Session {
         }
     }
 
-    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), LinkError> {
+    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), SyncError> {
         let shared = self.shared.clone();
         let profile = &shared.profile;
         let mut link = tokio::select! {
             link = Link::connect(&profile.hub, self.shared.tls.clone()) => link?,
             _ = stop.changed() => return Ok(()),
         };
-        self.check_epoch(&link)?;
+        self.check_epoch(&link).await?;
         let principal = link
             .auth(profile.token.expose(), &shared.lock.device)
             .await?;
-        // Entries of processes that ended since are anyone's now.
-        let _ = self
-            .shared
-            .cache()
-            .recover_outbox(|owner| shared.lock.is_alive(owner));
         if principal.id != self.me {
             return Err(LinkError::Unauthorized(format!(
                 "the token belongs to {}, not to this profile's {}",
                 principal.handle, profile.handle
-            )));
+            ))
+            .into());
         }
-        self.remember(&principal);
         self.me_is_user = principal.kind == roundtable_protocol::model::PrincipalKind::User;
-        let cursors = self
-            .shared
-            .cache()
-            .cursors()
-            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+        self.recover_orphans().await?;
+        self.remember(&principal).await?;
+        let cursors = self.shared.write(|cache| cache.cursors()).await?;
         let id = link.id();
-        link.send(&ClientFrame::Sync(Sync {
+        link.send(&ClientFrame::Sync(SyncCmd {
             id,
             cursors: cursors.into_iter().collect(),
         }))
@@ -273,14 +298,22 @@ impl Session {
                 }
                 _ = ack_timer.tick() => {
                     self.send_acks(&mut link).await?;
-                    let _ = self.shared.cache().forget_done_before(now_ms() - DONE_KEPT_MS);
+                    self.shared
+                        .write(|cache| cache.forget_done_before(now_ms() - DONE_KEPT_MS))
+                        .await?;
+                    // Entries of processes that ended (killed before they could hand them
+                    // over) are sent now, not at the next reconnect.
+                    if self.recover_orphans().await? {
+                        self.flush_outbox(&mut link).await?;
+                    }
                 }
                 now = liveness.tick() => {
                     if link.silent(now) {
                         return Err(LinkError::Closed {
                             code: None,
                             reason: "the hub went silent (no heartbeat)".into(),
-                        });
+                        }
+                        .into());
                     }
                 }
                 _ = stop.changed() => {
@@ -293,29 +326,51 @@ impl Session {
         }
     }
 
+    /// Releases outbox entries of processes that are gone; true when there were some.
+    async fn recover_orphans(&self) -> Result<bool, SyncError> {
+        let shared = self.shared.clone();
+        let recovered = self
+            .shared
+            .write(move |cache| {
+                if !cache.others_own_entries(&shared.lock.id)? {
+                    return Ok(false);
+                }
+                cache.recover_outbox(|owner| shared.lock.is_alive(owner))?;
+                Ok(true)
+            })
+            .await?;
+        Ok(recovered)
+    }
+
     /// A hub with another history (a new database) empties the cache.
-    fn check_epoch(&self, link: &Link) -> Result<(), LinkError> {
-        let mut cache = self.shared.cache();
-        let stored = cache
-            .meta("epoch")
-            .map_err(|error| LinkError::Protocol(error.to_string()))?;
-        if stored.as_deref() != Some(link.hello.epoch.as_str()) {
+    async fn check_epoch(&self, link: &Link) -> Result<(), SyncError> {
+        let epoch = link.hello.epoch.clone();
+        let hub = link.hello.hub.clone();
+        let reset = self
+            .shared
+            .write(move |cache| {
+                let stored = cache.meta("epoch")?;
+                if stored.as_deref() == Some(epoch.as_str()) {
+                    return Ok(None);
+                }
+                cache.reset(&epoch)?;
+                cache.set_meta("hub", &hub)?;
+                Ok(Some(stored))
+            })
+            .await?;
+        if let Some(stored) = reset {
             if stored.is_some() {
                 warn!(old = ?stored, new = %link.hello.epoch, "the hub's epoch changed; rebuilding the cache");
             }
-            cache
-                .reset(&link.hello.epoch)
-                .map_err(|error| LinkError::Protocol(error.to_string()))?;
-            let _ = cache.set_meta("hub", &link.hello.hub);
-            drop(cache);
-            if stored.is_some() {
-                self.shared.changed(Change::Reset);
-            }
+            self.shared.changed(Change::Reset);
         }
         Ok(())
     }
 
-    fn remember(&self, principal: &roundtable_protocol::model::Principal) {
+    async fn remember(
+        &self,
+        principal: &roundtable_protocol::model::Principal,
+    ) -> Result<(), SyncError> {
         let row = crate::cache::PrincipalRow {
             id: principal.id.clone(),
             kind: principal.kind.as_str().to_owned(),
@@ -323,11 +378,18 @@ impl Session {
             name: principal.name.clone(),
             owner: principal.owner.clone(),
         };
-        let _ = self.shared.cache().remember_principals([row]);
+        let kind = row.kind.clone();
+        self.shared
+            .write(move |cache| {
+                cache.remember_principals([row])?;
+                cache.set_meta("kind", &kind)
+            })
+            .await?;
+        Ok(())
     }
 
     /// Handles a batch of frames, in order; consecutive live events are applied together.
-    async fn handle(&mut self, link: &mut Link, frames: Vec<ServerFrame>) -> Result<(), LinkError> {
+    async fn handle(&mut self, link: &mut Link, frames: Vec<ServerFrame>) -> Result<(), SyncError> {
         let mut live: Vec<Event> = Vec::new();
         for frame in frames {
             match frame {
@@ -342,104 +404,104 @@ impl Session {
                     }
                 }
                 other => {
-                    self.apply_live(std::mem::take(&mut live))?;
+                    self.apply_live(std::mem::take(&mut live)).await?;
                     self.handle_frame(link, other).await?;
                 }
             }
         }
-        self.apply_live(live)
+        self.apply_live(live).await
     }
 
-    fn apply_live(&mut self, events: Vec<Event>) -> Result<(), LinkError> {
+    /// Applies live events, every stream of the batch in one job of the writer.
+    async fn apply_live(&mut self, events: Vec<Event>) -> Result<(), SyncError> {
         if events.is_empty() {
             return Ok(());
         }
         let mut by_stream: BTreeMap<String, Vec<Event>> = BTreeMap::new();
         for event in events {
+            if event.stream_name() == "inbox" && event.kind == "room_added" {
+                self.rooms_waiting = true;
+            }
             by_stream
                 .entry(event.stream_name().to_owned())
                 .or_default()
                 .push(event);
         }
-        let mut new_gaps = false;
-        for (stream, events) in by_stream {
-            // Events before the first one live are missing when the room is new to us (a
-            // room joined after sync is delivered from its join on) or, for a user, when
-            // seqs jump: fetch them with history.
-            if stream == "inbox" {
-                if events.iter().any(|event| event.kind == "room_added") {
-                    self.rooms_waiting = true;
+        let me = self.me.clone();
+        let me_is_user = self.me_is_user;
+        let (changes, new_gaps) = self
+            .shared
+            .write(move |cache| {
+                let mut changes = BTreeSet::new();
+                let mut new_gaps = false;
+                for (stream, events) in by_stream {
+                    // Events before the first one live are missing when the room is new to
+                    // us (a room joined after sync is delivered from its join on) or, for a
+                    // user, when seqs jump: fetch them with history.
+                    if stream != "inbox" {
+                        let cursor = cache.cursor(&stream)?;
+                        let first = events[0].seq;
+                        if first > cursor + 1 && (cursor == 0 || me_is_user) {
+                            cache.add_gap(&stream, cursor + 1, first - 1)?;
+                            new_gaps = true;
+                        }
+                    }
+                    changes.extend(cache.apply(&me, &stream, &events, None)?.changes);
                 }
-            } else {
-                let cursor = self
-                    .shared
-                    .cache()
-                    .cursor(&stream)
-                    .map_err(|error| LinkError::Protocol(error.to_string()))?;
-                let first = events[0].seq;
-                if first > cursor + 1 && (cursor == 0 || self.me_is_user) {
-                    self.shared
-                        .cache()
-                        .add_gap(&stream, cursor + 1, first - 1)
-                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
-                    new_gaps = true;
-                }
-            }
-            self.apply(&stream, &events, None)?;
-        }
+                Ok((changes, new_gaps))
+            })
+            .await?;
+        self.shared.changed_all(changes);
         if new_gaps {
             self.gaps_waiting = true;
         }
         Ok(())
     }
 
-    fn apply(
-        &mut self,
-        stream: &str,
-        events: &[Event],
-        cursor_to: Option<u64>,
-    ) -> Result<(), LinkError> {
-        let applied = self
-            .shared
-            .cache()
-            .apply(&self.me, stream, events, cursor_to)
-            .map_err(|error| LinkError::Protocol(format!("the cache refused events: {error}")))?;
-        self.unacked.insert(stream.to_owned());
-        for room in applied.rooms {
-            self.shared.changed(Change::Room(room));
-        }
-        if applied.inbox_changed {
-            self.shared.changed(Change::Inbox);
-        }
-        Ok(())
-    }
-
-    async fn handle_frame(&mut self, link: &mut Link, frame: ServerFrame) -> Result<(), LinkError> {
+    async fn handle_frame(&mut self, link: &mut Link, frame: ServerFrame) -> Result<(), SyncError> {
         match frame {
             ServerFrame::Gap(gap) => {
                 if gap.from == 0 || gap.from > gap.to || gap.to == u64::MAX {
                     return Err(LinkError::Protocol(format!(
                         "a gap {}..{} in {} that cannot be",
                         gap.from, gap.to, gap.room
-                    )));
+                    ))
+                    .into());
                 }
                 self.shared
-                    .cache()
-                    .add_gap(&gap.room, gap.from, gap.to)
-                    .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    .write(move |cache| cache.add_gap(&gap.room, gap.from, gap.to))
+                    .await?;
             }
             ServerFrame::Ok(ok) => match self.pending.remove(&ok.re) {
                 Some(Pending::Sync) => {
                     let heads: SyncOk = ok
                         .decode()
                         .map_err(|error| LinkError::Protocol(error.to_string()))?;
-                    for (stream, head) in heads.heads {
-                        let events = self.replay.remove(&stream).unwrap_or_default();
-                        self.apply(&stream, &events, Some(head))?;
-                    }
-                    for (stream, events) in std::mem::take(&mut self.replay) {
-                        self.apply(&stream, &events, None)?;
-                    }
+                    let mut replay = std::mem::take(&mut self.replay);
+                    let me = self.me.clone();
+                    let (changes, markers) = self
+                        .shared
+                        .write(move |cache| {
+                            let mut changes = BTreeSet::new();
+                            for (stream, head) in heads.heads {
+                                let events = replay.remove(&stream).unwrap_or_default();
+                                changes.extend(
+                                    cache.apply(&me, &stream, &events, Some(head))?.changes,
+                                );
+                            }
+                            for (stream, events) in replay {
+                                changes.extend(cache.apply(&me, &stream, &events, None)?.changes);
+                            }
+                            let markers = cache.merge_read_markers(&heads.read)?;
+                            Ok((changes, markers))
+                        })
+                        .await?;
+                    self.shared.changed_all(changes);
+                    self.shared.changed_all(
+                        markers
+                            .into_iter()
+                            .map(|stream| Change::ReadMarker { stream }),
+                    );
                     self.synced = true;
                     // Idle once the rooms' snapshot is in: a room is usable by its title
                     // even while history fills its gaps.
@@ -451,14 +513,11 @@ impl Session {
                     let reply: RoomsOk = ok
                         .decode()
                         .map_err(|error| LinkError::Protocol(error.to_string()))?;
-                    let changed = self
+                    let changes = self
                         .shared
-                        .cache()
-                        .apply_rooms(&reply.rooms)
-                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
-                    for room in changed {
-                        self.shared.changed(Change::Room(room));
-                    }
+                        .write(move |cache| cache.apply_rooms(&reply.rooms))
+                        .await?;
+                    self.shared.changed_all(changes);
                     self.shared.set_state(SyncState::Idle);
                 }
                 Some(Pending::History {
@@ -474,40 +533,63 @@ impl Session {
                     } else {
                         page.events.last().map_or(gap_to, |event| event.seq)
                     };
+                    let me = self.me.clone();
+                    let filled_room = room.clone();
                     let applied = self
                         .shared
-                        .cache()
-                        .fill_gap(&self.me, &room, gap_from, filled_to, &page.events)
-                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
-                    self.filling.remove(&(room.clone(), gap_from));
-                    for room in applied.rooms {
-                        self.shared.changed(Change::Room(room));
-                    }
+                        .write(move |cache| {
+                            cache.fill_gap(&me, &filled_room, gap_from, filled_to, &page.events)
+                        })
+                        .await?;
+                    self.filling.remove(&(room, gap_from));
+                    self.shared.changed_all(applied.changes);
                     self.fill_gaps(link).await?;
                 }
-                Some(Pending::Outbox { n, kind }) => {
+                Some(Pending::Outbox { n, kind, secret }) => {
                     self.outbox_busy = false;
-                    if kind == OutboxKind::Send
-                        && let Ok(sent) = ok.decode::<SendOk>()
-                    {
-                        // Our own event comes back in the ok, not live.
-                        let stream = sent.event.stream_name().to_owned();
-                        self.apply(&stream, &[sent.event], None)?;
-                    }
+                    let own_event = if kind == OutboxKind::Send {
+                        ok.decode::<SendOk>().ok().map(|sent| sent.event)
+                    } else {
+                        None
+                    };
                     let reply = ServerFrame::Ok(ok).to_json();
-                    self.shared
-                        .cache()
-                        .mark_done(n, &reply, now_ms())
-                        .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                    let kept = if secret {
+                        crate::cache::without_secrets(&reply)
+                    } else {
+                        reply.clone()
+                    };
+                    let me = self.me.clone();
+                    let changes = self
+                        .shared
+                        .write(move |cache| {
+                            // Our own event comes back in the ok, not live.
+                            let changes = match own_event {
+                                Some(event) => {
+                                    let stream = event.stream_name().to_owned();
+                                    cache.apply(&me, &stream, &[event], None)?.changes
+                                }
+                                None => BTreeSet::new(),
+                            };
+                            cache.mark_done(n, &kept, now_ms())?;
+                            Ok(changes)
+                        })
+                        .await?;
+                    self.shared.changed_all(changes);
                     self.shared.finish(n, Outcome::Done(reply));
                     self.shared.changed(Change::Outbox);
                     self.flush_outbox(link).await?;
                 }
-                Some(Pending::Ack) | None => {}
+                Some(Pending::Ack(markers)) => {
+                    self.acking = false;
+                    self.shared
+                        .write(move |cache| cache.read_markers_sent(&markers))
+                        .await?;
+                }
+                None => {}
             },
             ServerFrame::Err(err) => match err.re.and_then(|re| self.pending.remove(&re)) {
                 Some(Pending::Sync) => {
-                    return Err(LinkError::Protocol(format!("sync refused: {}", err.msg)));
+                    return Err(LinkError::Protocol(format!("sync refused: {}", err.msg)).into());
                 }
                 Some(Pending::History {
                     room,
@@ -521,10 +603,10 @@ impl Session {
                             | roundtable_protocol::ErrorCode::NotFound
                     ) {
                         // A room we may no longer read: the gap cannot be filled.
-                        let _ =
-                            self.shared
-                                .cache()
-                                .fill_gap(&self.me, &room, gap_from, gap_to, &[]);
+                        let me = self.me.clone();
+                        self.shared
+                            .write(move |cache| cache.fill_gap(&me, &room, gap_from, gap_to, &[]))
+                            .await?;
                         self.fill_gaps(link).await?;
                     } else {
                         warn!(%room, code = %err.code, msg = %err.msg, "history failed; asking again shortly");
@@ -533,26 +615,25 @@ impl Session {
                 }
                 Some(Pending::Outbox { n, .. }) => {
                     self.outbox_busy = false;
-                    let code = err.code.as_str();
                     if let Some(wait) = err.retry_after_ms {
                         // Rate limited: the same entry goes again after the delay.
                         let at = now_ms() + wait as i64;
                         self.shared
-                            .cache()
-                            .requeue(n, Some(at))
-                            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                            .write(move |cache| cache.requeue(n, Some(at)))
+                            .await?;
                         self.outbox_not_before =
                             Some(tokio::time::Instant::now() + Duration::from_millis(wait));
                     } else {
+                        let code = err.code;
+                        let msg = err.msg.clone();
                         self.shared
-                            .cache()
-                            .mark_failed(n, code, &err.msg)
-                            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+                            .write(move |cache| cache.mark_failed(n, code.as_str(), &msg))
+                            .await?;
                         self.shared.finish(
                             n,
                             Outcome::Failed {
-                                code: code.to_owned(),
-                                msg: err.msg.clone(),
+                                code: FailureCode::Hub(code),
+                                msg: err.msg,
                             },
                         );
                         self.shared.changed(Change::Outbox);
@@ -560,9 +641,11 @@ impl Session {
                     }
                 }
                 Some(Pending::Rooms) => {
-                    return Err(LinkError::Protocol(format!("rooms refused: {}", err.msg)));
+                    return Err(LinkError::Protocol(format!("rooms refused: {}", err.msg)).into());
                 }
-                Some(Pending::Ack) => {}
+                Some(Pending::Ack(_)) => {
+                    self.acking = false;
+                }
                 None => debug!(code = %err.code, msg = %err.msg, "an error for no command"),
             },
             ServerFrame::Hello(_) | ServerFrame::Evt(_) => {}
@@ -571,7 +654,7 @@ impl Session {
     }
 
     /// Asks for the snapshot of our rooms (titles, topics, members as of their heads).
-    async fn request_rooms(&mut self, link: &mut Link) -> Result<(), LinkError> {
+    async fn request_rooms(&mut self, link: &mut Link) -> Result<(), SyncError> {
         let id = link.id();
         link.send(&ClientFrame::Rooms(Rooms { id })).await?;
         self.pending.insert(id, Pending::Rooms);
@@ -579,12 +662,8 @@ impl Session {
     }
 
     /// Asks for history pages of the gaps not being fetched yet.
-    async fn fill_gaps(&mut self, link: &mut Link) -> Result<(), LinkError> {
-        let gaps = self
-            .shared
-            .cache()
-            .gaps()
-            .map_err(|error| LinkError::Protocol(error.to_string()))?;
+    async fn fill_gaps(&mut self, link: &mut Link) -> Result<(), SyncError> {
+        let gaps = self.shared.write(|cache| cache.gaps()).await?;
         for (room, from, to) in gaps {
             if self.filling.len() >= HISTORY_IN_FLIGHT {
                 break;
@@ -614,7 +693,7 @@ impl Session {
     }
 
     /// Sends the oldest queued entry, unless one is in flight or a delay holds the queue.
-    async fn flush_outbox(&mut self, link: &mut Link) -> Result<(), LinkError> {
+    async fn flush_outbox(&mut self, link: &mut Link) -> Result<(), SyncError> {
         if !self.synced || self.outbox_busy {
             return Ok(());
         }
@@ -624,81 +703,101 @@ impl Session {
             return Ok(());
         }
         let owner = self.shared.lock.id.clone();
-        let entry = loop {
-            let entry = self
-                .shared
-                .cache()
-                .next_queued(&owner)
-                .map_err(|error| LinkError::Protocol(error.to_string()))?;
-            let Some(entry) = entry else {
-                return Ok(());
-            };
-            if with_id(&entry, 0).is_some() {
-                break entry;
-            }
-            let _ = self.shared.cache().mark_failed(
-                entry.n,
-                "bad_frame",
-                "this outbox entry is unreadable; it was not sent",
-            );
+        let id = link.id();
+        let (next, unreadable) = self
+            .shared
+            .write(move |cache| {
+                let mut unreadable = Vec::new();
+                loop {
+                    let Some(entry) = cache.next_queued(&owner)? else {
+                        return Ok((Next::Nothing, unreadable));
+                    };
+                    let Some(frame) = with_id(&entry, id) else {
+                        cache.mark_failed(
+                            entry.n,
+                            FailureCode::Unreadable.as_str(),
+                            "this outbox entry is unreadable; it was not sent",
+                        )?;
+                        unreadable.push(entry.n);
+                        continue;
+                    };
+                    if let Some(retry_ms) = entry.retry_ms
+                        && retry_ms > now_ms()
+                    {
+                        return Ok((Next::NotBefore(retry_ms), unreadable));
+                    }
+                    if !cache.claim(entry.n, &owner)? {
+                        // Another process on this profile took it a moment ago.
+                        return Ok((Next::Taken, unreadable));
+                    }
+                    return Ok((Next::Send(entry.n, entry.kind, frame), unreadable));
+                }
+            })
+            .await?;
+        for n in unreadable {
             self.shared.finish(
-                entry.n,
+                n,
                 Outcome::Failed {
-                    code: "bad_frame".into(),
+                    code: FailureCode::Unreadable,
                     msg: "unreadable outbox entry".into(),
                 },
             );
             self.shared.changed(Change::Outbox);
-        };
-        if let Some(retry_ms) = entry.retry_ms
-            && retry_ms > now_ms()
-        {
-            let wait = Duration::from_millis((retry_ms - now_ms()) as u64);
-            self.outbox_not_before = Some(tokio::time::Instant::now() + wait);
-            return Ok(());
         }
-        let id = link.id();
-        let Some(frame) = with_id(&entry, id) else {
-            return Ok(());
-        };
-        let claimed = self
-            .shared
-            .cache()
-            .claim(entry.n, &owner)
-            .map_err(|error| LinkError::Protocol(error.to_string()))?;
-        if !claimed {
-            // Another process on this profile took it a moment ago.
-            self.shared.outbox_ready.notify_one();
-            return Ok(());
-        }
-        self.outbox_busy = true;
-        self.pending.insert(
-            id,
-            Pending::Outbox {
-                n: entry.n,
-                kind: entry.kind,
-            },
-        );
-        link.send(&frame).await
-    }
-
-    async fn send_acks(&mut self, link: &mut Link) -> Result<(), LinkError> {
-        if !self.synced || self.unacked.is_empty() {
-            return Ok(());
-        }
-        let mut cursors = BTreeMap::new();
-        {
-            let cache = self.shared.cache();
-            for stream in self.unacked.drain() {
-                if let Ok(seq) = cache.cursor(&stream) {
-                    cursors.insert(stream, seq);
-                }
+        match next {
+            Next::Nothing => Ok(()),
+            Next::NotBefore(retry_ms) => {
+                let wait = Duration::from_millis((retry_ms - now_ms()).max(0) as u64);
+                self.outbox_not_before = Some(tokio::time::Instant::now() + wait);
+                Ok(())
+            }
+            Next::Taken => {
+                self.shared.outbox_ready.notify_one();
+                Ok(())
+            }
+            Next::Send(n, kind, frame) => {
+                self.outbox_busy = true;
+                self.pending.insert(
+                    id,
+                    Pending::Outbox {
+                        n,
+                        kind,
+                        secret: frame.reply_has_secret(),
+                    },
+                );
+                Ok(link.send(&frame).await?)
             }
         }
-        let id = link.id();
-        self.pending.insert(id, Pending::Ack);
-        link.send(&ClientFrame::Ack(Ack { id, cursors })).await
     }
+
+    /// Tells the hub of read markers it has not heard of.
+    async fn send_acks(&mut self, link: &mut Link) -> Result<(), SyncError> {
+        if !self.synced || self.acking {
+            return Ok(());
+        }
+        let markers = self
+            .shared
+            .write(|cache| cache.unsent_read_markers())
+            .await?;
+        if markers.is_empty() {
+            return Ok(());
+        }
+        let id = link.id();
+        self.acking = true;
+        let cursors = markers.iter().cloned().collect();
+        self.pending.insert(id, Pending::Ack(markers));
+        Ok(link.send(&ClientFrame::Ack(Ack { id, cursors })).await?)
+    }
+}
+
+/// What the outbox has for the connection.
+enum Next {
+    Nothing,
+    /// Rate limited until then (Unix ms).
+    NotBefore(i64),
+    /// Another process claimed it first.
+    Taken,
+    Send(u64, OutboxKind, ClientFrame),
 }
 
 /// The entry's frame with its command id set.

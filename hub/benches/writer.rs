@@ -10,7 +10,7 @@ use roundtable_hub::engine::{Caller, Command, ConnId, Engine, prepare_send};
 use roundtable_hub::ids::IdSource;
 use roundtable_hub::store::Store;
 use roundtable_hub::store::sqlite;
-use roundtable_protocol::client::{ClientFrame, RegisterAgent, RoomCreate, Send, SignupRequest};
+use roundtable_protocol::client::{ClientFrame, RegisterAgent, RoomCreate, SendCmd, SignupRequest};
 use roundtable_protocol::model::PrincipalKind;
 
 fn main() {
@@ -111,7 +111,7 @@ fn main() {
         for _ in 0..batch {
             let (caller, room) = &senders[(n as usize) % senders.len()];
             n += 1;
-            let send = prepare_send(Send {
+            let send = prepare_send(SendCmd {
                 id: n,
                 room: room.clone(),
                 client_key: format!("k-{}-{n:010}", caller.id),

@@ -18,7 +18,8 @@
 //! - [`session`]: one WebSocket connection (reader and sink tasks).
 //! - [`http`]: the listener's routes.
 //!
-//! Start it with [`serve`], or [`Hub::open`] then [`Hub::serve`] to learn its ids first.
+//! Start it with [`serve`], or [`Hub::open`] then [`Hub::serve`] to learn its ids first;
+//! [`embedded::start`] runs one inside another program, on a runtime of its own.
 
 pub mod admin;
 pub mod audit;
@@ -26,6 +27,7 @@ pub mod config;
 pub mod delivery;
 pub mod dispatch;
 pub mod durability;
+pub mod embedded;
 pub mod engine;
 pub mod http;
 pub mod ids;

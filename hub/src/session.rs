@@ -938,7 +938,21 @@ impl SinkTask {
             *high = (*high).max(replay.head);
             heads.insert(name, replay.head);
         }
-        let ok = OkReply::with(re, &SyncOk { heads });
+        let read_markers = read
+            .read_markers
+            .into_iter()
+            .map(|(stream, seq)| match stream {
+                StreamKey::Room(room) => (room, seq),
+                StreamKey::Inbox(_) => ("inbox".to_owned(), seq),
+            })
+            .collect();
+        let ok = OkReply::with(
+            re,
+            &SyncOk {
+                heads,
+                read: read_markers,
+            },
+        );
         self.write(state, text(ServerFrame::Ok(ok).to_json())).await
     }
 }

@@ -529,7 +529,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
-    use roundtable_protocol::client::{ClientFrame, RoomCreate, Send};
+    use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
     use roundtable_protocol::model::PrincipalKind;
     use tokio::sync::Semaphore;
 
@@ -751,7 +751,7 @@ mod tests {
         let permits = Arc::new(Semaphore::new(16));
         let send = |id: u64, key: &str| Request::Command {
             caller: Arc::new(caller.clone()),
-            command: Command::from_frame(ClientFrame::Send(Send {
+            command: Command::from_frame(ClientFrame::Send(SendCmd {
                 id,
                 room: room.clone(),
                 client_key: key.into(),

@@ -14,9 +14,9 @@ use crate::model::{Discoverable, Routing};
 #[serde(tag = "t", rename_all = "snake_case")]
 pub enum ClientFrame {
     Auth(Auth),
-    Sync(Sync),
+    Sync(SyncCmd),
     Ack(Ack),
-    Send(Send),
+    Send(SendCmd),
     History(History),
     RoomCreate(RoomCreate),
     RoomInvite(RoomInvite),
@@ -152,7 +152,7 @@ pub struct Auth {
 
 /// Replay every readable stream from the given cursors, then go live.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sync {
+pub struct SyncCmd {
     pub id: u64,
     /// Stream (a room id, or `inbox`) -> last processed `seq`. Missing streams start at 0.
     #[serde(default)]
@@ -168,7 +168,7 @@ pub struct Ack {
 
 /// Append an event to a room.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Send {
+pub struct SendCmd {
     pub id: u64,
     pub room: String,
     /// The sender's idempotency key (8..64 bytes): a retry returns the original event.
@@ -374,4 +374,86 @@ pub struct SignupRequest {
     pub discoverable: Option<Discoverable>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invite: Option<String>,
+}
+
+/// A command that expects a reply: its frame, and the type of the `ok` that answers it. So
+/// a client decodes every reply once, as what its command promises, and never the wrong type.
+pub trait Command: Into<ClientFrame> {
+    /// The payload of the `ok` that answers this command.
+    type Reply: serde::de::DeserializeOwned;
+    /// Whether the reply carries a secret (a token), which a client must keep only where it
+    /// belongs and never in a cache.
+    const REPLY_HAS_SECRET: bool = false;
+}
+
+/// The payload of an `ok` that carries nothing besides `re`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Done {}
+
+macro_rules! commands {
+    ($($command:ident => $variant:ident: $reply:ty),* $(,)?) => {
+        $(
+            impl From<$command> for ClientFrame {
+                fn from(command: $command) -> ClientFrame {
+                    ClientFrame::$variant(command)
+                }
+            }
+
+            impl Command for $command {
+                type Reply = $reply;
+            }
+        )*
+    };
+}
+
+commands! {
+    History => History: crate::server::HistoryOk,
+    RoomCreate => RoomCreate: crate::server::RoomOk,
+    RoomInvite => RoomInvite: Done,
+    RoomKick => RoomKick: Done,
+    RoomUpdate => RoomUpdate: Done,
+    RoomLeave => RoomLeave: Done,
+    Rooms => Rooms: crate::server::RoomsOk,
+    MemberSet => MemberSet: Done,
+    ProfileSet => ProfileSet: crate::server::ProfileOk,
+    Directory => Directory: crate::server::DirectoryOk,
+    ContactRequestCmd => ContactRequest: crate::server::ContactRequestOk,
+    ContactRespond => ContactRespond: Done,
+    Contacts => Contacts: crate::server::ContactsOk,
+    InviteCreate => InviteCreate: crate::server::InviteCreateOk,
+    InviteRedeem => InviteRedeem: crate::server::InviteRedeemOk,
+    Control => Control: Done,
+    Audit => Audit: crate::server::AuditOk,
+}
+
+impl From<RegisterAgent> for ClientFrame {
+    fn from(command: RegisterAgent) -> ClientFrame {
+        ClientFrame::RegisterAgent(command)
+    }
+}
+
+impl Command for RegisterAgent {
+    type Reply = crate::server::RegisterAgentOk;
+    const REPLY_HAS_SECRET: bool = true;
+}
+
+impl From<AgentToken> for ClientFrame {
+    fn from(command: AgentToken) -> ClientFrame {
+        ClientFrame::AgentToken(command)
+    }
+}
+
+impl Command for AgentToken {
+    type Reply = crate::server::AgentTokenOk;
+    const REPLY_HAS_SECRET: bool = true;
+}
+
+impl ClientFrame {
+    /// Whether the `ok` answering this frame carries a secret (a token).
+    pub fn reply_has_secret(&self) -> bool {
+        matches!(
+            self,
+            ClientFrame::RegisterAgent(_) | ClientFrame::AgentToken(_)
+        )
+    }
 }

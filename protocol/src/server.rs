@@ -150,6 +150,10 @@ pub struct AuthOk {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyncOk {
     pub heads: BTreeMap<String, u64>,
+    /// The principal's read markers (an extension): per stream, the highest seq any of its
+    /// devices acknowledged with `ack`, so a second device starts where the first one read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub read: BTreeMap<String, u64>,
 }
 
 /// `ok` of `send`.

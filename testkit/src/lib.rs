@@ -448,7 +448,7 @@ impl Client {
 
 /// `{"t":"send",...}` for a message.
 pub fn message(id: u64, room: &str, client_key: &str, text: &str) -> ClientFrame {
-    ClientFrame::Send(roundtable_protocol::client::Send {
+    ClientFrame::Send(roundtable_protocol::client::SendCmd {
         id,
         room: room.into(),
         client_key: client_key.into(),

@@ -45,7 +45,9 @@ async fn a_client_killed_mid_sync_restarts_consistent_and_catches_up() {
     let mut sync = laptop.command("dana", &["sync"]).spawn().unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     sync.kill().await.unwrap();
-    let interrupted = roundtable_core::Core::open(laptop.profile("dana")).unwrap();
+    let interrupted = roundtable_core::Core::open(laptop.profile("dana"))
+        .await
+        .unwrap();
     check_consistent(&interrupted).unwrap();
     let partial: usize = cache_view(&interrupted).values().map(Vec::len).sum();
     drop(interrupted);
@@ -75,7 +77,10 @@ async fn a_hub_with_a_new_history_makes_clients_rebuild() {
     home.ok("dana", &["send", "old", "from the old history"])
         .await;
     let (core, sync) = synced_core(home.profile("dana")).await;
-    let old_epoch = core.read(|cache| cache.meta("epoch")).unwrap().unwrap();
+    let old_epoch = core
+        .read_blocking(|cache| cache.meta("epoch"))
+        .unwrap()
+        .unwrap();
     let mut changes = core.changes();
     sync.stop().await;
 
@@ -116,7 +121,10 @@ async fn a_hub_with_a_new_history_makes_clients_rebuild() {
         changes.try_recv().ok(),
         Some(roundtable_core::Change::Reset)
     );
-    let epoch = core.read(|cache| cache.meta("epoch")).unwrap().unwrap();
+    let epoch = core
+        .read_blocking(|cache| cache.meta("epoch"))
+        .unwrap()
+        .unwrap();
     assert_ne!(epoch, old_epoch);
     assert_eq!(epoch, "ep_fresh");
     assert_eq!(
@@ -124,7 +132,7 @@ async fn a_hub_with_a_new_history_makes_clients_rebuild() {
         hub_view(&hub.ws_url(), &token).await.unwrap()
     );
     let titles: Vec<Option<String>> = core
-        .read(|cache| cache.rooms())
+        .read_blocking(|cache| cache.rooms())
         .unwrap()
         .into_iter()
         .map(|r| r.title)
@@ -153,18 +161,21 @@ async fn a_client_closed_as_a_slow_consumer_recovers_without_loss() {
     let token = home.profile("dana").token.expose().to_owned();
     let (core, sync) = synced_core(home.profile("dana")).await;
 
-    // Stall the core (its cache is locked, so it stops reading) while another device floods
-    // the room until the hub gives up on it: past the socket buffers and its 16-frame queue.
+    // Stall the core while another device floods the room until the hub gives up on it
+    // (past the socket buffers and its 16-frame queue): another connection holds the
+    // cache's write lock, so the core's writer waits, and its sync task with it, and it
+    // stops reading the socket. (Its readers and the runtime's workers go on.)
     let (release, released) = std::sync::mpsc::channel::<()>();
-    let stalled = core.clone();
+    let (locked, is_locked) = std::sync::mpsc::channel::<()>();
+    let cache_path = home.profile("dana").cache_path();
     let stall = tokio::task::spawn_blocking(move || {
-        stalled
-            .read(|_| {
-                let _ = released.recv_timeout(Duration::from_secs(60));
-                Ok(())
-            })
-            .unwrap()
+        let blocker = rusqlite::Connection::open(cache_path).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked.send(()).unwrap();
+        let _ = released.recv_timeout(Duration::from_secs(8));
+        blocker.execute_batch("ROLLBACK").unwrap();
     });
+    is_locked.recv().unwrap();
     // The flooder, too, runs on a thread of its own (see `HubOfItsOwn`).
     let flooded = {
         let url = hub.ws_url();
@@ -202,15 +213,14 @@ async fn a_client_closed_as_a_slow_consumer_recovers_without_loss() {
     converge(&core, &hub.ws_url(), &token).await;
     check_consistent(&core).unwrap();
     let messages = core
-        .read(|cache| cache.messages(&room, 0, flooded + 10))
+        .read_blocking(|cache| cache.messages(&room, 0, flooded + 10))
         .unwrap();
     assert_eq!(messages.len(), flooded as usize);
     sync.stop().await;
 }
 
-/// A test hub on a runtime and thread of its own. The stalled core blocks one of the test
-/// runtime's workers (its cache is locked under an async task), and a hub task parked behind
-/// it would stall the hub as well: in the flooder's session, say, before the core is closed.
+/// A test hub on a runtime and thread of its own, so that nothing the test does on its own
+/// runtime can stall the hub it measures.
 struct HubOfItsOwn {
     addr: std::net::SocketAddr,
     ws_url: String,

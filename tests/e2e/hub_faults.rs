@@ -122,7 +122,7 @@ fn core_for(addr: std::net::SocketAddr, home: &std::path::Path) -> Core {
         None,
     )
     .unwrap();
-    Core::open(profile).unwrap()
+    Core::open_blocking(profile).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,7 +134,7 @@ async fn a_history_page_refused_for_a_passing_reason_is_asked_again() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let (gaps, events) = core
-            .read(|cache| Ok((cache.gaps()?, cache.stream_events(ROOM)?)))
+            .read_blocking(|cache| Ok((cache.gaps()?, cache.stream_events(ROOM)?)))
             .unwrap();
         if gaps.is_empty() && events.len() == 4 {
             break;
@@ -173,9 +173,9 @@ async fn an_impossible_gap_is_refused_and_the_core_reconnects() {
     .clone();
     assert!(format!("{offline:?}").contains("gap"), "{offline:?}");
     // Nothing of that connection's replay was kept half-applied.
-    assert!(core.read(|cache| cache.gaps()).unwrap().is_empty());
+    assert!(core.read_blocking(|cache| cache.gaps()).unwrap().is_empty());
     assert!(
-        core.read(|cache| cache.stream_events(ROOM))
+        core.read_blocking(|cache| cache.stream_events(ROOM))
             .unwrap()
             .is_empty()
     );

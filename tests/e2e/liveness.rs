@@ -6,10 +6,9 @@
 use std::time::Duration;
 
 use roundtable_core::profile::{Profile, Secret};
-use roundtable_core::{Core, Outcome};
+use roundtable_core::{Core, FailureCode, Outcome};
 use roundtable_e2e::{Blackhole, settle};
 use roundtable_protocol::client::{ClientFrame, RoomCreate};
-use roundtable_protocol::server::RoomOk;
 use roundtable_testkit::TestHub;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,39 +27,43 @@ async fn a_silently_dead_connection_is_replaced_and_nothing_in_flight_is_lost() 
         None,
     )
     .unwrap();
-    let core = Core::open(profile).unwrap();
+    let core = Core::open(profile).await.unwrap();
     let sync = core.start();
     settle(&core).await;
     let created = core
         .call(
-            ClientFrame::RoomCreate(RoomCreate {
+            RoomCreate {
                 id: 0,
                 title: Some("work".into()),
                 topic: None,
                 members: Vec::new(),
-            }),
+            },
             Duration::from_secs(10),
         )
         .await
         .unwrap();
-    let room = created.decode::<RoomOk>().unwrap().room.id;
+    let room = created.room.id;
 
     // The network goes away under the open socket. A command goes into it (entries go
     // one at a time: the message waits behind it).
     proxy.cut();
     let command = core
-        .command(ClientFrame::RoomCreate(RoomCreate {
+        .command(RoomCreate {
             id: 0,
             title: Some("maybe".into()),
             topic: None,
             members: Vec::new(),
-        }))
+        })
+        .await
         .unwrap();
-    let message = core.send_message(&room, "written after the cut").unwrap();
+    let message = core
+        .send_message(&room, "written after the cut")
+        .await
+        .unwrap();
 
     let interrupted = core.wait(command, Duration::from_secs(60)).await.unwrap();
     assert!(
-        matches!(&interrupted, Outcome::Failed { code, .. } if code == "interrupted"),
+        matches!(&interrupted, Outcome::Failed { code, .. } if *code == FailureCode::Interrupted),
         "{interrupted:?}"
     );
     let sent = core.wait(message, Duration::from_secs(60)).await.unwrap();
@@ -70,7 +73,10 @@ async fn a_silently_dead_connection_is_replaced_and_nothing_in_flight_is_lost() 
     // (by its client key) stores it once.
     settle(&core).await;
     proxy.cut();
-    let in_flight = core.send_message(&room, "in flight at the cut").unwrap();
+    let in_flight = core
+        .send_message(&room, "in flight at the cut")
+        .await
+        .unwrap();
     let sent = core.wait(in_flight, Duration::from_secs(60)).await.unwrap();
     assert!(matches!(sent, Outcome::Done(_)), "{sent:?}");
 
@@ -97,7 +103,9 @@ async fn a_silently_dead_connection_is_replaced_and_nothing_in_flight_is_lost() 
         .collect();
     assert_eq!(texts, vec!["written after the cut", "in flight at the cut"]);
     settle(&core).await;
-    let cached = core.read(|cache| cache.messages(&room, 0, 100)).unwrap();
+    let cached = core
+        .read_blocking(|cache| cache.messages(&room, 0, 100))
+        .unwrap();
     let hub_seqs: Vec<Option<u64>> = page
         .events
         .iter()

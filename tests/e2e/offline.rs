@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use roundtable_e2e::{Home, Hub, hub_view, json};
 use roundtable_protocol::ServerFrame;
-use roundtable_protocol::client::{ClientFrame, History, Sync};
+use roundtable_protocol::client::{ClientFrame, History, SyncCmd};
 use roundtable_protocol::server::HistoryOk;
 use roundtable_testkit::{Client, Incoming};
 
@@ -78,7 +78,7 @@ async fn two_hundred_offline_sends_arrive_once_in_order_despite_a_sigkill() {
     watcher.auth(&token, "e2e-watcher").await.unwrap();
     let id = watcher.id();
     watcher
-        .ok(ClientFrame::Sync(Sync {
+        .ok(ClientFrame::Sync(SyncCmd {
             id,
             cursors: [(room.clone(), 100)].into_iter().collect(),
         }))
@@ -144,22 +144,22 @@ async fn a_command_that_times_out_unsent_is_withdrawn_not_run_later() {
     hub.stop().await;
 
     // Offline: the command cannot go; its caller gives up, and so does the outbox.
-    let core = roundtable_core::Core::open(home.profile("dana")).unwrap();
+    let core = roundtable_core::Core::open(home.profile("dana"))
+        .await
+        .unwrap();
     let sync = core.start();
-    let create = |title: &str| {
-        ClientFrame::RoomCreate(roundtable_protocol::client::RoomCreate {
-            id: 0,
-            title: Some(title.into()),
-            topic: None,
-            members: Vec::new(),
-        })
+    let create = |title: &str| roundtable_protocol::client::RoomCreate {
+        id: 0,
+        title: Some(title.into()),
+        topic: None,
+        members: Vec::new(),
     };
     let refused = core.call(create("never"), Duration::from_millis(500)).await;
     assert!(
         matches!(refused, Err(roundtable_core::CoreError::NotSent)),
         "{refused:?}"
     );
-    let withdrawn = core.read(|cache| cache.outbox_pending()).unwrap();
+    let withdrawn = core.read_blocking(|cache| cache.outbox_pending()).unwrap();
     assert_eq!(withdrawn.len(), 1);
     assert_eq!(withdrawn[0].error_code.as_deref(), Some("cancelled"));
 

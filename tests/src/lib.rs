@@ -11,7 +11,7 @@ use anyhow::{Result, bail};
 use roundtable_core::Core;
 use roundtable_core::profile::Profile;
 use roundtable_protocol::ServerFrame;
-use roundtable_protocol::client::{ClientFrame, History, Sync};
+use roundtable_protocol::client::{ClientFrame, History, SyncCmd};
 use roundtable_protocol::server::{HistoryOk, SyncOk};
 use roundtable_testkit::{Client, HubProcess, roundtable_bin};
 
@@ -159,7 +159,7 @@ pub async fn hub_view(ws_url: &str, token: &str) -> Result<View> {
     client.auth(token, "e2e-observer").await?;
     let id = client.id();
     let ok = client
-        .call(ClientFrame::Sync(Sync {
+        .call(ClientFrame::Sync(SyncCmd {
             id,
             cursors: BTreeMap::new(),
         }))
@@ -218,11 +218,13 @@ pub async fn hub_view(ws_url: &str, token: &str) -> Result<View> {
 /// What a profile's cache holds, per stream.
 pub fn cache_view(core: &Core) -> View {
     let streams: Vec<String> = core
-        .read(|cache| Ok(cache.cursors()?.into_iter().map(|(s, _)| s).collect()))
+        .read_blocking(|cache| Ok(cache.cursors()?.into_iter().map(|(s, _)| s).collect()))
         .unwrap();
     let mut view = View::new();
     for stream in streams {
-        let events = core.read(|cache| cache.stream_events(&stream)).unwrap();
+        let events = core
+            .read_blocking(|cache| cache.stream_events(&stream))
+            .unwrap();
         if !events.is_empty() {
             view.insert(
                 stream,
@@ -236,10 +238,12 @@ pub fn cache_view(core: &Core) -> View {
 /// Checks the cache is consistent with its cursors: below each cursor, every seq is either
 /// present or inside a recorded gap (nothing missing silently), and nothing is above it.
 pub fn check_consistent(core: &Core) -> Result<()> {
-    let cursors = core.read(|cache| cache.cursors()).unwrap();
-    let gaps = core.read(|cache| cache.gaps()).unwrap();
+    let cursors = core.read_blocking(|cache| cache.cursors()).unwrap();
+    let gaps = core.read_blocking(|cache| cache.gaps()).unwrap();
     for (stream, cursor) in cursors {
-        let events = core.read(|cache| cache.stream_events(&stream)).unwrap();
+        let events = core
+            .read_blocking(|cache| cache.stream_events(&stream))
+            .unwrap();
         if let Some((seq, _, _)) = events.iter().find(|(seq, _, _)| *seq > cursor) {
             bail!("{stream}: event {seq} above the cursor {cursor}");
         }
@@ -265,7 +269,7 @@ pub fn check_consistent(core: &Core) -> Result<()> {
 
 /// Opens a profile's core, syncs until it is idle with no gap and nothing waiting to be sent.
 pub async fn synced_core(profile: Profile) -> (Core, roundtable_core::SyncHandle) {
-    let core = Core::open(profile).unwrap();
+    let core = Core::open(profile).await.unwrap();
     let handle = core.start();
     settle(&core).await;
     (core, handle)
@@ -279,10 +283,10 @@ pub async fn settle(core: &Core) {
             *core.sync_state().borrow(),
             roundtable_core::SyncState::Idle
         );
-        let gaps = core.read(|cache| cache.gaps()).unwrap();
+        let gaps = core.read_blocking(|cache| cache.gaps()).unwrap();
         // Failed entries wait for the user, not for the sync.
         let outbox: Vec<_> = core
-            .read(|cache| cache.outbox_pending())
+            .read_blocking(|cache| cache.outbox_pending())
             .unwrap()
             .into_iter()
             .filter(|entry| entry.state != roundtable_core::cache::OutboxState::Failed)

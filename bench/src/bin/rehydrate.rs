@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
 use roundtable_core::profile::{Profile, Secret};
 use roundtable_core::{Core, SyncState};
-use roundtable_protocol::client::{ClientFrame, History, RoomCreate, Send, Sync};
+use roundtable_protocol::client::{ClientFrame, History, RoomCreate, SendCmd, SyncCmd};
 use roundtable_protocol::server::{HistoryOk, RoomOk, ServerFrame, SyncOk};
 use roundtable_testkit::{Client, HubProcess, Incoming};
 use serde_json::json;
@@ -125,7 +125,7 @@ async fn seed(ws_url: &str, token: &str, rooms: usize, events: usize) -> Result<
         let room = ids[n % rooms].clone();
         let (kind, body) = seed_event(n);
         client
-            .send_frame(&ClientFrame::Send(Send {
+            .send_frame(&ClientFrame::Send(SendCmd {
                 id,
                 room,
                 client_key: format!("seed-{n:08}"),
@@ -145,7 +145,7 @@ async fn seed(ws_url: &str, token: &str, rooms: usize, events: usize) -> Result<
     // Count what a fresh reader sees: heads of every stream.
     let id = client.id();
     let ok = client
-        .call(ClientFrame::Sync(Sync {
+        .call(ClientFrame::Sync(SyncCmd {
             id,
             cursors: BTreeMap::new(),
         }))
@@ -212,14 +212,14 @@ async fn rehydrate_core(
         None,
     )?;
     let started = Instant::now();
-    let core = Core::open(profile)?;
+    let core = Core::open(profile).await?;
     let sync = core.start();
     let deadline = started + Duration::from_secs(600);
     loop {
         let idle = matches!(*core.sync_state().borrow(), SyncState::Idle);
         if idle {
             let (gaps, events) =
-                core.read(|cache| Ok((cache.gaps()?.len(), cache.event_count()?)))?;
+                core.read_blocking(|cache| Ok((cache.gaps()?.len(), cache.event_count()?)))?;
             if gaps == 0 && events >= total {
                 break;
             }
@@ -246,7 +246,7 @@ async fn download(ws_url: &str, token: &str, total: usize) -> Result<Duration> {
     client.auth(token, "bare").await?;
     let id = client.id();
     client
-        .call(ClientFrame::Sync(Sync {
+        .call(ClientFrame::Sync(SyncCmd {
             id,
             cursors: BTreeMap::new(),
         }))

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use roundtable_protocol::ServerFrame;
-use roundtable_protocol::client::{ClientFrame, History, RegisterAgent, RoomCreate, Sync};
+use roundtable_protocol::client::{ClientFrame, History, RegisterAgent, RoomCreate, SyncCmd};
 use roundtable_protocol::server::{HistoryOk, RegisterAgentOk, RoomOk, SendOk, SyncOk};
 use roundtable_testkit::{Client, message, signup};
 
@@ -224,7 +224,7 @@ async fn acknowledged_events_survive_sigkill_exactly_once() {
     reader.auth(&user.token, "reader").await.unwrap();
     let id = reader.id();
     let heads = reader
-        .ok(ClientFrame::Sync(Sync {
+        .ok(ClientFrame::Sync(SyncCmd {
             id,
             cursors: BTreeMap::new(),
         }))

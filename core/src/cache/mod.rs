@@ -9,18 +9,24 @@
 
 mod outbox;
 mod queries;
+mod readers;
 #[cfg(test)]
 mod tests;
+mod writer;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use roundtable_protocol::client::ControlAction;
 use roundtable_protocol::server::Event;
 use rusqlite::{Connection, OptionalExtension, params};
 
-pub use outbox::{OutboxEntry, OutboxKind, OutboxState};
+pub use outbox::{OutboxEntry, OutboxKind, OutboxState, without_secrets};
 pub use queries::*;
+pub(crate) use readers::CacheReaders;
+pub(crate) use writer::CacheWriter;
 
+use crate::changes::Change;
 use crate::projection::{self, Write};
 
 const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
@@ -30,6 +36,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "outbox_owner",
         include_str!("migrations/0002_outbox_owner.sql"),
     ),
+    (
+        3,
+        "readers_and_history",
+        include_str!("migrations/0003_readers_and_history.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -38,16 +49,33 @@ pub enum CacheError {
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]
     Migration(#[from] roundtable_sqlite::MigrationError),
-    #[error("cannot create the cache directory {path}: {source}")]
-    Dir {
+    #[error("cannot create the cache {path}: {source}")]
+    Create {
         path: String,
         source: std::io::Error,
     },
+    #[error("the cache's writer thread has stopped; restart the program")]
+    WriterGone,
+    #[error("a cache job failed unexpectedly: {0}")]
+    JobPanicked(String),
 }
 
-/// The cache of one profile.
-pub struct Cache {
+/// Reads of one cache: every query the apps make. [`Cache`] (the writer) reads through the
+/// same methods; readers elsewhere get a `CacheView` over a connection of their own, which
+/// in WAL mode never waits for a write.
+pub struct CacheView {
     conn: Connection,
+}
+
+impl std::fmt::Debug for CacheView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheView")
+    }
+}
+
+/// The cache of one profile, as its one writer holds it.
+pub struct Cache {
+    view: CacheView,
 }
 
 impl std::fmt::Debug for Cache {
@@ -56,32 +84,64 @@ impl std::fmt::Debug for Cache {
     }
 }
 
+impl std::ops::Deref for Cache {
+    type Target = CacheView;
+
+    fn deref(&self) -> &CacheView {
+        &self.view
+    }
+}
+
 /// What a stream's replay or page brought, applied in one transaction.
 #[derive(Debug, Default)]
 pub struct Applied {
     /// Events not seen before (already-known ones are skipped).
     pub new_events: usize,
-    /// Rooms that received events (new to this cache or not), for views to refresh.
-    pub rooms: Vec<String>,
-    pub inbox_changed: bool,
+    /// What views must refresh. Events another process on this profile stored first still
+    /// count: they are news to this process's views all the same.
+    pub changes: BTreeSet<Change>,
 }
 
-impl Cache {
-    pub fn open(path: &Path, now_ms: i64) -> Result<Cache, CacheError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| CacheError::Dir {
-                path: dir.display().to_string(),
-                source,
-            })?;
-        }
-        let mut conn = Connection::open(path)?;
+/// Creates a file only its owner may read (0600) in a directory only its owner may enter
+/// (0700), or tightens one that exists: a cache holds everything its principal can see.
+pub(crate) fn create_private_file(path: &Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        crate::profile::create_private_dir(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.append(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA busy_timeout = 10000;",
+    )
+}
+
+impl CacheView {
+    /// Opens a reading connection to the cache at `path` (which its writer created). It
+    /// refuses writes.
+    pub(crate) fn open_reader(path: &Path) -> Result<CacheView, CacheError> {
+        let conn = Connection::open(path)?;
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = FULL;
-             PRAGMA busy_timeout = 10000;",
+            "PRAGMA busy_timeout = 10000;
+             PRAGMA query_only = ON;",
         )?;
-        roundtable_sqlite::migrate(&mut conn, MIGRATIONS, now_ms)?;
-        Ok(Cache { conn })
+        Ok(CacheView { conn })
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<String>, CacheError> {
@@ -91,35 +151,6 @@ impl Cache {
                 row.get(0)
             })
             .optional()?)
-    }
-
-    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), CacheError> {
-        self.conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            params![key, value],
-        )?;
-        Ok(())
-    }
-
-    /// Forgets everything learned from the hub (a new epoch: the hub's history is another
-    /// one). The outbox stays: what the user wrote is theirs.
-    pub fn reset(&mut self, epoch: &str) -> Result<(), CacheError> {
-        let tx = self.conn.transaction()?;
-        tx.execute_batch(
-            "DELETE FROM cursors; DELETE FROM gaps; DELETE FROM events; DELETE FROM principals;
-             DELETE FROM rooms; DELETE FROM members; DELETE FROM mentions; DELETE FROM tasks;
-             DELETE FROM components; DELETE FROM usage; DELETE FROM pings;
-             DELETE FROM agent_status; DELETE FROM requests; DELETE FROM contacts;
-             DELETE FROM controls;",
-        )?;
-        tx.execute(
-            "INSERT INTO meta (key, value) VALUES ('epoch', ?1)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [epoch],
-        )?;
-        tx.commit()?;
-        Ok(())
     }
 
     /// Every stream's cursor.
@@ -143,6 +174,74 @@ impl Cache {
             .unwrap_or(0) as u64)
     }
 
+    pub fn gaps(&self) -> Result<Vec<(String, u64, u64)>, CacheError> {
+        let mut statement = self
+            .conn
+            .prepare("SELECT room, from_seq, to_seq FROM gaps ORDER BY room, from_seq")?;
+        let gaps = statement
+            .query_map([], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get::<_, i64>(1)? as u64,
+                    row.get::<_, i64>(2)? as u64,
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(gaps)
+    }
+}
+
+impl Cache {
+    /// Opens (or creates) the cache at `path`, private to its owner, and brings its schema
+    /// up to date.
+    pub fn open(path: &Path, now_ms: i64) -> Result<Cache, CacheError> {
+        create_private_file(path).map_err(|source| CacheError::Create {
+            path: path.display().to_string(),
+            source,
+        })?;
+        // SQLite gives the WAL and shared-memory files the database file's permissions.
+        let mut conn = Connection::open(path)?;
+        configure(&conn)?;
+        roundtable_sqlite::migrate(&mut conn, MIGRATIONS, now_ms)?;
+        Ok(Cache {
+            view: CacheView { conn },
+        })
+    }
+
+    fn conn(&mut self) -> &mut Connection {
+        &mut self.view.conn
+    }
+
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), CacheError> {
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets everything learned from the hub (a new epoch: the hub's history is another
+    /// one). The outbox stays: what the user wrote is theirs.
+    pub fn reset(&mut self, epoch: &str) -> Result<(), CacheError> {
+        let tx = self.conn().transaction()?;
+        tx.execute_batch(
+            "DELETE FROM cursors; DELETE FROM gaps; DELETE FROM events; DELETE FROM principals;
+             DELETE FROM rooms; DELETE FROM members; DELETE FROM mentions; DELETE FROM tasks;
+             DELETE FROM components; DELETE FROM usage; DELETE FROM pings;
+             DELETE FROM agent_status; DELETE FROM requests; DELETE FROM contacts;
+             DELETE FROM controls; DELETE FROM read_markers; DELETE FROM task_states;
+             DELETE FROM component_agents;",
+        )?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('epoch', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [epoch],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Applies events of one stream (`room` id, or `inbox`) in one transaction and moves its
     /// cursor to `cursor_to` (at least). `me` is the cache's principal.
     pub fn apply(
@@ -152,20 +251,11 @@ impl Cache {
         events: &[Event],
         cursor_to: Option<u64>,
     ) -> Result<Applied, CacheError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn().transaction()?;
         let mut applied = Applied::default();
         for event in events {
-            if apply_event(&tx, me, stream, event)? {
+            if apply_event(&tx, me, stream, event, &mut applied.changes)? {
                 applied.new_events += 1;
-            }
-        }
-        // Another process on this profile may have stored these events first (its own
-        // send, from its `ok`): what this process received is news to its views all the same.
-        if !events.is_empty() {
-            if stream == "inbox" {
-                applied.inbox_changed = true;
-            } else {
-                applied.rooms.push(stream.to_owned());
             }
         }
         let highest = events.iter().map(|e| e.seq).max().unwrap_or(0);
@@ -191,22 +281,6 @@ impl Cache {
         Ok(())
     }
 
-    pub fn gaps(&self) -> Result<Vec<(String, u64, u64)>, CacheError> {
-        let mut statement = self
-            .conn
-            .prepare("SELECT room, from_seq, to_seq FROM gaps ORDER BY room, from_seq")?;
-        let gaps = statement
-            .query_map([], |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get::<_, i64>(1)? as u64,
-                    row.get::<_, i64>(2)? as u64,
-                ))
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(gaps)
-    }
-
     /// Applies a page of history inside a gap and shrinks the gap to what is still missing,
     /// in one transaction.
     pub fn fill_gap(
@@ -217,10 +291,10 @@ impl Cache {
         filled_to: u64,
         events: &[Event],
     ) -> Result<Applied, CacheError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn().transaction()?;
         let mut applied = Applied::default();
         for event in events {
-            if apply_event(&tx, me, room, event)? {
+            if apply_event(&tx, me, room, event, &mut applied.changes)? {
                 applied.new_events += 1;
             }
         }
@@ -243,9 +317,6 @@ impl Cache {
                 params![room, filled_to as i64 + 1, to_seq],
             )?;
         }
-        if !events.is_empty() {
-            applied.rooms.push(room.to_owned());
-        }
         tx.commit()?;
         Ok(applied)
     }
@@ -253,17 +324,17 @@ impl Cache {
     /// Applies the hub's `rooms` reply: each room's title, topic, creator and members as of
     /// its head. A room joined after a long history is usable by title at once, before
     /// history fills its gap; the snapshot counts as set at `head`, so older events filled
-    /// later do not overwrite it and newer ones do. Returns the rooms that changed.
+    /// later do not overwrite it and newer ones do. Returns what changed.
     pub fn apply_rooms(
         &mut self,
         rooms: &[roundtable_protocol::model::Room],
-    ) -> Result<Vec<String>, CacheError> {
-        let tx = self.conn.transaction()?;
-        let mut changed = Vec::new();
+    ) -> Result<BTreeSet<Change>, CacheError> {
+        let tx = self.conn().transaction()?;
+        let mut changed = BTreeSet::new();
         for room in rooms {
             let seq = room.head as i64;
-            let mut writes = 0;
-            writes += tx
+            let mut fields = 0;
+            fields += tx
                 .prepare_cached(
                     "INSERT INTO rooms (id, creator) VALUES (?1, ?2)
                      ON CONFLICT (id) DO UPDATE SET creator = excluded.creator
@@ -271,21 +342,21 @@ impl Cache {
                 )?
                 .execute(params![room.id, room.creator])?;
             if let Some(title) = &room.title {
-                writes += tx
+                fields += tx
                     .prepare_cached(
                         "UPDATE rooms SET title = ?2, title_seq = ?3 WHERE id = ?1 AND title_seq < ?3",
                     )?
                     .execute(params![room.id, title, seq])?;
             }
             if let Some(topic) = &room.topic {
-                writes += tx
+                fields += tx
                     .prepare_cached(
                         "UPDATE rooms SET topic = ?2, topic_seq = ?3 WHERE id = ?1 AND topic_seq < ?3",
                     )?
                     .execute(params![room.id, topic, seq])?;
             }
             // Members as of the head: listed ones present, others known before it gone.
-            writes += tx
+            let mut members = tx
                 .prepare_cached(
                     "UPDATE members SET present = 0, seq = ?2
                      WHERE room = ?1 AND present = 1 AND seq < ?2
@@ -298,7 +369,7 @@ impl Cache {
                         .expect("strings serialize")
                 ])?;
             for member in &room.members {
-                writes += tx
+                members += tx
                     .prepare_cached(
                         "INSERT INTO members (room, principal, present, seq) VALUES (?1, ?2, 1, ?3)
                          ON CONFLICT (room, principal) DO UPDATE SET present = 1, seq = excluded.seq
@@ -316,8 +387,15 @@ impl Cache {
                     member.name
                 ])?;
             }
-            if writes > 0 {
-                changed.push(room.id.clone());
+            if fields > 0 {
+                changed.insert(Change::Room {
+                    room: room.id.clone(),
+                });
+            }
+            if members > 0 {
+                changed.insert(Change::Members {
+                    room: room.id.clone(),
+                });
             }
         }
         tx.commit()?;
@@ -329,15 +407,80 @@ impl Cache {
         &mut self,
         principals: impl IntoIterator<Item = PrincipalRow>,
     ) -> Result<(), CacheError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn().transaction()?;
         {
             let mut statement = tx.prepare_cached(
                 "INSERT INTO principals (id, kind, handle, name, owner) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (id) DO UPDATE SET handle = excluded.handle, name = excluded.name",
+                 ON CONFLICT (id) DO UPDATE SET handle = excluded.handle, name = excluded.name,
+                     owner = coalesce(excluded.owner, principals.owner)",
             )?;
             for p in principals {
                 statement.execute(params![p.id, p.kind, p.handle, p.name, p.owner])?;
             }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Moves our read marker of `stream` to `seq` (never back); true when it moved. The hub
+    /// hears of it with the next `ack`.
+    pub fn mark_read(&self, stream: &str, seq: u64) -> Result<bool, CacheError> {
+        let moved = self.conn.execute(
+            "INSERT INTO read_markers (stream, seq, sent) VALUES (?1, ?2, 0)
+             ON CONFLICT (stream) DO UPDATE SET seq = excluded.seq, sent = 0
+             WHERE excluded.seq > read_markers.seq",
+            params![stream, seq as i64],
+        )?;
+        Ok(moved > 0)
+    }
+
+    /// Merges the markers the hub holds for us (our other devices' included); returns the
+    /// streams whose marker moved.
+    pub fn merge_read_markers(
+        &mut self,
+        markers: &std::collections::BTreeMap<String, u64>,
+    ) -> Result<Vec<String>, CacheError> {
+        let tx = self.conn().transaction()?;
+        let mut moved = Vec::new();
+        for (stream, seq) in markers {
+            let previous: Option<i64> = tx
+                .query_row(
+                    "SELECT seq FROM read_markers WHERE stream = ?1",
+                    [stream],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            match previous {
+                Some(previous) if previous > *seq as i64 => {}
+                Some(previous) if previous == *seq as i64 => {
+                    tx.execute(
+                        "UPDATE read_markers SET sent = 1 WHERE stream = ?1",
+                        [stream],
+                    )?;
+                }
+                _ => {
+                    tx.execute(
+                        "INSERT INTO read_markers (stream, seq, sent) VALUES (?1, ?2, 1)
+                         ON CONFLICT (stream) DO UPDATE SET seq = excluded.seq, sent = 1",
+                        params![stream, *seq as i64],
+                    )?;
+                    moved.push(stream.clone());
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(moved)
+    }
+
+    /// The hub has the markers `sent` (each as it was when sent; a marker moved since stays
+    /// unsent).
+    pub fn read_markers_sent(&mut self, sent: &[(String, u64)]) -> Result<(), CacheError> {
+        let tx = self.conn().transaction()?;
+        for (stream, seq) in sent {
+            tx.execute(
+                "UPDATE read_markers SET sent = 1 WHERE stream = ?1 AND seq = ?2",
+                params![stream, *seq as i64],
+            )?;
         }
         tx.commit()?;
         Ok(())
@@ -350,6 +493,7 @@ fn apply_event(
     me: &str,
     stream: &str,
     event: &Event,
+    changes: &mut BTreeSet<Change>,
 ) -> Result<bool, CacheError> {
     let ts_ms = roundtable_protocol::ts::parse_millis(&event.ts).unwrap_or(0);
     let body = serde_json::to_string(&event.body).expect("JSON values serialize");
@@ -368,16 +512,38 @@ fn apply_event(
             body,
             event.client_key
         ])?;
+    let writes = projection::project(me, event);
+    changes.extend(crate::changes::of_event(me, event, &writes));
     if inserted == 0 {
         return Ok(false);
     }
-    for write in projection::project(me, event) {
-        apply_write(tx, write)?;
+    for write in writes {
+        if let Some(moved) = apply_write(tx, write)? {
+            changes.insert(moved);
+        }
     }
     Ok(true)
 }
 
-fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<(), CacheError> {
+/// The room a session's task list, or an agent's status, was shown in before `room` took
+/// it over: that room's view changes too.
+fn moved_from(
+    tx: &rusqlite::Transaction<'_>,
+    sql: &str,
+    key: impl rusqlite::Params,
+    room: &str,
+) -> Result<Option<String>, CacheError> {
+    let previous: Option<String> = tx
+        .prepare_cached(sql)?
+        .query_row(key, |row| row.get(0))
+        .optional()?;
+    Ok(previous.filter(|previous| previous != room))
+}
+
+/// Applies one write; returns a change beyond the write's own, when it moved something out
+/// of another room's view.
+fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Change>, CacheError> {
+    let mut moved = None;
     match write {
         Write::RoomFields {
             room,
@@ -449,8 +615,15 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<(), Cache
             ts_ms,
             source,
             tasks,
+            states,
         } => {
-            tx.prepare_cached(
+            let previous = moved_from(
+                tx,
+                "SELECT room FROM tasks WHERE agent = ?1 AND framework = ?2 AND session_id = ?3",
+                params![agent, framework, session_id],
+                &room,
+            )?;
+            let replaced = tx.prepare_cached(
                 "INSERT INTO tasks (agent, framework, session_id, room, seq, ts_ms, source, tasks)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (agent, framework, session_id) DO UPDATE SET
@@ -461,6 +634,18 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<(), Cache
             .execute(params![
                 agent, framework, session_id, room, seq as i64, ts_ms, source, tasks
             ])?;
+            if replaced > 0 {
+                moved = previous.map(|room| Change::Tasks { room });
+            }
+            let mut statement = tx.prepare_cached(
+                "INSERT INTO task_states (agent, framework, session_id, task, ts_ms, room, seq, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
+            )?;
+            for (task, status) in states {
+                statement.execute(params![
+                    agent, framework, session_id, task, ts_ms, room, seq as i64, status
+                ])?;
+            }
         }
         Write::ComponentDef {
             room,
@@ -497,16 +682,26 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<(), Cache
             files,
             by,
             seq,
+            ts_ms,
         } => {
             tx.prepare_cached(
-                "INSERT INTO components (room, id, status, note, files, status_by, status_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                "INSERT INTO components (room, id, status, note, files, status_by, status_seq, status_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (room, id) DO UPDATE SET status = excluded.status, note = excluded.note,
                      files = excluded.files, status_by = excluded.status_by,
-                     status_seq = excluded.status_seq
+                     status_seq = excluded.status_seq, status_ms = excluded.status_ms
                  WHERE excluded.status_seq > components.status_seq",
             )?
-            .execute(params![room, id, status, note, files, by, seq as i64])?;
+            .execute(params![room, id, status, note, files, by, seq as i64, ts_ms])?;
+            tx.prepare_cached(
+                "INSERT INTO component_agents (room, component, agent, status, note, files, seq, ts_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (room, component, agent) DO UPDATE SET status = excluded.status,
+                     note = excluded.note, files = excluded.files, seq = excluded.seq,
+                     ts_ms = excluded.ts_ms
+                 WHERE excluded.seq > component_agents.seq",
+            )?
+            .execute(params![room, id, by, status, note, files, seq as i64, ts_ms])?;
         }
         Write::Usage {
             room,
@@ -591,14 +786,24 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<(), Cache
             state,
             detail,
         } => {
-            tx.prepare_cached(
-                "INSERT INTO agent_status (agent, room, seq, ts_ms, state, detail)
+            let previous = moved_from(
+                tx,
+                "SELECT room FROM agent_status WHERE agent = ?1",
+                params![agent],
+                &room,
+            )?;
+            let replaced = tx
+                .prepare_cached(
+                    "INSERT INTO agent_status (agent, room, seq, ts_ms, state, detail)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (agent) DO UPDATE SET room = excluded.room, seq = excluded.seq,
                      ts_ms = excluded.ts_ms, state = excluded.state, detail = excluded.detail
                  WHERE (excluded.ts_ms, excluded.seq) > (agent_status.ts_ms, agent_status.seq)",
-            )?
-            .execute(params![agent, room, seq as i64, ts_ms, state, detail])?;
+                )?
+                .execute(params![agent, room, seq as i64, ts_ms, state, detail])?;
+            if replaced > 0 {
+                moved = previous.map(|room| Change::Status { room });
+            }
         }
         Write::Request {
             id,
@@ -666,5 +871,5 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<(), Cache
             },
         },
     }
-    Ok(())
+    Ok(moved)
 }

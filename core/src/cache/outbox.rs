@@ -6,8 +6,8 @@
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use super::{Cache, CacheError};
-use crate::cache::queries::{MessageView, message_parts};
+use super::{Cache, CacheError, CacheView};
+use crate::cache::queries::{Delivery, MessageView, message_parts};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -109,9 +109,11 @@ fn release_in_flight(tx: &rusqlite::Transaction<'_>, owner: &str) -> Result<usiz
 }
 
 impl Cache {
-    /// Stores a write, owned by process `owner`; returns its number.
+    /// Stores a write, owned by process `owner`; returns its number. A send whose
+    /// `client_key` is already in the outbox is not stored twice: its entry's number is
+    /// returned (a publisher that re-runs after a crash queues each event once).
     pub fn enqueue(
-        &self,
+        &mut self,
         kind: OutboxKind,
         client_key: Option<&str>,
         room: Option<&str>,
@@ -119,7 +121,18 @@ impl Cache {
         now_ms: i64,
         owner: &str,
     ) -> Result<u64, CacheError> {
-        self.conn.execute(
+        let tx = self.conn().transaction()?;
+        if let Some(key) = client_key {
+            let existing: Option<i64> = tx
+                .query_row("SELECT n FROM outbox WHERE client_key = ?1", [key], |row| {
+                    row.get(0)
+                })
+                .optional()?;
+            if let Some(n) = existing {
+                return Ok(n as u64);
+            }
+        }
+        tx.execute(
             "INSERT INTO outbox (client_key, kind, room, frame, state, created_ms, owner)
              VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6)",
             params![
@@ -134,7 +147,43 @@ impl Cache {
                 owner
             ],
         )?;
-        Ok(self.conn.last_insert_rowid() as u64)
+        let n = tx.last_insert_rowid() as u64;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Takes over queued entries another process on this profile hands to `owner` (see
+    /// [`crate::hand_off`]); returns the ones taken.
+    pub fn adopt(
+        &mut self,
+        entries: &[u64],
+        from: &str,
+        owner: &str,
+    ) -> Result<Vec<u64>, CacheError> {
+        let tx = self.conn().transaction()?;
+        let mut adopted = Vec::new();
+        for n in entries {
+            let changed = tx.execute(
+                "UPDATE outbox SET owner = ?3
+                 WHERE n = ?1 AND state = 'queued' AND (owner IS NULL OR owner = ?2 OR owner = ?3)",
+                params![*n as i64, from, owner],
+            )?;
+            if changed == 1 {
+                adopted.push(*n);
+            }
+        }
+        tx.commit()?;
+        Ok(adopted)
+    }
+
+    /// Whether some queued or in-flight entry belongs to a process other than `owner`.
+    pub fn others_own_entries(&self, owner: &str) -> Result<bool, CacheError> {
+        Ok(self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM outbox
+                            WHERE state IN ('queued', 'inflight') AND owner IS NOT NULL AND owner != ?1)",
+            [owner],
+            |row| row.get(0),
+        )?)
     }
 
     /// Releases the entries of processes that are gone (`alive` says which owners still
@@ -151,7 +200,7 @@ impl Cache {
             .query_map([], |row| row.get(0))?
             .collect::<Result<_, _>>()?;
         let gone: Vec<String> = owners.into_iter().filter(|owner| !alive(owner)).collect();
-        let tx = self.conn.transaction()?;
+        let tx = self.conn().transaction()?;
         for owner in &gone {
             release_in_flight(&tx, owner)?;
             tx.execute(
@@ -167,7 +216,7 @@ impl Cache {
     /// commands in flight are failed. Returns how many sends were requeued, and the failed
     /// commands' numbers.
     pub fn release_inflight(&mut self, owner: &str) -> Result<(usize, Vec<u64>), CacheError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn().transaction()?;
         let failed: Vec<u64> = tx
             .prepare(
                 "SELECT n FROM outbox WHERE owner = ?1 AND state = 'inflight' AND kind = 'command'",
@@ -177,21 +226,6 @@ impl Cache {
         let requeued = release_in_flight(&tx, owner)?;
         tx.commit()?;
         Ok((requeued, failed))
-    }
-
-    /// The oldest entry `owner` may send: its own, or one nobody owns.
-    pub fn next_queued(&self, owner: &str) -> Result<Option<OutboxEntry>, CacheError> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM outbox
-                     WHERE state = 'queued' AND (owner IS NULL OR owner = ?1) ORDER BY n LIMIT 1"
-                ),
-                [owner],
-                entry_from_row,
-            )
-            .optional()?)
     }
 
     /// Takes entry `n` for sending, if it is still queued and `owner` may send it; false
@@ -215,28 +249,6 @@ impl Cache {
             [n as i64],
         )?;
         Ok(changed == 1)
-    }
-
-    pub fn outbox_entry(&self, n: u64) -> Result<Option<OutboxEntry>, CacheError> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM outbox WHERE n = ?1"),
-                [n as i64],
-                entry_from_row,
-            )
-            .optional()?)
-    }
-
-    /// Entries not done (queued, in flight, failed), oldest first.
-    pub fn outbox_pending(&self) -> Result<Vec<OutboxEntry>, CacheError> {
-        let mut statement = self.conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM outbox WHERE state != 'done' ORDER BY n"
-        ))?;
-        let entries = statement
-            .query_map([], entry_from_row)?
-            .collect::<Result<_, _>>()?;
-        Ok(entries)
     }
 
     /// The hub accepted it: the entry keeps the reply for whoever waits on it (who then
@@ -294,6 +306,45 @@ impl Cache {
         )?;
         Ok(())
     }
+}
+
+impl CacheView {
+    /// The oldest entry `owner` may send: its own, or one nobody owns.
+    pub fn next_queued(&self, owner: &str) -> Result<Option<OutboxEntry>, CacheError> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM outbox
+                     WHERE state = 'queued' AND (owner IS NULL OR owner = ?1) ORDER BY n LIMIT 1"
+                ),
+                [owner],
+                entry_from_row,
+            )
+            .optional()?)
+    }
+
+    pub fn outbox_entry(&self, n: u64) -> Result<Option<OutboxEntry>, CacheError> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM outbox WHERE n = ?1"),
+                [n as i64],
+                entry_from_row,
+            )
+            .optional()?)
+    }
+
+    /// Entries not done (queued, in flight, failed), oldest first.
+    pub fn outbox_pending(&self) -> Result<Vec<OutboxEntry>, CacheError> {
+        let mut statement = self.conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM outbox WHERE state != 'done' ORDER BY n"
+        ))?;
+        let entries = statement
+            .query_map([], entry_from_row)?
+            .collect::<Result<_, _>>()?;
+        Ok(entries)
+    }
 
     /// Our messages to `room` still in the outbox, as messages.
     pub(crate) fn pending_messages(&self, room: &str) -> Result<Vec<MessageView>, CacheError> {
@@ -304,6 +355,7 @@ impl Cache {
             .query_map([room], entry_from_row)?
             .collect::<Result<_, _>>()?;
         let me = self.meta("principal")?.unwrap_or_default();
+        let handle = self.handle_of(&me)?;
         Ok(entries
             .into_iter()
             .filter_map(|entry| {
@@ -311,23 +363,39 @@ impl Cache {
                 if frame["kind"] != "message" {
                     return None;
                 }
-                let (text, mentions) = message_parts(&frame["body"].to_string());
+                let parts = message_parts(&frame["body"].to_string());
                 Some(MessageView {
                     room: room.to_owned(),
                     seq: None,
+                    id: None,
                     ts_ms: entry.created_ms,
                     from: me.clone(),
-                    from_handle: None,
-                    text,
-                    mentions,
-                    delivery: if entry.state == super::OutboxState::Failed {
-                        "failed"
+                    from_handle: handle.clone(),
+                    from_kind: None,
+                    text: parts.text,
+                    mentions: parts.mentions,
+                    reply_to: parts.reply_to,
+                    delivery: if entry.state == OutboxState::Failed {
+                        Delivery::Failed
                     } else {
-                        "queued"
+                        Delivery::Queued
                     },
                     error: entry.error_msg,
+                    outbox: Some(entry.n),
                 })
             })
             .collect())
     }
+}
+
+/// An `ok` reply with its secrets (tokens) taken out, to keep in the cache: the caller gets
+/// the whole reply in memory, and a token is written only to the profile it belongs to.
+pub fn without_secrets(reply: &str) -> String {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(reply) else {
+        return String::new();
+    };
+    if let Some(object) = value.as_object_mut() {
+        object.remove("token");
+    }
+    value.to_string()
 }

@@ -1,9 +1,12 @@
-//! Reads of the cache, shaped for the apps (the CLI today, the desktop next).
+//! Reads of the cache, shaped for the apps: every projection with every field it keeps, so
+//! the desktop, the MCP bridge and the CLI never reach for SQL of their own.
+
+use std::collections::BTreeMap;
 
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use super::{Cache, CacheError};
+use super::{CacheError, CacheView};
 
 /// A principal as the cache knows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -16,6 +19,14 @@ pub struct PrincipalRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemberView {
+    pub id: String,
+    /// The handle, when the cache met it (else the id).
+    pub handle: String,
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RoomView {
     pub id: String,
     pub title: Option<String>,
@@ -23,8 +34,42 @@ pub struct RoomView {
     pub creator: Option<String>,
     /// The highest seq synced.
     pub head: u64,
-    /// Member handles (ids when the handle is not known).
-    pub members: Vec<String>,
+    pub members: Vec<MemberView>,
+    /// Our read marker: we have read up to this seq.
+    pub read_to: u64,
+    /// Messages after the read marker that others wrote.
+    pub unread: u64,
+    /// Of those, the ones that mention us.
+    pub unread_mentions: u64,
+}
+
+impl RoomView {
+    /// The title, or the id of an untitled room.
+    pub fn label(&self) -> &str {
+        self.title.as_deref().unwrap_or(&self.id)
+    }
+}
+
+/// Where a message is on its way to the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// On the hub: it has a seq.
+    Stored,
+    /// In the outbox, waiting for the hub.
+    Queued,
+    /// Refused by the hub (see `error`).
+    Failed,
+}
+
+impl Delivery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::Stored => "stored",
+            Delivery::Queued => "queued",
+            Delivery::Failed => "failed",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,73 +77,265 @@ pub struct MessageView {
     pub room: String,
     /// `None` while it waits in the outbox.
     pub seq: Option<u64>,
+    /// The event's id (`None` while it waits in the outbox).
+    pub id: Option<String>,
     pub ts_ms: i64,
     pub from: String,
     /// The sender's handle, when known.
     pub from_handle: Option<String>,
+    /// `user` or `agent`, when known.
+    pub from_kind: Option<String>,
     pub text: String,
+    /// Ids of the principals mentioned.
     pub mentions: Vec<String>,
-    /// `stored` (on the hub), `queued` (in the outbox) or `failed` (refused by the hub).
-    pub delivery: &'static str,
+    /// The event this one answers.
+    pub reply_to: Option<String>,
+    pub delivery: Delivery,
     pub error: Option<String>,
+    /// Its outbox entry while it has one.
+    pub outbox: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskStateChange {
+    pub status: String,
+    /// When the snapshot that first showed this status was written.
+    pub ts_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskView {
+    pub id: Option<String>,
+    pub title: String,
+    pub status: String,
+    pub active_form: Option<String>,
+    /// When the task entered its current status.
+    pub since_ms: i64,
+    /// Every status it had, oldest first, each with when it began.
+    pub history: Vec<TaskStateChange>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskSession {
     pub agent: String,
+    pub agent_handle: Option<String>,
     pub framework: String,
     pub session_id: String,
+    /// The room the latest list came from.
     pub room: String,
     pub ts_ms: i64,
     pub source: String,
-    pub tasks: serde_json::Value,
+    pub tasks: Vec<TaskView>,
+}
+
+/// Which task lists to read; `None` fields match everything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskFilter {
+    pub room: Option<String>,
+    pub agent: Option<String>,
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComponentAgent {
+    pub agent: String,
+    pub handle: Option<String>,
+    pub status: String,
+    pub note: Option<String>,
+    pub files: Vec<String>,
+    pub ts_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComponentView {
+    pub room: String,
     pub id: String,
     pub name: Option<String>,
+    pub description: Option<String>,
+    pub paths: Vec<String>,
+    pub depends_on: Vec<String>,
+    /// The latest status anyone reported.
     pub status: Option<String>,
     pub note: Option<String>,
+    pub files: Vec<String>,
+    /// Who reported the latest status.
     pub by: Option<String>,
+    pub status_ms: Option<i64>,
+    /// Each agent's latest report on it.
+    pub agents: Vec<ComponentAgent>,
+    /// Agents whose latest report says they are working on it.
+    pub working: Vec<String>,
+}
+
+/// What usage rows are grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageKey {
+    Room,
+    Session,
+    Agent,
+    /// The agent's owner (by handle).
+    Person,
+    Model,
+    /// The UTC day the usage ended.
+    Day,
+}
+
+impl UsageKey {
+    pub fn parse(text: &str) -> Option<UsageKey> {
+        Some(match text {
+            "room" => UsageKey::Room,
+            "session" => UsageKey::Session,
+            "agent" => UsageKey::Agent,
+            "person" => UsageKey::Person,
+            "model" => UsageKey::Model,
+            "day" => UsageKey::Day,
+            _ => return None,
+        })
+    }
+
+    fn column(self) -> &'static str {
+        match self {
+            UsageKey::Room => "u.room",
+            UsageKey::Session => "u.framework || ':' || u.session_id",
+            UsageKey::Agent => "coalesce(p.handle, u.agent)",
+            UsageKey::Person => {
+                "CASE WHEN instr(p.handle, '/') > 0 THEN substr(p.handle, 1, instr(p.handle, '/') - 1)
+                      ELSE coalesce(p.handle, u.agent) END"
+            }
+            UsageKey::Model => "u.model",
+            UsageKey::Day => "date(u.to_ms / 1000, 'unixepoch')",
+        }
+    }
+}
+
+/// Which usage to add up, and how to group it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageQuery {
+    pub group_by: Vec<UsageKey>,
+    /// Usage that ended at or after this time (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Usage that ended before this time.
+    pub until_ms: Option<i64>,
+    pub room: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UsageTotal {
-    pub agent: String,
-    pub model: String,
+pub struct UsageRow {
+    /// The value of each grouping key, in the order asked.
+    pub group: BTreeMap<UsageKey, String>,
     pub input: u64,
     pub output: u64,
     pub cache_write: u64,
     pub cache_read: u64,
     /// The sum of priced entries.
     pub cost_usd: f64,
-    /// Entries without a price (an unpriced model).
+    /// Entries without a price (an unpriced model): their tokens count, their cost is
+    /// unknown, never zero.
     pub unpriced: u64,
+    pub entries: u64,
+    /// The span the entries cover.
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PingState {
+    Open,
+    Answered,
+    Expired,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PingView {
     pub room: String,
     pub ping: String,
+    pub seq: u64,
     pub asker: String,
+    pub asker_handle: Option<String>,
     pub question: String,
     pub options: Vec<String>,
+    /// The users addressed (ids); empty: any user member of the room.
+    pub recipients: Vec<String>,
+    pub asked_ms: Option<i64>,
+    pub expires_ms: Option<i64>,
+    pub state: PingState,
     pub answered_by: Option<String>,
+    pub answered_by_handle: Option<String>,
+    pub answered_ms: Option<i64>,
     pub choice: Option<String>,
     pub text: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentStatusView {
+    pub agent: String,
+    pub handle: Option<String>,
+    pub room: String,
+    pub state: String,
+    pub detail: Option<String>,
+    pub ts_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContactView {
+    pub principal: String,
+    pub handle: Option<String>,
+    pub name: Option<String>,
+    pub kind: Option<String>,
+    pub since_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RequestView {
     pub id: String,
     pub from: String,
+    pub from_handle: Option<String>,
     pub to: String,
+    pub to_handle: Option<String>,
     pub state: String,
     pub message: Option<String>,
+    pub ts_ms: i64,
 }
 
-impl Cache {
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControlView {
+    /// `None`: every room.
+    pub room: Option<String>,
+    pub action: String,
+    pub by: String,
+    pub seq: u64,
+}
+
+fn strings(json: Option<String>) -> Vec<String> {
+    json.and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
+const MESSAGE_COLUMNS: &str = "e.stream, e.seq, e.id, e.ts_ms, e.sender, p.handle, p.kind, e.body";
+
+fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageView> {
+    let body: String = row.get(7)?;
+    let parts = message_parts(&body);
+    Ok(MessageView {
+        room: row.get(0)?,
+        seq: Some(row.get::<_, i64>(1)? as u64),
+        id: Some(row.get(2)?),
+        ts_ms: row.get(3)?,
+        from: row.get(4)?,
+        from_handle: row.get(5)?,
+        from_kind: row.get(6)?,
+        text: parts.text,
+        mentions: parts.mentions,
+        reply_to: parts.reply_to,
+        delivery: Delivery::Stored,
+        error: None,
+        outbox: None,
+    })
+}
+
+impl CacheView {
     /// The handle of a principal, if the cache met it.
     pub fn handle_of(&self, id: &str) -> Result<Option<String>, CacheError> {
         Ok(self
@@ -109,7 +346,7 @@ impl Cache {
             .optional()?)
     }
 
-    /// The id of a principal by handle, if the cache met it.
+    /// A principal by handle, if the cache met it.
     pub fn principal_by_handle(&self, handle: &str) -> Result<Option<PrincipalRow>, CacheError> {
         Ok(self
             .conn
@@ -129,11 +366,13 @@ impl Cache {
             .optional()?)
     }
 
-    /// The rooms we are a member of.
+    /// The rooms we are a member of, with their members and unread counts for `me`.
     pub fn rooms(&self) -> Result<Vec<RoomView>, CacheError> {
+        let me = self.meta("principal")?.unwrap_or_default();
         let mut statement = self.conn.prepare(
-            "SELECT r.id, r.title, r.topic, r.creator, coalesce(c.seq, 0)
+            "SELECT r.id, r.title, r.topic, r.creator, coalesce(c.seq, 0), coalesce(m.seq, 0)
              FROM rooms r LEFT JOIN cursors c ON c.stream = r.id
+             LEFT JOIN read_markers m ON m.stream = r.id
              WHERE r.joined = 1 ORDER BY r.title, r.id",
         )?;
         let mut rooms: Vec<RoomView> = statement
@@ -145,20 +384,68 @@ impl Cache {
                     creator: row.get(3)?,
                     head: row.get::<_, i64>(4)? as u64,
                     members: Vec::new(),
+                    read_to: row.get::<_, i64>(5)? as u64,
+                    unread: 0,
+                    unread_mentions: 0,
                 })
             })?
             .collect::<Result<_, _>>()?;
-        let mut members = self.conn.prepare(
-            "SELECT coalesce(p.handle, m.principal) FROM members m
-             LEFT JOIN principals p ON p.id = m.principal
-             WHERE m.room = ?1 AND m.present = 1 ORDER BY 1",
-        )?;
         for room in &mut rooms {
-            room.members = members
-                .query_map([&room.id], |row| row.get(0))?
-                .collect::<Result<_, _>>()?;
+            room.members = self.members(&room.id)?;
+            let (unread, mentions) = self.conn.query_row(
+                "SELECT count(*), count(m.principal) FROM events e
+                 LEFT JOIN mentions m ON m.room = e.stream AND m.seq = e.seq AND m.principal = ?3
+                 WHERE e.stream = ?1 AND e.kind = 'message' AND e.seq > ?2 AND e.sender != ?3",
+                params![room.id, room.read_to as i64, me],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+            )?;
+            room.unread = unread as u64;
+            room.unread_mentions = mentions as u64;
         }
         Ok(rooms)
+    }
+
+    /// The present members of a room.
+    pub fn members(&self, room: &str) -> Result<Vec<MemberView>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT m.principal, coalesce(p.handle, m.principal), p.kind FROM members m
+             LEFT JOIN principals p ON p.id = m.principal
+             WHERE m.room = ?1 AND m.present = 1 ORDER BY 2",
+        )?;
+        let members = statement
+            .query_map([room], |row| {
+                Ok(MemberView {
+                    id: row.get(0)?,
+                    handle: row.get(1)?,
+                    kind: row.get(2)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(members)
+    }
+
+    /// Our read marker of a stream (0: nothing read).
+    pub fn read_marker(&self, stream: &str) -> Result<u64, CacheError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT seq FROM read_markers WHERE stream = ?1",
+                [stream],
+                |row| row.get::<_, i64>(0),
+            )
+            .optional()?
+            .unwrap_or(0) as u64)
+    }
+
+    /// Read markers the hub has not been told of yet.
+    pub fn unsent_read_markers(&self) -> Result<Vec<(String, u64)>, CacheError> {
+        let mut statement = self
+            .conn
+            .prepare_cached("SELECT stream, seq FROM read_markers WHERE sent = 0")?;
+        let markers = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get::<_, i64>(1)? as u64)))?
+            .collect::<Result<_, _>>()?;
+        Ok(markers)
     }
 
     /// Messages of a room after `after` (oldest first), at most `limit` of the latest, with
@@ -207,7 +494,7 @@ impl Cache {
         let order = if latest { "DESC" } else { "ASC" };
         let mut statement = self.conn.prepare_cached(&format!(
             "SELECT * FROM (
-                 SELECT e.seq, e.ts_ms, e.sender, p.handle, e.body FROM events e
+                 SELECT {MESSAGE_COLUMNS} FROM events e
                  LEFT JOIN principals p ON p.id = e.sender
                  WHERE e.stream = ?1 AND e.kind = 'message' AND e.seq > ?2 AND e.seq < ?3
                  ORDER BY e.seq {order} LIMIT ?4
@@ -215,166 +502,416 @@ impl Cache {
         ))?;
         let before = i64::try_from(before).unwrap_or(i64::MAX);
         let messages = statement
-            .query_map(params![room, after as i64, before, limit], |row| {
-                let body: String = row.get(4)?;
-                Ok((
-                    row.get::<_, i64>(0)? as u64,
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, Option<String>>(3)?,
-                    body,
-                ))
-            })?
-            .map(|row| {
-                row.map(|(seq, ts_ms, from, from_handle, body)| {
-                    let (text, mentions) = message_parts(&body);
-                    MessageView {
-                        room: room.to_owned(),
-                        seq: Some(seq),
-                        ts_ms,
-                        from,
-                        from_handle,
-                        text,
-                        mentions,
-                        delivery: "stored",
-                        error: None,
-                    }
-                })
-            })
+            .query_map(params![room, after as i64, before, limit], message_from_row)?
             .collect::<Result<_, _>>()?;
         Ok(messages)
     }
 
-    /// Tasks: the latest list of every agent session, newest first.
-    pub fn task_sessions(&self) -> Result<Vec<TaskSession>, CacheError> {
-        let mut statement = self.conn.prepare(
-            "SELECT agent, framework, session_id, room, ts_ms, source, tasks FROM tasks
-             ORDER BY ts_ms DESC, agent",
-        )?;
-        let sessions = statement
-            .query_map([], |row| {
-                let tasks: String = row.get(6)?;
-                Ok(TaskSession {
-                    agent: row.get(0)?,
-                    framework: row.get(1)?,
-                    session_id: row.get(2)?,
-                    room: row.get(3)?,
-                    ts_ms: row.get(4)?,
-                    source: row.get(5)?,
-                    tasks: serde_json::from_str(&tasks).unwrap_or_default(),
-                })
-            })?
+    /// Unread messages (after our read markers, written by someone else) that are for
+    /// `principal`: those that mention it, those in rooms of two members, and, when
+    /// `principal` is us and an agent, every message the hub let us see (its routing
+    /// decided). Oldest first, at most `limit`.
+    pub fn unread_messages_for(
+        &self,
+        principal: &str,
+        everything_visible: bool,
+        limit: u32,
+    ) -> Result<Vec<MessageView>, CacheError> {
+        let mut statement = self.conn.prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM rooms r
+             JOIN events e ON e.stream = r.id AND e.kind = 'message'
+                 AND e.seq > coalesce((SELECT seq FROM read_markers WHERE stream = r.id), 0)
+             LEFT JOIN principals p ON p.id = e.sender
+             WHERE r.joined = 1 AND e.sender != ?1 AND (
+                 ?2
+                 OR EXISTS (SELECT 1 FROM mentions m
+                            WHERE m.room = e.stream AND m.seq = e.seq AND m.principal = ?1)
+                 OR (SELECT count(*) FROM members m WHERE m.room = r.id AND m.present = 1) = 2
+                    AND EXISTS (SELECT 1 FROM members m
+                                WHERE m.room = r.id AND m.principal = ?1 AND m.present = 1)
+             )
+             ORDER BY e.ts_ms, e.stream, e.seq LIMIT ?3"
+        ))?;
+        let messages = statement
+            .query_map(
+                params![principal, everything_visible, limit],
+                message_from_row,
+            )?
             .collect::<Result<_, _>>()?;
+        Ok(messages)
+    }
+
+    /// Task lists: the latest of every agent session that `filter` matches, newest first,
+    /// each task with when it changed state.
+    pub fn task_sessions(&self, filter: &TaskFilter) -> Result<Vec<TaskSession>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT t.agent, p.handle, t.framework, t.session_id, t.room, t.ts_ms, t.source, t.tasks
+             FROM tasks t LEFT JOIN principals p ON p.id = t.agent
+             WHERE (?1 IS NULL OR t.room = ?1) AND (?2 IS NULL OR t.agent = ?2)
+               AND (?3 IS NULL OR t.session_id = ?3)
+             ORDER BY t.ts_ms DESC, t.agent",
+        )?;
+        let rows: Vec<(TaskSession, String)> = statement
+            .query_map(
+                params![filter.room, filter.agent, filter.session_id],
+                |row| {
+                    Ok((
+                        TaskSession {
+                            agent: row.get(0)?,
+                            agent_handle: row.get(1)?,
+                            framework: row.get(2)?,
+                            session_id: row.get(3)?,
+                            room: row.get(4)?,
+                            ts_ms: row.get(5)?,
+                            source: row.get(6)?,
+                            tasks: Vec::new(),
+                        },
+                        row.get(7)?,
+                    ))
+                },
+            )?
+            .collect::<Result<_, _>>()?;
+        let mut history = self.conn.prepare_cached(
+            "SELECT task, status, ts_ms FROM task_states
+             WHERE agent = ?1 AND framework = ?2 AND session_id = ?3
+             ORDER BY task, ts_ms, room, seq",
+        )?;
+        let mut sessions = Vec::with_capacity(rows.len());
+        for (mut session, tasks) in rows {
+            let mut changes: BTreeMap<String, Vec<TaskStateChange>> = BTreeMap::new();
+            let states = history.query_map(
+                params![session.agent, session.framework, session.session_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get(2)?,
+                    ))
+                },
+            )?;
+            for state in states {
+                let (task, status, ts_ms) = state?;
+                let list = changes.entry(task).or_default();
+                if list.last().is_none_or(|last| last.status != status) {
+                    list.push(TaskStateChange { status, ts_ms });
+                }
+            }
+            let listed: Vec<roundtable_protocol::bodies::Task> =
+                serde_json::from_str(&tasks).unwrap_or_default();
+            session.tasks = listed
+                .into_iter()
+                .map(|task| {
+                    let key = task.id.clone().unwrap_or_else(|| task.title.clone());
+                    let status = serde_json::to_value(task.status)
+                        .ok()
+                        .and_then(|value| value.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    let history = changes.remove(&key).unwrap_or_default();
+                    let since_ms = history
+                        .iter()
+                        .rev()
+                        .find(|change| change.status == status)
+                        .map_or(session.ts_ms, |change| change.ts_ms);
+                    TaskView {
+                        id: task.id,
+                        title: task.title,
+                        status,
+                        active_form: task.active_form,
+                        since_ms,
+                        history,
+                    }
+                })
+                .collect();
+            sessions.push(session);
+        }
         Ok(sessions)
     }
 
     /// The architecture board of a room.
     pub fn components(&self, room: &str) -> Result<Vec<ComponentView>, CacheError> {
-        let mut statement = self.conn.prepare(
-            "SELECT id, name, status, note, status_by FROM components WHERE room = ?1 ORDER BY id",
+        let mut statement = self.conn.prepare_cached(
+            "SELECT id, name, description, paths, depends_on, status, note, files, status_by, status_ms
+             FROM components WHERE room = ?1 ORDER BY id",
         )?;
-        let components = statement
+        let mut components: Vec<ComponentView> = statement
             .query_map([room], |row| {
                 Ok(ComponentView {
+                    room: room.to_owned(),
                     id: row.get(0)?,
                     name: row.get(1)?,
-                    status: row.get(2)?,
-                    note: row.get(3)?,
-                    by: row.get(4)?,
+                    description: row.get(2)?,
+                    paths: strings(row.get(3)?),
+                    depends_on: strings(row.get(4)?),
+                    status: row.get(5)?,
+                    note: row.get(6)?,
+                    files: strings(row.get(7)?),
+                    by: row.get(8)?,
+                    status_ms: row.get(9)?,
+                    agents: Vec::new(),
+                    working: Vec::new(),
                 })
             })?
             .collect::<Result<_, _>>()?;
+        let mut agents = self.conn.prepare_cached(
+            "SELECT c.agent, p.handle, c.status, c.note, c.files, c.ts_ms FROM component_agents c
+             LEFT JOIN principals p ON p.id = c.agent
+             WHERE c.room = ?1 AND c.component = ?2 ORDER BY c.seq DESC",
+        )?;
+        for component in &mut components {
+            component.agents = agents
+                .query_map(params![room, component.id], |row| {
+                    Ok(ComponentAgent {
+                        agent: row.get(0)?,
+                        handle: row.get(1)?,
+                        status: row.get(2)?,
+                        note: row.get(3)?,
+                        files: strings(row.get(4)?),
+                        ts_ms: row.get(5)?,
+                    })
+                })?
+                .collect::<Result<_, _>>()?;
+            component.working = component
+                .agents
+                .iter()
+                .filter(|agent| agent.status == "working")
+                .map(|agent| agent.agent.clone())
+                .collect();
+        }
         Ok(components)
     }
 
-    /// Tokens and dollars per agent and model, for usage that ended at or after `since_ms`.
-    pub fn usage_totals(&self, since_ms: i64) -> Result<Vec<UsageTotal>, CacheError> {
-        let mut statement = self.conn.prepare(
-            "SELECT agent, model, sum(input), sum(output), sum(cache_write), sum(cache_read),
-                    coalesce(sum(cost_usd), 0), sum(cost_usd IS NULL)
-             FROM usage WHERE to_ms >= ?1 GROUP BY agent, model ORDER BY agent, model",
-        )?;
-        let totals = statement
-            .query_map([since_ms], |row| {
-                Ok(UsageTotal {
-                    agent: row.get(0)?,
-                    model: row.get(1)?,
-                    input: row.get::<_, i64>(2)? as u64,
-                    output: row.get::<_, i64>(3)? as u64,
-                    cache_write: row.get::<_, i64>(4)? as u64,
-                    cache_read: row.get::<_, i64>(5)? as u64,
-                    cost_usd: row.get(6)?,
-                    unpriced: row.get::<_, i64>(7)? as u64,
+    /// Tokens and dollars, grouped as `query` asks (no grouping: one total).
+    pub fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, CacheError> {
+        let mut keys = query.group_by.clone();
+        keys.dedup();
+        let columns: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| format!("{} AS g{i}", key.column()))
+            .collect();
+        let select_groups = if columns.is_empty() {
+            String::new()
+        } else {
+            format!("{}, ", columns.join(", "))
+        };
+        let group_by = if keys.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = (0..keys.len()).map(|i| format!("g{i}")).collect();
+            format!("GROUP BY {0} ORDER BY {0}", names.join(", "))
+        };
+        let sql = format!(
+            "SELECT {select_groups} sum(u.input), sum(u.output), sum(u.cache_write),
+                    sum(u.cache_read), coalesce(sum(u.cost_usd), 0), sum(u.cost_usd IS NULL),
+                    count(*), min(u.from_ms), max(u.to_ms)
+             FROM usage u LEFT JOIN principals p ON p.id = u.agent
+             WHERE (?1 IS NULL OR u.to_ms >= ?1) AND (?2 IS NULL OR u.to_ms < ?2)
+               AND (?3 IS NULL OR u.room = ?3)
+             {group_by}"
+        );
+        let mut statement = self.conn.prepare(&sql)?;
+        let width = keys.len();
+        let rows = statement
+            .query_map(params![query.since_ms, query.until_ms, query.room], |row| {
+                let mut group = BTreeMap::new();
+                for (i, key) in keys.iter().enumerate() {
+                    let value: Option<String> = row.get(i)?;
+                    group.insert(*key, value.unwrap_or_default());
+                }
+                let count = |i: usize| -> rusqlite::Result<u64> {
+                    Ok(row.get::<_, Option<i64>>(width + i)?.unwrap_or(0) as u64)
+                };
+                Ok(UsageRow {
+                    group,
+                    input: count(0)?,
+                    output: count(1)?,
+                    cache_write: count(2)?,
+                    cache_read: count(3)?,
+                    cost_usd: row.get(width + 4)?,
+                    unpriced: count(5)?,
+                    entries: count(6)?,
+                    from_ms: row.get::<_, Option<i64>>(width + 7)?.unwrap_or(0),
+                    to_ms: row.get::<_, Option<i64>>(width + 8)?.unwrap_or(0),
                 })
             })?
-            .collect::<Result<_, _>>()?;
-        Ok(totals)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Without grouping, an empty table still sums to one row of zeros; drop it.
+        Ok(rows.into_iter().filter(|row| row.entries > 0).collect())
     }
 
-    /// Pings, open ones first.
-    pub fn pings(&self) -> Result<Vec<PingView>, CacheError> {
-        let mut statement = self.conn.prepare(
-            "SELECT room, ping, asker, question, options, answered_by, choice, answer_text
-             FROM pings WHERE seq > 0 ORDER BY answered_by IS NOT NULL, seq",
+    /// Pings, open ones first, each with its state at `now_ms`.
+    pub fn pings(&self, now_ms: i64) -> Result<Vec<PingView>, CacheError> {
+        self.pings_where(None, false, now_ms)
+    }
+
+    /// Open pings that `me` may answer at `now_ms`: addressed to it, or to nobody in
+    /// particular when `me_is_user` (any user member may answer those).
+    pub fn open_pings_for(
+        &self,
+        me: &str,
+        me_is_user: bool,
+        now_ms: i64,
+    ) -> Result<Vec<PingView>, CacheError> {
+        let mut pings = self.pings_where(None, true, now_ms)?;
+        pings.retain(|ping| {
+            ping.state == PingState::Open
+                && if ping.recipients.is_empty() {
+                    me_is_user && ping.asker != me
+                } else {
+                    ping.recipients.iter().any(|recipient| recipient == me)
+                }
+        });
+        Ok(pings)
+    }
+
+    /// One ping.
+    pub fn ping(
+        &self,
+        room: &str,
+        ping: &str,
+        now_ms: i64,
+    ) -> Result<Option<PingView>, CacheError> {
+        Ok(self.pings_where(Some((room, ping)), false, now_ms)?.pop())
+    }
+
+    /// Pings (only `one` when given; only unanswered ones when `unanswered`).
+    fn pings_where(
+        &self,
+        one: Option<(&str, &str)>,
+        unanswered: bool,
+        now_ms: i64,
+    ) -> Result<Vec<PingView>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT g.room, g.ping, g.seq, g.asker, pa.handle, g.question, g.options, g.recipients,
+                    asked.ts_ms, g.expires_ms, g.answered_by, pb.handle, answered.ts_ms, g.choice,
+                    g.answer_text
+             FROM pings g
+             LEFT JOIN principals pa ON pa.id = g.asker
+             LEFT JOIN principals pb ON pb.id = g.answered_by
+             LEFT JOIN events asked ON asked.stream = g.room AND asked.seq = g.seq
+             LEFT JOIN events answered ON answered.stream = g.room AND answered.seq = g.answer_seq
+             WHERE g.seq > 0 AND (?1 IS NULL OR (g.room = ?1 AND g.ping = ?2))
+               AND (NOT ?3 OR g.answer_seq IS NULL)
+             ORDER BY g.answered_by IS NOT NULL, g.seq",
         )?;
+        let map = |row: &rusqlite::Row<'_>| {
+            let expires_ms: Option<i64> = row.get(9)?;
+            let answered_by: Option<String> = row.get(10)?;
+            let state = if answered_by.is_some() {
+                PingState::Answered
+            } else if expires_ms.is_some_and(|expires| expires <= now_ms) {
+                PingState::Expired
+            } else {
+                PingState::Open
+            };
+            Ok(PingView {
+                room: row.get(0)?,
+                ping: row.get(1)?,
+                seq: row.get::<_, i64>(2)? as u64,
+                asker: row.get(3)?,
+                asker_handle: row.get(4)?,
+                question: row.get(5)?,
+                options: strings(row.get(6)?),
+                recipients: strings(row.get(7)?),
+                asked_ms: row.get(8)?,
+                expires_ms,
+                state,
+                answered_by,
+                answered_by_handle: row.get(11)?,
+                answered_ms: row.get(12)?,
+                choice: row.get(13)?,
+                text: row.get(14)?,
+            })
+        };
+        let (room, ping) = one.unzip();
         let pings = statement
-            .query_map([], |row| {
-                let options: Option<String> = row.get(4)?;
-                Ok(PingView {
-                    room: row.get(0)?,
-                    ping: row.get(1)?,
-                    asker: row.get(2)?,
-                    question: row.get(3)?,
-                    options: options
-                        .and_then(|options| serde_json::from_str(&options).ok())
-                        .unwrap_or_default(),
-                    answered_by: row.get(5)?,
-                    choice: row.get(6)?,
-                    text: row.get(7)?,
-                })
-            })?
+            .query_map(params![room, ping, unanswered], map)?
             .collect::<Result<_, _>>()?;
         Ok(pings)
     }
 
-    /// The latest status of each agent: (agent, state, detail).
-    pub fn agent_statuses(&self) -> Result<Vec<(String, String, Option<String>)>, CacheError> {
-        let mut statement = self
-            .conn
-            .prepare("SELECT agent, state, detail FROM agent_status ORDER BY agent")?;
+    /// The latest status of each agent.
+    pub fn agent_statuses(&self) -> Result<Vec<AgentStatusView>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT s.agent, p.handle, s.room, s.state, s.detail, s.ts_ms FROM agent_status s
+             LEFT JOIN principals p ON p.id = s.agent ORDER BY coalesce(p.handle, s.agent)",
+        )?;
         let statuses = statement
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+            .query_map([], |row| {
+                Ok(AgentStatusView {
+                    agent: row.get(0)?,
+                    handle: row.get(1)?,
+                    room: row.get(2)?,
+                    state: row.get(3)?,
+                    detail: row.get(4)?,
+                    ts_ms: row.get(5)?,
+                })
+            })?
             .collect::<Result<_, _>>()?;
         Ok(statuses)
     }
 
-    /// Contact requests, pending first.
+    /// Our contacts.
+    pub fn contacts(&self) -> Result<Vec<ContactView>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT c.principal, p.handle, p.name, p.kind, c.since_ms FROM contacts c
+             LEFT JOIN principals p ON p.id = c.principal ORDER BY coalesce(p.handle, c.principal)",
+        )?;
+        let contacts = statement
+            .query_map([], |row| {
+                Ok(ContactView {
+                    principal: row.get(0)?,
+                    handle: row.get(1)?,
+                    name: row.get(2)?,
+                    kind: row.get(3)?,
+                    since_ms: row.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(contacts)
+    }
+
+    /// Contact requests, pending first, newest first.
     pub fn requests(&self) -> Result<Vec<RequestView>, CacheError> {
-        let mut statement = self.conn.prepare(
-            "SELECT id, sender, target, state, message FROM requests
-             ORDER BY state != 'pending', ts_ms DESC",
+        let mut statement = self.conn.prepare_cached(
+            "SELECT r.id, r.sender, pf.handle, r.target, pt.handle, r.state, r.message, r.ts_ms
+             FROM requests r
+             LEFT JOIN principals pf ON pf.id = r.sender
+             LEFT JOIN principals pt ON pt.id = r.target
+             ORDER BY r.state != 'pending', r.ts_ms DESC",
         )?;
         let requests = statement
             .query_map([], |row| {
                 Ok(RequestView {
                     id: row.get(0)?,
                     from: row.get(1)?,
-                    to: row.get(2)?,
-                    state: row.get(3)?,
-                    message: row.get(4)?,
+                    from_handle: row.get(2)?,
+                    to: row.get(3)?,
+                    to_handle: row.get(4)?,
+                    state: row.get(5)?,
+                    message: row.get(6)?,
+                    ts_ms: row.get(7)?,
                 })
             })?
             .collect::<Result<_, _>>()?;
         Ok(requests)
     }
 
-    /// The controls in force on us: (room or "" for every room, action).
-    pub fn controls(&self) -> Result<Vec<(String, String)>, CacheError> {
+    /// The controls in force on us.
+    pub fn controls(&self) -> Result<Vec<ControlView>, CacheError> {
         let mut statement = self
             .conn
-            .prepare("SELECT room, action FROM controls ORDER BY room")?;
+            .prepare_cached("SELECT room, action, by, seq FROM controls ORDER BY room")?;
         let controls = statement
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .query_map([], |row| {
+                let room: String = row.get(0)?;
+                Ok(ControlView {
+                    room: (!room.is_empty()).then_some(room),
+                    action: row.get(1)?,
+                    by: row.get(2)?,
+                    seq: row.get::<_, i64>(3)? as u64,
+                })
+            })?
             .collect::<Result<_, _>>()?;
         Ok(controls)
     }
@@ -388,7 +925,7 @@ impl Cache {
             })? as usize)
     }
 
-    /// Every event of a stream, ascending (for checks and exports).
+    /// Every event of a stream, ascending (for checks and exports): seq, id, kind.
     pub fn stream_events(&self, stream: &str) -> Result<Vec<(u64, String, String)>, CacheError> {
         let mut statement = self
             .conn
@@ -400,12 +937,48 @@ impl Cache {
             .collect::<Result<_, _>>()?;
         Ok(events)
     }
+
+    /// Inbox events of `kind` after `after`, ascending: seq and body.
+    pub fn inbox_events(
+        &self,
+        kind: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, serde_json::Value)>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT seq, body FROM events WHERE stream = 'inbox' AND kind = ?1 AND seq > ?2
+             ORDER BY seq",
+        )?;
+        let events = statement
+            .query_map(params![kind, after as i64], |row| {
+                let body: String = row.get(1)?;
+                Ok((
+                    row.get::<_, i64>(0)? as u64,
+                    serde_json::from_str(&body).unwrap_or_default(),
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(events)
+    }
 }
 
-/// A message body's text and mentions (an unreadable body shows as empty).
-pub(crate) fn message_parts(body: &str) -> (String, Vec<String>) {
+/// What a message body holds (an unreadable body shows as empty).
+pub(crate) struct MessageParts {
+    pub text: String,
+    pub mentions: Vec<String>,
+    pub reply_to: Option<String>,
+}
+
+pub(crate) fn message_parts(body: &str) -> MessageParts {
     match serde_json::from_str::<roundtable_protocol::bodies::MessageBody>(body) {
-        Ok(message) => (message.text, message.mentions.unwrap_or_default()),
-        Err(_) => (String::new(), Vec::new()),
+        Ok(message) => MessageParts {
+            text: message.text,
+            mentions: message.mentions.unwrap_or_default(),
+            reply_to: message.reply_to,
+        },
+        Err(_) => MessageParts {
+            text: String::new(),
+            mentions: Vec::new(),
+            reply_to: None,
+        },
     }
 }

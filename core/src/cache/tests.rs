@@ -180,33 +180,47 @@ fn state(cache: &Cache) -> String {
         .unwrap();
     format!(
         "{rooms:?}\n{members:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
-        cache.task_sessions().unwrap(),
+        cache.task_sessions(&TaskFilter::default()).unwrap(),
         cache.components("r").unwrap(),
-        cache.pings().unwrap(),
+        cache.pings(0).unwrap(),
         cache.agent_statuses().unwrap(),
-        cache.usage_totals(0).unwrap()
+        cache.usage(&by_agent_and_model()).unwrap()
     )
+}
+
+fn by_agent_and_model() -> UsageQuery {
+    UsageQuery {
+        group_by: vec![UsageKey::Agent, UsageKey::Model],
+        ..UsageQuery::default()
+    }
 }
 
 #[test]
 fn projections_hold_the_latest_of_everything_and_the_first_answer() {
     let (_dir, mut cache) = open();
     cache.apply("p_dana", "r", &history(), None).unwrap();
-    let tasks = cache.task_sessions().unwrap();
+    let tasks = cache.task_sessions(&TaskFilter::default()).unwrap();
     assert_eq!(tasks.len(), 1);
-    assert_eq!(tasks[0].tasks[0]["title"], "new");
+    assert_eq!(tasks[0].tasks[0].title, "new");
     let components = cache.components("r").unwrap();
     assert_eq!(components[0].status.as_deref(), Some("done"));
     assert_eq!(components[0].note.as_deref(), Some("shipped"));
     assert_eq!(components[0].name.as_deref(), Some("Parser"));
-    let pings = cache.pings().unwrap();
+    assert_eq!(components[0].paths, vec!["src/**".to_owned()]);
+    let pings = cache.pings(0).unwrap();
     assert_eq!(pings[0].answered_by.as_deref(), Some("p_dana"));
     assert_eq!(pings[0].choice.as_deref(), Some("yes"));
+    assert_eq!(pings[0].state, PingState::Answered);
+    let statuses = cache.agent_statuses().unwrap();
     assert_eq!(
-        cache.agent_statuses().unwrap(),
-        vec![("p_agent".into(), "idle".into(), Some("done".into()))]
+        (
+            statuses[0].agent.as_str(),
+            statuses[0].state.as_str(),
+            statuses[0].detail.as_deref()
+        ),
+        ("p_agent", "idle", Some("done"))
     );
-    let usage = cache.usage_totals(0).unwrap();
+    let usage = cache.usage(&by_agent_and_model()).unwrap();
     assert_eq!((usage[0].input, usage[0].unpriced), (15, 1));
     assert!((usage[0].cost_usd - 0.25).abs() < 1e-9);
     assert!(state(&cache).contains("(\"p_agent\", false)"), "kicked");
@@ -345,7 +359,12 @@ fn a_reset_forgets_the_hub_but_keeps_the_outbox() {
         .unwrap();
     cache.reset("epoch-2").unwrap();
     assert!(cache.cursors().unwrap().is_empty());
-    assert!(cache.task_sessions().unwrap().is_empty());
+    assert!(
+        cache
+            .task_sessions(&TaskFilter::default())
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(cache.meta("epoch").unwrap().as_deref(), Some("epoch-2"));
     assert_eq!(
         cache.outbox_entry(n).unwrap().unwrap().state,
@@ -473,4 +492,502 @@ fn a_cache_from_the_first_schema_upgrades_with_its_outbox_intact() {
         (entry.client_key.as_deref(), entry.owner),
         (Some("k-old"), None)
     );
+}
+
+/// Every row of each projection table, keyed by what a change names (its room, or its
+/// room and ping), so a test can see which projections an event touched.
+fn projection_rows(cache: &Cache) -> Vec<(&'static str, String, String)> {
+    const TABLES: &[(&str, &str)] = &[
+        ("rooms", "id"),
+        ("members", "room"),
+        ("mentions", "room"),
+        ("tasks", "room"),
+        ("task_states", "room"),
+        ("components", "room"),
+        ("component_agents", "room"),
+        ("usage", "room"),
+        ("pings", "room || '/' || ping"),
+        ("agent_status", "room"),
+        ("requests", "''"),
+        ("contacts", "''"),
+        ("controls", "''"),
+    ];
+    let mut rows = Vec::new();
+    for (table, key) in TABLES {
+        let mut statement = cache
+            .conn
+            .prepare(&format!("SELECT {key}, * FROM {table}"))
+            .unwrap();
+        let width = statement.column_count();
+        let found: Vec<(String, String)> = statement
+            .query_map([], |row| {
+                let key: String = row.get(0)?;
+                let mut values = Vec::new();
+                for i in 1..width {
+                    values.push(format!("{:?}", row.get_ref(i)?));
+                }
+                Ok((key, values.join("|")))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        rows.extend(found.into_iter().map(|(key, row)| (*table, key, row)));
+    }
+    rows
+}
+
+/// The change that names a touched row of `table` under `key`.
+fn change_for(table: &str, key: &str) -> Change {
+    let room = key.to_owned();
+    match table {
+        "rooms" => Change::Room { room },
+        "members" => Change::Members { room },
+        "mentions" => Change::Messages { room },
+        "tasks" | "task_states" => Change::Tasks { room },
+        "components" | "component_agents" => Change::Components { room },
+        "usage" => Change::Usage { room },
+        "pings" => {
+            let (room, ping) = key.split_once('/').unwrap();
+            Change::Ping {
+                room: room.to_owned(),
+                ping: ping.to_owned(),
+            }
+        }
+        "agent_status" => Change::Status { room },
+        "requests" | "contacts" => Change::Contacts,
+        "controls" => Change::Controls,
+        other => panic!("no change for table {other}"),
+    }
+}
+
+/// One event of any kind the projections know, in room `r1` or `r2` or the inbox.
+fn any_event() -> impl Strategy<Value = Event> {
+    let room = prop_oneof![Just("r1"), Just("r2")];
+    let who = prop_oneof![Just("p_dana"), Just("p_agent"), Just("p_sam")];
+    let status = prop_oneof![
+        Just("pending"),
+        Just("in_progress"),
+        Just("completed"),
+        Just("deleted")
+    ];
+    let part = prop_oneof![Just("parser"), Just("lexer")];
+    let ping = prop_oneof![Just("q1"), Just("q2")];
+    (
+        0..14u8,
+        room,
+        who,
+        1..40u64,
+        0..30u32,
+        status,
+        part,
+        ping,
+    )
+        .prop_map(|(kind, room, who, seq, minute, status, part, ping)| {
+            let ts = format!("2026-11-30T09:{minute:02}:00.000Z");
+            let room_event = |kind: &str, body: Value| event(room, seq, &ts, who, kind, body);
+            let inbox_event = |kind: &str, body: Value| Event {
+                room: None,
+                stream: Some("inbox".into()),
+                ..event(room, seq, &ts, who, kind, body)
+            };
+            match kind {
+                0 => room_event("room", json!({"title": format!("t{seq}")})),
+                1 => room_event(
+                    "member",
+                    json!({"principal": who, "action": if seq % 2 == 0 { "join" } else { "leave" }, "by": "p_dana"}),
+                ),
+                2 => room_event("message", json!({"text": "hi", "mentions": [who]})),
+                3 => room_event("message", json!({"text": "plain"})),
+                4 => room_event(
+                    "tasks",
+                    json!({"session": session("s1"), "source": "TodoWrite",
+                           "tasks": [{"title": "a", "status": status}, {"id": "7", "title": "b", "status": "pending"}]}),
+                ),
+                5 => room_event(
+                    "arch",
+                    json!({"define": [{"id": part, "name": part, "paths": ["src/**"], "depends_on": []}]}),
+                ),
+                6 => room_event(
+                    "arch",
+                    json!({"component": part, "status": "working", "files": ["src/a.rs"]}),
+                ),
+                7 => room_event(
+                    "usage",
+                    json!({"session": session("s1"), "model": "m", "input": seq, "output": 1, "cache_write": 0,
+                           "cache_read": 0, "from": ts, "to": ts}),
+                ),
+                8 => room_event("status", json!({"state": "working"})),
+                9 => room_event("ping", json!({"ping": ping, "question": "ok?"})),
+                10 => room_event("answer", json!({"ping": ping, "choice": "yes"})),
+                11 => inbox_event(
+                    if seq % 2 == 0 { "room_added" } else { "room_removed" },
+                    json!({"room": room, "by": "p_dana"}),
+                ),
+                12 => inbox_event(
+                    "contact",
+                    json!({"request": format!("c{}", seq % 3), "from": "p_dana", "to": who,
+                           "state": if seq % 2 == 0 { "accepted" } else { "pending" }}),
+                ),
+                _ => inbox_event(
+                    "control",
+                    json!({"action": if seq % 2 == 0 { "pause" } else { "resume" }, "by": "p_dana"}),
+                ),
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn typed_changes_name_every_projection_an_event_touched(
+        events in proptest::collection::vec(any_event(), 1..40),
+    ) {
+        let (_dir, mut cache) = open();
+        for event in events {
+            let before: std::collections::BTreeSet<_> = projection_rows(&cache).into_iter().collect();
+            let stream = event.stream_name().to_owned();
+            let applied = cache.apply("p_dana", &stream, std::slice::from_ref(&event), None).unwrap();
+            let after: std::collections::BTreeSet<_> = projection_rows(&cache).into_iter().collect();
+            let touched: std::collections::BTreeSet<(&str, String)> = before
+                .symmetric_difference(&after)
+                .map(|(table, key, _)| (*table, key.clone()))
+                .collect();
+            for (table, key) in touched {
+                let expected = change_for(table, &key);
+                let named = applied.changes.contains(&expected)
+                    || (table == "rooms" && applied.changes.contains(&Change::Rooms));
+                prop_assert!(named, "{} touched {table} ({key}) but the changes were {:?}",
+                    event.kind, applied.changes);
+            }
+            if event.kind == "message" {
+                let messages = Change::Messages { room: stream.clone() };
+                prop_assert!(applied.changes.contains(&messages));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_mention_of_us_is_a_change_of_its_own() {
+    let (_dir, mut cache) = open();
+    let mention = event(
+        "r",
+        3,
+        "2026-11-30T09:00:00.000Z",
+        "p_sam",
+        "message",
+        json!({"text": "@dana hi", "mentions": ["p_dana"]}),
+    );
+    let applied = cache.apply("p_dana", "r", &[mention], None).unwrap();
+    assert!(applied.changes.contains(&Change::Mentioned {
+        room: "r".into(),
+        seq: 3
+    }));
+    // Our own mention of someone else is not.
+    let own = event(
+        "r",
+        4,
+        "2026-11-30T09:00:00.000Z",
+        "p_dana",
+        "message",
+        json!({"text": "@sam hi", "mentions": ["p_sam"]}),
+    );
+    let applied = cache.apply("p_dana", "r", &[own], None).unwrap();
+    assert!(
+        !applied
+            .changes
+            .iter()
+            .any(|change| matches!(change, Change::Mentioned { .. }))
+    );
+}
+
+#[test]
+fn tasks_remember_when_they_changed_state() {
+    let (_dir, mut cache) = open();
+    let snapshot = |seq: u64, minute: u32, first: &str| {
+        event(
+            "r",
+            seq,
+            &format!("2026-11-30T09:{minute:02}:00.000Z"),
+            "p_agent",
+            "tasks",
+            json!({"session": session("s1"), "source": "TodoWrite",
+                   "tasks": [{"title": "parse", "status": first}, {"id": "t2", "title": "test", "status": "pending"}]}),
+        )
+    };
+    // Applied out of order, as gap filling would.
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                snapshot(3, 20, "completed"),
+                snapshot(1, 0, "pending"),
+                snapshot(2, 10, "in_progress"),
+            ],
+            None,
+        )
+        .unwrap();
+    let sessions = cache.task_sessions(&TaskFilter::default()).unwrap();
+    let parse = &sessions[0].tasks[0];
+    assert_eq!(parse.status, "completed");
+    let minute = |m: i64| 1_796_029_200_000 + m * 60_000;
+    assert_eq!(parse.since_ms, minute(20));
+    assert_eq!(
+        parse
+            .history
+            .iter()
+            .map(|change| (change.status.as_str(), change.ts_ms))
+            .collect::<Vec<_>>(),
+        vec![
+            ("pending", minute(0)),
+            ("in_progress", minute(10)),
+            ("completed", minute(20))
+        ]
+    );
+    let test = &sessions[0].tasks[1];
+    assert_eq!((test.id.as_deref(), test.since_ms), (Some("t2"), minute(0)));
+    // Filters narrow by room, agent and session.
+    let filter = TaskFilter {
+        room: Some("elsewhere".into()),
+        ..TaskFilter::default()
+    };
+    assert!(cache.task_sessions(&filter).unwrap().is_empty());
+    let filter = TaskFilter {
+        agent: Some("p_agent".into()),
+        session_id: Some("s1".into()),
+        ..TaskFilter::default()
+    };
+    assert_eq!(cache.task_sessions(&filter).unwrap().len(), 1);
+}
+
+#[test]
+fn every_projection_reads_back_with_every_field() {
+    let (_dir, mut cache) = open();
+    cache.apply("p_dana", "r", &history(), None).unwrap();
+    // A later ping with recipients and an expiry, and a second agent on the component.
+    let t = "2026-11-30T10:00:00.000Z";
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                event(
+                    "r",
+                    17,
+                    t,
+                    "p_agent",
+                    "ping",
+                    json!({"ping": "late", "question": "ship?", "to": ["p_dana"], "expires_at": "2026-11-30T11:00:00Z"}),
+                ),
+                event(
+                    "r",
+                    18,
+                    t,
+                    "p_sam",
+                    "arch",
+                    json!({"component": "parser", "status": "working", "files": ["src/lex.rs"]}),
+                ),
+                event(
+                    "r",
+                    19,
+                    t,
+                    "p_sam",
+                    "message",
+                    json!({"text": "see above", "mentions": ["p_dana"], "reply_to": "e3"}),
+                ),
+            ],
+            None,
+        )
+        .unwrap();
+    let ten = 1_796_032_800_000;
+    let late = cache.ping("r", "late", ten).unwrap().unwrap();
+    assert_eq!(late.recipients, vec!["p_dana".to_owned()]);
+    assert_eq!(late.expires_ms, Some(ten + 3_600_000));
+    assert_eq!(late.state, PingState::Open);
+    assert_eq!(late.asked_ms, Some(ten));
+    assert_eq!(
+        cache
+            .ping("r", "late", ten + 3_600_000)
+            .unwrap()
+            .unwrap()
+            .state,
+        PingState::Expired
+    );
+    let open_for_dana = cache.open_pings_for("p_dana", true, ten).unwrap();
+    assert_eq!(
+        open_for_dana
+            .iter()
+            .map(|p| p.ping.as_str())
+            .collect::<Vec<_>>(),
+        vec!["late"]
+    );
+    assert!(cache.open_pings_for("p_sam", true, ten).unwrap().is_empty());
+    let answered = cache.ping("r", "q", ten).unwrap().unwrap();
+    assert_eq!(
+        (
+            answered.state,
+            answered.answered_by.as_deref(),
+            answered.answered_ms
+        ),
+        (PingState::Answered, Some("p_dana"), Some(1_796_029_560_000))
+    );
+
+    let parser = cache.components("r").unwrap().remove(0);
+    assert_eq!(parser.depends_on, Vec::<String>::new());
+    assert_eq!(parser.working, vec!["p_sam".to_owned()]);
+    assert_eq!(parser.agents.len(), 2);
+    assert_eq!(parser.files, vec!["src/lex.rs".to_owned()]);
+
+    let messages = cache.messages("r", 0, 10).unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(
+        (
+            last.id.as_deref(),
+            last.reply_to.as_deref(),
+            last.mentions.clone()
+        ),
+        (Some("e19"), Some("e3"), vec!["p_dana".to_owned()])
+    );
+    assert_eq!(last.delivery, Delivery::Stored);
+
+    let by_day = cache
+        .usage(&UsageQuery {
+            group_by: vec![UsageKey::Day, UsageKey::Session],
+            ..UsageQuery::default()
+        })
+        .unwrap();
+    assert_eq!(by_day.len(), 1);
+    assert_eq!(by_day[0].group[&UsageKey::Day], "2026-11-30");
+    assert_eq!(by_day[0].group[&UsageKey::Session], "claude-code:s1");
+    assert_eq!((by_day[0].entries, by_day[0].unpriced), (2, 1));
+    let later = cache
+        .usage(&UsageQuery {
+            since_ms: Some(ten),
+            ..UsageQuery::default()
+        })
+        .unwrap();
+    assert!(later.is_empty(), "{later:?}");
+}
+
+#[test]
+fn read_markers_move_forward_and_count_unread_messages() {
+    let (_dir, mut cache) = open();
+    cache.set_meta("principal", "p_dana").unwrap();
+    cache.apply("p_dana", "r", &history(), Some(16)).unwrap();
+    cache
+        .apply(
+            "p_dana",
+            "inbox",
+            &[Event {
+                room: None,
+                stream: Some("inbox".into()),
+                ..event(
+                    "r",
+                    1,
+                    "2026-11-30T09:00:00.000Z",
+                    "p_dana",
+                    "room_added",
+                    json!({"room": "r", "by": "p_dana"}),
+                )
+            }],
+            None,
+        )
+        .unwrap();
+    let message = |seq: u64, from: &str, body: Value| {
+        event("r", seq, "2026-11-30T10:00:00.000Z", from, "message", body)
+    };
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                message(17, "p_sam", json!({"text": "one"})),
+                message(
+                    18,
+                    "p_sam",
+                    json!({"text": "@dana two", "mentions": ["p_dana"]}),
+                ),
+                message(19, "p_dana", json!({"text": "mine"})),
+            ],
+            None,
+        )
+        .unwrap();
+    let room = |cache: &Cache| cache.rooms().unwrap().remove(0);
+    assert_eq!((room(&cache).unread, room(&cache).unread_mentions), (2, 1));
+    assert!(cache.mark_read("r", 17).unwrap());
+    assert!(!cache.mark_read("r", 10).unwrap(), "never back");
+    assert_eq!((room(&cache).unread, room(&cache).read_to), (1, 17));
+    assert_eq!(
+        cache.unsent_read_markers().unwrap(),
+        vec![("r".to_owned(), 17)]
+    );
+    // The hub has it; another device read further.
+    cache.read_markers_sent(&[("r".to_owned(), 17)]).unwrap();
+    assert!(cache.unsent_read_markers().unwrap().is_empty());
+    let moved = cache
+        .merge_read_markers(&[("r".to_owned(), 19)].into_iter().collect())
+        .unwrap();
+    assert_eq!(moved, vec!["r".to_owned()]);
+    assert_eq!((room(&cache).unread, room(&cache).read_to), (0, 19));
+    // An older marker from the hub changes nothing.
+    assert!(
+        cache
+            .merge_read_markers(&[("r".to_owned(), 5)].into_iter().collect())
+            .unwrap()
+            .is_empty()
+    );
+    // Unread messages for dana: the mention only (three members in the room), or
+    // everything for an agent's own view.
+    cache.conn.execute("DELETE FROM read_markers", []).unwrap();
+    let for_dana = cache.unread_messages_for("p_dana", false, 10).unwrap();
+    assert_eq!(
+        for_dana.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+        vec!["@dana two"]
+    );
+    let everything = cache.unread_messages_for("p_dana", true, 10).unwrap();
+    assert_eq!(everything.len(), 2);
+}
+
+#[test]
+fn a_client_key_is_queued_once_and_secrets_stay_out_of_the_cache() {
+    let (dir, mut cache) = open();
+    let first = cache
+        .enqueue(
+            OutboxKind::Send,
+            Some("k-stable-1"),
+            Some("r"),
+            "{}",
+            1,
+            "o_a",
+        )
+        .unwrap();
+    let again = cache
+        .enqueue(
+            OutboxKind::Send,
+            Some("k-stable-1"),
+            Some("r"),
+            "{}",
+            2,
+            "o_b",
+        )
+        .unwrap();
+    assert_eq!(first, again);
+    assert_eq!(cache.outbox_pending().unwrap().len(), 1);
+    let reply = r#"{"t":"ok","re":3,"agent":{"id":"p_a"},"token":"rt_secret_secret"}"#;
+    let kept = without_secrets(reply);
+    assert!(!kept.contains("rt_secret"), "{kept}");
+    assert!(kept.contains("p_a"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for file in ["cache.sqlite3", "cache.sqlite3-wal", "cache.sqlite3-shm"] {
+            let mode = std::fs::metadata(dir.path().join(file))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{file}");
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::{self, AnswerBody, EventKind, MessageBody, PingBody};
-use roundtable_protocol::client::{ControlAction, Send};
+use roundtable_protocol::client::{ControlAction, SendCmd};
 use roundtable_protocol::handles;
 use roundtable_protocol::limits;
 use roundtable_protocol::model::PrincipalKind;
@@ -55,7 +55,7 @@ enum SendDetail {
 }
 
 /// Step 1 of the protocol's order of checks: the frame is valid.
-pub fn prepare_send(send: Send) -> Result<PreparedSend, Refusal> {
+pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
     let key_len = send.client_key.len();
     if !(limits::CLIENT_KEY_MIN..=limits::CLIENT_KEY_MAX).contains(&key_len) {
         return Err(Refusal::new(

@@ -5,12 +5,13 @@ use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;
 use serde_json::json;
 
+use super::Command;
 use super::test_support::Fixture;
 use super::*;
 use crate::store::Store;
 
 fn message(id: u64, room: &str, key: &str, body: serde_json::Value) -> ClientFrame {
-    ClientFrame::Send(Send {
+    ClientFrame::Send(SendCmd {
         id,
         room: room.into(),
         client_key: key.into(),
@@ -297,7 +298,7 @@ fn answers_follow_the_ping_rules() {
         .unwrap()
         .clone();
     let ping = |id, key: &str, body| {
-        ClientFrame::Send(Send {
+        ClientFrame::Send(SendCmd {
             id,
             room: home.clone(),
             client_key: key.into(),
@@ -306,7 +307,7 @@ fn answers_follow_the_ping_rules() {
         })
     };
     let answer = |id, key: &str, body| {
-        ClientFrame::Send(Send {
+        ClientFrame::Send(SendCmd {
             id,
             room: home.clone(),
             client_key: key.into(),
@@ -380,7 +381,7 @@ fn a_retried_answer_returns_the_original_not_a_conflict() {
         .unwrap()
         .clone();
     let send = |id, key: &str, kind: &str, body| {
-        ClientFrame::Send(Send {
+        ClientFrame::Send(SendCmd {
             id,
             room: home.clone(),
             client_key: key.into(),

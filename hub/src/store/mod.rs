@@ -278,6 +278,9 @@ pub trait WriteTx {
 pub struct SyncRead {
     /// Per readable stream: its head, the gap announced (if any) and the events to replay.
     pub streams: Vec<StreamReplay>,
+    /// The principal's read markers on those streams: the highest seq any of its devices
+    /// acknowledged.
+    pub read_markers: Vec<(StreamKey, u64)>,
 }
 
 #[derive(Debug)]

@@ -951,6 +951,22 @@ impl ReadStore for SqliteReader {
                 }
                 read.streams.push(replay);
             }
+            let mut markers = tx
+                .prepare_cached(
+                    "SELECT stream, max(seq) FROM acks WHERE principal = ?1 GROUP BY stream",
+                )
+                .map_err(StoreError::from)?;
+            let mut rows = markers.query([principal]).map_err(StoreError::from)?;
+            while let Some(row) = rows.next().map_err(StoreError::from)? {
+                let key: String = row.get(0).map_err(StoreError::from)?;
+                let seq: i64 = row.get(1).map_err(StoreError::from)?;
+                let stream = StreamKey::from_storage_key(&key);
+                if read.streams.iter().any(|replay| replay.stream == stream) {
+                    read.read_markers.push((stream, seq as u64));
+                }
+            }
+            drop(rows);
+            drop(markers);
             Ok(read)
         });
         result.map_err(|error| match error {

@@ -47,7 +47,7 @@ async fn a_paused_agent_is_refused_and_told_why() {
     // Status still goes through: the owner sees what the agent is doing.
     let id = writer_client.id();
     writer_client
-        .ok(ClientFrame::Send(Send {
+        .ok(ClientFrame::Send(SendCmd {
             id,
             room: home.clone(),
             client_key: "status-while-paused".into(),
@@ -98,7 +98,7 @@ async fn a_room_creator_pauses_a_member_agent_in_that_room_only() {
     // Stopped in that room: every kind is refused there; elsewhere it goes on.
     let id = writer_client.id();
     let refused = writer_client
-        .err(ClientFrame::Send(Send {
+        .err(ClientFrame::Send(SendCmd {
             id,
             room: shared.clone(),
             client_key: "status-stopped".into(),

@@ -323,7 +323,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     // A cursor for someone else's room replays nothing and reveals nothing.
     let id = eve.id();
     let heads: SyncOk = eve
-        .ok(ClientFrame::Sync(Sync {
+        .ok(ClientFrame::Sync(SyncCmd {
             id,
             cursors: [(shared.clone(), 0)].into_iter().collect(),
         }))

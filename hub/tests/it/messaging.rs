@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::support::{agent, invite, login, room, say, seqs, sync};
 
 fn send(id: u64, room: &str, key: &str, kind: &str, body: serde_json::Value) -> ClientFrame {
-    ClientFrame::Send(Send {
+    ClientFrame::Send(SendCmd {
         id,
         room: room.into(),
         client_key: key.into(),

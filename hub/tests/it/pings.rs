@@ -1,14 +1,14 @@
 //! Questions for a human, and the first answer winning.
 
 use roundtable_protocol::ErrorCode;
-use roundtable_protocol::client::{ClientFrame, Send};
+use roundtable_protocol::client::{ClientFrame, SendCmd};
 use roundtable_testkit::TestHub;
 use serde_json::{Value, json};
 
 use crate::support::{agent, login, sync};
 
 fn send(id: u64, room: &str, key: &str, kind: &str, body: Value) -> ClientFrame {
-    ClientFrame::Send(Send {
+    ClientFrame::Send(SendCmd {
         id,
         room: room.into(),
         client_key: key.into(),

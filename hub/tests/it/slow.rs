@@ -62,7 +62,7 @@ async fn a_slow_consumer_is_closed_with_4008_and_recovers_without_loss() {
     let id = again.id();
     again
         .send_frame(&roundtable_protocol::client::ClientFrame::Sync(
-            roundtable_protocol::client::Sync {
+            roundtable_protocol::client::SyncCmd {
                 id,
                 cursors: [(room_id.clone(), cursor), ("inbox".to_owned(), 1)]
                     .into_iter()

@@ -72,7 +72,7 @@ pub async fn sync(
     let id = client.id();
     client.backlog.clear();
     let ok = client
-        .ok(ClientFrame::Sync(roundtable_protocol::client::Sync {
+        .ok(ClientFrame::Sync(roundtable_protocol::client::SyncCmd {
             id,
             cursors: cursors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         }))

@@ -66,10 +66,10 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
                 client: ClientInfo { name, version },
             })
         }),
-        (id, cursors()).prop_map(|(id, cursors)| ClientFrame::Sync(Sync { id, cursors })),
+        (id, cursors()).prop_map(|(id, cursors)| ClientFrame::Sync(SyncCmd { id, cursors })),
         (id, cursors()).prop_map(|(id, cursors)| ClientFrame::Ack(Ack { id, cursors })),
         (id, text(), text(), text(), json_object()).prop_map(
-            |(id, room, client_key, kind, body)| ClientFrame::Send(Send {
+            |(id, room, client_key, kind, body)| ClientFrame::Send(SendCmd {
                 id,
                 room,
                 client_key,

@@ -82,12 +82,12 @@ fn client_frames() {
                 version: "0.1.0".into(),
             },
         }),
-        ClientFrame::Sync(Sync {
+        ClientFrame::Sync(SyncCmd {
             id: 2,
             cursors: cursors.clone(),
         }),
         ClientFrame::Ack(Ack { id: 3, cursors }),
-        ClientFrame::Send(Send {
+        ClientFrame::Send(SendCmd {
             id: 4,
             room: "r_1".into(),
             client_key: "k-00000001".into(),
@@ -265,7 +265,13 @@ fn ok_payloads() {
                 principal: principal(),
             },
         ),
-        OkReply::with(2, &SyncOk { heads }),
+        OkReply::with(
+            2,
+            &SyncOk {
+                heads,
+                read: [("r_1".to_owned(), 40)].into_iter().collect(),
+            },
+        ),
         OkReply::with(
             3,
             &SendOk {

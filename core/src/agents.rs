@@ -1,0 +1,152 @@
+//! Registering and governing one's agents. A token the hub issues for an agent is handed to
+//! the caller and written only to that agent's own profile (a 0600 file beside its own
+//! cache): never to the owner's cache, never to its outbox.
+
+use std::time::Duration;
+
+use roundtable_protocol::client::{AgentToken, Control, ControlAction, RegisterAgent, TokenAction};
+use roundtable_protocol::model::{Discoverable, Principal, Room};
+use serde::Serialize;
+
+use crate::profile::{Profile, Secret, profile_name_for};
+use crate::{Core, CoreError};
+
+/// A newly registered agent.
+#[derive(Debug)]
+pub struct RegisteredAgent {
+    pub agent: Principal,
+    /// The room the hub made for the owner and the agent.
+    pub home: Option<Room>,
+    /// The agent's own profile, holding its token.
+    pub profile: Profile,
+}
+
+/// What an agent's token became.
+#[derive(Debug)]
+pub enum TokenChange {
+    /// A new token; the old one no longer works. `profile`: the agent's profile that now
+    /// holds it, when this machine has one.
+    Rotated {
+        token: Secret,
+        profile: Option<Profile>,
+    },
+    Revoked,
+}
+
+/// What an agent registration needs besides its name.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentSettings {
+    pub description: Option<String>,
+    pub discoverable: Option<Discoverable>,
+    pub card: Option<serde_json::Value>,
+}
+
+impl Core {
+    /// Registers the agent `<me>/<name>` and saves its profile (`<me>.<name>`) with its
+    /// token beside this one.
+    pub async fn register_agent(
+        &self,
+        name: &str,
+        settings: AgentSettings,
+        patience: Duration,
+    ) -> Result<RegisteredAgent, CoreError> {
+        let registered = self
+            .call(
+                RegisterAgent {
+                    id: 0,
+                    name: name.to_owned(),
+                    description: settings.description,
+                    card: settings.card,
+                    discoverable: settings.discoverable,
+                },
+                patience,
+            )
+            .await?;
+        let profile = Profile::save(
+            self.profile().base(),
+            &profile_name_for(&registered.agent.handle),
+            &self.profile().hub.to_string(),
+            &registered.agent.id,
+            &registered.agent.handle,
+            &Secret::new(registered.token),
+            self.profile().ca_file.clone(),
+        )?;
+        self.remember(vec![crate::cache::PrincipalRow {
+            id: registered.agent.id.clone(),
+            kind: registered.agent.kind.as_str().to_owned(),
+            handle: registered.agent.handle.clone(),
+            name: registered.agent.name.clone(),
+            owner: registered.agent.owner.clone(),
+        }])
+        .await;
+        Ok(RegisteredAgent {
+            agent: registered.agent,
+            home: registered.room,
+            profile,
+        })
+    }
+
+    /// Rotates or revokes the token of one of our agents (`name` or `user/name`). A rotated
+    /// token replaces the one in the agent's profile on this machine, if there is one.
+    pub async fn agent_token(
+        &self,
+        agent: &str,
+        action: TokenAction,
+        patience: Duration,
+    ) -> Result<(String, TokenChange), CoreError> {
+        let (handle, id) = self.resolve_agent(agent).await?;
+        let reply = self
+            .call(
+                AgentToken {
+                    id: 0,
+                    agent: id,
+                    action,
+                },
+                patience,
+            )
+            .await?;
+        let change = match reply.token {
+            Some(token) => {
+                let token = Secret::new(token);
+                let profile = match Profile::load(self.profile().base(), &profile_name_for(&handle))
+                {
+                    Ok(mut profile) => {
+                        profile.replace_token(&token)?;
+                        Some(profile)
+                    }
+                    Err(_) => None,
+                };
+                TokenChange::Rotated { token, profile }
+            }
+            None => TokenChange::Revoked,
+        };
+        Ok((handle, change))
+    }
+
+    /// Pauses, resumes or stops an agent (`name` for one of ours, or `user/name`), in
+    /// `room` or everywhere. Returns the agent's handle.
+    pub async fn control_agent(
+        &self,
+        agent: &str,
+        action: ControlAction,
+        room: Option<&str>,
+        patience: Duration,
+    ) -> Result<String, CoreError> {
+        let room = match room {
+            Some(room) => Some(self.room_id(room).await?),
+            None => None,
+        };
+        let (handle, id) = self.resolve_agent(agent).await?;
+        self.call(
+            Control {
+                id: 0,
+                agent: id,
+                action,
+                room,
+            },
+            patience,
+        )
+        .await?;
+        Ok(handle)
+    }
+}

@@ -1,0 +1,237 @@
+//! Hand-off between processes on one profile.
+//!
+//! A hook or a one-off `roundtable send` lives for a moment; connecting, authenticating and
+//! syncing would cost it more than its whole job. When a long-running process (the desktop
+//! app, an MCP bridge, `tail --follow`) already holds the profile, the short-lived one
+//! queues its write in the outbox (durable: it may exit from then on) and hands the entry
+//! to the running process over a Unix socket in the profile's `run/` directory, named after
+//! that process's lock (`run/<id>.sock`). The running process takes the entry over (it
+//! becomes its owner in the outbox), sends it at once — cutting a reconnect's backoff short
+//! if it was offline — and reports the outcome back on the socket for as long as the
+//! short-lived process cares to listen.
+//!
+//! Nothing is lost on any crash: an entry is in the outbox before it is offered, and an
+//! entry whose owner died is taken over by the next process that looks (a running process
+//! looks every second). Duplicates cannot happen either: sends carry their `client_key`.
+//!
+//! The wire is one JSON object per line: the offer `{"from": LOCK_ID, "entries": [N…]}`,
+//! the answer `{"adopted": [N…], "state": SYNC_STATE}`, then `{"n": N, "outcome": …}` per
+//! adopted entry as it ends. Only processes of the profile's owner can reach the socket:
+//! the directory is 0700.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::process_lock::ProcessLock;
+use crate::{Outcome, Shared, SyncState, watch_entry};
+
+/// How long an offer may take before the offering process sends the entry itself.
+const OFFER_PATIENCE: Duration = Duration::from_secs(2);
+/// The longest line either side accepts.
+const MAX_LINE: usize = 64 * 1024;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Offer {
+    /// The offering process's lock id (the entries' owner).
+    from: String,
+    entries: Vec<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Answer {
+    adopted: Vec<u64>,
+    state: SyncState,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Ended {
+    n: u64,
+    outcome: Outcome,
+}
+
+fn socket_path(lock: &ProcessLock, id: &str) -> PathBuf {
+    lock.dir().join(format!("{id}.sock"))
+}
+
+/// Accepts hand-offs until `stop` turns true.
+pub(crate) async fn serve(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let path = socket_path(&shared.lock, &shared.lock.id);
+    let _ = std::fs::remove_file(&path);
+    let listener = match UnixListener::bind(&path) {
+        Ok(listener) => listener,
+        Err(error) => {
+            warn!(%error, path = %path.display(), "cannot accept hand-offs; short-lived processes will send their writes themselves");
+            return;
+        }
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    }
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(serve_one(shared.clone(), stream, stop.clone()));
+                }
+                Err(error) => {
+                    warn!(%error, "accepting a hand-off failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+async fn serve_one(shared: Arc<Shared>, stream: UnixStream, mut stop: watch::Receiver<bool>) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read.take(MAX_LINE as u64));
+    let mut line = String::new();
+    let offer = match tokio::time::timeout(OFFER_PATIENCE, lines.read_line(&mut line)).await {
+        Ok(Ok(_)) => match serde_json::from_str::<Offer>(&line) {
+            Ok(offer) => offer,
+            Err(error) => {
+                debug!(%error, "an unreadable hand-off");
+                return;
+            }
+        },
+        _ => return,
+    };
+    let owner = shared.lock.id.clone();
+    let waiters = shared.waiters.clone();
+    let adopted = shared
+        .write(move |cache| {
+            let adopted = cache.adopt(&offer.entries, &offer.from, &owner)?;
+            // Watched before the sync task can send them, so no outcome is missed.
+            let receivers: Vec<_> = adopted
+                .iter()
+                .map(|n| (*n, watch_entry(&waiters, *n)))
+                .collect();
+            Ok(receivers)
+        })
+        .await;
+    let adopted = match adopted {
+        Ok(adopted) => adopted,
+        Err(error) => {
+            warn!(%error, "cannot take over handed-off entries");
+            Vec::new()
+        }
+    };
+    if !adopted.is_empty() {
+        shared.outbox_ready.notify_one();
+        shared.reconnect_now.notify_one();
+    }
+    let answer = Answer {
+        adopted: adopted.iter().map(|(n, _)| *n).collect(),
+        state: shared.state.borrow().clone(),
+    };
+    if write_line(&mut write, &answer).await.is_err() {
+        return;
+    }
+    for (n, outcome) in adopted {
+        let outcome = tokio::select! {
+            outcome = outcome => match outcome {
+                Ok(outcome) => outcome,
+                Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        };
+        if write_line(&mut write, &Ended { n, outcome }).await.is_err() {
+            // The short-lived process has gone: it did not need to know.
+            return;
+        }
+    }
+}
+
+async fn write_line(
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+    value: &impl Serialize,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    write.write_all(&line).await
+}
+
+/// Entries a running process took over, and how to hear of their outcome.
+#[derive(Debug)]
+pub struct Receipt {
+    /// The lock id of the process that took them.
+    pub process: String,
+    pub adopted: Vec<u64>,
+    /// That process's sync state when it took them.
+    pub state: SyncState,
+    lines: tokio::io::Lines<BufReader<tokio::io::Take<tokio::net::unix::OwnedReadHalf>>>,
+}
+
+impl Receipt {
+    /// Waits for the outcome of entry `n`, at most `timeout`; `None` when it did not come
+    /// (the entry is safe in the outbox all the same).
+    pub async fn outcome(&mut self, n: u64, timeout: Duration) -> Option<Outcome> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
+                .await
+                .ok()?
+                .ok()??;
+            match serde_json::from_str::<Ended>(&line) {
+                Ok(ended) if ended.n == n => return Some(ended.outcome),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// Offers `entries` (queued by this process) to a running process on the profile; `None`
+/// when none took them, and the caller sends them itself.
+pub(crate) async fn offer(lock: &ProcessLock, entries: &[u64]) -> Option<Receipt> {
+    let wanted: HashSet<u64> = entries.iter().copied().collect();
+    for process in lock.others_alive() {
+        let path = socket_path(lock, &process);
+        if !path.exists() {
+            continue;
+        }
+        let attempt = async {
+            let stream = UnixStream::connect(&path).await.ok()?;
+            let (read, mut write) = stream.into_split();
+            write_line(
+                &mut write,
+                &Offer {
+                    from: lock.id.clone(),
+                    entries: entries.to_vec(),
+                },
+            )
+            .await
+            .ok()?;
+            let mut lines = BufReader::new(read.take(MAX_LINE as u64 * 64)).lines();
+            let answer: Answer = serde_json::from_str(&lines.next_line().await.ok()??).ok()?;
+            Some((answer, lines))
+        };
+        match tokio::time::timeout(OFFER_PATIENCE, attempt).await {
+            Ok(Some((answer, lines))) if !answer.adopted.is_empty() => {
+                debug_assert!(answer.adopted.iter().all(|n| wanted.contains(n)));
+                return Some(Receipt {
+                    process,
+                    adopted: answer.adopted,
+                    state: answer.state,
+                    lines,
+                });
+            }
+            _ => continue,
+        }
+    }
+    None
+}

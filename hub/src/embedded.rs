@@ -1,0 +1,130 @@
+//! A hub inside another program (the desktop app, a test): on a runtime and threads of its
+//! own, so the host's async workers never run the hub's tasks and the hub's never run the
+//! host's. One person with local agents needs nothing else: the app starts this on
+//! 127.0.0.1 and talks to it like to any other hub.
+
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use crate::{Hub, HubConfig, HubError};
+
+/// Worker threads of the embedded hub's runtime: enough to keep sockets moving while the
+/// writer and flush threads (its own, besides these) do the storage work.
+const WORKERS: usize = 2;
+
+/// A hub running on its own runtime; dropping it stops the hub and waits for its last
+/// commit.
+#[derive(Debug)]
+pub struct EmbeddedHub {
+    /// Where it listens (its port chosen by the system when asked for port 0).
+    pub addr: SocketAddr,
+    pub hub_id: String,
+    pub epoch: String,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<Result<(), HubError>>>,
+}
+
+/// Starts a hub over `config.data_dir` listening on `listen` (`127.0.0.1:0` picks a free
+/// port). Invite links name `config.public_address`, or the address it listens on.
+pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, HubError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .thread_name("roundtable-hub")
+        .enable_all()
+        .build()?;
+    let listener = runtime.block_on(tokio::net::TcpListener::bind(listen))?;
+    let addr = listener.local_addr()?;
+    if config.public_address.is_none() {
+        config.public_address = Some(addr.to_string());
+    }
+    let hub = Hub::open(config)?;
+    let hub_id = hub.hub_id().to_owned();
+    let epoch = hub.epoch().to_owned();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("roundtable-hub-main".into())
+        .spawn(move || {
+            let served = runtime.block_on(hub.serve(listener, async {
+                let _ = stopped.await;
+            }));
+            // Connections still open are told 1012 by `serve`; whatever tasks remain end here.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            served
+        })?;
+    Ok(EmbeddedHub {
+        addr,
+        hub_id,
+        epoch,
+        stop: Some(stop),
+        thread: Some(thread),
+    })
+}
+
+impl EmbeddedHub {
+    /// Stops the hub (clients see 1012) and waits until its last commit is on disk.
+    pub fn stop(mut self) -> Result<(), HubError> {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> Result<(), HubError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(served)) => served,
+            Some(Err(_)) => Err(HubError::Io(std::io::Error::other(
+                "the embedded hub's thread panicked",
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for EmbeddedHub {
+    fn drop(&mut self) {
+        if let Err(error) = self.shut_down() {
+            tracing::warn!(%error, "the embedded hub stopped with an error");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_embedded_hub_serves_health_and_stops_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = start(
+            HubConfig::new(dir.path().join("hub")),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .unwrap();
+        assert!(hub.addr.ip().is_loopback());
+        assert_ne!(hub.addr.port(), 0);
+        let addr = hub.addr;
+        // A plain HTTP request from a thread that is not on any runtime.
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        use std::io::{Read, Write};
+        write!(
+            stream,
+            "GET /v1/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        assert!(response.contains(&hub.epoch), "{response}");
+        drop(hub);
+        // Stopped: the port no longer answers, and the data directory can be opened again.
+        assert!(std::net::TcpStream::connect(addr).is_err());
+        let again = start(
+            HubConfig::new(dir.path().join("hub")),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .unwrap();
+        again.stop().unwrap();
+    }
+}
