@@ -34,7 +34,10 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
         .thread_name("roundtable-hub")
         .enable_all()
         .build()?;
-    let listener = runtime.block_on(tokio::net::TcpListener::bind(listen))?;
+    // Bound here, so the caller learns the port (and a busy port fails here); adopted by
+    // the hub's own runtime on its thread (the caller may be inside a runtime of its own).
+    let listener = std::net::TcpListener::bind(listen)?;
+    listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     if config.public_address.is_none() {
         config.public_address = Some(addr.to_string());
@@ -46,9 +49,13 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
     let thread = std::thread::Builder::new()
         .name("roundtable-hub-main".into())
         .spawn(move || {
-            let served = runtime.block_on(hub.serve(listener, async {
-                let _ = stopped.await;
-            }));
+            let served = runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                hub.serve(listener, async {
+                    let _ = stopped.await;
+                })
+                .await
+            });
             // Connections still open are told 1012 by `serve`; whatever tasks remain end here.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             served

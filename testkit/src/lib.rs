@@ -20,6 +20,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 mod process;
+pub mod seed;
 pub use process::{HubProcess, roundtable_bin};
 
 /// How long a test waits for something that should happen promptly.

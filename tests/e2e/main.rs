@@ -4,6 +4,8 @@
 mod cli;
 mod convergence;
 mod crashes;
+mod engine;
+mod hand_off;
 mod hub_faults;
 mod liveness;
 mod offline;

@@ -443,3 +443,53 @@ impl Blackhole {
             .store(self.accepted.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 }
+
+/// The texts of every message in the room titled `title`, as the hub holds them, oldest
+/// first.
+pub async fn room_texts(ws_url: &str, token: &str, title: &str) -> Vec<String> {
+    let mut client = Client::connect(ws_url).await.unwrap();
+    client
+        .auth(token, &roundtable_core::random_key("texts"))
+        .await
+        .unwrap();
+    let id = client.id();
+    let rooms: roundtable_protocol::server::RoomsOk = client
+        .ok(ClientFrame::Rooms(roundtable_protocol::client::Rooms {
+            id,
+        }))
+        .await
+        .decode()
+        .unwrap();
+    let room = rooms
+        .rooms
+        .into_iter()
+        .find(|room| room.title.as_deref() == Some(title))
+        .unwrap_or_else(|| panic!("no room {title:?}"))
+        .id;
+    let mut texts = Vec::new();
+    let mut after = 0;
+    loop {
+        let id = client.id();
+        let page: HistoryOk = client
+            .ok(ClientFrame::History(History {
+                id,
+                room: room.clone(),
+                before: None,
+                after: Some(after),
+                limit: Some(500),
+            }))
+            .await
+            .decode()
+            .unwrap();
+        let Some(last) = page.events.last().map(|event| event.seq) else {
+            return texts;
+        };
+        texts.extend(
+            page.events
+                .iter()
+                .filter(|event| event.kind == "message")
+                .filter_map(|event| event.body["text"].as_str().map(str::to_owned)),
+        );
+        after = last;
+    }
+}

@@ -5,7 +5,8 @@
 //! One hub process is seeded once (rooms of messages with mentions, task snapshots, usage
 //! and status events, as agents write them); then the two clients alternate for `--runs`
 //! rounds, each from nothing. A core run ends when its sync is idle, its gaps are filled
-//! and it holds every event; the report gives each run, the medians and their ratio.
+//! and it holds every event; the report gives each run, the medians and their ratio, and
+//! how long reads of the cache took while the core caught up (a view repainting).
 
 #![allow(clippy::print_stdout, reason = "the report goes to stdout")]
 
@@ -17,10 +18,9 @@ use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
 use roundtable_core::profile::{Profile, Secret};
 use roundtable_core::{Core, SyncState};
-use roundtable_protocol::client::{ClientFrame, History, RoomCreate, SendCmd, SyncCmd};
-use roundtable_protocol::server::{HistoryOk, RoomOk, ServerFrame, SyncOk};
+use roundtable_protocol::client::{ClientFrame, History, SyncCmd};
+use roundtable_protocol::server::{HistoryOk, ServerFrame};
 use roundtable_testkit::{Client, HubProcess, Incoming};
-use serde_json::json;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -60,7 +60,8 @@ async fn main() -> Result<()> {
     let token = user.token.clone();
 
     let seeding = Instant::now();
-    let total = seed(&hub.ws_url(), &token, args.rooms, args.events).await?;
+    let total =
+        roundtable_testkit::seed::seed(&hub.ws_url(), &token, args.rooms, args.events).await?;
     println!(
         "# roundtable-bench-rehydrate: {} events written by clients in {} rooms ({} in all with the hub's own), seeded in {:.1} s, {} runs",
         args.events,
@@ -69,19 +70,25 @@ async fn main() -> Result<()> {
         seeding.elapsed().as_secs_f64(),
         args.runs
     );
-    println!("# run  core_s  bare_s");
+    println!("# run  core_s  bare_s  reads  read_p50_ms  read_p99_ms  read_max_ms");
     let mut core_times = Vec::new();
     let mut bare_times = Vec::new();
+    let mut all_reads = Vec::new();
     for run in 1..=args.runs {
-        let core = rehydrate_core(&hub, &user, total).await?;
+        let (core, mut reads) = rehydrate_core(&hub, &user, total).await?;
         let bare = download(&hub.ws_url(), &token, total).await?;
         println!(
-            "  {run:>3}  {:.3}  {:.3}",
+            "  {run:>3}  {:.3}  {:.3}  {:>5}  {:.2}  {:.2}  {:.2}",
             core.as_secs_f64(),
-            bare.as_secs_f64()
+            bare.as_secs_f64(),
+            reads.len(),
+            quantile(&mut reads, 0.5).as_secs_f64() * 1e3,
+            quantile(&mut reads, 0.99).as_secs_f64() * 1e3,
+            quantile(&mut reads, 1.0).as_secs_f64() * 1e3,
         );
         core_times.push(core);
         bare_times.push(bare);
+        all_reads.extend(reads);
     }
     let core = median(&mut core_times);
     let bare = median(&mut bare_times);
@@ -92,6 +99,13 @@ async fn main() -> Result<()> {
         bare.as_secs_f64(),
         core.as_secs_f64() / bare.as_secs_f64()
     );
+    println!(
+        "reads during catch-up: {} in all, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        all_reads.len(),
+        quantile(&mut all_reads, 0.5).as_secs_f64() * 1e3,
+        quantile(&mut all_reads, 0.99).as_secs_f64() * 1e3,
+        quantile(&mut all_reads, 1.0).as_secs_f64() * 1e3,
+    );
     Ok(())
 }
 
@@ -100,107 +114,15 @@ fn median(times: &mut [Duration]) -> Duration {
     times[times.len() / 2]
 }
 
-/// Writes `events` events over `rooms` rooms, 64 sends in flight; returns how many events
-/// the user can see in all (the hub's `room` and `member` events and the inbox included).
-async fn seed(ws_url: &str, token: &str, rooms: usize, events: usize) -> Result<usize> {
-    let mut client = Client::connect(ws_url).await?;
-    client.auth(token, "seeder").await?;
-    let mut ids = Vec::new();
-    for n in 0..rooms {
-        let id = client.id();
-        let ok = client
-            .call(ClientFrame::RoomCreate(RoomCreate {
-                id,
-                title: Some(format!("room-{n}")),
-                topic: None,
-                members: Vec::new(),
-            }))
-            .await?
-            .map_err(|err| anyhow::anyhow!("room_create refused: {}", err.msg))?;
-        ids.push(ok.decode::<RoomOk>()?.room.id);
-    }
-    let mut in_flight = VecDeque::new();
-    for n in 0..events {
-        let id = client.id();
-        let room = ids[n % rooms].clone();
-        let (kind, body) = seed_event(n);
-        client
-            .send_frame(&ClientFrame::Send(SendCmd {
-                id,
-                room,
-                client_key: format!("seed-{n:08}"),
-                kind: kind.into(),
-                body,
-            }))
-            .await?;
-        in_flight.push_back(id);
-        if in_flight.len() >= 64 {
-            confirm(&mut client, in_flight.pop_front().unwrap()).await?;
-        }
-    }
-    while let Some(id) = in_flight.pop_front() {
-        confirm(&mut client, id).await?;
-    }
-    client.backlog.clear();
-    // Count what a fresh reader sees: heads of every stream.
-    let id = client.id();
-    let ok = client
-        .call(ClientFrame::Sync(SyncCmd {
-            id,
-            cursors: BTreeMap::new(),
-        }))
-        .await?
-        .map_err(|err| anyhow::anyhow!("sync refused: {}", err.msg))?;
-    let heads: SyncOk = ok.decode()?;
-    Ok(heads.heads.values().map(|&head| head as usize).sum())
-}
-
-async fn confirm(client: &mut Client, id: u64) -> Result<()> {
-    match client.reply_to(id).await? {
-        Ok(_) => Ok(()),
-        Err(err) => bail!("a seed send was refused: {} {}", err.code, err.msg),
-    }
-}
-
-/// The n-th seeded event: mostly messages (every tenth mentions the user), and per twenty
-/// one task snapshot, one usage delta and one status, as an agent's reporter writes them.
-fn seed_event(n: usize) -> (&'static str, serde_json::Value) {
-    let session =
-        json!({"agent": "p_seed", "framework": "claude-code", "session_id": format!("s{}", n % 7)});
-    match n % 20 {
-        0 => (
-            "tasks",
-            json!({"session": session, "source": "TodoWrite", "tasks": [
-                {"title": format!("step {n}"), "status": "in_progress"},
-                {"title": "write the tests", "status": "pending"}]}),
-        ),
-        1 => (
-            "usage",
-            json!({"session": session, "model": "claude-sonnet-4-5", "input": 1200, "output": 300,
-                   "cache_write": 0, "cache_read": 5000, "cost_usd": 0.0123,
-                   "from": "2026-11-30T09:00:00.000Z", "to": "2026-11-30T09:00:05.000Z"}),
-        ),
-        2 => (
-            "status",
-            json!({"state": "working", "detail": format!("event {n}")}),
-        ),
-        m if m % 10 == 3 => (
-            "message",
-            json!({"text": format!("@dana message {n}: the parser now handles nested blocks; see the diff")}),
-        ),
-        _ => (
-            "message",
-            json!({"text": format!("message {n}: ran the suite, 214 passed, moving on to the lexer")}),
-        ),
-    }
-}
-
 /// A fresh profile and cache; timed from opening the core to holding all `total` events.
+/// Meanwhile another task reads the cache as a view would on every repaint (the rooms
+/// with their unread counts, then the latest 50 messages of one): how long each read took
+/// is the second result.
 async fn rehydrate_core(
     hub: &HubProcess,
     user: &roundtable_protocol::server::SignupOk,
     total: usize,
-) -> Result<Duration> {
+) -> Result<(Duration, Vec<Duration>)> {
     let home = tempfile::tempdir()?;
     let profile = Profile::save(
         home.path(),
@@ -214,6 +136,27 @@ async fn rehydrate_core(
     let started = Instant::now();
     let core = Core::open(profile).await?;
     let sync = core.start();
+    let (done, mut stopped) = tokio::sync::watch::channel(false);
+    let viewer = core.clone();
+    let reads = tokio::spawn(async move {
+        let mut reads = Vec::new();
+        while !*stopped.borrow() {
+            let started = Instant::now();
+            let rooms = viewer.read(|cache| cache.rooms()).await;
+            if let Some(room) = rooms
+                .ok()
+                .and_then(|rooms| rooms.first().map(|r| r.id.clone()))
+            {
+                let _ = viewer.read(move |cache| cache.messages(&room, 0, 50)).await;
+            }
+            reads.push(started.elapsed());
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(2)) => {}
+                _ = stopped.changed() => {}
+            }
+        }
+        reads
+    });
     let deadline = started + Duration::from_secs(600);
     loop {
         let idle = matches!(*core.sync_state().borrow(), SyncState::Idle);
@@ -234,8 +177,17 @@ async fn rehydrate_core(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let elapsed = started.elapsed();
+    let _ = done.send(true);
+    let reads = reads.await?;
     sync.stop().await;
-    Ok(elapsed)
+    Ok((elapsed, reads))
+}
+
+/// The `q`-quantile of `samples` (sorted in place).
+fn quantile(samples: &mut [Duration], q: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * q).round() as usize;
+    samples.get(index).copied().unwrap_or_default()
 }
 
 /// The floor: sync from nothing and fetch every gap with history pages, decoding every

@@ -231,7 +231,7 @@ impl Cache {
              DELETE FROM components; DELETE FROM usage; DELETE FROM pings;
              DELETE FROM agent_status; DELETE FROM requests; DELETE FROM contacts;
              DELETE FROM controls; DELETE FROM read_markers; DELETE FROM task_states;
-             DELETE FROM component_agents;",
+             DELETE FROM component_agents; DELETE FROM room_counts;",
         )?;
         tx.execute(
             "INSERT INTO meta (key, value) VALUES ('epoch', ?1)
@@ -424,14 +424,12 @@ impl Cache {
 
     /// Moves our read marker of `stream` to `seq` (never back); true when it moved. The hub
     /// hears of it with the next `ack`.
-    pub fn mark_read(&self, stream: &str, seq: u64) -> Result<bool, CacheError> {
-        let moved = self.conn.execute(
-            "INSERT INTO read_markers (stream, seq, sent) VALUES (?1, ?2, 0)
-             ON CONFLICT (stream) DO UPDATE SET seq = excluded.seq, sent = 0
-             WHERE excluded.seq > read_markers.seq",
-            params![stream, seq as i64],
-        )?;
-        Ok(moved > 0)
+    pub fn mark_read(&mut self, stream: &str, seq: u64) -> Result<bool, CacheError> {
+        let me = self.meta("principal")?.unwrap_or_default();
+        let tx = self.conn().transaction()?;
+        let moved = move_marker(&tx, &me, stream, seq, false)?;
+        tx.commit()?;
+        Ok(moved)
     }
 
     /// Merges the markers the hub holds for us (our other devices' included); returns the
@@ -440,33 +438,18 @@ impl Cache {
         &mut self,
         markers: &std::collections::BTreeMap<String, u64>,
     ) -> Result<Vec<String>, CacheError> {
+        let me = self.meta("principal")?.unwrap_or_default();
         let tx = self.conn().transaction()?;
         let mut moved = Vec::new();
         for (stream, seq) in markers {
-            let previous: Option<i64> = tx
-                .query_row(
-                    "SELECT seq FROM read_markers WHERE stream = ?1",
-                    [stream],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            match previous {
-                Some(previous) if previous > *seq as i64 => {}
-                Some(previous) if previous == *seq as i64 => {
-                    tx.execute(
-                        "UPDATE read_markers SET sent = 1 WHERE stream = ?1",
-                        [stream],
-                    )?;
-                }
-                _ => {
-                    tx.execute(
-                        "INSERT INTO read_markers (stream, seq, sent) VALUES (?1, ?2, 1)
-                         ON CONFLICT (stream) DO UPDATE SET seq = excluded.seq, sent = 1",
-                        params![stream, *seq as i64],
-                    )?;
-                    moved.push(stream.clone());
-                }
+            if move_marker(&tx, &me, stream, *seq, true)? {
+                moved.push(stream.clone());
             }
+            // The hub has it (or more): nothing to tell it.
+            tx.execute(
+                "UPDATE read_markers SET sent = 1 WHERE stream = ?1 AND seq <= ?2",
+                params![stream, *seq as i64],
+            )?;
         }
         tx.commit()?;
         Ok(moved)
@@ -517,12 +500,90 @@ fn apply_event(
     if inserted == 0 {
         return Ok(false);
     }
+    if event.kind == "message" && stream != "inbox" {
+        count_message(tx, me, stream, event)?;
+    }
     for write in writes {
         if let Some(moved) = apply_write(tx, write)? {
             changes.insert(moved);
         }
     }
     Ok(true)
+}
+
+/// Moves the read marker of `stream` up to `seq` (never back), counting the messages it
+/// passes as read; true when it moved. `sent`: the hub already has it.
+fn move_marker(
+    tx: &rusqlite::Transaction<'_>,
+    me: &str,
+    stream: &str,
+    seq: u64,
+    sent: bool,
+) -> Result<bool, CacheError> {
+    let old: i64 = tx
+        .query_row(
+            "SELECT seq FROM read_markers WHERE stream = ?1",
+            [stream],
+            |row| row.get(0),
+        )
+        .optional()?
+        .unwrap_or(0);
+    let seq = seq as i64;
+    if seq <= old {
+        return Ok(false);
+    }
+    tx.execute(
+        "INSERT INTO read_markers (stream, seq, sent) VALUES (?1, ?2, ?3)
+         ON CONFLICT (stream) DO UPDATE SET seq = excluded.seq, sent = excluded.sent",
+        params![stream, seq, sent],
+    )?;
+    let passed: i64 = tx
+        .prepare_cached(
+            "SELECT count(*) FROM events
+             WHERE stream = ?1 AND kind = 'message' AND seq > ?2 AND seq <= ?3 AND sender != ?4",
+        )?
+        .query_row(params![stream, old, seq, me], |row| row.get(0))?;
+    let mentions: i64 = tx
+        .prepare_cached(
+            "SELECT count(*) FROM mentions m JOIN events e ON e.stream = m.room AND e.seq = m.seq
+             WHERE m.principal = ?4 AND m.room = ?1 AND m.seq > ?2 AND m.seq <= ?3
+               AND e.sender != ?4",
+        )?
+        .query_row(params![stream, old, seq, me], |row| row.get(0))?;
+    tx.prepare_cached(
+        "INSERT INTO room_counts (room, others_read, mentions_read) VALUES (?1, ?2, ?3)
+         ON CONFLICT (room) DO UPDATE SET others_read = others_read + excluded.others_read,
+             mentions_read = mentions_read + excluded.mentions_read",
+    )?
+    .execute(params![stream, passed, mentions])?;
+    Ok(true)
+}
+
+/// Counts a newly stored message in its room's unread counters.
+fn count_message(
+    tx: &rusqlite::Transaction<'_>,
+    me: &str,
+    room: &str,
+    event: &Event,
+) -> Result<(), CacheError> {
+    if event.from == me {
+        return Ok(());
+    }
+    let mentions_me = event.body["mentions"]
+        .as_array()
+        .is_some_and(|mentions| mentions.iter().any(|m| m.as_str() == Some(me)));
+    tx.prepare_cached(
+        "INSERT INTO room_counts (room, others, others_read, mentions, mentions_read)
+         SELECT ?1, 1, read, ?3, ?3 * read FROM (
+             SELECT ?2 <= coalesce((SELECT seq FROM read_markers WHERE stream = ?1), 0) AS read)
+         WHERE true
+         ON CONFLICT (room) DO UPDATE SET others = others + 1,
+             others_read = others_read + excluded.others_read,
+             mentions = mentions + excluded.mentions,
+             mentions_read = mentions_read + excluded.mentions_read",
+    )?
+    .execute(params![room, event.seq as i64, mentions_me as i64])?;
+    Ok(())
 }
 
 /// The room a session's task list, or an agent's status, was shown in before `room` took

@@ -368,7 +368,6 @@ impl CacheView {
 
     /// The rooms we are a member of, with their members and unread counts for `me`.
     pub fn rooms(&self) -> Result<Vec<RoomView>, CacheError> {
-        let me = self.meta("principal")?.unwrap_or_default();
         let mut statement = self.conn.prepare(
             "SELECT r.id, r.title, r.topic, r.creator, coalesce(c.seq, 0), coalesce(m.seq, 0)
              FROM rooms r LEFT JOIN cursors c ON c.stream = r.id
@@ -392,15 +391,19 @@ impl CacheView {
             .collect::<Result<_, _>>()?;
         for room in &mut rooms {
             room.members = self.members(&room.id)?;
-            let (unread, mentions) = self.conn.query_row(
-                "SELECT count(*), count(m.principal) FROM events e
-                 LEFT JOIN mentions m ON m.room = e.stream AND m.seq = e.seq AND m.principal = ?3
-                 WHERE e.stream = ?1 AND e.kind = 'message' AND e.seq > ?2 AND e.sender != ?3",
-                params![room.id, room.read_to as i64, me],
-                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
-            )?;
-            room.unread = unread as u64;
-            room.unread_mentions = mentions as u64;
+            let (unread, mentions) = self
+                .conn
+                .prepare_cached(
+                    "SELECT others - others_read, mentions - mentions_read FROM room_counts
+                     WHERE room = ?1",
+                )?
+                .query_row([&room.id], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+                })
+                .optional()?
+                .unwrap_or((0, 0));
+            room.unread = unread.max(0) as u64;
+            room.unread_mentions = mentions.max(0) as u64;
         }
         Ok(rooms)
     }
@@ -517,19 +520,29 @@ impl CacheView {
         everything_visible: bool,
         limit: u32,
     ) -> Result<Vec<MessageView>, CacheError> {
+        // Three sources, each read through an index from the read markers on: mentions of
+        // the principal, rooms of two members it is one of, and (for an agent's own view)
+        // every room.
         let mut statement = self.conn.prepare_cached(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM rooms r
-             JOIN events e ON e.stream = r.id AND e.kind = 'message'
-                 AND e.seq > coalesce((SELECT seq FROM read_markers WHERE stream = r.id), 0)
-             LEFT JOIN principals p ON p.id = e.sender
-             WHERE r.joined = 1 AND e.sender != ?1 AND (
-                 ?2
-                 OR EXISTS (SELECT 1 FROM mentions m
-                            WHERE m.room = e.stream AND m.seq = e.seq AND m.principal = ?1)
-                 OR (SELECT count(*) FROM members m WHERE m.room = r.id AND m.present = 1) = 2
-                    AND EXISTS (SELECT 1 FROM members m
-                                WHERE m.room = r.id AND m.principal = ?1 AND m.present = 1)
+            "WITH marked AS (
+                 SELECT r.id AS room, coalesce(m.seq, 0) AS read FROM rooms r
+                 LEFT JOIN read_markers m ON m.stream = r.id WHERE r.joined = 1
+             ),
+             wanted AS (
+                 SELECT mn.room, mn.seq FROM marked k
+                 JOIN mentions mn ON mn.principal = ?1 AND mn.room = k.room AND mn.seq > k.read
+                 UNION
+                 SELECT e.stream, e.seq FROM marked k
+                 JOIN events e ON e.stream = k.room AND e.kind = 'message' AND e.seq > k.read
+                 WHERE ?2 OR (
+                     (SELECT count(*) FROM members m WHERE m.room = k.room AND m.present = 1) = 2
+                     AND EXISTS (SELECT 1 FROM members m
+                                 WHERE m.room = k.room AND m.principal = ?1 AND m.present = 1))
              )
+             SELECT {MESSAGE_COLUMNS} FROM wanted w
+             JOIN events e ON e.stream = w.room AND e.seq = w.seq
+             LEFT JOIN principals p ON p.id = e.sender
+             WHERE e.sender != ?1 AND e.kind = 'message'
              ORDER BY e.ts_ms, e.stream, e.seq LIMIT ?3"
         ))?;
         let messages = statement

@@ -938,16 +938,32 @@ fn read_markers_move_forward_and_count_unread_messages() {
             .unwrap()
             .is_empty()
     );
+    // A message filled in later below the marker counts as read; one above it, unread.
+    assert!(cache.mark_read("r", 22).unwrap());
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                message(21, "p_sam", json!({"text": "late, old"})),
+                message(23, "p_sam", json!({"text": "new", "mentions": ["p_dana"]})),
+            ],
+            None,
+        )
+        .unwrap();
+    assert_eq!((room(&cache).unread, room(&cache).unread_mentions), (1, 1));
+    cache.mark_read("r", 23).unwrap();
+    assert_eq!((room(&cache).unread, room(&cache).unread_mentions), (0, 0));
     // Unread messages for dana: the mention only (three members in the room), or
     // everything for an agent's own view.
     cache.conn.execute("DELETE FROM read_markers", []).unwrap();
     let for_dana = cache.unread_messages_for("p_dana", false, 10).unwrap();
     assert_eq!(
         for_dana.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
-        vec!["@dana two"]
+        vec!["@dana two", "new"]
     );
     let everything = cache.unread_messages_for("p_dana", true, 10).unwrap();
-    assert_eq!(everything.len(), 2);
+    assert_eq!(everything.len(), 4);
 }
 
 #[test]

@@ -8,6 +8,17 @@ CREATE TABLE read_markers (
     sent   INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
+-- Per room, how many messages others wrote, and how many of those we have read (at or
+-- below our read marker); the same for messages that mention us. Kept as events arrive
+-- and as the marker moves, so an unread count costs one row, however long the backlog.
+CREATE TABLE room_counts (
+    room          TEXT PRIMARY KEY,
+    others        INTEGER NOT NULL DEFAULT 0,
+    others_read   INTEGER NOT NULL DEFAULT 0,
+    mentions      INTEGER NOT NULL DEFAULT 0,
+    mentions_read INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
 -- Every status each task of each session had, per `tasks` snapshot, so views can say when a
 -- task changed state. `task` is the task's id, or its title when it has none. Snapshots of
 -- one session may come from several rooms: they are ordered by (ts_ms, room, seq).
@@ -40,8 +51,8 @@ CREATE TABLE component_agents (
 -- When a component's overall status was set.
 ALTER TABLE components ADD COLUMN status_ms INTEGER;
 
--- Events a message view filters by sender and kind.
-CREATE INDEX events_stream_kind ON events (stream, kind, seq);
+-- A room's messages in order, with their senders: unread counts read the index alone.
+CREATE INDEX events_stream_kind ON events (stream, kind, seq, sender);
 
 -- Projections added here cannot be rebuilt from the events already cached without the code
 -- that projects them: forgetting the epoch makes the next sync rebuild the cache from the
