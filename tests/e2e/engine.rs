@@ -371,11 +371,7 @@ async fn read_markers_survive_restarts_and_reach_another_device_through_the_hub(
 async fn an_agents_token_is_kept_only_in_its_own_profile() {
     let hub = Hub::start(&[]).await;
     let home = Home::default();
-    home.ok(
-        "dana",
-        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
-    )
-    .await;
+    home.signup(&hub, "dana").await;
     let registered = json(
         &home
             .ok("dana", &["--json", "agents", "register", "writer"])

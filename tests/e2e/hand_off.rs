@@ -88,11 +88,7 @@ async fn arrival(client: &mut Client, text: &str, since: Instant) -> Duration {
 
 async fn dana_with_a_room(hub: &Hub) -> Home {
     let home = Home::default();
-    home.ok(
-        "dana",
-        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
-    )
-    .await;
+    home.signup(hub, "dana").await;
     home.ok("dana", &["room", "create", "--title", "design"])
         .await;
     home.ok("dana", &["send", "design", "first"]).await;

@@ -3,44 +3,10 @@
 
 use std::time::Duration;
 
-use roundtable_e2e::{Home, Hub, hub_view, json};
+use roundtable_e2e::{Home, Hub, hub_view, json, room_texts_by_id};
 use roundtable_protocol::ServerFrame;
-use roundtable_protocol::client::{ClientFrame, History, SyncCmd};
-use roundtable_protocol::server::HistoryOk;
+use roundtable_protocol::client::{ClientFrame, SyncCmd};
 use roundtable_testkit::{Client, Incoming};
-
-/// The texts of every message of `room`, in seq order, read from the hub.
-async fn room_texts(ws_url: &str, token: &str, room: &str) -> Vec<String> {
-    let mut client = Client::connect(ws_url).await.unwrap();
-    client.auth(token, "e2e-reader").await.unwrap();
-    let mut texts = Vec::new();
-    let mut after = 0;
-    loop {
-        let id = client.id();
-        let page: HistoryOk = client
-            .ok(ClientFrame::History(History {
-                id,
-                room: room.into(),
-                before: None,
-                after: Some(after),
-                limit: Some(500),
-            }))
-            .await
-            .decode()
-            .unwrap();
-        let Some(last) = page.events.last().map(|e| e.seq) else {
-            break;
-        };
-        texts.extend(
-            page.events
-                .iter()
-                .filter(|e| e.kind == "message")
-                .map(|e| e.body["text"].as_str().unwrap().to_owned()),
-        );
-        after = last;
-    }
-    texts
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_offline_sends_arrive_once_in_order_despite_a_sigkill() {
@@ -96,7 +62,7 @@ async fn two_hundred_offline_sends_arrive_once_in_order_despite_a_sigkill() {
         }
     }
     flusher.kill().await.unwrap();
-    let partial = room_texts(&hub.ws_url(), &token, &room).await;
+    let partial = room_texts_by_id(&hub.ws_url(), &token, &room).await;
     assert!(
         partial.len() < 200,
         "the kill came after everything was sent"
@@ -117,7 +83,7 @@ async fn two_hundred_offline_sends_arrive_once_in_order_despite_a_sigkill() {
             "the outbox does not drain"
         );
     }
-    let texts = room_texts(&hub.ws_url(), &token, &room).await;
+    let texts = room_texts_by_id(&hub.ws_url(), &token, &room).await;
     let expected: Vec<String> = (0..200).map(|n| format!("m{n:03}")).collect();
     assert_eq!(texts, expected);
     // And the cache agrees.

@@ -121,6 +121,15 @@ impl Home {
         stderr
     }
 
+    /// Runs `signup` on `hub` as `handle`, saved as profile `handle`.
+    pub async fn signup(&self, hub: &Hub, handle: &str) {
+        self.ok(
+            handle,
+            &["signup", "--hub", &hub.addr(), "--handle", handle],
+        )
+        .await;
+    }
+
     /// Runs `login` for `profile` with the token on stdin.
     pub async fn login(&self, profile: &str, hub: &str, token: &str) {
         use tokio::io::AsyncWriteExt;
@@ -466,6 +475,21 @@ pub async fn room_texts(ws_url: &str, token: &str, title: &str) -> Vec<String> {
         .find(|room| room.title.as_deref() == Some(title))
         .unwrap_or_else(|| panic!("no room {title:?}"))
         .id;
+    texts_of(&mut client, &room).await
+}
+
+/// The texts of every message of the room with id `room`, as the hub holds them, oldest
+/// first.
+pub async fn room_texts_by_id(ws_url: &str, token: &str, room: &str) -> Vec<String> {
+    let mut client = Client::connect(ws_url).await.unwrap();
+    client
+        .auth(token, &roundtable_core::random_key("texts"))
+        .await
+        .unwrap();
+    texts_of(&mut client, room).await
+}
+
+async fn texts_of(client: &mut Client, room: &str) -> Vec<String> {
     let mut texts = Vec::new();
     let mut after = 0;
     loop {
@@ -473,7 +497,7 @@ pub async fn room_texts(ws_url: &str, token: &str, title: &str) -> Vec<String> {
         let page: HistoryOk = client
             .ok(ClientFrame::History(History {
                 id,
-                room: room.clone(),
+                room: room.to_owned(),
                 before: None,
                 after: Some(after),
                 limit: Some(500),

@@ -643,3 +643,68 @@ async fn events_sent_during_a_replay_follow_it_once_and_in_order() {
     }
     assert_eq!(seen, (1..=last).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn sync_returns_the_highest_read_marker_of_all_the_principals_devices() {
+    let hub = TestHub::start().await;
+    let (mut laptop, dana) = hub.user("dana").await;
+    let shared = room(&mut laptop, &[]).await;
+    let left = room(&mut laptop, &[]).await;
+    for n in 0..6 {
+        say(&mut laptop, &shared, &format!("k-marker-{n}"), "hello").await;
+    }
+    let ack = |client: &mut roundtable_testkit::Client, cursors: Vec<(&str, u64)>| {
+        let id = client.id();
+        ClientFrame::Ack(roundtable_protocol::client::Ack {
+            id,
+            cursors: cursors
+                .into_iter()
+                .map(|(stream, seq)| (stream.to_owned(), seq))
+                .collect(),
+        })
+    };
+    let frame = ack(
+        &mut laptop,
+        vec![(shared.as_str(), 5), (left.as_str(), 1), ("inbox", 1)],
+    );
+    laptop.ok(frame).await;
+    let mut desktop = login(&hub, &dana.token, "desktop").await;
+    let frame = ack(&mut desktop, vec![(shared.as_str(), 3)]);
+    desktop.ok(frame).await;
+    // Leaving a room takes its marker out of what sync reports.
+    let id = laptop.id();
+    laptop
+        .ok(ClientFrame::RoomLeave(
+            roundtable_protocol::client::RoomLeave {
+                id,
+                room: left.clone(),
+            },
+        ))
+        .await;
+
+    let mut phone = login(&hub, &dana.token, "phone").await;
+    let id = phone.id();
+    let ok = phone
+        .ok(ClientFrame::Sync(roundtable_protocol::client::SyncCmd {
+            id,
+            cursors: Default::default(),
+        }))
+        .await;
+    let synced: roundtable_protocol::server::SyncOk = ok.decode().unwrap();
+    assert_eq!(
+        synced.read,
+        [(shared.clone(), 5), ("inbox".to_owned(), 1)]
+            .into_iter()
+            .collect()
+    );
+    // A principal with no markers gets none (and the field is left out).
+    let (mut sam, _) = hub.user("sam").await;
+    let id = sam.id();
+    let ok = sam
+        .ok(ClientFrame::Sync(roundtable_protocol::client::SyncCmd {
+            id,
+            cursors: Default::default(),
+        }))
+        .await;
+    assert!(!ok.fields.contains_key("read"), "{:?}", ok.fields);
+}
