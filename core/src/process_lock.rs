@@ -54,17 +54,23 @@ impl ProcessLock {
         Ok(lock)
     }
 
-    /// Removes lock files that processes which ended (crashed) left behind.
+    /// Removes lock files (and hand-off sockets) that processes which ended (crashed) left
+    /// behind.
     fn sweep(&self) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            if let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".lock"))
+            let Some(name) = name.to_str() else { continue };
+            if let Some(id) = name.strip_suffix(".lock")
                 && id != "device"
             {
                 self.is_alive(id);
+            } else if let Some(id) = name.strip_suffix(".sock")
+                && !self.is_alive(id)
+            {
+                let _ = std::fs::remove_file(entry.path());
             }
         }
     }
@@ -160,10 +166,13 @@ mod tests {
         let third = ProcessLock::acquire(dir.path(), "d1").unwrap();
         assert_eq!(third.device, "d1");
         assert!(!third.is_alive("../../etc/passwd"));
-        // A crashed process's file (here: one nobody locks) is swept by the next start.
+        // A crashed process's files (here: a lock nobody holds, and its socket) are swept by
+        // the next start.
         std::fs::write(dir.path().join("run/o_crashed.lock"), "").unwrap();
+        std::fs::write(dir.path().join("run/o_crashed.sock"), "").unwrap();
         let _fourth = ProcessLock::acquire(dir.path(), "d1").unwrap();
         assert!(!dir.path().join("run/o_crashed.lock").exists());
+        assert!(!dir.path().join("run/o_crashed.sock").exists());
         assert!(dir.path().join(format!("run/{}.lock", third.id)).exists());
         assert!(!third.is_alive("o_never_was"));
     }
