@@ -23,3 +23,15 @@ ensure_rust() {
         exit 1
     fi
 }
+
+# The Python the tests drive agents with: the official MCP client (PyPI `mcp`), in a virtual
+# environment under target/ so nothing is installed system-wide.
+ensure_test_python() {
+    local venv=target/python
+    if ! "$venv/bin/python" -c 'import mcp' 2>/dev/null; then
+        echo "installing the MCP client for the tests into $venv" >&2
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.*'
+    fi
+    export ROUNDTABLE_TEST_PYTHON="$PWD/$venv/bin/python"
+}

@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
-ensure_packages build-essential pkg-config python3 ca-certificates
+ensure_packages build-essential pkg-config python3 python3-venv ca-certificates
 ensure_rust
+ensure_test_python
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 cargo fmt --all -- --check

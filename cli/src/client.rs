@@ -173,6 +173,24 @@ pub enum ClientCommand {
     /// Register and control your agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Questions agents asked you that wait for an answer (`--all`: answered ones too).
+    Pings {
+        #[arg(long)]
+        all: bool,
+    },
+    /// Answer a ping: with one of its options, or in words with `--text`.
+    Answer {
+        /// The ping's id (see `roundtable pings`).
+        ping: String,
+        /// The option chosen.
+        choice: Option<String>,
+        /// An answer in words.
+        #[arg(long)]
+        text: Option<String>,
+        /// The ping's room (title or id), when its id is not enough.
+        #[arg(long)]
+        room: Option<String>,
+    },
     /// What waits in the outbox; `retry N` sends a failed entry again.
     Outbox {
         #[command(subcommand)]
@@ -499,6 +517,13 @@ async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
             agent_token(core, out, &agent, TokenAction::Revoke).await
         }
         ClientCommand::Outbox { command } => outbox(core, out, command).await,
+        ClientCommand::Pings { all } => pings(core, out, all).await,
+        ClientCommand::Answer {
+            ping,
+            choice,
+            text,
+            room,
+        } => answer(core, out, &ping, choice, text, room).await,
         ClientCommand::Signup { .. }
         | ClientCommand::Login { .. }
         | ClientCommand::Send { .. }
@@ -935,5 +960,77 @@ async fn outbox(core: &Core, out: &Out, command: Option<OutboxCommand>) -> Resul
             text
         },
         &pending,
+    )
+}
+
+async fn pings(core: &Core, out: &Out, all: bool) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let pings = if all {
+        core.pings().await?
+    } else {
+        core.open_pings().await?
+    };
+    let text = pings
+        .iter()
+        .map(|ping| {
+            let options = if ping.options.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", ping.options.join(" / "))
+            };
+            let state = match &ping.answered_by_handle {
+                Some(by) => format!(
+                    "  answered by {by}: {}",
+                    ping.choice
+                        .as_deref()
+                        .or(ping.text.as_deref())
+                        .unwrap_or("")
+                ),
+                None => String::new(),
+            };
+            format!(
+                "{}  {}: {}{options}{state}",
+                ping.ping,
+                ping.asker_handle.as_deref().unwrap_or(&ping.asker),
+                ping.question
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.show(
+        if text.is_empty() {
+            "no questions wait for you".into()
+        } else {
+            text
+        },
+        &pings,
+    )
+}
+
+async fn answer(
+    core: &Core,
+    out: &Out,
+    ping: &str,
+    choice: Option<String>,
+    text: Option<String>,
+    room: Option<String>,
+) -> Result<(), Failure> {
+    if choice.is_none() && text.is_none() {
+        return Err(Failure::new(
+            Exit::Usage,
+            "give the option you choose, or an answer with --text",
+        ));
+    }
+    core.synced(PATIENCE).await?;
+    let room = match room {
+        Some(room) => Some(core.room_id(&room).await?),
+        None => None,
+    };
+    let answered = core
+        .answer_ping(room.as_deref(), ping, choice.as_deref(), text.as_deref())
+        .await?;
+    out.show(
+        format!("answered {ping} in {}", answered.room),
+        json!({"ping": ping, "room": answered.room, "seq": answered.seq}),
     )
 }

@@ -5,6 +5,7 @@
 
 mod client;
 mod hub;
+mod mcp;
 
 /// The hub's writer and connections allocate many small, short-lived buffers (frames,
 /// rows, events) across threads; mimalloc serves them with less contention and work than
@@ -33,6 +34,12 @@ struct Cli {
 enum Command {
     /// Run the hub.
     Hub(hub::HubArgs),
+    /// The MCP server an agent CLI launches to join Roundtable as an agent (over stdio).
+    Mcp {
+        /// The agent's handle (`user/name`); its profile holds its token.
+        #[arg(long)]
+        agent: String,
+    },
     #[command(flatten)]
     Client(client::ClientCommand),
 }
@@ -47,24 +54,25 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
-        Command::Client(command) => {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    eprintln!("roundtable: cannot start the async runtime: {error}");
-                    return std::process::ExitCode::FAILURE;
-                }
+        Command::Mcp { agent } => {
+            init_logging();
+            // Tool calls run side by side (one may wait for messages for minutes).
+            let Some(runtime) = runtime(true) else {
+                return std::process::ExitCode::FAILURE;
             };
-            tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_env("ROUNDTABLE_LOG")
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-                )
-                .with_writer(std::io::stderr)
-                .init();
+            match runtime.block_on(mcp::run(&agent)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("roundtable mcp: {error:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Client(command) => {
+            init_logging();
+            let Some(runtime) = runtime(false) else {
+                return std::process::ExitCode::FAILURE;
+            };
             match runtime.block_on(client::run(cli.global, command)) {
                 Ok(()) => std::process::ExitCode::SUCCESS,
                 Err(failure) => {
@@ -72,6 +80,38 @@ fn main() -> std::process::ExitCode {
                     std::process::ExitCode::from(failure.exit as u8)
                 }
             }
+        }
+    }
+}
+
+/// Logs go to stderr (stdout carries the commands' output, or the MCP protocol).
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ROUNDTABLE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// A runtime for a client: one thread for one-off commands, two for long-running ones.
+fn runtime(long_running: bool) -> Option<tokio::runtime::Runtime> {
+    let built = if long_running {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    match built {
+        Ok(runtime) => Some(runtime),
+        Err(error) => {
+            eprintln!("roundtable: cannot start the async runtime: {error}");
+            None
         }
     }
 }

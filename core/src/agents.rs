@@ -62,7 +62,7 @@ impl Core {
                 patience,
             )
             .await?;
-        let profile = Profile::save(
+        let mut profile = Profile::save(
             self.profile().base(),
             &profile_name_for(&registered.agent.handle),
             &self.profile().hub.to_string(),
@@ -71,6 +71,9 @@ impl Core {
             &Secret::new(registered.token),
             self.profile().ca_file.clone(),
         )?;
+        if let Some(home) = &registered.room {
+            profile.set_home_room(&home.id)?;
+        }
         self.remember(vec![crate::cache::PrincipalRow {
             id: registered.agent.id.clone(),
             kind: registered.agent.kind.as_str().to_owned(),

@@ -24,6 +24,7 @@
 //! No async worker ever blocks on SQLite: writes run on the cache's writer thread, reads on
 //! blocking threads over connections of their own.
 
+pub mod agent_work;
 pub mod agents;
 pub mod cache;
 pub mod changes;
@@ -33,6 +34,7 @@ pub mod hand_off;
 pub mod http;
 pub mod hub_address;
 pub mod link;
+pub mod pings;
 pub mod process_lock;
 pub mod profile;
 pub mod projection;
@@ -56,6 +58,7 @@ use crate::cache::{
     Cache, CacheError, CacheReaders, CacheView, CacheWriter, OutboxKind, OutboxState,
 };
 pub use crate::changes::Change;
+pub use crate::client::Delivered;
 pub use crate::errors::{CoreError, ErrorReport, FailureCode, Outcome};
 use crate::hub_address::HubAddress;
 use crate::process_lock::ProcessLock;

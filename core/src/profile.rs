@@ -44,6 +44,9 @@ struct ProfileFile {
     /// A PEM file of the CA that signed the hub's certificate, for hubs with a private CA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ca_file: Option<PathBuf>,
+    /// An agent's home room (the room the hub made for it and its owner), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    home_room: Option<String>,
 }
 
 /// One identity on one hub.
@@ -55,6 +58,8 @@ pub struct Profile {
     pub principal: String,
     pub handle: String,
     pub ca_file: Option<PathBuf>,
+    /// An agent's home room, when known (see [`Profile::set_home_room`]).
+    pub home_room: Option<String>,
     pub token: Secret,
     /// Stable per profile: the hub keeps one connection per (principal, device).
     pub device: String,
@@ -198,6 +203,7 @@ impl Profile {
             principal: file.principal,
             handle: file.handle,
             ca_file: file.ca_file,
+            home_room: file.home_room,
             token: Secret::new(token.trim()),
             device: device.trim().to_owned(),
             dir,
@@ -227,6 +233,7 @@ impl Profile {
             principal: principal.to_owned(),
             handle: handle.to_owned(),
             ca_file: ca_file.clone(),
+            home_room: None,
         };
         let path = dir.join("profile.toml");
         let text = toml::to_string(&file).expect("profiles serialize");
@@ -248,9 +255,25 @@ impl Profile {
             principal: principal.to_owned(),
             handle: handle.to_owned(),
             ca_file,
+            home_room: None,
             token: token.clone(),
             device,
         })
+    }
+
+    /// Records an agent's home room in its profile.
+    pub fn set_home_room(&mut self, room: &str) -> Result<(), ProfileError> {
+        let path = self.dir.join("profile.toml");
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let mut file: ProfileFile =
+            toml::from_str(&text).map_err(|error| ProfileError::Corrupt {
+                path: path.display().to_string(),
+                detail: error.to_string(),
+            })?;
+        file.home_room = Some(room.to_owned());
+        write_private(&path, &toml::to_string(&file).expect("profiles serialize"))?;
+        self.home_room = Some(room.to_owned());
+        Ok(())
     }
 
     pub fn cache_path(&self) -> PathBuf {

@@ -8,4 +8,5 @@ mod engine;
 mod hand_off;
 mod hub_faults;
 mod liveness;
+mod mcp;
 mod offline;

@@ -517,3 +517,25 @@ async fn texts_of(client: &mut Client, room: &str) -> Vec<String> {
         after = last;
     }
 }
+
+/// The Python that runs the project's MCP client script: `ROUNDTABLE_TEST_PYTHON`, or the
+/// virtual environment `scripts/test.sh` prepares in `target/python` (with the `mcp`
+/// package from PyPI).
+pub fn test_python() -> PathBuf {
+    if let Some(python) = std::env::var_os("ROUNDTABLE_TEST_PYTHON") {
+        return PathBuf::from(python);
+    }
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/python/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run ./scripts/test.sh once (it installs the MCP client the tests use), \
+         or set ROUNDTABLE_TEST_PYTHON",
+        python.display()
+    );
+    python
+}
+
+/// The project's test fixtures directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}

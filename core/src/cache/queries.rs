@@ -346,6 +346,26 @@ impl CacheView {
             .optional()?)
     }
 
+    /// A principal by id, if the cache met it.
+    pub fn principal(&self, id: &str) -> Result<Option<PrincipalRow>, CacheError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, kind, handle, name, owner FROM principals WHERE id = ?1",
+                [id],
+                |row| {
+                    Ok(PrincipalRow {
+                        id: row.get(0)?,
+                        kind: row.get(1)?,
+                        handle: row.get(2)?,
+                        name: row.get(3)?,
+                        owner: row.get(4)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
     /// A principal by handle, if the cache met it.
     pub fn principal_by_handle(&self, handle: &str) -> Result<Option<PrincipalRow>, CacheError> {
         Ok(self
