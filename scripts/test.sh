@@ -10,6 +10,8 @@ ensure_rust
 ensure_test_python
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# The fake agent CLIs the tests drive write and print the real formats: check them first.
+python3 tests/fixtures/agent-clis/selftest.py >/dev/null
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 if command -v cargo-nextest >/dev/null; then

@@ -11,6 +11,10 @@ use clap::{Args, Subcommand};
 use roundtable_core::agents::{AgentSettings, TokenChange};
 use roundtable_core::cache::{MessageView, OutboxState};
 use roundtable_core::client::{Delivered, PATIENCE};
+use roundtable_core::hooks::HookSettings;
+use roundtable_core::local_agents::onboarding::{self, OnboardOptions, Report};
+use roundtable_core::local_agents::{AgentCli, Environment, detect::detect as detect_clis};
+use roundtable_core::teams;
 use roundtable_core::{Core, CoreError, SyncOptions, SyncState, profile};
 use roundtable_protocol::client::*;
 use roundtable_protocol::model::Discoverable;
@@ -173,6 +177,9 @@ pub enum ClientCommand {
     /// Register and control your agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Teams of agents from a template.
+    #[command(subcommand)]
+    Team(TeamCommand),
     /// Questions agents asked you that wait for an answer (`--all`: answered ones too).
     Pings {
         #[arg(long)]
@@ -266,6 +273,40 @@ pub enum InviteCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
+    /// The agent CLIs installed here (claude, codex, gemini; opencode, cursor-agent and
+    /// copilot are listed), with their versions and whether an agent is onboarded on them.
+    Detect,
+    /// Onboard an agent CLI in one step: register `<you>/<name>` and wire the CLI's
+    /// configuration (an MCP server and hooks) to it.
+    Onboard {
+        /// claude, codex or gemini.
+        cli: String,
+        /// The agent's name: it becomes `<you>/<name>`.
+        #[arg(long)]
+        name: String,
+        /// Edit this project's configuration (`.mcp.json`, `.claude/settings.json`) instead
+        /// of your own.
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// What the agent does, shown in the directory.
+        #[arg(long)]
+        description: Option<String>,
+        /// How long a finished turn listens for messages before the session rests.
+        #[arg(long, default_value_t = 600)]
+        listen_seconds: u64,
+        /// How long a permission request waits for your answer before the terminal asks.
+        #[arg(long, default_value_t = 120)]
+        permission_wait_seconds: u64,
+    },
+    /// Undo an onboarding: remove exactly what it added to the CLI's configuration (the
+    /// agent stays registered).
+    Offboard {
+        /// claude, codex or gemini.
+        cli: String,
+        /// The agent's name (or `user/name`).
+        #[arg(long)]
+        name: String,
+    },
     /// Register an agent `<you>/<name>`; prints its token (shown once).
     Register {
         name: String,
@@ -307,6 +348,28 @@ pub enum AgentsCommand {
         agent: String,
         #[arg(long)]
         room: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TeamCommand {
+    /// The templates there are (built in, and yours).
+    Templates,
+    /// Register one agent per role of a template, each on an agent CLI, and put them with
+    /// you in a new room; `roundtable run` then sets them to work.
+    Create {
+        /// The template (see `roundtable team templates`).
+        #[arg(long)]
+        template: String,
+        /// The room's title; the agents are named `<room>-<role>`.
+        #[arg(long)]
+        room: String,
+        /// The agent CLI for every role (claude, codex or gemini).
+        #[arg(long, default_value = "claude")]
+        cli: String,
+        /// The agent CLI of one role, as ROLE=CLI (repeat for more).
+        #[arg(long = "role-cli")]
+        role_cli: Vec<String>,
     },
 }
 
@@ -421,6 +484,11 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
                 json!({"profile": profile.name, "principal": profile.principal, "handle": profile.handle}),
             );
         }
+        ClientCommand::Agents(AgentsCommand::Detect) => return detect(&out, &base).await,
+        ClientCommand::Team(TeamCommand::Templates) => return team_templates(&out),
+        ClientCommand::Agents(AgentsCommand::Offboard { cli, name }) => {
+            return offboard(&out, &base, &global.profile, &cli, &name);
+        }
         _ => {}
     }
     let profile = profile::Profile::load(&base, &global.profile)
@@ -496,6 +564,26 @@ async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
         ClientCommand::Invite(InviteCommand::Redeem { code }) => {
             invite_redeem(core, out, &code).await
         }
+        ClientCommand::Agents(AgentsCommand::Onboard {
+            cli,
+            name,
+            project,
+            description,
+            listen_seconds,
+            permission_wait_seconds,
+        }) => {
+            let options = OnboardOptions {
+                project,
+                description,
+                settings: HookSettings {
+                    listen_s: listen_seconds,
+                    permission_wait_s: permission_wait_seconds,
+                },
+                roundtable: None,
+            };
+            onboard(core, out, &cli, &name, options).await
+        }
+        ClientCommand::Agents(AgentsCommand::Detect | AgentsCommand::Offboard { .. }) => Ok(()),
         ClientCommand::Agents(AgentsCommand::Register {
             name,
             description,
@@ -518,6 +606,13 @@ async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
         }
         ClientCommand::Outbox { command } => outbox(core, out, command).await,
         ClientCommand::Pings { all } => pings(core, out, all).await,
+        ClientCommand::Team(TeamCommand::Create {
+            template,
+            room,
+            cli,
+            role_cli,
+        }) => team_create(core, out, &template, &room, &cli, &role_cli).await,
+        ClientCommand::Team(TeamCommand::Templates) => Ok(()),
         ClientCommand::Answer {
             ping,
             choice,
@@ -1033,4 +1128,170 @@ async fn answer(
         format!("answered {ping} in {}", answered.room),
         json!({"ping": ping, "room": answered.room, "seq": answered.seq}),
     )
+}
+
+fn agent_cli(cli: &str) -> Result<AgentCli, Failure> {
+    AgentCli::parse(cli).ok_or_else(|| {
+        Failure::new(
+            Exit::Usage,
+            format!("no agent CLI {cli:?}: claude, codex or gemini (opencode, cursor-agent and copilot are detected only)"),
+        )
+    })
+}
+
+async fn detect(out: &Out, profiles: &std::path::Path) -> Result<(), Failure> {
+    let found = detect_clis(&Environment::current(), profiles).await;
+    let text = found
+        .iter()
+        .map(|cli| {
+            format!(
+                "{:<13} {:<24} {}{}",
+                cli.cli.command(),
+                cli.version.as_deref().unwrap_or("(version unknown)"),
+                cli.path.display(),
+                match (&cli.handle, cli.supported) {
+                    (Some(handle), _) => format!("  onboarded as {handle}"),
+                    (None, true) => String::new(),
+                    (None, false) => "  (listed only)".to_owned(),
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.show(
+        if text.is_empty() {
+            "no agent CLI found (looked on PATH and in the usual install places)".into()
+        } else {
+            text
+        },
+        &found,
+    )
+}
+
+fn show_report(out: &Out, verb: &str, report: &Report) -> Result<(), Failure> {
+    let mut text = if report.unchanged {
+        format!(
+            "{} is already {verb} for {}; nothing changed",
+            report.handle, report.cli
+        )
+    } else {
+        format!("{verb} {} for {}:", report.handle, report.cli)
+    };
+    for change in &report.changes {
+        text.push_str(&format!("\n{}", change.path.display()));
+        for line in &change.added {
+            text.push_str(&format!("\n  + {line}"));
+        }
+        for line in &change.removed {
+            text.push_str(&format!("\n  - {line}"));
+        }
+        if let Some(backup) = &change.backup {
+            text.push_str(&format!("\n  (backup: {})", backup.display()));
+        }
+    }
+    out.show(text, report)
+}
+
+async fn onboard(
+    core: &Core,
+    out: &Out,
+    cli: &str,
+    name: &str,
+    options: OnboardOptions,
+) -> Result<(), Failure> {
+    let cli = agent_cli(cli)?;
+    let report = core
+        .onboard(&Environment::current(), cli, name, options)
+        .await?;
+    show_report(out, "onboarded", &report)
+}
+
+fn offboard(
+    out: &Out,
+    profiles: &std::path::Path,
+    user: &str,
+    cli: &str,
+    name: &str,
+) -> Result<(), Failure> {
+    let cli = agent_cli(cli)?;
+    let handle = if name.contains('/') {
+        name.to_owned()
+    } else {
+        let profile = profile::Profile::load(profiles, user)
+            .map_err(|error| Failure::new(Exit::Failure, error.to_string()))?;
+        format!("{}/{name}", profile.handle)
+    };
+    let report = onboarding::offboard(profiles, cli, &handle)?;
+    show_report(out, "offboarded", &report)
+}
+
+fn team_templates(out: &Out) -> Result<(), Failure> {
+    let templates = teams::templates(&teams::user_template_dirs())?;
+    let text = templates
+        .iter()
+        .map(|template| {
+            let roles: Vec<&str> = template.roles.iter().map(|r| r.name.as_str()).collect();
+            format!(
+                "{}  [{}]  {}",
+                template.name,
+                roles.join(", "),
+                template.description
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.show(text, &templates)
+}
+
+async fn team_create(
+    core: &Core,
+    out: &Out,
+    template: &str,
+    room: &str,
+    cli: &str,
+    role_clis: &[String],
+) -> Result<(), Failure> {
+    let templates = teams::templates(&teams::user_template_dirs())?;
+    let Some(template) = templates.iter().find(|t| t.name == template) else {
+        let names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
+        return Err(Failure::new(
+            Exit::Usage,
+            format!(
+                "no team template {template:?}; there are: {}",
+                names.join(", ")
+            ),
+        ));
+    };
+    let default_cli = agent_cli(cli)?;
+    let mut clis = std::collections::BTreeMap::new();
+    for pair in role_clis {
+        let Some((role, cli)) = pair.split_once('=') else {
+            return Err(Failure::new(
+                Exit::Usage,
+                format!("--role-cli takes ROLE=CLI, not {pair:?}"),
+            ));
+        };
+        clis.insert(role.to_owned(), agent_cli(cli)?);
+    }
+    let team = core.create_team(template, room, &clis, default_cli).await?;
+    let mut text = format!(
+        "team {} in room {} ({}):",
+        template.name, team.room_title, team.room
+    );
+    for member in &team.members {
+        text.push_str(&format!(
+            "\n  {:<10} {}  on {}",
+            member.role, member.handle, member.cli
+        ));
+    }
+    let handles: Vec<String> = team
+        .members
+        .iter()
+        .map(|m| format!("--agent {}", m.handle))
+        .collect();
+    text.push_str(&format!(
+        "\nset them to work with: roundtable run {}",
+        handles.join(" ")
+    ));
+    out.show(text, &team)
 }

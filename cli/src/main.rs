@@ -4,8 +4,10 @@
 //! - `roundtable signup`, `login`, `rooms`, `send`, `tail`… talk to a hub through the core.
 
 mod client;
+mod hook;
 mod hub;
 mod mcp;
+mod run;
 
 /// The hub's writer and connections allocate many small, short-lived buffers (frames,
 /// rows, events) across threads; mimalloc serves them with less contention and work than
@@ -40,6 +42,20 @@ enum Command {
         #[arg(long)]
         agent: String,
     },
+    /// Run agents headless: their agent CLI answers their messages, room by room.
+    Run(run::RunArgs),
+    /// What an agent CLI runs at the moments of a session (installed by onboarding).
+    Hook {
+        /// `claude` or `codex`.
+        cli: String,
+        /// The agent's handle (`user/name`).
+        #[arg(long)]
+        agent: String,
+        /// Claude Code: the event (when its JSON does not name it). Codex: `--then PROGRAM…`
+        /// (the person's own notify program) and the turn's JSON, last.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
+    },
     #[command(flatten)]
     Client(client::ClientCommand),
 }
@@ -67,6 +83,27 @@ fn main() -> std::process::ExitCode {
                     std::process::ExitCode::FAILURE
                 }
             }
+        }
+        Command::Run(args) => {
+            init_logging();
+            let Some(runtime) = runtime(true) else {
+                return std::process::ExitCode::FAILURE;
+            };
+            match runtime.block_on(run::run(args)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("roundtable run: {error:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Hook { cli, agent, rest } => {
+            init_logging();
+            // A hook never fails its session: whatever happens, it exits 0.
+            if let Some(runtime) = runtime(false) {
+                hook::print(runtime.block_on(hook::run(&cli, &agent, &rest)));
+            }
+            std::process::ExitCode::SUCCESS
         }
         Command::Client(command) => {
             init_logging();

@@ -31,14 +31,18 @@ pub mod changes;
 pub mod client;
 pub mod errors;
 pub mod hand_off;
+pub mod hooks;
 pub mod http;
 pub mod hub_address;
 pub mod link;
+pub mod local_agents;
 pub mod pings;
 pub mod process_lock;
 pub mod profile;
 pub mod projection;
+pub mod runner;
 pub mod sync;
+pub mod teams;
 pub mod wait_for;
 
 use std::collections::HashMap;
@@ -369,6 +373,14 @@ impl Core {
         read: impl FnOnce(&CacheView) -> Result<T, CacheError>,
     ) -> Result<T, CoreError> {
         Ok(self.shared.readers.with(read)?)
+    }
+
+    /// Runs a job on the cache's writer thread.
+    pub(crate) async fn write_job<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Cache) -> Result<T, CacheError> + Send + 'static,
+    ) -> Result<T, CoreError> {
+        Ok(self.shared.write(job).await?)
     }
 
     /// Queues an event for a room with a fresh `client_key`; returns its outbox number.

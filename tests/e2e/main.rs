@@ -1,6 +1,7 @@
 //! Roundtable end to end: `roundtable hub` processes, `roundtable` CLI processes and cores
 //! over real sockets and real SQLite files, in temporary directories.
 
+mod agents;
 mod cli;
 mod convergence;
 mod crashes;

@@ -10,6 +10,7 @@
 mod outbox;
 mod queries;
 mod readers;
+mod sessions;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -24,6 +25,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 pub use outbox::{OutboxEntry, OutboxKind, OutboxState, without_secrets};
 pub use queries::*;
 pub(crate) use readers::CacheReaders;
+pub use sessions::SessionRow;
 pub(crate) use writer::CacheWriter;
 
 use crate::changes::Change;
@@ -41,6 +43,7 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "readers_and_history",
         include_str!("migrations/0003_readers_and_history.sql"),
     ),
+    (4, "sessions", include_str!("migrations/0004_sessions.sql")),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,114 @@
+//! `roundtable run --agent HANDLE …`: agents with no terminal. Each agent's messages are
+//! answered by its agent CLI in the session bound to the room (see
+//! `roundtable_core::runner`), until Ctrl-C or SIGTERM.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use roundtable_core::local_agents::detect::{find_executable, search_dirs};
+use roundtable_core::local_agents::onboarding::onboarded;
+use roundtable_core::local_agents::{AgentCli, Environment};
+use roundtable_core::runner::{McpServer, RunSettings};
+use roundtable_core::teams::bound_cli;
+use roundtable_core::{Core, SyncOptions, profile};
+
+/// What `roundtable run` was asked.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// An agent to run (`user/name`); repeat for more.
+    #[arg(long = "agent", required = true)]
+    agents: Vec<String>,
+    /// The agent CLI (claude, codex, gemini); by default the one the agent was onboarded on.
+    #[arg(long)]
+    cli: Option<String>,
+    /// The agent CLI's executable (default: found like `roundtable agents detect` does).
+    #[arg(long)]
+    executable: Option<PathBuf>,
+    /// Where the agents work (default: here).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// An argument passed to every run of the agent CLI (repeat for more), e.g.
+    /// `--arg=--permission-mode --arg=acceptEdits`.
+    #[arg(long = "arg", allow_hyphen_values = true)]
+    extra_args: Vec<String>,
+}
+
+/// Runs the agents until interrupted.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let base = profile::profiles_dir();
+    let env = Environment::current();
+    let records = onboarded(&base);
+    let cwd = match args.cwd {
+        Some(cwd) => cwd,
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut running = tokio::task::JoinSet::new();
+    for handle in &args.agents {
+        let profile = profile::Profile::load(&base, &profile::profile_name_for(handle))
+            .with_context(|| format!("no profile for {handle}: onboard it first"))?;
+        let onboarded = records.iter().find(|record| &record.handle == handle);
+        let cli = match &args.cli {
+            Some(cli) => AgentCli::parse(cli).with_context(|| format!("no agent CLI {cli:?}"))?,
+            None => match (onboarded, bound_cli(&profile.dir)) {
+                (Some(record), _) => record.cli,
+                (None, Some(cli)) => cli,
+                (None, None) => {
+                    bail!("{handle} is not onboarded on an agent CLI: say which with --cli")
+                }
+            },
+        };
+        // An agent whose CLI configuration does not have Roundtable's server for it gets it
+        // on the command line.
+        let mcp = onboarded.is_none().then(|| McpServer {
+            roundtable: std::env::current_exe().unwrap_or_else(|_| "roundtable".into()),
+            handle: handle.clone(),
+            roundtable_home: std::env::var_os("ROUNDTABLE_HOME").map(PathBuf::from),
+        });
+        let executable = match &args.executable {
+            Some(path) => path.clone(),
+            None => find_executable(&search_dirs(&env), cli.command()).with_context(|| {
+                format!("{cli} is not installed here (or not on PATH): give --executable")
+            })?,
+        };
+        let instructions = std::fs::read_to_string(profile.dir.join("instructions.md")).ok();
+        let settings = RunSettings {
+            cli,
+            executable,
+            cwd: cwd.clone(),
+            instructions,
+            extra_args: args.extra_args.clone(),
+            mcp,
+        };
+        let core = Core::open(profile).await?;
+        let sync = core.start_with(SyncOptions {
+            serve_hand_offs: true,
+        });
+        let stopped = stopped.clone();
+        let handle = handle.clone();
+        running.spawn(async move {
+            let result = core.run_agent(settings, stopped).await;
+            sync.stop().await;
+            (handle, result)
+        });
+    }
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+        Some(ended) = running.join_next() => {
+            if let Ok((handle, Err(error))) = ended {
+                let _ = stop.send(true);
+                bail!("{handle} stopped: {error}");
+            }
+        }
+    }
+    let _ = stop.send(true);
+    while let Some(ended) = running.join_next().await {
+        if let Ok((handle, Err(error))) = ended {
+            eprintln!("roundtable run: {handle}: {error}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! Finding the agent CLIs installed here. People install them with npm (often under nvm or
+//! volta, outside a desktop app's `PATH`), with their vendors' installers (`~/.local/bin`,
+//! `~/.claude/local`), with Homebrew or cargo: each is looked for on `PATH`, then in those
+//! places. Its version comes from `--version`, with a timeout (a CLI that hangs is listed
+//! without one).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{AgentCli, Environment};
+
+/// How long `--version` may take.
+const VERSION_PATIENCE: Duration = Duration::from_secs(5);
+
+/// An agent CLI found on this machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Detected {
+    pub cli: AgentCli,
+    pub path: PathBuf,
+    /// What `--version` printed (its first line), when it answered.
+    pub version: Option<String>,
+    /// Whether Roundtable onboards it (the others are listed only).
+    pub supported: bool,
+    /// The configuration files onboarding edits.
+    pub config: Vec<PathBuf>,
+    /// Where it writes its session logs.
+    pub logs: Vec<PathBuf>,
+    /// Whether an agent is onboarded on it (at user scope), and which.
+    pub onboarded: bool,
+    pub handle: Option<String>,
+}
+
+/// The directories to look in, in order: `PATH`, then the usual install places.
+pub fn search_dirs(env: &Environment) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = env
+        .path
+        .as_ref()
+        .map(|path| std::env::split_paths(path).collect())
+        .unwrap_or_default();
+    let home = &env.home;
+    for relative in [
+        ".local/bin",
+        ".claude/local",
+        ".npm-global/bin",
+        ".volta/bin",
+        ".bun/bin",
+        ".cargo/bin",
+        ".opencode/bin",
+        "bin",
+    ] {
+        dirs.push(home.join(relative));
+    }
+    // Every node version nvm installed, newest first.
+    if let Ok(entries) = std::fs::read_dir(home.join(".nvm/versions/node")) {
+        let mut versions: Vec<PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
+        versions.sort();
+        dirs.extend(
+            versions
+                .into_iter()
+                .rev()
+                .map(|version| version.join("bin")),
+        );
+    }
+    for absolute in ["/usr/local/bin", "/opt/homebrew/bin", "/usr/bin"] {
+        dirs.push(PathBuf::from(absolute));
+    }
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|dir| seen.insert(dir.clone()));
+    dirs
+}
+
+/// The first executable called `command` in `dirs`.
+pub fn find_executable(dirs: &[PathBuf], command: &str) -> Option<PathBuf> {
+    dirs.iter()
+        .map(|dir| dir.join(command))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    let Ok(metadata) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        metadata.is_file() && metadata.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        metadata.is_file()
+    }
+}
+
+/// The first line `path --version` prints, if it answers in time.
+pub async fn version(path: &Path) -> Option<String> {
+    let output = tokio::time::timeout(
+        VERSION_PATIENCE,
+        tokio::process::Command::new(path)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().map(str::trim).find(|line| !line.is_empty())?;
+    Some(line.chars().take(200).collect())
+}
+
+/// Every agent CLI found, with what onboarding records say of it (see
+/// [`super::onboarding::onboarded`]).
+pub async fn detect(env: &Environment, profiles: &Path) -> Vec<Detected> {
+    let dirs = search_dirs(env);
+    let onboarded = super::onboarding::onboarded(profiles);
+    let mut found = Vec::new();
+    for cli in AgentCli::ALL {
+        let Some(path) = find_executable(&dirs, cli.command()) else {
+            continue;
+        };
+        let record = onboarded
+            .iter()
+            .find(|record| record.cli == cli && record.project.is_none());
+        found.push(Detected {
+            cli,
+            version: version(&path).await,
+            path,
+            supported: cli.supported(),
+            config: env.config_files(cli, None),
+            logs: env.log_dirs(cli),
+            onboarded: record.is_some(),
+            handle: record.map(|record| record.handle.clone()),
+        });
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn executable(path: &Path, script: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, script).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn clis_are_found_on_path_and_in_usual_places_with_their_versions() {
+        let home = tempfile::tempdir().unwrap();
+        let on_path = home.path().join("somewhere/bin");
+        executable(
+            &on_path.join("claude"),
+            "#!/bin/sh\necho '2.1.240 (Claude Code)'\n",
+        );
+        // Codex installed with npm under nvm, not on PATH.
+        executable(
+            &home.path().join(".nvm/versions/node/v22.1.0/bin/codex"),
+            "#!/bin/sh\necho 'codex-cli 0.144.0'\n",
+        );
+        // A file that is not executable is not a CLI.
+        std::fs::write(on_path.join("gemini"), "not a program").unwrap();
+        // One that hangs is listed without a version? It must answer; this one fails.
+        executable(
+            &home.path().join(".local/bin/opencode"),
+            "#!/bin/sh\nexit 3\n",
+        );
+        let env = Environment {
+            home: home.path().to_path_buf(),
+            path: Some(on_path.clone().into_os_string()),
+            codex_home: Some(home.path().join("codex-home")),
+            ..Environment::default()
+        };
+        let profiles = home.path().join("profiles");
+        let found = detect(&env, &profiles).await;
+        let names: Vec<AgentCli> = found.iter().map(|d| d.cli).collect();
+        assert_eq!(
+            names,
+            [AgentCli::Claude, AgentCli::Codex, AgentCli::Opencode]
+        );
+        assert_eq!(found[0].version.as_deref(), Some("2.1.240 (Claude Code)"));
+        assert_eq!(found[0].path, on_path.join("claude"));
+        assert_eq!(
+            found[0].config,
+            [
+                home.path().join(".claude.json"),
+                home.path().join(".claude/settings.json")
+            ]
+        );
+        assert_eq!(found[1].version.as_deref(), Some("codex-cli 0.144.0"));
+        assert_eq!(
+            found[1].config,
+            [home.path().join("codex-home/config.toml")]
+        );
+        assert_eq!(found[1].logs, [home.path().join("codex-home/sessions")]);
+        assert!(found[0].supported && !found[2].supported);
+        assert_eq!(found[2].version, None);
+        assert!(found.iter().all(|d| !d.onboarded));
+    }
+
+    #[test]
+    fn claude_config_dir_moves_its_files() {
+        let env = Environment {
+            home: PathBuf::from("/home/dana"),
+            claude_config_dir: Some(PathBuf::from("/cfg/claude")),
+            ..Environment::default()
+        };
+        assert_eq!(env.claude_json(), PathBuf::from("/cfg/claude/.claude.json"));
+        assert_eq!(
+            env.log_dirs(AgentCli::Claude)[0],
+            PathBuf::from("/cfg/claude/projects")
+        );
+        assert_eq!(
+            env.config_files(AgentCli::Claude, Some(Path::new("/p"))),
+            [
+                PathBuf::from("/p/.mcp.json"),
+                PathBuf::from("/p/.claude/settings.json")
+            ]
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! The agent CLIs installed on this machine: which there are, where their configuration and
+//! logs live, and onboarding one (registering it as an agent and wiring Roundtable's MCP
+//! server and hooks into its configuration) or offboarding it.
+//!
+//! Every location follows `HOME`, and `CLAUDE_CONFIG_DIR` and `CODEX_HOME` as Claude Code and
+//! Codex do; the environment is passed in ([`Environment`]), so detection is testable.
+//!
+//! Layout:
+//! - [`detect`]: finding the executables (on `PATH` and in the usual install places) and
+//!   their versions.
+//! - [`edits`]: the configuration edits, planned as pure text → text functions that keep
+//!   every byte of the user's content, and undone exactly.
+//! - [`onboarding`]: putting it together: register, edit atomically with a backup, record
+//!   what was done so offboarding removes exactly that.
+
+pub mod detect;
+pub mod edits;
+pub mod json_text;
+pub mod onboarding;
+pub mod toml_text;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// An agent CLI Roundtable knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentCli {
+    Claude,
+    Codex,
+    Gemini,
+    Opencode,
+    CursorAgent,
+    Copilot,
+}
+
+impl AgentCli {
+    pub const ALL: [AgentCli; 6] = [
+        AgentCli::Claude,
+        AgentCli::Codex,
+        AgentCli::Gemini,
+        AgentCli::Opencode,
+        AgentCli::CursorAgent,
+        AgentCli::Copilot,
+    ];
+
+    /// Its executable's name.
+    pub fn command(self) -> &'static str {
+        match self {
+            AgentCli::Claude => "claude",
+            AgentCli::Codex => "codex",
+            AgentCli::Gemini => "gemini",
+            AgentCli::Opencode => "opencode",
+            AgentCli::CursorAgent => "cursor-agent",
+            AgentCli::Copilot => "copilot",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<AgentCli> {
+        AgentCli::ALL.into_iter().find(|cli| {
+            cli.command() == text || (text == "claude-code" && *cli == AgentCli::Claude)
+        })
+    }
+
+    /// The framework name its sessions carry in `tasks` and `usage` events.
+    pub fn framework(self) -> &'static str {
+        match self {
+            AgentCli::Claude => "claude-code",
+            AgentCli::Codex => "codex",
+            AgentCli::Gemini => "gemini",
+            AgentCli::Opencode => "opencode",
+            AgentCli::CursorAgent => "cursor-agent",
+            AgentCli::Copilot => "copilot",
+        }
+    }
+
+    /// Whether Roundtable can onboard it (the others are detected and listed).
+    pub fn supported(self) -> bool {
+        matches!(self, AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini)
+    }
+}
+
+impl std::fmt::Display for AgentCli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.command())
+    }
+}
+
+/// The parts of the process environment that locate agent CLIs and their files.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Environment {
+    pub home: PathBuf,
+    pub path: Option<OsString>,
+    pub claude_config_dir: Option<PathBuf>,
+    pub codex_home: Option<PathBuf>,
+    pub gemini_dir: Option<PathBuf>,
+}
+
+impl Environment {
+    /// This process's environment.
+    pub fn current() -> Environment {
+        let var = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+        Environment {
+            home: var("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(".")),
+            path: var("PATH"),
+            // Claude Code accepts a list; its first directory is where it writes.
+            claude_config_dir: var("CLAUDE_CONFIG_DIR").map(|dirs| {
+                let dirs = dirs.to_string_lossy().into_owned();
+                PathBuf::from(dirs.split(',').next().unwrap_or_default())
+            }),
+            codex_home: var("CODEX_HOME").map(PathBuf::from),
+            gemini_dir: var("GEMINI_DIR").map(PathBuf::from),
+        }
+    }
+
+    /// Claude Code's directory: `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+    pub fn claude_dir(&self) -> PathBuf {
+        self.claude_config_dir
+            .clone()
+            .unwrap_or_else(|| self.home.join(".claude"))
+    }
+
+    /// Claude Code's global configuration (MCP servers of user scope):
+    /// `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
+    pub fn claude_json(&self) -> PathBuf {
+        match &self.claude_config_dir {
+            Some(dir) => dir.join(".claude.json"),
+            None => self.home.join(".claude.json"),
+        }
+    }
+
+    /// Codex's directory: `$CODEX_HOME`, else `~/.codex`.
+    pub fn codex_dir(&self) -> PathBuf {
+        self.codex_home
+            .clone()
+            .unwrap_or_else(|| self.home.join(".codex"))
+    }
+
+    /// Gemini CLI's directory: `~/.gemini`.
+    pub fn gemini_dir(&self) -> PathBuf {
+        self.gemini_dir
+            .clone()
+            .unwrap_or_else(|| self.home.join(".gemini"))
+    }
+
+    /// The configuration files Roundtable edits (or would edit) for `cli`.
+    pub fn config_files(&self, cli: AgentCli, project: Option<&Path>) -> Vec<PathBuf> {
+        match (cli, project) {
+            (AgentCli::Claude, None) => {
+                vec![self.claude_json(), self.claude_dir().join("settings.json")]
+            }
+            (AgentCli::Claude, Some(project)) => vec![
+                project.join(".mcp.json"),
+                project.join(".claude").join("settings.json"),
+            ],
+            (AgentCli::Codex, _) => vec![self.codex_dir().join("config.toml")],
+            (AgentCli::Gemini, None) => vec![self.gemini_dir().join("settings.json")],
+            (AgentCli::Gemini, Some(project)) => {
+                vec![project.join(".gemini").join("settings.json")]
+            }
+            (AgentCli::Opencode, _) => vec![self.home.join(".config/opencode/opencode.json")],
+            (AgentCli::CursorAgent, _) => vec![self.home.join(".cursor/mcp.json")],
+            (AgentCli::Copilot, _) => vec![self.home.join(".copilot/mcp-config.json")],
+        }
+    }
+
+    /// Where `cli` writes its session logs.
+    pub fn log_dirs(&self, cli: AgentCli) -> Vec<PathBuf> {
+        match cli {
+            AgentCli::Claude => vec![
+                self.claude_dir().join("projects"),
+                self.claude_dir().join("tasks"),
+            ],
+            AgentCli::Codex => vec![self.codex_dir().join("sessions")],
+            AgentCli::Gemini => vec![self.gemini_dir().join("tmp")],
+            AgentCli::Opencode => vec![self.home.join(".local/share/opencode/storage")],
+            AgentCli::CursorAgent => vec![self.home.join(".cursor/chats")],
+            AgentCli::Copilot => vec![self.home.join(".copilot/session-state")],
+        }
+    }
+}

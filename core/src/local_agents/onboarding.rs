@@ -1,0 +1,334 @@
+//! Onboarding an agent CLI in one step, and offboarding it.
+//!
+//! Onboarding registers the agent at the hub through the person's profile (its token goes
+//! to the agent's own 0600 profile), then edits the CLI's configuration files: each file is
+//! copied to a backup in the agent's profile first, then replaced whole (a temporary file
+//! renamed over it, with its permissions kept), never half-written. What was added is
+//! recorded in the agent's profile (`onboarding.json`), so offboarding removes exactly that
+//! and keeps whatever else the person changed meanwhile. Onboarding twice changes nothing.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::edits::{self, PlannedFile, Undo, Wiring};
+use super::{AgentCli, Environment};
+use crate::agents::AgentSettings;
+use crate::hooks::HookSettings;
+use crate::profile::{Profile, profile_name_for};
+use crate::{Core, CoreError, now_ms};
+
+const RECORD: &str = "onboarding.json";
+
+/// What onboarding did, kept in the agent's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OnboardRecord {
+    pub cli: AgentCli,
+    pub handle: String,
+    /// The project whose configuration was edited (`None`: the user's own).
+    pub project: Option<PathBuf>,
+    pub files: Vec<EditedFile>,
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EditedFile {
+    pub path: PathBuf,
+    /// The file did not exist before onboarding.
+    pub created: bool,
+    pub backup: Option<PathBuf>,
+    pub undo: Vec<Undo>,
+}
+
+/// What changed in one file, for a person to read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileChange {
+    pub path: PathBuf,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub backup: Option<PathBuf>,
+}
+
+/// The result of onboarding or offboarding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub cli: AgentCli,
+    pub handle: String,
+    /// The agent's profile, holding its token.
+    pub profile: String,
+    /// Nothing needed doing (already onboarded, or not onboarded).
+    pub unchanged: bool,
+    pub changes: Vec<FileChange>,
+}
+
+/// Options of onboarding.
+#[derive(Debug, Clone, Default)]
+pub struct OnboardOptions {
+    /// Edit this project's configuration instead of the user's.
+    pub project: Option<PathBuf>,
+    pub description: Option<String>,
+    pub settings: HookSettings,
+    /// The `roundtable` executable the entries run (default: this program).
+    pub roundtable: Option<PathBuf>,
+}
+
+/// Every onboarding record in `profiles`.
+pub fn onboarded(profiles: &Path) -> Vec<OnboardRecord> {
+    let Ok(entries) = std::fs::read_dir(profiles) else {
+        return Vec::new();
+    };
+    let mut records: Vec<OnboardRecord> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let text = std::fs::read_to_string(entry.path().join(RECORD)).ok()?;
+            serde_json::from_str(&text).ok()
+        })
+        .collect();
+    records.sort_by(|a, b| a.handle.cmp(&b.handle));
+    records
+}
+
+fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> CoreError {
+    let context = context.into();
+    move |source| CoreError::Io { context, source }
+}
+
+fn read_text(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| std::io::Error::other("it is not UTF-8 text")),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Replaces `path` with `text` whole: a temporary file beside it, synced, renamed over it,
+/// with the original's permissions (0600 for a new file).
+fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(".{name}.roundtable-{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&temporary)?;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        file.set_permissions(metadata.permissions())?;
+    }
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
+}
+
+/// Copies `path` into the agent profile's `backups/` before it is changed.
+fn back_up(profile_dir: &Path, path: &Path, text: &str) -> Result<PathBuf, CoreError> {
+    let dir = profile_dir.join("backups");
+    crate::profile::create_private_dir(&dir).map_err(io_error("cannot create the backups"))?;
+    let name = path
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .replace(['/', '\\'], "_");
+    let backup = dir.join(format!("{}-{name}", now_ms()));
+    crate::profile::write_private(&backup, text)?;
+    Ok(backup)
+}
+
+fn write_record(profile_dir: &Path, record: &OnboardRecord) -> Result<(), CoreError> {
+    let text = serde_json::to_string_pretty(record).expect("records serialize");
+    Ok(crate::profile::write_private(
+        &profile_dir.join(RECORD),
+        &text,
+    )?)
+}
+
+impl Core {
+    /// Onboards `cli` as agent `<me>/<name>`: registers it (or reuses its profile here),
+    /// then wires the CLI's configuration to it. Run on the person's core.
+    pub async fn onboard(
+        &self,
+        env: &Environment,
+        cli: AgentCli,
+        name: &str,
+        options: OnboardOptions,
+    ) -> Result<Report, CoreError> {
+        if !cli.supported() {
+            return Err(CoreError::Invalid(
+                edits::EditError::Unsupported(cli).to_string(),
+            ));
+        }
+        let handle = format!("{}/{name}", self.profile().handle);
+        let base = self.profile().base().to_path_buf();
+        let project = options.project.clone();
+        if let Some(other) = onboarded(&base).into_iter().find(|record| {
+            record.cli == cli && record.project == project && record.handle != handle
+        }) {
+            return Err(CoreError::Invalid(format!(
+                "{cli} is already onboarded as {}{}; offboard it first, or onboard this agent in a project (--project)",
+                other.handle,
+                other
+                    .project
+                    .map(|p| format!(" in {}", p.display()))
+                    .unwrap_or_default()
+            )));
+        }
+        let roundtable = match options.roundtable.clone() {
+            Some(path) => path,
+            None => std::env::current_exe()
+                .map_err(io_error("cannot find the roundtable executable"))?,
+        };
+        let wiring = Wiring {
+            handle: handle.clone(),
+            roundtable,
+            roundtable_home: std::env::var_os("ROUNDTABLE_HOME").map(PathBuf::from),
+            settings: options.settings.clone(),
+        };
+        // Plan first: a configuration that cannot be parsed stops everything here.
+        let planned = edits::plan(env, cli, project.as_deref(), &wiring, read_text)
+            .map_err(|error| CoreError::Invalid(error.to_string()))?;
+        let profile = match Profile::load(&base, &profile_name_for(&handle)) {
+            Ok(profile) => profile,
+            Err(_) => {
+                let settings = AgentSettings {
+                    description: options.description.clone().or_else(|| {
+                        Some(format!(
+                            "{} agent of {}",
+                            cli.framework(),
+                            self.profile().handle
+                        ))
+                    }),
+                    ..AgentSettings::default()
+                };
+                self.synced(crate::client::PATIENCE).await?;
+                self.register_agent(name, settings, crate::client::PATIENCE)
+                    .await?
+                    .profile
+            }
+        };
+        options.settings.save(&profile.dir)?;
+        let mut record = onboarded(&base)
+            .into_iter()
+            .find(|record| record.handle == handle && record.cli == cli)
+            .unwrap_or(OnboardRecord {
+                cli,
+                handle: handle.clone(),
+                project: project.clone(),
+                files: Vec::new(),
+                at_ms: now_ms(),
+            });
+        let mut changes = Vec::new();
+        for PlannedFile {
+            path,
+            before,
+            after,
+            undo,
+        } in planned
+        {
+            let backup = match &before {
+                Some(text) => Some(back_up(&profile.dir, &path, text)?),
+                None => None,
+            };
+            replace_file(&path, &after)
+                .map_err(io_error(format!("cannot write {}", path.display())))?;
+            let (added, removed) = edits::changed_lines(before.as_deref().unwrap_or(""), &after);
+            changes.push(FileChange {
+                path: path.clone(),
+                added,
+                removed,
+                backup: backup.clone(),
+            });
+            match record.files.iter_mut().find(|file| file.path == path) {
+                Some(file) => file.undo.extend(undo),
+                None => record.files.push(EditedFile {
+                    path,
+                    created: before.is_none(),
+                    backup,
+                    undo,
+                }),
+            }
+            // Recorded after each file, so a crash leaves nothing unrecorded behind.
+            write_record(&profile.dir, &record)?;
+        }
+        write_record(&profile.dir, &record)?;
+        Ok(Report {
+            cli,
+            handle,
+            profile: profile.name,
+            unchanged: changes.is_empty(),
+            changes,
+        })
+    }
+}
+
+/// Offboards the agent `handle` from `cli`: removes exactly what onboarding added (the
+/// person's other changes stay), and forgets the record. The agent stays registered at the
+/// hub, with its profile and its messages.
+pub fn offboard(profiles: &Path, cli: AgentCli, handle: &str) -> Result<Report, CoreError> {
+    let profile_dir = profiles.join(profile_name_for(handle));
+    let record = onboarded(profiles)
+        .into_iter()
+        .find(|record| record.handle == handle && record.cli == cli);
+    let Some(record) = record else {
+        return Ok(Report {
+            cli,
+            handle: handle.to_owned(),
+            profile: profile_name_for(handle),
+            unchanged: true,
+            changes: Vec::new(),
+        });
+    };
+    // Every file is undone in memory first: one that no longer parses stops everything.
+    let mut undone = Vec::new();
+    for file in record.files.iter().rev() {
+        let Some(before) = read_text(&file.path)
+            .map_err(io_error(format!("cannot read {}", file.path.display())))?
+        else {
+            continue;
+        };
+        let after = edits::undo_all(&file.path, &before, &file.undo)
+            .map_err(|error| CoreError::Invalid(error.to_string()))?;
+        undone.push((file, before, after));
+    }
+    let mut changes = Vec::new();
+    for (file, before, after) in undone {
+        if after == before {
+            continue;
+        }
+        let backup = back_up(&profile_dir, &file.path, &before)?;
+        if file.created && after.trim().is_empty() {
+            std::fs::remove_file(&file.path)
+                .map_err(io_error(format!("cannot remove {}", file.path.display())))?;
+        } else {
+            replace_file(&file.path, &after)
+                .map_err(io_error(format!("cannot write {}", file.path.display())))?;
+        }
+        let (added, removed) = edits::changed_lines(&before, &after);
+        changes.push(FileChange {
+            path: file.path.clone(),
+            added,
+            removed,
+            backup: Some(backup),
+        });
+    }
+    std::fs::remove_file(profile_dir.join(RECORD))
+        .map_err(io_error("cannot forget the onboarding record"))?;
+    Ok(Report {
+        cli,
+        handle: handle.to_owned(),
+        profile: profile_name_for(handle),
+        unchanged: false,
+        changes,
+    })
+}

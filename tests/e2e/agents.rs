@@ -1,0 +1,761 @@
+//! Local agent CLIs end to end, with the project's fake `claude` and `codex` on `PATH` and a
+//! temporary `HOME`: detection, onboarding that keeps every byte of the person's own
+//! configuration and offboarding that restores it, hooks that deliver messages to a session
+//! at its stop, and headless agents that talk to each other with no person in the path —
+//! across a SIGKILL of their runner.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use roundtable_e2e::{Home, Hub, fixtures, json, room_texts};
+use roundtable_testkit::roundtable_bin;
+use tokio::io::AsyncWriteExt;
+
+/// A person's machine: a `HOME` with agent CLIs' configurations, the fakes on `PATH`.
+struct Machine {
+    home: Home,
+    user_home: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        let user_home = tempfile::tempdir().unwrap();
+        let log = user_home.path().join("fake-agents.jsonl");
+        Machine {
+            home: Home::default(),
+            user_home,
+            log,
+        }
+    }
+
+    fn path(&self) -> std::ffi::OsString {
+        let mut dirs = vec![fixtures().join("agent-clis")];
+        dirs.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        std::env::join_paths(dirs).unwrap()
+    }
+
+    fn command(&self, profile: &str, args: &[&str]) -> tokio::process::Command {
+        let mut command = self.home.command(profile, args);
+        command
+            .env("HOME", self.user_home.path())
+            .env("PATH", self.path())
+            .env("FAKE_AGENT_LOG", &self.log)
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("CODEX_HOME");
+        command
+    }
+
+    async fn ok(&self, profile: &str, args: &[&str]) -> String {
+        let output = self.command(profile, args).output().await.unwrap();
+        assert!(
+            output.status.success(),
+            "roundtable {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn file(&self, relative: &str) -> PathBuf {
+        self.user_home.path().join(relative)
+    }
+
+    fn write(&self, relative: &str, text: &str) {
+        let path = self.file(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn read(&self, relative: &str) -> String {
+        std::fs::read_to_string(self.file(relative)).unwrap()
+    }
+
+    /// The fakes' invocations so far.
+    fn invocations(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(json)
+            .collect()
+    }
+}
+
+const CLAUDE_JSON: &str = r#"{
+  "numStartups": 12,
+  "mcpServers": {
+    "github": {"type": "stdio", "command": "gh-mcp", "args": []}
+  },
+  "projects": {"/home/dana/src": {"allowedTools": []}}
+}
+"#;
+
+const CLAUDE_SETTINGS: &str = "{\n\t\"permissions\": {\"allow\": [\"Bash(ls:*)\"]},\n\t\"hooks\": {\n\t\t\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-send done\"}]}]\n\t}\n}\n";
+
+const CODEX_CONFIG: &str = r#"# Dana's Codex settings
+model = "gpt-5.3-codex"
+notify = ["python3", "/home/dana/bin/notify.py"]   # desktop notice
+
+[mcp_servers.github]
+command = "gh-mcp"
+args = []
+
+[profiles.fast]
+model_reasoning_effort = "low"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
+    let hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    machine.write(".claude.json", CLAUDE_JSON);
+    machine.write(".claude/settings.json", CLAUDE_SETTINGS);
+    machine.write(".codex/config.toml", CODEX_CONFIG);
+
+    let detected = json(&machine.ok("dana", &["--json", "agents", "detect"]).await);
+    let listed: Vec<(&str, &str)> = detected
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["cli"].as_str().unwrap(),
+                d["version"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        listed.contains(&("claude", "2.1.240 (Claude Code)")),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&("codex", "codex-cli 0.144.0")),
+        "{listed:?}"
+    );
+    assert!(
+        detected
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["onboarded"] == false)
+    );
+
+    // One step each; the report says which lines went into which file.
+    let claude = json(
+        &machine
+            .ok(
+                "dana",
+                &["--json", "agents", "onboard", "claude", "--name", "writer"],
+            )
+            .await,
+    );
+    assert_eq!(claude["handle"], "dana/writer");
+    let files: Vec<&str> = claude["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files.len(), 2, "{claude}");
+    let codex = json(
+        &machine
+            .ok(
+                "dana",
+                &["--json", "agents", "onboard", "codex", "--name", "reviewer"],
+            )
+            .await,
+    );
+    assert_eq!(codex["changes"].as_array().unwrap().len(), 1, "{codex}");
+
+    // What was added, and only that.
+    let claude_json: serde_json::Value =
+        serde_json::from_str(&machine.read(".claude.json")).unwrap();
+    let server = &claude_json["mcpServers"]["roundtable"];
+    assert_eq!(server["command"], roundtable_bin().display().to_string());
+    assert_eq!(
+        server["args"],
+        serde_json::json!(["mcp", "--agent", "dana/writer"])
+    );
+    assert_eq!(claude_json["mcpServers"]["github"]["command"], "gh-mcp");
+    let settings: serde_json::Value =
+        serde_json::from_str(&machine.read(".claude/settings.json")).unwrap();
+    for event in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "Notification",
+        "PermissionRequest",
+        "Stop",
+    ] {
+        let command =
+            settings["hooks"][event].as_array().unwrap().last().unwrap()["hooks"][0]["command"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        assert!(
+            command.contains("hook claude --agent dana/writer"),
+            "{event}: {command}"
+        );
+    }
+    assert_eq!(
+        settings["hooks"]["Stop"][0]["hooks"][0]["command"], "notify-send done",
+        "the person's own Stop hook stays first"
+    );
+    let config = machine.read(".codex/config.toml");
+    assert!(config.starts_with("# Dana's Codex settings\nmodel = \"gpt-5.3-codex\"\n"));
+    let parsed: toml::Table = toml::from_str(&config).unwrap();
+    let notify: Vec<&str> = parsed["notify"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let then = notify.iter().position(|word| *word == "--then").unwrap();
+    assert_eq!(notify[then + 1..], ["python3", "/home/dana/bin/notify.py"]);
+    assert_eq!(
+        parsed["mcp_servers"]["roundtable"]["args"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    // The agents' tokens live in their own profiles, not in any agent CLI's configuration.
+    let token = machine
+        .home
+        .profile("dana.writer")
+        .token
+        .expose()
+        .to_owned();
+    for file in [
+        ".claude.json",
+        ".claude/settings.json",
+        ".codex/config.toml",
+    ] {
+        assert!(!machine.read(file).contains(&token), "{file} holds a token");
+    }
+
+    // Detection says who is onboarded where; onboarding again changes nothing.
+    let detected = json(&machine.ok("dana", &["--json", "agents", "detect"]).await);
+    let claude_entry = detected
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["cli"] == "claude")
+        .unwrap();
+    assert_eq!(
+        (&claude_entry["onboarded"], &claude_entry["handle"]),
+        (&serde_json::json!(true), &serde_json::json!("dana/writer"))
+    );
+    let before_again = machine.read(".claude/settings.json");
+    let again = json(
+        &machine
+            .ok(
+                "dana",
+                &["--json", "agents", "onboard", "claude", "--name", "writer"],
+            )
+            .await,
+    );
+    assert_eq!(again["unchanged"], true, "{again}");
+    assert_eq!(machine.read(".claude/settings.json"), before_again);
+    // Another agent on the same CLI is refused with what to do.
+    let output = machine
+        .command("dana", &["agents", "onboard", "claude", "--name", "other"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("offboard it first"));
+
+    // Offboarding gives back the very bytes, comments and tabs included.
+    machine
+        .ok(
+            "dana",
+            &["agents", "offboard", "claude", "--name", "writer"],
+        )
+        .await;
+    machine
+        .ok(
+            "dana",
+            &["agents", "offboard", "codex", "--name", "reviewer"],
+        )
+        .await;
+    assert_eq!(machine.read(".claude.json"), CLAUDE_JSON);
+    assert_eq!(machine.read(".claude/settings.json"), CLAUDE_SETTINGS);
+    assert_eq!(machine.read(".codex/config.toml"), CODEX_CONFIG);
+
+    // A configuration that cannot be parsed is left untouched, with a clear error, and no
+    // agent is registered for it.
+    machine.write(".gemini/settings.json", "{ \"theme\": \"dark\", oops }");
+    let output = machine
+        .command("dana", &["agents", "onboard", "gemini", "--name", "helper"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot be parsed") && stderr.contains("untouched"),
+        "{stderr}"
+    );
+    assert_eq!(
+        machine.read(".gemini/settings.json"),
+        "{ \"theme\": \"dark\", oops }"
+    );
+    assert!(!machine.home.profiles().join("dana.helper").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_rest() {
+    let mut hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    machine
+        .ok(
+            "dana",
+            &[
+                "agents",
+                "onboard",
+                "claude",
+                "--name",
+                "writer",
+                "--listen-seconds",
+                "1",
+            ],
+        )
+        .await;
+    machine
+        .ok(
+            "dana",
+            &[
+                "room",
+                "create",
+                "--title",
+                "work",
+                "--member",
+                "dana/writer",
+            ],
+        )
+        .await;
+    let hook = |event: &'static str| {
+        let machine = &machine;
+        async move {
+            let started = Instant::now();
+            let mut child = machine
+                .command("dana", &["hook", "claude", "--agent", "dana/writer"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let input = serde_json::json!({
+                "session_id": "7d3c1c2e-0000-4000-8000-000000000001",
+                "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": event,
+                "stop_hook_active": false, "permission_mode": "default",
+                "tool_name": "Bash", "tool_input": {"command": "cargo publish"},
+                "message": "Claude needs your permission to use Bash",
+                "notification_type": "permission_prompt",
+            });
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input.to_string().as_bytes()).await.unwrap();
+            drop(stdin);
+            let output = child.wait_with_output().await.unwrap();
+            assert!(output.status.success(), "a hook always exits 0");
+            (String::from_utf8(output.stdout).unwrap(), started.elapsed())
+        }
+    };
+
+    // Nothing unread: the prompt hook has nothing to do, quickly; the stop hook listens
+    // for its window, then lets the session rest.
+    let (out, took) = hook("UserPromptSubmit").await;
+    assert_eq!(out, "");
+    eprintln!("a hook with nothing to do took {took:?}");
+    assert!(took < Duration::from_millis(100), "{took:?}");
+    let (out, took) = hook("Stop").await;
+    assert_eq!(out, "");
+    assert!(took >= Duration::from_secs(1), "it listened: {took:?}");
+
+    // A mention waits: the stop is blocked with it as the reason, and it counts as read.
+    machine
+        .ok(
+            "dana",
+            &["send", "work", "@dana/writer review the lexer please"],
+        )
+        .await;
+    let (out, _) = hook("Stop").await;
+    let reply = json(&out);
+    assert_eq!(reply["decision"], "block");
+    assert!(
+        reply["reason"]
+            .as_str()
+            .unwrap()
+            .contains("dana wrote: @dana/writer review the lexer please"),
+        "{reply}"
+    );
+    // One that arrives while the hook listens blocks the stop as well.
+    let listening = hook("Stop");
+    let writer = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        machine
+            .ok("dana", &["send", "work", "@dana/writer and the parser"])
+            .await;
+    };
+    let ((out, _), ()) = tokio::join!(listening, writer);
+    assert!(
+        json(&out)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("and the parser")
+    );
+    let (out, _) = hook("UserPromptSubmit").await;
+    assert_eq!(out, "", "nothing left unread");
+
+    // SessionStart binds the session to the agent.
+    let (out, _) = hook("SessionStart").await;
+    assert!(
+        json(&out)["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("dana/writer")
+    );
+    let agent = roundtable_core::Core::open(machine.home.profile("dana.writer"))
+        .await
+        .unwrap();
+    let sessions = agent.read(|cache| cache.sessions()).await.unwrap();
+    assert_eq!(
+        (
+            sessions[0].framework.as_str(),
+            sessions[0].transcript.as_deref()
+        ),
+        ("claude-code", Some("/tmp/t.jsonl"))
+    );
+    drop(agent);
+
+    // A permission request is answered by the person from anywhere: here, their CLI.
+    let asking = hook("PermissionRequest");
+    let person = async {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let pings = json(&machine.ok("dana", &["--json", "pings"]).await);
+            if let Some(ping) = pings.as_array().unwrap().first() {
+                assert_eq!(ping["options"], serde_json::json!(["Allow", "Deny"]));
+                machine
+                    .ok("dana", &["answer", ping["ping"].as_str().unwrap(), "Allow"])
+                    .await;
+                return;
+            }
+            assert!(Instant::now() < deadline, "the permission ping never came");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let ((out, _), ()) = tokio::join!(asking, person);
+    assert_eq!(
+        json(&out)["hookSpecificOutput"]["decision"]["behavior"],
+        "allow"
+    );
+    // Unanswered within its wait, it lets the terminal ask, as it would have.
+    std::fs::write(
+        machine.home.profiles().join("dana.writer/hooks.toml"),
+        "listen_s = 1\npermission_wait_s = 1\n",
+    )
+    .unwrap();
+    let (out, took) = hook("PermissionRequest").await;
+    assert_eq!(out, "");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    for ping in json(&machine.ok("dana", &["--json", "pings"]).await)
+        .as_array()
+        .unwrap()
+    {
+        machine
+            .ok("dana", &["answer", ping["ping"].as_str().unwrap(), "Deny"])
+            .await;
+    }
+    // A notification raises a ping for the person and says the agent waits for them.
+    hook("Notification").await;
+    let pings = json(&machine.ok("dana", &["--json", "pings"]).await);
+    assert_eq!(pings.as_array().unwrap().len(), 1, "{pings}");
+
+    // With the hub down, a hook exits 0 at once.
+    hub.stop().await;
+    let (out, took) = hook("Stop").await;
+    assert_eq!(out, "");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+fn sessions_of(invocations: &[serde_json::Value], cli: &str) -> Vec<(bool, String)> {
+    invocations
+        .iter()
+        .filter(|call| call["cli"] == cli)
+        .map(|call| {
+            (
+                call["resumed"].as_bool().unwrap_or(false),
+                call["session"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn wait_for_text(hub: &Hub, token: &str, text: &str, patience: Duration) -> Vec<String> {
+    let deadline = Instant::now() + patience;
+    loop {
+        let texts = room_texts(&hub.ws_url(), token, "design").await;
+        if texts.iter().any(|t| t == text) {
+            return texts;
+        }
+        assert!(Instant::now() < deadline, "{text:?} never came: {texts:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn runner(machine: &Machine, agent: &str, peer: &str, delay_ms: u32) -> tokio::process::Child {
+    let workdir = machine.file("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let mut command = machine.command("dana", &["run", "--agent", agent]);
+    command
+        .current_dir(&workdir)
+        .env("FAKE_AGENT_PEER", peer)
+        .env("FAKE_AGENT_ROUNDS", "3")
+        .env("FAKE_AGENT_DELAY_MS", delay_ms.to_string())
+        .stdout(std::process::Stdio::null());
+    command.spawn().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_headless_agents_hold_a_conversation_across_a_runner_crash() {
+    let hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    machine
+        .ok("dana", &["agents", "onboard", "claude", "--name", "writer"])
+        .await;
+    machine
+        .ok(
+            "dana",
+            &["agents", "onboard", "codex", "--name", "reviewer"],
+        )
+        .await;
+    machine
+        .ok(
+            "dana",
+            &[
+                "room",
+                "create",
+                "--title",
+                "design",
+                "--member",
+                "dana/writer",
+                "--member",
+                "dana/reviewer",
+            ],
+        )
+        .await;
+    let token = machine.home.profile("dana").token.expose().to_owned();
+    let mut writer = runner(&machine, "dana/writer", "dana/reviewer", 600);
+    let mut reviewer = runner(&machine, "dana/reviewer", "dana/writer", 0);
+
+    // The person starts it; the agents go on by mentioning each other.
+    machine
+        .ok("dana", &["send", "design", "@dana/writer start the parser"])
+        .await;
+    wait_for_text(
+        &hub,
+        &token,
+        "@dana/writer round 2",
+        Duration::from_secs(60),
+    )
+    .await;
+    // The writer is now in its turn for round 2 (its CLI takes 600 ms): kill its runner.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    writer.start_kill().unwrap();
+    writer.wait().await.unwrap();
+    let mut writer = runner(&machine, "dana/writer", "dana/reviewer", 0);
+    let texts = wait_for_text(&hub, &token, "done after round 3", Duration::from_secs(60)).await;
+    assert_eq!(
+        texts,
+        [
+            "@dana/writer start the parser",
+            "@dana/reviewer round 1",
+            "@dana/writer round 2",
+            "@dana/reviewer round 3",
+            "done after round 3"
+        ],
+        "one message per round, the crash's included"
+    );
+
+    // Every later turn resumed the session its agent's first turn started.
+    let invocations = machine.invocations();
+    for cli in ["claude", "codex"] {
+        let sessions = sessions_of(&invocations, cli);
+        assert!(sessions.len() >= 2, "{cli}: {sessions:?}");
+        assert!(!sessions[0].0, "{cli}'s first turn starts a session");
+        for (resumed, session) in &sessions[1..] {
+            assert!(resumed, "{cli}: {sessions:?}");
+            assert_eq!(session, &sessions[0].1, "{cli}: {sessions:?}");
+        }
+    }
+    // The killed turn had begun (its prompt is in the session's transcript) and the
+    // restarted runner ran it again in the same session: the prompt is there twice.
+    let session = &sessions_of(&invocations, "claude")[0].1;
+    let transcript = find_file(
+        &machine.file(".claude/projects"),
+        &format!("{session}.jsonl"),
+    )
+    .expect("the writer's transcript");
+    let prompts = std::fs::read_to_string(transcript)
+        .unwrap()
+        .lines()
+        .map(json)
+        .filter(|record| {
+            record["type"] == "user"
+                && record["message"]["content"]
+                    .to_string()
+                    .contains("@dana/writer round 2")
+        })
+        .count();
+    assert_eq!(
+        prompts, 2,
+        "round 2 began before the crash and ran again after it"
+    );
+    writer.start_kill().unwrap();
+    reviewer.start_kill().unwrap();
+    let _ = writer.wait().await;
+    let _ = reviewer.wait().await;
+}
+
+/// The first file called `name` under `dir`.
+fn find_file(dir: &std::path::Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if path.file_name().is_some_and(|file| file == name) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_from_a_template_takes_a_request_with_no_one_in_between() {
+    let hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    let team = json(
+        &machine
+            .ok(
+                "dana",
+                &[
+                    "--json",
+                    "team",
+                    "create",
+                    "--template",
+                    "trio",
+                    "--room",
+                    "build",
+                    "--cli",
+                    "claude",
+                    "--role-cli",
+                    "developer=codex",
+                ],
+            )
+            .await,
+    );
+    let members: Vec<(&str, &str)> = team["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["handle"].as_str().unwrap(), m["cli"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("dana/build-manager", "claude"),
+            ("dana/build-developer", "codex"),
+            ("dana/build-architect", "claude")
+        ]
+    );
+    let instructions = std::fs::read_to_string(
+        machine
+            .home
+            .profiles()
+            .join("dana.build-manager/instructions.md"),
+    )
+    .unwrap();
+    assert!(
+        instructions.contains("@dana/build-developer (the developer)"),
+        "{instructions}"
+    );
+
+    // All three run headless; the person's request reaches the manager (who sees every
+    // message of the room), who hands it to the developer, who answers.
+    let workdir = machine.file("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let mut run = machine.command(
+        "dana",
+        &[
+            "run",
+            "--agent",
+            "dana/build-manager",
+            "--agent",
+            "dana/build-developer",
+            "--agent",
+            "dana/build-architect",
+        ],
+    );
+    let mut run = run
+        .current_dir(&workdir)
+        .env("FAKE_AGENT_PEER", "dana/build-developer")
+        .env("FAKE_AGENT_ROUNDS", "1")
+        .spawn()
+        .unwrap();
+    machine
+        .ok(
+            "dana",
+            &["send", "build", "build a parser for the config format"],
+        )
+        .await;
+    let token = machine.home.profile("dana").token.expose().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let texts = loop {
+        let texts = room_texts(&hub.ws_url(), &token, "build").await;
+        if texts.iter().any(|t| t == "done after round 1") {
+            break texts;
+        }
+        assert!(Instant::now() < deadline, "{texts:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        texts,
+        [
+            "build a parser for the config format",
+            "@dana/build-developer round 1",
+            "done after round 1"
+        ]
+    );
+    let invocations = machine.invocations();
+    let manager = invocations
+        .iter()
+        .find(|call| call["cli"] == "claude")
+        .unwrap();
+    assert!(
+        manager["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("You are the manager"),
+        "the first message of the manager's session carries its role: {manager}"
+    );
+    let developer = invocations
+        .iter()
+        .find(|call| call["cli"] == "codex")
+        .unwrap();
+    assert!(
+        developer["argv"].to_string().contains(
+            r#"mcp_servers.roundtable.args=[\"mcp\",\"--agent\",\"dana/build-developer\"]"#
+        ),
+        "the developer's runs have Roundtable's tools as itself: {developer}"
+    );
+    run.start_kill().unwrap();
+    let _ = run.wait().await;
+}
