@@ -759,3 +759,94 @@ async fn a_team_from_a_template_takes_a_request_with_no_one_in_between() {
     run.start_kill().unwrap();
     let _ = run.wait().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_notify_reaches_roundtable_and_still_runs_the_persons_own_program() {
+    let hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    // The person's own notify program records what it was given.
+    let seen = machine.file("notified.txt");
+    let program = machine.file("bin/notify.sh");
+    machine.write(
+        "bin/notify.sh",
+        &format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", seen.display()),
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    machine.write(
+        ".codex/config.toml",
+        &format!("notify = [\"{}\"]\n", program.display()),
+    );
+    let report = json(
+        &machine
+            .ok(
+                "dana",
+                &["--json", "agents", "onboard", "codex", "--name", "reviewer"],
+            )
+            .await,
+    );
+    assert!(report["changes"][0]["backup"].is_string(), "{report}");
+
+    // A turn of Codex: it runs `notify` with the turn's JSON as the last argument.
+    let workdir = machine.file("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let output = tokio::process::Command::new(fixtures().join("agent-clis/codex"))
+        .args(["exec", "--json", "--skip-git-repo-check", "hello"])
+        .current_dir(&workdir)
+        .env("HOME", machine.user_home.path())
+        .env("PATH", machine.path())
+        .env("ROUNDTABLE_HOME", machine.home.dir.path())
+        .env("FAKE_CODEX_WAIT_NOTIFY", "1")
+        .env_remove("CODEX_HOME")
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let thread = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(json)
+        .find(|event| event["type"] == "thread.started")
+        .unwrap()["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The person's program got the turn, as before onboarding…
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !seen.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the person's notify program never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let payload = json(&std::fs::read_to_string(&seen).unwrap());
+    assert_eq!(payload["type"], "agent-turn-complete");
+    assert_eq!(payload["thread-id"], thread.as_str());
+    // …and the agent's profile knows the thread.
+    let agent = roundtable_core::Core::open(machine.home.profile("dana.reviewer"))
+        .await
+        .unwrap();
+    let sessions = agent.read(|cache| cache.sessions()).await.unwrap();
+    assert_eq!(
+        (
+            sessions[0].framework.as_str(),
+            sessions[0].session_id.as_str()
+        ),
+        ("codex", thread.as_str())
+    );
+    drop(agent);
+    // Offboarding puts the person's notify back, byte for byte.
+    machine
+        .ok(
+            "dana",
+            &["agents", "offboard", "codex", "--name", "reviewer"],
+        )
+        .await;
+    assert_eq!(
+        machine.read(".codex/config.toml"),
+        format!("notify = [\"{}\"]\n", program.display())
+    );
+}

@@ -348,41 +348,33 @@ impl CacheView {
 
     /// A principal by id, if the cache met it.
     pub fn principal(&self, id: &str) -> Result<Option<PrincipalRow>, CacheError> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT id, kind, handle, name, owner FROM principals WHERE id = ?1",
-                [id],
-                |row| {
-                    Ok(PrincipalRow {
-                        id: row.get(0)?,
-                        kind: row.get(1)?,
-                        handle: row.get(2)?,
-                        name: row.get(3)?,
-                        owner: row.get(4)?,
-                    })
-                },
-            )
-            .optional()?)
+        self.principal_where("id", id)
     }
 
     /// A principal by handle, if the cache met it.
     pub fn principal_by_handle(&self, handle: &str) -> Result<Option<PrincipalRow>, CacheError> {
+        self.principal_where("handle", handle)
+    }
+
+    fn principal_where(
+        &self,
+        column: &str,
+        value: &str,
+    ) -> Result<Option<PrincipalRow>, CacheError> {
         Ok(self
             .conn
-            .query_row(
-                "SELECT id, kind, handle, name, owner FROM principals WHERE handle = ?1",
-                [handle],
-                |row| {
-                    Ok(PrincipalRow {
-                        id: row.get(0)?,
-                        kind: row.get(1)?,
-                        handle: row.get(2)?,
-                        name: row.get(3)?,
-                        owner: row.get(4)?,
-                    })
-                },
-            )
+            .prepare_cached(&format!(
+                "SELECT id, kind, handle, name, owner FROM principals WHERE {column} = ?1"
+            ))?
+            .query_row([value], |row| {
+                Ok(PrincipalRow {
+                    id: row.get(0)?,
+                    kind: row.get(1)?,
+                    handle: row.get(2)?,
+                    name: row.get(3)?,
+                    owner: row.get(4)?,
+                })
+            })
             .optional()?)
     }
 

@@ -477,3 +477,178 @@ fn json_of_toml_table(table: &toml_edit::Table) -> Value {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn wiring(handle: &str) -> Wiring {
+        Wiring {
+            handle: handle.into(),
+            roundtable: PathBuf::from("/opt/round table/bin/roundtable"),
+            roundtable_home: Some(PathBuf::from("/home/dana/.rt")),
+            settings: HookSettings::default(),
+        }
+    }
+
+    fn env() -> Environment {
+        Environment {
+            home: PathBuf::from("/home/dana"),
+            ..Environment::default()
+        }
+    }
+
+    /// Plans over an in-memory set of files; applies the plan to it.
+    fn onboard(
+        files: &mut HashMap<PathBuf, String>,
+        cli: AgentCli,
+        project: Option<&Path>,
+        wiring: &Wiring,
+    ) -> Result<Vec<PlannedFile>, PlanError> {
+        let snapshot = files.clone();
+        let planned = plan(&env(), cli, project, wiring, |path| {
+            Ok(snapshot.get(path).cloned())
+        })?;
+        for file in &planned {
+            files.insert(file.path.clone(), file.after.clone());
+        }
+        Ok(planned)
+    }
+
+    #[test]
+    fn a_projects_claude_configuration_gets_the_server_and_the_hooks() {
+        let project = Path::new("/home/dana/src/parser");
+        let mut files = HashMap::new();
+        files.insert(
+            project.join(".mcp.json"),
+            "{\n    \"mcpServers\": {}\n}\n".to_owned(),
+        );
+        let planned = onboard(
+            &mut files,
+            AgentCli::Claude,
+            Some(project),
+            &wiring("dana/writer"),
+        )
+        .unwrap();
+        assert_eq!(planned.len(), 2);
+        let mcp: Value = serde_json::from_str(&files[&project.join(".mcp.json")]).unwrap();
+        assert_eq!(
+            mcp["mcpServers"]["roundtable"]["env"],
+            json!({"ROUNDTABLE_HOME": "/home/dana/.rt"})
+        );
+        let settings: Value =
+            serde_json::from_str(&files[&project.join(".claude/settings.json")]).unwrap();
+        let stop = &settings["hooks"]["Stop"][0]["hooks"][0];
+        assert_eq!(
+            stop["command"],
+            "ROUNDTABLE_HOME=/home/dana/.rt '/opt/round table/bin/roundtable' hook claude --agent dana/writer"
+        );
+        assert_eq!(stop["timeout"], 660);
+        assert_eq!(
+            settings["hooks"]["Notification"][0]["matcher"],
+            "permission_prompt|idle_prompt"
+        );
+        // Again: nothing to do.
+        assert!(
+            onboard(
+                &mut files,
+                AgentCli::Claude,
+                Some(project),
+                &wiring("dana/writer")
+            )
+            .unwrap()
+            .is_empty()
+        );
+        // Another agent in the same place is refused.
+        assert!(matches!(
+            onboard(
+                &mut files,
+                AgentCli::Claude,
+                Some(project),
+                &wiring("dana/other")
+            ),
+            Err(PlanError::Edit(EditError::Taken { .. }))
+        ));
+        // Undone, the files are what they were (the settings file was created).
+        for file in &planned {
+            let undone = undo_all(&file.path, &files[&file.path], &file.undo).unwrap();
+            assert_eq!(
+                Some(undone.as_str()).filter(|t| !t.is_empty()),
+                file.before.as_deref()
+            );
+        }
+    }
+
+    #[test]
+    fn gemini_gets_a_server_with_a_timeout_long_enough_to_wait() {
+        let mut files = HashMap::new();
+        let path = PathBuf::from("/home/dana/.gemini/settings.json");
+        files.insert(
+            path.clone(),
+            "// Gemini CLI settings\n{\n  \"theme\": \"GitHub\"\n}\n".to_owned(),
+        );
+        onboard(&mut files, AgentCli::Gemini, None, &wiring("dana/helper")).unwrap();
+        assert!(files[&path].starts_with("// Gemini CLI settings\n{\n  \"theme\": \"GitHub\""));
+        let server = json_text::value_at(&files[&path], &["mcpServers", SERVER_NAME])
+            .unwrap()
+            .unwrap();
+        assert_eq!(server["timeout"], 660_000);
+        assert_eq!(server["args"], json!(["mcp", "--agent", "dana/helper"]));
+    }
+
+    #[test]
+    fn codex_keeps_the_persons_notify_program_after_ours() {
+        let mut files = HashMap::new();
+        let path = PathBuf::from("/home/dana/.codex/config.toml");
+        let original = "model = \"o3\"\nnotify = [\"notify-send\", \"codex\"]\n";
+        files.insert(path.clone(), original.to_owned());
+        let planned = onboard(&mut files, AgentCli::Codex, None, &wiring("dana/reviewer")).unwrap();
+        let config: toml::Table = toml::from_str(&files[&path]).unwrap();
+        let notify: Vec<&str> = config["notify"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            notify,
+            [
+                "env",
+                "ROUNDTABLE_HOME=/home/dana/.rt",
+                "/opt/round table/bin/roundtable",
+                "hook",
+                "codex",
+                "--agent",
+                "dana/reviewer",
+                "--then",
+                "notify-send",
+                "codex"
+            ]
+        );
+        assert_eq!(
+            config["mcp_servers"]["roundtable"]["tool_timeout_sec"].as_integer(),
+            Some(660)
+        );
+        // Onboarding again neither chains ours after itself nor adds a second table.
+        assert!(
+            onboard(&mut files, AgentCli::Codex, None, &wiring("dana/reviewer"))
+                .unwrap()
+                .is_empty()
+        );
+        let undone = undo_all(&path, &files[&path], &planned[0].undo).unwrap();
+        assert_eq!(undone, original);
+    }
+
+    #[test]
+    fn changed_lines_show_what_was_added_and_removed() {
+        let (added, removed) = changed_lines("a\nb\nc\n", "a\nb\nx\ny\nc\n");
+        assert_eq!(
+            (added, removed),
+            (vec!["x".to_owned(), "y".to_owned()], vec![])
+        );
+        let (added, removed) = changed_lines("a\nb\n", "a\n");
+        assert_eq!((added, removed), (vec![], vec!["b".to_owned()]));
+    }
+}
