@@ -35,3 +35,15 @@ ensure_test_python() {
     fi
     export ROUNDTABLE_TEST_PYTHON="$PWD/$venv/bin/python"
 }
+
+# ccusage, the reference the usage tests compare with (npm; its native build for Linux).
+ensure_test_ccusage() {
+    local prefix=target/node
+    if [ ! -x "$prefix/node_modules/.bin/ccusage" ]; then
+        echo "installing ccusage 20.0.24 for the tests into $prefix" >&2
+        mkdir -p "$prefix"
+        npm install --prefix "$prefix" --no-audit --no-fund --silent \
+            ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24 >/dev/null
+    fi
+    export ROUNDTABLE_TEST_CCUSAGE="$PWD/$prefix/node_modules/.bin/ccusage"
+}

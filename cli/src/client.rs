@@ -44,7 +44,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn new(exit: Exit, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Failure {
         Failure {
             exit,
             message: message.into(),
@@ -177,6 +177,32 @@ pub enum ClientCommand {
     /// Register and control your agents.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Read this machine's agent logs once (no hub needed): per session, its task list, the
+    /// files it changed, its tokens and cost.
+    Scan,
+    /// Follow this machine's agent logs: keep the work view current and publish onboarded
+    /// agents' tasks, usage and components.
+    Watch,
+    /// Cost and tokens, grouped (`--by` session, agent, person, team, model, day, room; repeat
+    /// for several).
+    Usage {
+        #[arg(long)]
+        by: Vec<String>,
+        /// From a date (2026-11-30), a time, or a duration back (7d, 12h).
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// Every agent session's own task list.
+    Tasks,
+    /// The architecture boards (of one room, or all).
+    Arch { room: Option<String> },
+    /// What happened in your rooms since you last read them.
+    Digest,
+    /// The rooms your agents' work is shared with besides their home rooms.
+    Share {
+        #[command(subcommand)]
+        command: Option<ShareCommand>,
+    },
     /// Teams of agents from a template.
     #[command(subcommand)]
     Team(TeamCommand),
@@ -352,6 +378,14 @@ pub enum AgentsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ShareCommand {
+    /// Share your agents' tasks, usage and components with a room (its title or id).
+    Add { room: String },
+    /// Stop sharing with a room.
+    Remove { room: String },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum TeamCommand {
     /// The templates there are (built in, and yours).
     Templates,
@@ -383,16 +417,20 @@ pub enum OutboxCommand {
 }
 
 /// Prints either text or JSON.
-struct Out {
+pub(crate) struct Out {
     json: bool,
 }
 
 impl Out {
-    fn show(&self, text: impl std::fmt::Display, value: impl Serialize) -> Result<(), Failure> {
+    pub(crate) fn show(
+        &self,
+        text: impl std::fmt::Display,
+        value: impl Serialize,
+    ) -> Result<(), Failure> {
         let mut stdout = std::io::stdout().lock();
         if self.json {
-            let value = serde_json::to_value(value).unwrap_or_default();
-            writeln!(stdout, "{value}")?;
+            serde_json::to_writer(&mut stdout, &value).map_err(std::io::Error::from)?;
+            writeln!(stdout)?;
         } else {
             writeln!(stdout, "{text}")?;
         }
@@ -486,6 +524,7 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
         }
         ClientCommand::Agents(AgentsCommand::Detect) => return detect(&out, &base).await,
         ClientCommand::Team(TeamCommand::Templates) => return team_templates(&out),
+        ClientCommand::Scan => return crate::work::scan(&out),
         ClientCommand::Agents(AgentsCommand::Offboard { cli, name }) => {
             return offboard(&out, &base, &global.profile, &cli, &name);
         }
@@ -612,7 +651,15 @@ async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
             cli,
             role_cli,
         }) => team_create(core, out, &template, &room, &cli, &role_cli).await,
-        ClientCommand::Team(TeamCommand::Templates) => Ok(()),
+        ClientCommand::Team(TeamCommand::Templates) | ClientCommand::Scan => Ok(()),
+        ClientCommand::Watch => crate::work::watch(core, out).await,
+        ClientCommand::Usage { by, since } => {
+            crate::work::usage(core, out, &by, since.as_deref()).await
+        }
+        ClientCommand::Tasks => crate::work::tasks(core, out).await,
+        ClientCommand::Arch { room } => crate::work::arch(core, out, room.as_deref()).await,
+        ClientCommand::Digest => crate::work::digest(core, out).await,
+        ClientCommand::Share { command } => share(core, out, command).await,
         ClientCommand::Answer {
             ping,
             choice,
@@ -1294,4 +1341,37 @@ async fn team_create(
         handles.join(" ")
     ));
     out.show(text, &team)
+}
+
+async fn share(core: &Core, out: &Out, command: Option<ShareCommand>) -> Result<(), Failure> {
+    let mut profile = core.profile().clone();
+    let mut rooms = profile.share_rooms.clone();
+    match command {
+        Some(ShareCommand::Add { room }) => {
+            core.synced(PATIENCE).await?;
+            let room = core.room_id(&room).await?;
+            if !rooms.contains(&room) {
+                rooms.push(room);
+            }
+        }
+        Some(ShareCommand::Remove { room }) => {
+            let id = core.find_room(&room).await.unwrap_or(room);
+            rooms.retain(|shared| *shared != id);
+        }
+        None => {}
+    }
+    profile
+        .set_share_rooms(rooms.clone())
+        .map_err(|error| Failure::new(Exit::Failure, error.to_string()))?;
+    out.show(
+        if rooms.is_empty() {
+            "your agents' work goes to their home rooms only".to_owned()
+        } else {
+            format!(
+                "your agents' work also goes to: {} (a running `roundtable watch` picks this up within seconds)",
+                rooms.join(", ")
+            )
+        },
+        &rooms,
+    )
 }

@@ -8,6 +8,7 @@ mod hook;
 mod hub;
 mod mcp;
 mod run;
+mod work;
 
 /// The hub's writer and connections allocate many small, short-lived buffers (frames,
 /// rows, events) across threads; mimalloc serves them with less contention and work than

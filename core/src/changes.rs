@@ -62,6 +62,8 @@ pub enum Change {
     Controls,
     /// The outbox: something queued, sent, failed.
     Outbox,
+    /// What this machine's agent logs say changed (sessions, tasks, files, usage).
+    LocalWork,
     /// The cache was emptied (a new hub epoch) and is being rebuilt: refresh everything.
     Reset,
 }

@@ -44,6 +44,7 @@ pub mod runner;
 pub mod sync;
 pub mod teams;
 pub mod wait_for;
+pub mod work;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -47,6 +47,9 @@ struct ProfileFile {
     /// An agent's home room (the room the hub made for it and its owner), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     home_room: Option<String>,
+    /// Rooms (ids) this person shares their agents' work with, besides each home room.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    share_rooms: Vec<String>,
 }
 
 /// One identity on one hub.
@@ -60,6 +63,9 @@ pub struct Profile {
     pub ca_file: Option<PathBuf>,
     /// An agent's home room, when known (see [`Profile::set_home_room`]).
     pub home_room: Option<String>,
+    /// Rooms (ids) this person shares their agents' work with (see
+    /// [`Profile::set_share_rooms`]).
+    pub share_rooms: Vec<String>,
     pub token: Secret,
     /// Stable per profile: the hub keeps one connection per (principal, device).
     pub device: String,
@@ -204,6 +210,7 @@ impl Profile {
             handle: file.handle,
             ca_file: file.ca_file,
             home_room: file.home_room,
+            share_rooms: file.share_rooms,
             token: Secret::new(token.trim()),
             device: device.trim().to_owned(),
             dir,
@@ -234,6 +241,7 @@ impl Profile {
             handle: handle.to_owned(),
             ca_file: ca_file.clone(),
             home_room: None,
+            share_rooms: Vec::new(),
         };
         let path = dir.join("profile.toml");
         let text = toml::to_string(&file).expect("profiles serialize");
@@ -256,13 +264,14 @@ impl Profile {
             handle: handle.to_owned(),
             ca_file,
             home_room: None,
+            share_rooms: Vec::new(),
             token: token.clone(),
             device,
         })
     }
 
-    /// Records an agent's home room in its profile.
-    pub fn set_home_room(&mut self, room: &str) -> Result<(), ProfileError> {
+    /// Rewrites `profile.toml` with a change.
+    fn update(&self, change: impl FnOnce(&mut ProfileFile)) -> Result<(), ProfileError> {
         let path = self.dir.join("profile.toml");
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
         let mut file: ProfileFile =
@@ -270,9 +279,21 @@ impl Profile {
                 path: path.display().to_string(),
                 detail: error.to_string(),
             })?;
-        file.home_room = Some(room.to_owned());
-        write_private(&path, &toml::to_string(&file).expect("profiles serialize"))?;
+        change(&mut file);
+        write_private(&path, &toml::to_string(&file).expect("profiles serialize"))
+    }
+
+    /// Records an agent's home room in its profile.
+    pub fn set_home_room(&mut self, room: &str) -> Result<(), ProfileError> {
+        self.update(|file| file.home_room = Some(room.to_owned()))?;
         self.home_room = Some(room.to_owned());
+        Ok(())
+    }
+
+    /// Records the rooms this person shares their agents' work with.
+    pub fn set_share_rooms(&mut self, rooms: Vec<String>) -> Result<(), ProfileError> {
+        self.update(|file| file.share_rooms = rooms.clone())?;
+        self.share_rooms = rooms;
         Ok(())
     }
 

@@ -237,13 +237,15 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
                 status,
                 note,
                 files,
+                agent,
             } => vec![Write::ComponentStatus {
                 room,
                 id: component,
                 status: json(&status).trim_matches('"').to_owned(),
                 note,
                 files: files.map(|files| json(&files)),
-                by: event.from.clone(),
+                // An owner reports for its agent (the agent's edits seen in its logs).
+                by: agent.unwrap_or_else(|| event.from.clone()),
                 seq,
                 ts_ms,
             }],

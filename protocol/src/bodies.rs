@@ -176,6 +176,11 @@ pub enum ArchBody {
         note: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         files: Option<Vec<String>>,
+        /// The agent the status is about, when its owner reports it for the agent (an
+        /// extension: a person's machine sees its agents' edits in their logs). Absent: the
+        /// sender.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
     },
 }
 

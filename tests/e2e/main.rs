@@ -11,3 +11,4 @@ mod hub_faults;
 mod liveness;
 mod mcp;
 mod offline;
+mod work;

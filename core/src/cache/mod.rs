@@ -7,6 +7,7 @@
 //! applies their writes, keeping for every value the seq (or time) that set it so that no
 //! older event overwrites a newer one.
 
+mod local_work;
 mod outbox;
 mod queries;
 mod readers;
@@ -22,6 +23,7 @@ use roundtable_protocol::client::ControlAction;
 use roundtable_protocol::server::Event;
 use rusqlite::{Connection, OptionalExtension, params};
 
+pub use local_work::*;
 pub use outbox::{OutboxEntry, OutboxKind, OutboxState, without_secrets};
 pub use queries::*;
 pub(crate) use readers::CacheReaders;
@@ -44,6 +46,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         include_str!("migrations/0003_readers_and_history.sql"),
     ),
     (4, "sessions", include_str!("migrations/0004_sessions.sql")),
+    (
+        5,
+        "local_work",
+        include_str!("migrations/0005_local_work.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

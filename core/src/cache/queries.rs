@@ -963,6 +963,15 @@ impl CacheView {
         Ok(events)
     }
 
+    /// When the event `seq` of `stream` was stored, if the cache has it.
+    pub fn event_time(&self, stream: &str, seq: u64) -> Result<Option<i64>, CacheError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT ts_ms FROM events WHERE stream = ?1 AND seq = ?2")?
+            .query_row(params![stream, seq as i64], |row| row.get(0))
+            .optional()?)
+    }
+
     /// Inbox events of `kind` after `after`, ascending: seq and body.
     pub fn inbox_events(
         &self,

@@ -1007,3 +1007,78 @@ fn a_client_key_is_queued_once_and_secrets_stay_out_of_the_cache() {
         }
     }
 }
+
+#[test]
+fn log_reads_apply_in_one_batch_and_a_read_from_a_stale_position_is_left_out() {
+    use crate::work::events::{Framework, LogEvent};
+    let (_dir, mut cache) = open();
+    let read = |path: &str, from: u64, to: u64, based_on: Option<FilePosition>| LogRead {
+        framework: Framework::ClaudeCode,
+        state: LogFileState {
+            path: path.into(),
+            kind: "claude_transcript".into(),
+            device: 1,
+            inode: 7,
+            size: to,
+            offset: to,
+            parser: None,
+            skipped: 0,
+        },
+        events: vec![(
+            from,
+            LogEvent::Session {
+                session_id: format!("s-{path}"),
+                cwd: Some("/work/lexer".into()),
+                model: None,
+                at_ms: Some(1),
+            },
+        )],
+        from,
+        based_on,
+    };
+    let at = |offset| {
+        Some(FilePosition {
+            device: 1,
+            inode: 7,
+            offset,
+        })
+    };
+    let mut cwds_seen = Vec::new();
+    let applied = cache
+        .apply_log_reads(
+            &[
+                read("/a.jsonl", 0, 100, None),
+                read("/b.jsonl", 0, 50, None),
+            ],
+            10,
+            "o_a",
+            |index, _, _, cwds| {
+                cwds_seen.push((index, cwds.len()));
+                Vec::new()
+            },
+        )
+        .unwrap();
+    assert!(applied.iter().all(Option::is_some));
+    // Each read's publisher sees where its sessions ran, written in the same batch.
+    assert_eq!(cwds_seen, vec![(0, 1), (1, 1)]);
+    assert_eq!(cache.log_files().unwrap().len(), 2);
+
+    // Another watcher went on with /a.jsonl: a read based on where it was is left out.
+    let applied = cache
+        .apply_log_reads(
+            &[
+                read("/a.jsonl", 100, 160, at(100)),
+                read("/a.jsonl", 100, 170, at(100)),
+                read("/b.jsonl", 0, 60, None),
+            ],
+            20,
+            "o_a",
+            |_, _, _, _| Vec::new(),
+        )
+        .unwrap();
+    assert!(applied[0].is_some());
+    assert_eq!(applied[1], None);
+    assert_eq!(applied[2], None);
+    assert_eq!(cache.log_file("/a.jsonl").unwrap().unwrap().offset, 160);
+    assert_eq!(cache.log_file("/b.jsonl").unwrap().unwrap().offset, 50);
+}

@@ -437,6 +437,7 @@ fn event_bodies() {
             status: ComponentStatus::Working,
             note: Some("halfway".into()),
             files: Some(vec!["src/parser/mod.rs".into()]),
+            agent: None,
         }),
         wire(&UsageBody {
             session,

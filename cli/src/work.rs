@@ -1,0 +1,351 @@
+//! The work view from the command line: `roundtable scan` (this machine's agent logs, read
+//! once, no hub needed), `roundtable watch` (follow them, publish onboarded agents' work),
+//! and the views over the cache: `usage`, `tasks`, `arch`, `digest`.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use roundtable_core::cache::{TaskFilter, UsageQuery};
+use roundtable_core::client::PATIENCE;
+use roundtable_core::local_agents::Environment;
+use roundtable_core::work::digest::RoomDigest;
+use roundtable_core::work::figures::{self, Grouping, Teams};
+use roundtable_core::work::pricing::Pricing;
+use roundtable_core::work::scan;
+use roundtable_core::work::watch::{self, WatchOptions, WatchState};
+use roundtable_core::{Core, SyncOptions, now_ms};
+
+use crate::client::{Exit, Failure, Out};
+
+fn pricing() -> Result<Pricing, Failure> {
+    Pricing::with_overrides(&Pricing::override_paths())
+        .map_err(|error| Failure::new(Exit::Usage, error.to_string()))
+}
+
+/// `roundtable scan`: every agent log of this machine, read afresh.
+pub fn scan(out: &Out) -> Result<(), Failure> {
+    let env = Environment::current();
+    let started = Instant::now();
+    let (files, links) = scan::find(&scan::roots(&env));
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let last = Mutex::new(0u64);
+    let summary = scan::scan(&files, threads, &|progress| {
+        // A line per tenth, to stderr: stdout carries only the result.
+        let tenth = progress.bytes_done * 10 / progress.bytes.max(1);
+        let mut last = last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if tenth > *last || progress.files_done == progress.files {
+            *last = tenth;
+            eprintln!(
+                "scanning: {}/{} files, {:.1}/{:.1} MB",
+                progress.files_done,
+                progress.files,
+                progress.bytes_done as f64 / 1e6,
+                progress.bytes as f64 / 1e6
+            );
+        }
+    });
+    let report = summary.report(&pricing()?);
+    if links > 0 {
+        eprintln!("skipped {links} links that point outside the logs' directories");
+    }
+    eprintln!(
+        "read {} files in {:.2} s",
+        files.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let text = report
+        .sessions
+        .iter()
+        .map(|session| {
+            let cost = match session.cost_usd {
+                Some(cost) => format!("${cost:.4}"),
+                None => format!("unpriced ({})", session.unpriced_models.join(", ")),
+            };
+            let tokens = session.tokens.input
+                + session.tokens.output
+                + session.tokens.cache_write
+                + session.tokens.cache_read;
+            format!(
+                "{:<11} {}  {}  {} tokens  {cost}  {} tasks  {} files",
+                session.framework.as_str(),
+                session.session_id,
+                session.model.as_deref().unwrap_or("-"),
+                tokens,
+                session.tasks.len(),
+                session.files.len()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.show(
+        if text.is_empty() {
+            "no agent logs found".into()
+        } else {
+            text
+        },
+        &report,
+    )
+}
+
+/// The watcher's settings for `core`'s person.
+fn watch_options(core: &Core) -> Result<WatchOptions, Failure> {
+    Ok(WatchOptions {
+        env: Environment::current(),
+        profiles: core.profile().base().to_path_buf(),
+        pricing: pricing()?,
+        share_rooms: core.profile().share_rooms.clone(),
+    })
+}
+
+/// `roundtable watch`: follow the logs until interrupted.
+pub async fn watch(core: &Core, out: &Out) -> Result<(), Failure> {
+    let sync = core.start_with(SyncOptions {
+        serve_hand_offs: true,
+    });
+    let watcher = core.watch_logs(watch_options(core)?);
+    let mut state = watcher.state.clone();
+    loop {
+        let current = state.borrow_and_update().clone();
+        match &current {
+            WatchState::Scanning {
+                files_done, files, ..
+            } => eprintln!("reading the agent logs: {files_done}/{files} files"),
+            WatchState::Watching { files } => {
+                out.show(format!("watching {files} agent logs"), &current)?;
+            }
+            WatchState::Failed { reason } => {
+                return Err(Failure::new(Exit::Failure, reason.clone()));
+            }
+        }
+        tokio::select! {
+            changed = state.changed() => if changed.is_err() { break },
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    watcher.stop().await;
+    sync.stop().await;
+    Ok(())
+}
+
+/// `roundtable usage`.
+pub async fn usage(
+    core: &Core,
+    out: &Out,
+    by: &[String],
+    since: Option<&str>,
+) -> Result<(), Failure> {
+    let grouping: Vec<Grouping> = if by.is_empty() {
+        vec![Grouping::Model]
+    } else {
+        by.iter()
+            .map(|key| {
+                Grouping::parse(key).ok_or_else(|| {
+                    Failure::new(
+                        Exit::Usage,
+                        format!("--by takes session, agent, person, team, model, day or room, not {key:?}"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let since_ms = since.map(parse_since).transpose()?;
+    core.synced(PATIENCE).await?;
+    let teams = Teams::load(&core.profile().dir)?;
+    let targets = watch::load_targets(core.profile().base(), &core.profile().share_rooms);
+    let pricing = pricing()?;
+    let query = UsageQuery {
+        since_ms,
+        ..UsageQuery::default()
+    };
+    let me = core.profile().handle.clone();
+    let rows = core
+        .read(move |view| {
+            figures::figures(view, &grouping, &query, &teams, &targets, &pricing, &me)
+        })
+        .await?;
+    let mut total = 0.0;
+    let mut unpriced = false;
+    let mut lines: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            total += row.cost_usd;
+            unpriced |= row.unpriced_entries > 0;
+            let group: Vec<&str> = row.group.values().map(String::as_str).collect();
+            let tokens = row.input + row.output + row.cache_write + row.cache_read;
+            let cost = if row.unpriced_entries > 0 {
+                format!(
+                    "${:.4} + unpriced ({})",
+                    row.cost_usd,
+                    row.unpriced_models.join(", ")
+                )
+            } else {
+                format!("${:.4}", row.cost_usd)
+            };
+            format!("{:<40} {tokens:>12} tokens  {cost}", group.join("  "))
+        })
+        .collect();
+    lines.push(format!(
+        "total: ${total:.4}{}",
+        if unpriced {
+            " and usage of unpriced models"
+        } else {
+            ""
+        }
+    ));
+    out.show(lines.join("\n"), &rows)
+}
+
+/// `--since`: a date (2026-11-30), an RFC 3339 time, or a duration back from now (`7d`,
+/// `12h`, `30m`).
+fn parse_since(text: &str) -> Result<i64, Failure> {
+    let bad = || {
+        Failure::new(
+            Exit::Usage,
+            format!(
+                "--since takes a date (2026-11-30), a time (RFC 3339) or a duration (7d, 12h, 30m), not {text:?}"
+            ),
+        )
+    };
+    if let Some(ms) = roundtable_protocol::ts::parse_millis(text) {
+        return Ok(ms);
+    }
+    if let Some(ms) = roundtable_protocol::ts::parse_millis(&format!("{text}T00:00:00Z")) {
+        return Ok(ms);
+    }
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let number: i64 = number.parse().map_err(|_| bad())?;
+    let unit_ms = match unit {
+        "d" => 86_400_000,
+        "h" => 3_600_000,
+        "m" => 60_000,
+        _ => return Err(bad()),
+    };
+    Ok(now_ms() - number * unit_ms)
+}
+
+/// `roundtable tasks`: every agent session's own task list.
+pub async fn tasks(core: &Core, out: &Out) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let sessions = core
+        .read(|view| view.task_sessions(&TaskFilter::default()))
+        .await?;
+    let mut text = Vec::new();
+    for session in &sessions {
+        text.push(format!(
+            "{} ({} {})",
+            session.agent_handle.as_deref().unwrap_or(&session.agent),
+            session.framework,
+            session.session_id
+        ));
+        for task in &session.tasks {
+            text.push(format!("  [{}] {}", task.status, task.title));
+        }
+    }
+    out.show(
+        if text.is_empty() {
+            "no task lists yet".into()
+        } else {
+            text.join("\n")
+        },
+        &sessions,
+    )
+}
+
+/// `roundtable arch [ROOM]`: the architecture boards.
+pub async fn arch(core: &Core, out: &Out, room: Option<&str>) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let rooms = match room {
+        Some(room) => vec![core.room_id(room).await?],
+        None => core.rooms().await?.into_iter().map(|r| r.id).collect(),
+    };
+    let mut boards = Vec::new();
+    let mut text = Vec::new();
+    for room in rooms {
+        let components = core
+            .read({
+                let room = room.clone();
+                move |view| view.components(&room)
+            })
+            .await?;
+        if components.is_empty() {
+            continue;
+        }
+        text.push(room.clone());
+        for component in &components {
+            let working: Vec<String> = component
+                .agents
+                .iter()
+                .filter(|agent| agent.status == "working")
+                .map(|agent| agent.handle.clone().unwrap_or_else(|| agent.agent.clone()))
+                .collect();
+            text.push(format!(
+                "  {:<16} {:<8} {}",
+                component.id,
+                component.status.as_deref().unwrap_or("idle"),
+                if working.is_empty() {
+                    String::new()
+                } else {
+                    format!("working: {}", working.join(", "))
+                }
+            ));
+        }
+        boards.push(serde_json::json!({"room": room, "components": components}));
+    }
+    out.show(
+        if text.is_empty() {
+            "no components yet".into()
+        } else {
+            text.join("\n")
+        },
+        &boards,
+    )
+}
+
+fn digest_text(digest: &RoomDigest) -> String {
+    let mut lines = vec![format!(
+        "{}: {} messages ({} for you), {} tasks completed, {} in progress, ${:.2}{}",
+        digest.title.as_deref().unwrap_or(&digest.room),
+        digest.messages,
+        digest.mentions,
+        digest.tasks_completed.len(),
+        digest.tasks_in_progress.len(),
+        digest.cost_usd,
+        if digest.unpriced { " + unpriced" } else { "" }
+    )];
+    for task in &digest.tasks_completed {
+        lines.push(format!("  done: {} ({})", task.title, task.agent));
+    }
+    for task in &digest.tasks_in_progress {
+        lines.push(format!("  doing: {} ({})", task.title, task.agent));
+    }
+    for component in &digest.components {
+        lines.push(format!(
+            "  {}: {} by {}",
+            component.id,
+            component.status.as_deref().unwrap_or("touched"),
+            component.by.join(", ")
+        ));
+    }
+    for ping in &digest.pings_waiting {
+        lines.push(format!(
+            "  waiting for you: {} ({})",
+            ping.question, ping.ping
+        ));
+    }
+    lines.join("\n")
+}
+
+/// `roundtable digest`: what happened while you were away.
+pub async fn digest(core: &Core, out: &Out) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let digests = core.digest().await?;
+    let text: Vec<String> = digests.iter().map(digest_text).collect();
+    out.show(
+        if text.is_empty() {
+            "nothing new since you last looked".into()
+        } else {
+            text.join("\n")
+        },
+        &digests,
+    )
+}

@@ -1,0 +1,169 @@
+//! "While you were away": per room, what happened since the person last read it — the
+//! messages, the tasks agents completed (with their own titles) and those under way, the
+//! components touched and by whom, the questions waiting, and what it cost. Computed from
+//! the cache alone, deterministically: no model call, the same digest for the same cache.
+
+use serde::Serialize;
+
+use crate::cache::{CacheError, CacheView, PingView, TaskFilter, UsageQuery};
+use crate::{Core, CoreError, now_ms};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DigestTask {
+    pub agent: String,
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DigestComponent {
+    pub id: String,
+    pub name: Option<String>,
+    pub status: Option<String>,
+    /// Who is working on it, or reported its status last.
+    pub by: Vec<String>,
+}
+
+/// One room's news.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoomDigest {
+    pub room: String,
+    pub title: Option<String>,
+    /// Since when (the last message read; 0: never read).
+    pub since_ms: i64,
+    pub messages: u64,
+    pub mentions: u64,
+    pub tasks_completed: Vec<DigestTask>,
+    /// Tasks that went under way since then and still are.
+    pub tasks_in_progress: Vec<DigestTask>,
+    pub components: Vec<DigestComponent>,
+    pub pings_waiting: Vec<PingView>,
+    /// Cost of the usage reported in the room since then (priced entries).
+    pub cost_usd: f64,
+    /// Some usage since then is of models without a price.
+    pub unpriced: bool,
+}
+
+impl RoomDigest {
+    /// Whether there is anything to show.
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0
+            && self.tasks_completed.is_empty()
+            && self.tasks_in_progress.is_empty()
+            && self.components.is_empty()
+            && self.pings_waiting.is_empty()
+            && self.cost_usd == 0.0
+            && !self.unpriced
+    }
+}
+
+fn handle(view: &CacheView, id: &str) -> Result<String, CacheError> {
+    Ok(view.handle_of(id)?.unwrap_or_else(|| id.to_owned()))
+}
+
+/// The digest of every room of `view` for principal `me` at `now_ms`: rooms with nothing new
+/// are left out; the others in the order of their titles.
+pub fn digest(
+    view: &CacheView,
+    me: &str,
+    me_is_user: bool,
+    now_ms: i64,
+) -> Result<Vec<RoomDigest>, CacheError> {
+    let waiting = view.open_pings_for(me, me_is_user, now_ms)?;
+    let mut digests = Vec::new();
+    for room in view.rooms()? {
+        let since_ms = if room.read_to == 0 {
+            0
+        } else {
+            view.event_time(&room.id, room.read_to)?.unwrap_or(0)
+        };
+        let filter = TaskFilter {
+            room: Some(room.id.clone()),
+            ..TaskFilter::default()
+        };
+        let mut completed = Vec::new();
+        let mut in_progress = Vec::new();
+        for session in view.task_sessions(&filter)? {
+            let agent = session
+                .agent_handle
+                .clone()
+                .unwrap_or_else(|| session.agent.clone());
+            for task in session.tasks {
+                let item = DigestTask {
+                    agent: agent.clone(),
+                    title: task.title.clone(),
+                };
+                match task.status.as_str() {
+                    "completed" if task.since_ms > since_ms => completed.push(item),
+                    "in_progress" if task.since_ms > since_ms => in_progress.push(item),
+                    _ => {}
+                }
+            }
+        }
+        let mut components = Vec::new();
+        for component in view.components(&room.id)? {
+            let changed = component.agents.iter().any(|agent| agent.ts_ms > since_ms)
+                || component.status_ms.is_some_and(|at| at > since_ms);
+            if !changed {
+                continue;
+            }
+            let mut by: Vec<String> = component
+                .agents
+                .iter()
+                .filter(|agent| agent.ts_ms > since_ms)
+                .map(|agent| agent.handle.clone().unwrap_or_else(|| agent.agent.clone()))
+                .collect();
+            if by.is_empty()
+                && let Some(reporter) = &component.by
+            {
+                by.push(handle(view, reporter)?);
+            }
+            by.sort();
+            by.dedup();
+            components.push(DigestComponent {
+                id: component.id,
+                name: component.name,
+                status: component.status,
+                by,
+            });
+        }
+        let usage = view.usage(&UsageQuery {
+            since_ms: Some(since_ms + 1),
+            room: Some(room.id.clone()),
+            ..UsageQuery::default()
+        })?;
+        let (cost_usd, unpriced) = usage.iter().fold((0.0, false), |(cost, unpriced), row| {
+            (cost + row.cost_usd, unpriced || row.unpriced > 0)
+        });
+        completed.sort_by(|a, b| (&a.agent, &a.title).cmp(&(&b.agent, &b.title)));
+        in_progress.sort_by(|a, b| (&a.agent, &a.title).cmp(&(&b.agent, &b.title)));
+        let digest = RoomDigest {
+            title: room.title.clone(),
+            since_ms,
+            messages: room.unread,
+            mentions: room.unread_mentions,
+            tasks_completed: completed,
+            tasks_in_progress: in_progress,
+            components,
+            pings_waiting: waiting
+                .iter()
+                .filter(|p| p.room == room.id)
+                .cloned()
+                .collect(),
+            cost_usd,
+            unpriced,
+            room: room.id,
+        };
+        if !digest.is_empty() {
+            digests.push(digest);
+        }
+    }
+    Ok(digests)
+}
+
+impl Core {
+    /// What happened in our rooms since we last read them.
+    pub async fn digest(&self) -> Result<Vec<RoomDigest>, CoreError> {
+        let (me, is_user, now) = (self.me().to_owned(), !self.is_agent(), now_ms());
+        self.read(move |view| digest(view, &me, is_user, now)).await
+    }
+}

@@ -1,0 +1,31 @@
+//! The work view: what agents do, read from their own logs. A person who steps away and
+//! comes back sees each session's task list (the one the agent keeps for itself), the files
+//! and components it touched, and what it cost, without reading a transcript.
+//!
+//! Layout:
+//! - [`events`]: the normalized events every parser produces.
+//! - [`claude`], [`codex`], [`gemini`]: the parsers, pure (bytes in, events out), one per
+//!   agent CLI.
+//! - [`summary`]: adding events up per session (each model request counted once).
+//! - [`pricing`]: what tokens cost (a data file, with a person's overrides).
+//! - [`scan`]: reading every log on this machine in one pass.
+//! - [`watch`]: following the logs as they are written, into the cache.
+//! - [`publish`]: which onboarded agent a session belongs to, and the `tasks`, `usage` and
+//!   `arch` events its work becomes.
+//! - [`architecture`]: a repository's components (`.roundtable/architecture.toml`).
+//! - [`figures`]: cost and tokens grouped as a person asks, local and shared together.
+//! - [`digest`]: "while you were away".
+
+pub mod architecture;
+pub mod claude;
+pub mod codex;
+pub mod digest;
+pub mod events;
+pub mod figures;
+pub mod gemini;
+mod lenient;
+pub mod pricing;
+pub mod publish;
+pub mod scan;
+pub mod summary;
+pub mod watch;

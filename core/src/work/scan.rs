@@ -1,0 +1,363 @@
+//! Reading the agent CLIs' logs on this machine in one pass (`roundtable scan`, and the
+//! watcher's first look): find the files, parse them on every core, add them up.
+//!
+//! The walk never leaves the logs' directories: a symbolic link that points outside them is
+//! counted and skipped. A last line without its newline is still being written: it is left
+//! for later, not counted as skipped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use super::events::{Framework, LineOutcome, LogEvent};
+use super::summary::Summary;
+use super::{claude, codex, gemini};
+use crate::local_agents::Environment;
+
+/// What kind of log a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogKind {
+    /// A Claude Code transcript (main or subagent).
+    ClaudeTranscript,
+    /// A task of Claude Code's Task tools (`tasks/<list>/<id>.json`).
+    ClaudeTask,
+    CodexRollout,
+    GeminiChat,
+}
+
+impl LogKind {
+    pub fn framework(self) -> Framework {
+        match self {
+            LogKind::ClaudeTranscript | LogKind::ClaudeTask => Framework::ClaudeCode,
+            LogKind::CodexRollout => Framework::Codex,
+            LogKind::GeminiChat => Framework::Gemini,
+        }
+    }
+
+    /// Whether the file is read line by line (and can be followed by offset).
+    pub fn by_line(self) -> bool {
+        matches!(self, LogKind::ClaudeTranscript | LogKind::CodexRollout)
+    }
+}
+
+/// A log file found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFile {
+    pub path: PathBuf,
+    pub kind: LogKind,
+    pub size: u64,
+    /// The file's device and inode (zero where the system has none), to tell a file
+    /// replaced under the same name.
+    pub device: u64,
+    pub inode: u64,
+}
+
+/// A file's device and inode.
+pub fn identity(metadata: &std::fs::Metadata) -> (u64, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        (metadata.dev(), metadata.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        (0, 0)
+    }
+}
+
+/// The directories the agent CLIs write their logs to, and what each holds.
+pub fn roots(env: &Environment) -> Vec<(PathBuf, LogKind)> {
+    let claude = env.claude_dir();
+    let mut roots = vec![
+        (claude.join("projects"), LogKind::ClaudeTranscript),
+        (claude.join("tasks"), LogKind::ClaudeTask),
+        (env.codex_dir().join("sessions"), LogKind::CodexRollout),
+        (env.gemini_dir().join("tmp"), LogKind::GeminiChat),
+    ];
+    // Claude Code also wrote under ~/.config/claude (ccusage reads it too).
+    let legacy = env.home.join(".config/claude/projects");
+    if env.claude_config_dir.is_none() && legacy != claude.join("projects") {
+        roots.push((legacy, LogKind::ClaudeTranscript));
+    }
+    roots
+}
+
+fn wanted(kind: LogKind, path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy())
+        .unwrap_or_default();
+    match kind {
+        LogKind::ClaudeTranscript => name.ends_with(".jsonl"),
+        LogKind::ClaudeTask => name.ends_with(".json"),
+        LogKind::CodexRollout => name.starts_with("rollout-") && name.ends_with(".jsonl"),
+        LogKind::GeminiChat => {
+            (name.ends_with(".json") || name.ends_with(".jsonl"))
+                && path
+                    .parent()
+                    .and_then(Path::file_name)
+                    .is_some_and(|dir| dir == "chats")
+        }
+    }
+}
+
+/// What a path under a root of logs is.
+enum Entry {
+    Dir,
+    Log(LogFile),
+    /// A link out of the root: never followed.
+    OutOfTree,
+    Other,
+}
+
+fn entry(canonical_root: &Path, kind: LogKind, path: PathBuf) -> Entry {
+    let Ok(mut metadata) = std::fs::symlink_metadata(&path) else {
+        return Entry::Other;
+    };
+    if metadata.file_type().is_symlink() {
+        // Followed only to a file inside the logs' directory.
+        match path.canonicalize() {
+            Ok(target) if target.starts_with(canonical_root) => match std::fs::metadata(&path) {
+                Ok(followed) if followed.is_file() => metadata = followed,
+                _ => return Entry::Other,
+            },
+            _ => return Entry::OutOfTree,
+        }
+    }
+    if metadata.is_dir() {
+        Entry::Dir
+    } else if metadata.is_file() && wanted(kind, &path) {
+        let (device, inode) = identity(&metadata);
+        Entry::Log(LogFile {
+            path,
+            kind,
+            size: metadata.len(),
+            device,
+            inode,
+        })
+    } else {
+        Entry::Other
+    }
+}
+
+/// Every log file under the roots, and how many links pointing out of them were skipped.
+pub fn find(roots: &[(PathBuf, LogKind)]) -> (Vec<LogFile>, u64) {
+    let mut files = Vec::new();
+    let mut skipped = 0;
+    for (root, kind) in roots {
+        let Ok(canonical_root) = root.canonicalize() else {
+            continue;
+        };
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for dir_entry in entries.flatten() {
+                let path = dir_entry.path();
+                match entry(&canonical_root, *kind, path.clone()) {
+                    Entry::Dir => stack.push(path),
+                    Entry::Log(file) => files.push(file),
+                    Entry::OutOfTree => skipped += 1,
+                    Entry::Other => {}
+                }
+            }
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    (files, skipped)
+}
+
+/// The log file at `path`, when it is one under one of the roots (by the same rules as
+/// [`find`]).
+pub fn log_file_at(roots: &[(PathBuf, LogKind)], path: &Path) -> Option<LogFile> {
+    let (root, kind) = roots.iter().find(|(root, _)| path.starts_with(root))?;
+    match entry(&root.canonicalize().ok()?, *kind, path.to_path_buf()) {
+        Entry::Log(file) => Some(file),
+        _ => None,
+    }
+}
+
+/// The complete lines of `bytes` (a last line without its newline is left out), and where
+/// the complete part ends.
+pub fn complete_lines(bytes: &[u8]) -> (impl Iterator<Item = &[u8]>, usize) {
+    let end = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |newline| newline + 1);
+    let lines = bytes[..end]
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    (lines, end)
+}
+
+/// A line-by-line parser of one file.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "parser", rename_all = "snake_case")]
+pub enum LineParser {
+    Claude(claude::ClaudeParser),
+    Codex(codex::CodexParser),
+}
+
+impl LineParser {
+    pub fn for_file(kind: LogKind, path: &Path) -> Option<LineParser> {
+        match kind {
+            LogKind::ClaudeTranscript => Some(LineParser::Claude(claude::ClaudeParser::new())),
+            LogKind::CodexRollout => {
+                let name = path
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Some(LineParser::Codex(codex::CodexParser::new(&name)))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn line(&mut self, line: &[u8], events: &mut Vec<LogEvent>) -> LineOutcome {
+        match self {
+            LineParser::Claude(parser) => parser.line(line, events),
+            LineParser::Codex(parser) => parser.line(line, events),
+        }
+    }
+}
+
+/// Reads one whole file into `summary` (for a line log, its complete lines). Returns the
+/// number of lines skipped.
+pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
+    let framework = file.kind.framework();
+    let mut events = Vec::new();
+    let mut skipped = 0;
+    match file.kind {
+        LogKind::ClaudeTranscript | LogKind::CodexRollout => {
+            let Some(mut parser) = LineParser::for_file(file.kind, &file.path) else {
+                return 0;
+            };
+            let (lines, _) = complete_lines(bytes);
+            for line in lines {
+                if parser.line(line, &mut events) == LineOutcome::Skipped {
+                    skipped += 1;
+                }
+                for event in events.drain(..) {
+                    summary.add(framework, event);
+                }
+            }
+        }
+        LogKind::ClaudeTask => {
+            if let Some(task) = claude::parse_task_file(bytes) {
+                summary.add_task_file(&file.path, task);
+            }
+        }
+        LogKind::GeminiChat => {
+            let name = file
+                .path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let chat = gemini::parse_chat(bytes, &name);
+            skipped += chat.skipped_lines;
+            for event in chat.events {
+                summary.add(framework, event);
+            }
+        }
+    }
+    skipped
+}
+
+/// How far a scan has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub files_done: usize,
+    pub files: usize,
+    pub bytes_done: u64,
+    pub bytes: u64,
+}
+
+/// Reads every file on `threads` threads and adds them up; `progress` hears of each file
+/// read (from any thread).
+pub fn scan(files: &[LogFile], threads: usize, progress: &(dyn Fn(Progress) + Sync)) -> Summary {
+    let bytes_total: u64 = files.iter().map(|file| file.size).sum();
+    // Largest first, so no thread is left with one big file at the end.
+    let mut order: Vec<&LogFile> = files.iter().collect();
+    order.sort_by_key(|file| std::cmp::Reverse(file.size));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let bytes_done = AtomicU64::new(0);
+    let merged = Mutex::new(Summary::default());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                let mut summary = Summary::default();
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(file) = order.get(index) else { break };
+                    match std::fs::read(&file.path) {
+                        Ok(bytes) => {
+                            summary.skipped_lines += read_file(file, &bytes, &mut summary);
+                        }
+                        Err(error) => {
+                            tracing::debug!(%error, path = %file.path.display(), "cannot read a log");
+                        }
+                    }
+                    progress(Progress {
+                        files_done: done.fetch_add(1, Ordering::Relaxed) + 1,
+                        files: files.len(),
+                        bytes_done: bytes_done.fetch_add(file.size, Ordering::Relaxed)
+                            + file.size,
+                        bytes: bytes_total,
+                    });
+                }
+                merged
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .merge(summary);
+            });
+        }
+    });
+    merged
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_last_line_without_its_newline_waits() {
+        let (lines, end) = complete_lines(b"{\"a\":1}\r\n{\"b\":2}\n{\"c\":");
+        assert_eq!(
+            lines.collect::<Vec<_>>(),
+            [b"{\"a\":1}".as_slice(), b"{\"b\":2}".as_slice()]
+        );
+        assert_eq!(end, 17);
+        let (lines, end) = complete_lines(b"no newline yet");
+        assert_eq!((lines.count(), end), (0, 0));
+    }
+
+    #[test]
+    fn links_out_of_the_logs_are_skipped_and_links_within_followed() {
+        let home = tempfile::tempdir().unwrap();
+        let projects = home.path().join(".claude/projects/p");
+        std::fs::create_dir_all(&projects).unwrap();
+        std::fs::write(projects.join("a.jsonl"), "{}\n").unwrap();
+        std::fs::write(home.path().join("secret.jsonl"), "{}\n").unwrap();
+        std::os::unix::fs::symlink(home.path().join("secret.jsonl"), projects.join("out.jsonl"))
+            .unwrap();
+        std::os::unix::fs::symlink("/", projects.join("root")).unwrap();
+        std::os::unix::fs::symlink(projects.join("a.jsonl"), projects.join("in.jsonl")).unwrap();
+        let env = Environment {
+            home: home.path().to_path_buf(),
+            ..Environment::default()
+        };
+        let (files, skipped) = find(&roots(&env));
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.jsonl", "in.jsonl"]);
+        assert_eq!(skipped, 2);
+    }
+}

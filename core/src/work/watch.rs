@@ -1,0 +1,699 @@
+//! Following the agent CLIs' logs as they are written. A long-running process (the desktop
+//! app, `roundtable watch`) reads each log from where it stopped — the offset is kept in the
+//! cache, so a restart reads nothing twice — then follows changes through the operating
+//! system's file notifications, a few milliseconds after they settle. A last line without
+//! its newline waits for it; a file that shrank or was replaced is read again from the
+//! start. What the lines say goes into the cache, and the work of onboarded agents is
+//! published (see [`super::publish`]) in the same transaction.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher as _};
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use super::architecture::{self, Architecture};
+use super::events::{Framework, LineOutcome, LogEvent, TaskItem};
+use super::pricing::Pricing;
+use super::publish::{AgentTarget, Publisher, Targets};
+use super::scan::{self, LineParser, LogFile, LogKind};
+use crate::cache::{LogFileState, LogRead};
+use crate::local_agents::Environment;
+use crate::{Change, Core, CoreError, now_ms};
+
+/// How long changes settle before they are read.
+const SETTLE: Duration = Duration::from_millis(30);
+/// How often the directories are looked at again (new directories; missed notifications)
+/// and the onboarded agents reloaded.
+const RESCAN: Duration = Duration::from_secs(10);
+
+/// What the watcher is doing, for a view to show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum WatchState {
+    /// The first pass over the logs.
+    Scanning {
+        files_done: usize,
+        files: usize,
+        bytes_done: u64,
+        bytes: u64,
+    },
+    /// Caught up; following changes.
+    Watching { files: usize },
+    /// It cannot go on (and says why).
+    Failed { reason: String },
+}
+
+/// What the watcher needs.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    pub env: Environment,
+    /// The profiles directory (onboarded agents, their bindings).
+    pub profiles: PathBuf,
+    pub pricing: Pricing,
+    /// Rooms (ids) the person shares their agents' work with, besides each home room.
+    pub share_rooms: Vec<String>,
+}
+
+/// A running watcher; dropping it stops it.
+#[derive(Debug)]
+pub struct LogWatch {
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    pub state: watch::Receiver<WatchState>,
+}
+
+impl LogWatch {
+    /// Stops the watcher and waits for it.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for LogWatch {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The onboarded agents of the person whose profiles are in `profiles`, with their home
+/// rooms and bound sessions.
+pub fn load_targets(profiles: &Path, share_rooms: &[String]) -> Targets {
+    let mut agents = Vec::new();
+    let records = crate::local_agents::onboarding::onboarded(profiles);
+    let Ok(entries) = std::fs::read_dir(profiles) else {
+        return Targets::default();
+    };
+    for entry in entries.flatten() {
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let Ok(profile) = crate::profile::Profile::load(profiles, &name) else {
+            continue;
+        };
+        let record = records
+            .iter()
+            .find(|record| record.handle == profile.handle);
+        let cli = record
+            .map(|record| record.cli)
+            .or_else(|| crate::teams::bound_cli(&profile.dir));
+        let Some(cli) = cli else { continue };
+        let framework = match cli {
+            crate::local_agents::AgentCli::Claude => Framework::ClaudeCode,
+            crate::local_agents::AgentCli::Codex => Framework::Codex,
+            crate::local_agents::AgentCli::Gemini => Framework::Gemini,
+            _ => continue,
+        };
+        let Some(home) = profile.home_room.clone() else {
+            continue;
+        };
+        let mut rooms = vec![home];
+        rooms.extend(share_rooms.iter().cloned());
+        rooms.dedup();
+        agents.push(AgentTarget {
+            agent_id: profile.principal.clone(),
+            handle: profile.handle.clone(),
+            framework,
+            project: record.and_then(|record| record.project.clone()),
+            sessions: bound_sessions(&profile.cache_path()),
+            rooms,
+        });
+    }
+    agents.sort_by(|a, b| a.handle.cmp(&b.handle));
+    Targets { agents }
+}
+
+/// The sessions an agent's hooks and runner bound, read from its cache.
+fn bound_sessions(cache: &Path) -> HashSet<String> {
+    if !cache.exists() {
+        return HashSet::new();
+    }
+    crate::cache::CacheView::open_reader(cache)
+        .and_then(|view| view.sessions())
+        .map(|sessions| sessions.into_iter().map(|s| s.session_id).collect())
+        .unwrap_or_default()
+}
+
+fn identity(path: &Path) -> Option<(u64, u64, u64)> {
+    let metadata = std::fs::metadata(path).ok()?;
+    let (device, inode) = scan::identity(&metadata);
+    Some((device, inode, metadata.len()))
+}
+
+/// Whether `file`, as found, may hold what the cache has not read (a cheap look, before
+/// opening it).
+pub fn has_news(file: &LogFile, stored: Option<&LogFileState>) -> bool {
+    let Some(stored) = stored else { return true };
+    if (stored.device, stored.inode) != (file.device, file.inode) {
+        return true;
+    }
+    if file.kind.by_line() {
+        file.size != stored.offset
+    } else {
+        file.size != stored.size
+    }
+}
+
+fn kind_text(kind: LogKind) -> &'static str {
+    match kind {
+        LogKind::ClaudeTranscript => "claude_transcript",
+        LogKind::ClaudeTask => "claude_task",
+        LogKind::CodexRollout => "codex_rollout",
+        LogKind::GeminiChat => "gemini_chat",
+    }
+}
+
+/// Reads what `file` holds past `stored` (or all of it when it is new, shrank or was
+/// replaced). `None` when there is nothing new.
+pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead> {
+    let (device, inode, size) = identity(&file.path)?;
+    let framework = file.kind.framework();
+    let path_text = file.path.display().to_string();
+    let same_file = stored.is_some_and(|stored| {
+        stored.device == device && stored.inode == inode && size >= stored.offset
+    });
+    let (offset, parser) = match stored {
+        Some(stored) if same_file => {
+            if file.kind.by_line() && stored.offset == size {
+                return None;
+            }
+            if !file.kind.by_line() && stored.size == size {
+                return None;
+            }
+            let parser = stored
+                .parser
+                .as_deref()
+                .and_then(|text| serde_json::from_str::<LineParser>(text).ok());
+            (stored.offset, parser)
+        }
+        _ => (0, None),
+    };
+    let mut events = Vec::new();
+    let mut skipped = if same_file {
+        stored.map_or(0, |stored| stored.skipped)
+    } else {
+        0
+    };
+    let mut state = LogFileState {
+        path: path_text,
+        kind: kind_text(file.kind).to_owned(),
+        device,
+        inode,
+        size,
+        offset: size,
+        parser: None,
+        skipped,
+    };
+    match file.kind {
+        LogKind::ClaudeTranscript | LogKind::CodexRollout => {
+            let mut parser = match parser {
+                Some(parser) if offset > 0 => parser,
+                _ => LineParser::for_file(file.kind, &file.path)?,
+            };
+            let bytes = read_from(&file.path, offset)?;
+            let (_, end) = scan::complete_lines(&bytes);
+            let mut line_start = 0usize;
+            for piece in bytes[..end].split_inclusive(|&b| b == b'\n') {
+                let line = piece.strip_suffix(b"\n").unwrap_or(piece);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let at = offset + line_start as u64;
+                line_start += piece.len();
+                if line.is_empty() {
+                    continue;
+                }
+                let mut said = Vec::new();
+                if parser.line(line, &mut said) == LineOutcome::Skipped {
+                    skipped += 1;
+                }
+                events.extend(said.into_iter().map(|event| (at, event)));
+            }
+            state.offset = offset + end as u64;
+            state.parser = serde_json::to_string(&parser).ok();
+            state.skipped = skipped;
+        }
+        LogKind::GeminiChat => {
+            let bytes = std::fs::read(&file.path).ok()?;
+            let name = file
+                .path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let chat = super::gemini::parse_chat(&bytes, &name);
+            state.skipped = chat.skipped_lines;
+            events.extend(chat.events.into_iter().map(|event| (0, event)));
+        }
+        LogKind::ClaudeTask => {
+            // The list is the directory: read all of it.
+            let list = file.path.parent()?;
+            let session_id = list.file_name()?.to_string_lossy().into_owned();
+            let mut tasks: Vec<(String, TaskItem)> = std::fs::read_dir(list)
+                .ok()?
+                .flatten()
+                .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "json"))
+                .filter_map(|entry| {
+                    let bytes = std::fs::read(entry.path()).ok()?;
+                    let task = super::claude::parse_task_file(&bytes)?;
+                    let id = task.id.clone().unwrap_or_default();
+                    Some((id, task))
+                })
+                .collect();
+            tasks.sort_by_key(|(id, _)| (id.parse::<u64>().unwrap_or(u64::MAX), id.clone()));
+            events.push((
+                0,
+                LogEvent::Tasks {
+                    session_id,
+                    lane: None,
+                    source: "task_file".into(),
+                    tasks: tasks.into_iter().map(|(_, task)| task).collect(),
+                    at_ms: None,
+                },
+            ));
+        }
+    }
+    Some(LogRead {
+        framework,
+        state,
+        events,
+        from: offset,
+        based_on: stored.map(LogFileState::position),
+    })
+}
+
+fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// The architectures of the repositories the files in `read` are in.
+fn architectures_for(
+    read: &LogRead,
+    known: &mut HashMap<PathBuf, Option<Architecture>>,
+) -> Vec<Architecture> {
+    let mut found = Vec::new();
+    for (_, event) in &read.events {
+        let LogEvent::FileTouched { path, .. } = event else {
+            continue;
+        };
+        let Some(root) = architecture::find_root(Path::new(path)) else {
+            continue;
+        };
+        let architecture = known.entry(root.clone()).or_insert_with(|| {
+            let text = std::fs::read_to_string(root.join(architecture::FILE)).ok()?;
+            match Architecture::parse(&root, &text) {
+                Ok(architecture) => Some(architecture),
+                Err(error) => {
+                    tracing::warn!(%error, "ignoring an architecture file");
+                    None
+                }
+            }
+        });
+        if let Some(architecture) = architecture
+            && !found
+                .iter()
+                .any(|a: &Architecture| a.root == architecture.root)
+        {
+            found.push(architecture.clone());
+        }
+    }
+    found
+}
+
+/// What the watcher carries from one read to the next.
+struct Following {
+    options: Arc<WatchOptions>,
+    targets: Arc<Targets>,
+    /// Repositories' architectures by root (`None`: it has none, or a broken one).
+    architectures: HashMap<PathBuf, Option<Architecture>>,
+    /// Where the cache is in each file, kept in step with it.
+    positions: HashMap<String, LogFileState>,
+}
+
+/// How many reads go into one transaction, at most, and how many bytes of logs.
+const BATCH_READS: usize = 256;
+const BATCH_BYTES: u64 = 32 << 20;
+
+impl Core {
+    /// Starts following this machine's agent logs into the cache (and publishing onboarded
+    /// agents' work); dropping the handle stops it.
+    pub fn watch_logs(&self, options: WatchOptions) -> LogWatch {
+        let (stop, stopped) = watch::channel(false);
+        let (state, state_receiver) = watch::channel(WatchState::Scanning {
+            files_done: 0,
+            files: 0,
+            bytes_done: 0,
+            bytes: 0,
+        });
+        let core = self.clone();
+        let task = tokio::spawn(async move {
+            if let Err(error) = core.follow_logs(options, stopped, &state).await {
+                let _ = state.send(WatchState::Failed {
+                    reason: error.to_string(),
+                });
+            }
+        });
+        LogWatch {
+            stop,
+            task: Some(task),
+            state: state_receiver,
+        }
+    }
+
+    async fn follow_logs(
+        &self,
+        options: WatchOptions,
+        mut stop: watch::Receiver<bool>,
+        state: &watch::Sender<WatchState>,
+    ) -> Result<(), CoreError> {
+        let roots = scan::roots(&options.env);
+        let (changed, mut changes) = mpsc::unbounded_channel::<PathBuf>();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                use notify::event::{AccessKind, AccessMode, EventKind};
+                // Opening and reading a file is no change (and the watcher's own reads
+                // would wake it again); closing it after writing is.
+                if let Ok(event) = event
+                    && (!matches!(event.kind, EventKind::Access(_))
+                        || event.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)))
+                {
+                    for path in event.paths {
+                        let _ = changed.send(path);
+                    }
+                }
+            })
+            .map_err(|error| CoreError::Invalid(format!("cannot watch the logs: {error}")))?;
+        let mut watched: HashSet<PathBuf> = HashSet::new();
+        let positions = self
+            .read(|cache| cache.log_files())
+            .await?
+            .into_iter()
+            .map(|state| (state.path.clone(), state))
+            .collect();
+        let mut following = Following {
+            targets: Arc::new(load_targets(&options.profiles, &options.share_rooms)),
+            options: Arc::new(options),
+            architectures: HashMap::new(),
+            positions,
+        };
+        // The first pass, with progress. Watching starts before it, so nothing written
+        // meanwhile is missed.
+        for (root, _) in &roots {
+            if root.is_dir() && watcher.watch(root, RecursiveMode::Recursive).is_ok() {
+                watched.insert(root.clone());
+            }
+        }
+        let files = find_blocking(&roots).await?;
+        let mut progress = WatchState::Scanning {
+            files_done: 0,
+            files: files.len(),
+            bytes_done: 0,
+            bytes: files.iter().map(|file| file.size).sum(),
+        };
+        let mut known = files.len();
+        let finished = self
+            .catch_up_files(files, &mut following, &stop, |file| {
+                if let WatchState::Scanning {
+                    files_done,
+                    bytes_done,
+                    ..
+                } = &mut progress
+                {
+                    *files_done += 1;
+                    *bytes_done += file.size;
+                }
+                let _ = state.send(progress.clone());
+            })
+            .await?;
+        if !finished {
+            return Ok(());
+        }
+        let _ = state.send(WatchState::Watching { files: known });
+        let mut rescan = tokio::time::interval(RESCAN);
+        rescan.tick().await;
+        loop {
+            tokio::select! {
+                Some(first) = changes.recv() => {
+                    // Let a burst of writes settle, then read each file once.
+                    let mut paths: HashSet<PathBuf> = [first].into_iter().collect();
+                    tokio::time::sleep(SETTLE).await;
+                    while let Ok(path) = changes.try_recv() {
+                        paths.insert(path);
+                    }
+                    let files = paths
+                        .iter()
+                        .filter_map(|path| scan::log_file_at(&roots, path))
+                        .collect();
+                    self.catch_up_files(files, &mut following, &stop, |_| {}).await?;
+                }
+                _ = rescan.tick() => {
+                    following.targets =
+                        Arc::new(load_targets(&following.options.profiles, &following.options.share_rooms));
+                    following.architectures.clear();
+                    for (root, _) in &roots {
+                        if !watched.contains(root)
+                            && root.is_dir()
+                            && watcher.watch(root, RecursiveMode::Recursive).is_ok()
+                        {
+                            watched.insert(root.clone());
+                        }
+                    }
+                    let files = find_blocking(&roots).await?;
+                    let found = files.len();
+                    self.catch_up_files(files, &mut following, &stop, |_| {}).await?;
+                    if found != known {
+                        known = found;
+                        let _ = state.send(WatchState::Watching { files: known });
+                    }
+                }
+                _ = stop.changed() => return Ok(()),
+            }
+        }
+    }
+
+    /// Reads what is new in `files` (several at once) and applies it in batches, in the
+    /// files' order; `done` is told of each file. `false` when stopped before the end.
+    async fn catch_up_files(
+        &self,
+        files: Vec<LogFile>,
+        following: &mut Following,
+        stop: &watch::Receiver<bool>,
+        mut done: impl FnMut(&LogFile),
+    ) -> Result<bool, CoreError> {
+        use futures_util::StreamExt as _;
+        let mut news = Vec::new();
+        for file in files {
+            let stored = following.positions.get(&file.path.display().to_string());
+            if has_news(&file, stored) {
+                let stored = stored.cloned();
+                news.push((file, stored));
+            } else {
+                done(&file);
+            }
+        }
+        let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let mut reads = futures_util::stream::iter(news)
+            .map(|(file, stored)| {
+                tokio::task::spawn_blocking(move || {
+                    let read = read_new(&file, stored.as_ref());
+                    (file, read)
+                })
+            })
+            .buffered(parallel);
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0;
+        while let Some(joined) = reads.next().await {
+            if *stop.borrow() {
+                return Ok(false);
+            }
+            let (file, read) = joined.map_err(|error| CoreError::Invalid(error.to_string()))?;
+            if let Some(read) = read {
+                batch_bytes += read.state.offset.saturating_sub(read.from);
+                batch.push(read);
+            }
+            if batch.len() >= BATCH_READS || batch_bytes >= BATCH_BYTES {
+                self.apply_reads(std::mem::take(&mut batch), following)
+                    .await?;
+                batch_bytes = 0;
+            }
+            done(&file);
+        }
+        if !batch.is_empty() {
+            self.apply_reads(batch, following).await?;
+        }
+        Ok(true)
+    }
+
+    /// Applies reads in one transaction, with what they publish.
+    async fn apply_reads(
+        &self,
+        reads: Vec<LogRead>,
+        following: &mut Following,
+    ) -> Result<(), CoreError> {
+        let found: Vec<Vec<Architecture>> = reads
+            .iter()
+            .map(|read| architectures_for(read, &mut following.architectures))
+            .collect();
+        let owner = self.shared.lock.id.clone();
+        let (options, targets) = (following.options.clone(), following.targets.clone());
+        let (reads, applied, published) = self
+            .write_job(move |cache| {
+                let mut published = 0;
+                let applied = cache.apply_log_reads(
+                    &reads,
+                    now_ms(),
+                    &owner,
+                    |index, read, changes, cwds| {
+                        let publications = Publisher {
+                            targets: &targets,
+                            pricing: &options.pricing,
+                            cwds,
+                            architectures: &found[index],
+                            file: &read.state.path,
+                            from: read.from,
+                            to: read.state.offset,
+                        }
+                        .publications(changes);
+                        published += publications.len();
+                        publications
+                    },
+                )?;
+                Ok((reads, applied, published))
+            })
+            .await?;
+        let mut changed = false;
+        for (read, changes) in reads.into_iter().zip(applied) {
+            match changes {
+                Some(changes) => {
+                    changed |= !(changes.usage.is_empty()
+                        && changes.tasks.is_empty()
+                        && changes.files.is_empty()
+                        && changes.sessions.is_empty());
+                    following
+                        .positions
+                        .insert(read.state.path.clone(), read.state);
+                }
+                None => {
+                    // Another watcher went on with this file: start from where it is.
+                    let path = read.state.path;
+                    let stored = self
+                        .read({
+                            let path = path.clone();
+                            move |cache| cache.log_file(&path)
+                        })
+                        .await?;
+                    match stored {
+                        Some(stored) => following.positions.insert(path, stored),
+                        None => following.positions.remove(&path),
+                    };
+                }
+            }
+        }
+        if changed {
+            self.shared.changed(Change::LocalWork);
+        }
+        if published > 0 {
+            self.shared.changed(Change::Outbox);
+            self.shared.outbox_ready.notify_one();
+        }
+        Ok(())
+    }
+}
+
+async fn find_blocking(roots: &[(PathBuf, LogKind)]) -> Result<Vec<LogFile>, CoreError> {
+    let roots = roots.to_vec();
+    let (files, _) = tokio::task::spawn_blocking(move || scan::find(&roots))
+        .await
+        .map_err(|error| CoreError::Invalid(error.to_string()))?;
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    const LINE: &str = r#"{"type":"user","sessionId":"s1","cwd":"/work","timestamp":"2026-12-01T10:00:00.000Z","message":{"role":"user","content":"hello"}}"#;
+
+    fn found(path: &Path) -> LogFile {
+        let metadata = std::fs::metadata(path).unwrap();
+        let (device, inode) = scan::identity(&metadata);
+        LogFile {
+            path: path.to_path_buf(),
+            kind: LogKind::ClaudeTranscript,
+            size: metadata.len(),
+            device,
+            inode,
+        }
+    }
+
+    fn append(path: &Path, text: &str) {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+
+    #[test]
+    fn reads_go_on_from_the_stored_offset_and_a_torn_line_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s1.jsonl");
+        append(&path, &format!("{LINE}\n{}", &LINE[..20]));
+        let first = read_new(&found(&path), None).unwrap();
+        assert_eq!(first.from, 0);
+        assert_eq!(first.based_on, None);
+        assert_eq!(first.state.offset, LINE.len() as u64 + 1);
+        assert!(!first.events.is_empty());
+        // The torn line is news (the file is longer than what was read), but nothing yet.
+        let file = found(&path);
+        assert!(has_news(&file, Some(&first.state)));
+        let waiting = read_new(&file, Some(&first.state)).unwrap();
+        assert_eq!(waiting.state.offset, first.state.offset);
+        assert!(waiting.events.is_empty());
+        // Its end arrives: the line is read from its start, once.
+        append(&path, &format!("{}\n", &LINE[20..]));
+        let second = read_new(&found(&path), Some(&first.state)).unwrap();
+        assert_eq!(second.from, first.state.offset);
+        assert_eq!(second.based_on, Some(first.state.position()));
+        assert_eq!(second.state.offset, 2 * (LINE.len() as u64 + 1));
+        assert_eq!(second.state.skipped, 0);
+        assert!(!has_news(&found(&path), Some(&second.state)));
+        assert!(read_new(&found(&path), Some(&second.state)).is_none());
+    }
+
+    #[test]
+    fn a_shrunk_or_replaced_file_is_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s1.jsonl");
+        append(&path, &format!("{LINE}\n{LINE}\n"));
+        let read = read_new(&found(&path), None).unwrap();
+        std::fs::write(&path, format!("{LINE}\n")).unwrap();
+        let again = read_new(&found(&path), Some(&read.state)).unwrap();
+        assert_eq!(again.from, 0);
+        assert_eq!(again.based_on, Some(read.state.position()));
+        assert_eq!(again.state.offset, LINE.len() as u64 + 1);
+        // Replaced by another file of the same length: another inode, read again.
+        let other = dir.path().join("other.jsonl");
+        std::fs::write(&other, format!("{LINE}\n")).unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        let file = found(&path);
+        assert_eq!(file.size, again.state.offset);
+        assert!(has_news(&file, Some(&again.state)));
+        assert_eq!(read_new(&file, Some(&again.state)).unwrap().from, 0);
+    }
+}

@@ -1,0 +1,574 @@
+//! The work view from agents' own logs: `roundtable scan` agrees with ccusage on real logs,
+//! the watcher follows a transcript line by line (a torn line waits, a truncated file is
+//! read again, a restart reads nothing twice) and publishes an onboarded agent's work once,
+//! hostile logs are counted and skipped, and the digest says what happened while the
+//! person was away.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use roundtable_core::Core;
+use roundtable_core::cache::TaskFilter;
+use roundtable_core::client::PATIENCE;
+use roundtable_core::local_agents::Environment;
+use roundtable_core::work::pricing::Pricing;
+use roundtable_core::work::watch::{WatchOptions, WatchState};
+use roundtable_e2e::{Home, Hub, json};
+use roundtable_testkit::roundtable_bin;
+use serde_json::json as value;
+
+/// The public agent logs the project tests against, when they are here (CI has them).
+fn real_logs() -> Option<PathBuf> {
+    let path = std::env::var_os("ROUNDTABLE_AGENT_LOGS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/agent-logs")
+        });
+    path.is_dir().then_some(path)
+}
+
+/// The ccusage the tests compare with (installed by `scripts/test.sh`).
+fn ccusage() -> PathBuf {
+    let path = std::env::var_os("ROUNDTABLE_TEST_CCUSAGE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/node/node_modules/.bin/ccusage")
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: run ./scripts/test.sh once (it installs ccusage 20.0.24 from npm), or set ROUNDTABLE_TEST_CCUSAGE",
+        path.display()
+    );
+    path
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn run(program: &Path, args: &[&str], home: &Path) -> serde_json::Value {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{} {args:?}: {}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    json(&String::from_utf8_lossy(&output.stdout))
+}
+
+fn within(ours: f64, theirs: f64, what: &str) {
+    let tolerance = theirs.abs() * 0.005;
+    assert!(
+        (ours - theirs).abs() <= tolerance,
+        "{what}: ours {ours}, ccusage {theirs}"
+    );
+}
+
+#[test]
+fn scan_agrees_with_ccusage_on_the_real_logs() {
+    let Some(real) = real_logs() else {
+        eprintln!("the shared agent logs are not here: nothing to compare (CI has them)");
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    copy_tree(
+        &real.join("claude-code"),
+        &home.path().join(".claude/projects"),
+    );
+    copy_tree(
+        &real.join("codex/localpush"),
+        &home.path().join(".codex/sessions/2026/02/23"),
+    );
+    let ours = run(&roundtable_bin(), &["scan", "--json"], home.path());
+    let sum = |framework: &str, field: &str| -> f64 {
+        ours["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["framework"] == framework)
+            .map(|s| {
+                if field == "cost_usd" {
+                    s["cost_usd"].as_f64().unwrap()
+                } else {
+                    s["tokens"][field].as_f64().unwrap()
+                }
+            })
+            .sum()
+    };
+    let claude = run(
+        &ccusage(),
+        &["claude", "session", "--offline", "--json"],
+        home.path(),
+    );
+    let totals = &claude["totals"];
+    within(
+        sum("claude-code", "input"),
+        totals["inputTokens"].as_f64().unwrap(),
+        "claude input",
+    );
+    within(
+        sum("claude-code", "output"),
+        totals["outputTokens"].as_f64().unwrap(),
+        "claude output",
+    );
+    within(
+        sum("claude-code", "cache_write"),
+        totals["cacheCreationTokens"].as_f64().unwrap(),
+        "claude cache writes",
+    );
+    within(
+        sum("claude-code", "cache_read"),
+        totals["cacheReadTokens"].as_f64().unwrap(),
+        "claude cache reads",
+    );
+    within(
+        sum("claude-code", "cost_usd"),
+        totals["totalCost"].as_f64().unwrap(),
+        "claude cost",
+    );
+
+    let codex = run(
+        &ccusage(),
+        &["codex", "session", "--offline", "--json"],
+        home.path(),
+    );
+    for session in codex["sessions"].as_array().unwrap() {
+        let file = session["sessionFile"].as_str().unwrap();
+        let ours = ours["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                s["framework"] == "codex" && file.ends_with(s["session_id"].as_str().unwrap())
+            })
+            .unwrap_or_else(|| panic!("no session of ours for {file}"));
+        let tokens = &ours["tokens"];
+        let total = ["input", "output", "cache_write", "cache_read"]
+            .iter()
+            .map(|field| tokens[field].as_u64().unwrap())
+            .sum::<u64>();
+        assert_eq!(total, session["totalTokens"].as_u64().unwrap(), "{file}");
+        assert_eq!(tokens["input"], session["inputTokens"], "{file}");
+        within(
+            ours["cost_usd"].as_f64().unwrap(),
+            session["costUSD"].as_f64().unwrap(),
+            file,
+        );
+    }
+    // The session whose re-emitted token counts inflate a naive sum.
+    let busy = ours["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session_id"] == "019c8a4d-8f45-7010-8b5d-7fad920aa6f9")
+        .unwrap();
+    let tokens = &busy["tokens"];
+    assert_eq!(
+        tokens["input"].as_u64().unwrap()
+            + tokens["output"].as_u64().unwrap()
+            + tokens["cache_read"].as_u64().unwrap(),
+        1_766_028
+    );
+}
+
+#[test]
+fn hostile_logs_are_counted_and_skipped_never_a_crash() {
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join(".claude/projects/-tmp-x");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut transcript = std::fs::File::create(project.join("s1.jsonl")).unwrap();
+    let good = value!({"type": "assistant", "sessionId": "s1", "cwd": "/tmp/x",
+        "timestamp": "2026-11-30T09:00:00.000Z", "requestId": "r1",
+        "message": {"id": "m1", "model": "claude-sonnet-4-5", "role": "assistant", "content": [],
+                    "usage": {"input_tokens": 10, "output_tokens": 5}}});
+    writeln!(transcript, "{good}").unwrap();
+    writeln!(transcript, "this is not json").unwrap();
+    transcript
+        .write_all(b"{\"type\": \"user\", \"bad\": \"\xff\xfe\"}\n")
+        .unwrap();
+    writeln!(transcript, "[1, 2, 3]").unwrap();
+    writeln!(transcript, "{}{}", "[".repeat(100_000), "]".repeat(100_000)).unwrap();
+    writeln!(
+        transcript,
+        "{{\"type\": \"user\", \"pad\": \"{}\"}}",
+        "x".repeat(10 * 1024 * 1024)
+    )
+    .unwrap();
+    writeln!(transcript, "{{\"type\": \"assistant\", \"message\": 5}}").unwrap();
+    // The last line is still being written.
+    write!(transcript, "{{\"type\": \"assis").unwrap();
+    drop(transcript);
+    // A link out of the logs' directory.
+    std::fs::write(home.path().join("elsewhere.jsonl"), format!("{good}\n")).unwrap();
+    std::os::unix::fs::symlink(
+        home.path().join("elsewhere.jsonl"),
+        project.join("link.jsonl"),
+    )
+    .unwrap();
+    let output = std::process::Command::new(roundtable_bin())
+        .args(["scan", "--json"])
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report = json(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(report["skipped_lines"], 4, "{report}");
+    assert_eq!(report["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(report["sessions"][0]["tokens"]["input"], 10);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("skipped 1 links"), "{stderr}");
+}
+
+/// A Claude Code transcript, written line by line as the CLI does.
+struct Transcript {
+    path: PathBuf,
+    lines: usize,
+}
+
+impl Transcript {
+    fn new(home: &Path) -> Transcript {
+        let dir = home.join(".claude/projects/-work-parser");
+        std::fs::create_dir_all(&dir).unwrap();
+        Transcript {
+            path: dir.join("7f1c5e2a-0000-4000-8000-00000000000a.jsonl"),
+            lines: 0,
+        }
+    }
+
+    fn record(&mut self, record: serde_json::Value) -> String {
+        self.lines += 1;
+        let mut record = record;
+        record["sessionId"] = value!("7f1c5e2a-0000-4000-8000-00000000000a");
+        record["cwd"] = value!("/work/parser");
+        record["uuid"] = value!(format!("u{}", self.lines));
+        record["timestamp"] = value!(format!("2026-11-30T09:{:02}:00.000Z", self.lines % 60));
+        format!("{record}\n")
+    }
+
+    fn append(&mut self, text: &str) {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+
+    fn todo_write(&mut self, todos: serde_json::Value) -> String {
+        let call = format!("toolu_{}", self.lines);
+        let mut text = self.record(value!({
+            "type": "assistant", "requestId": format!("req_{}", self.lines),
+            "message": {"id": format!("msg_{}", self.lines), "model": "claude-sonnet-4-5-20250929",
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call, "name": "TodoWrite", "input": {"todos": todos}}],
+                "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 1000}}
+        }));
+        text.push_str(&self.record(value!({
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call,
+                "content": "Todos have been modified successfully."}]},
+            "toolUseResult": {"oldTodos": [], "newTodos": todos}
+        })));
+        text
+    }
+}
+
+fn todos(parse: &str, test: &str) -> serde_json::Value {
+    value!([
+        {"content": "write the parser", "status": parse, "activeForm": "Writing the parser"},
+        {"content": "test the parser", "status": test, "activeForm": "Testing the parser"},
+    ])
+}
+
+/// Waits until `check` holds.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !check().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{what} never happened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    let user_home = tempfile::tempdir().unwrap();
+    home.signup(&hub, "dana").await;
+    let onboarded = home
+        .command("dana", &["agents", "onboard", "claude", "--name", "writer"])
+        .env("HOME", user_home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .output()
+        .await
+        .unwrap();
+    assert!(onboarded.status.success(), "{onboarded:?}");
+    let mut transcript = Transcript::new(user_home.path());
+    let first = transcript.todo_write(todos("in_progress", "pending"));
+    transcript.append(&first);
+
+    let dana = Core::open(home.profile("dana")).await.unwrap();
+    let sync = dana.start();
+    dana.synced(PATIENCE).await.unwrap();
+    let options = WatchOptions {
+        env: Environment {
+            home: user_home.path().to_path_buf(),
+            ..Environment::default()
+        },
+        profiles: home.profiles(),
+        pricing: Pricing::built_in(),
+        share_rooms: Vec::new(),
+    };
+    let watcher = dana.watch_logs(options.clone());
+    let mut state = watcher.state.clone();
+    tokio::time::timeout(
+        PATIENCE,
+        state.wait_for(|state| matches!(state, WatchState::Watching { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let local_tasks = async |dana: &Core| {
+        dana.read(|view| view.local_sessions())
+            .await
+            .unwrap()
+            .first()
+            .map(|session| {
+                session
+                    .tasks
+                    .iter()
+                    .map(|task| format!("{}:{:?}", task.title, task.status))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    // What was there before it started, published to the agent's home room.
+    let shared_lists = async |dana: &Core| {
+        dana.read(|view| view.task_sessions(&TaskFilter::default()))
+            .await
+            .unwrap()
+    };
+    eventually("the first list reached the room", async || {
+        shared_lists(&dana).await.first().is_some_and(|session| {
+            session.agent_handle.as_deref() == Some("dana/writer")
+                && session.tasks[0].status == "in_progress"
+        })
+    })
+    .await;
+
+    // A line appended is read within moments; its list is published.
+    let completed = transcript.todo_write(todos("completed", "in_progress"));
+    let appended = Instant::now();
+    transcript.append(&completed);
+    eventually("the appended list was read", async || {
+        local_tasks(&dana).await.first().map(String::as_str) == Some("write the parser:Completed")
+    })
+    .await;
+    eprintln!("appended line → cache: {:?}", appended.elapsed());
+    eventually("the appended list reached the room", async || {
+        shared_lists(&dana).await[0].tasks[0].status == "completed"
+    })
+    .await;
+
+    // A torn line waits for its end.
+    let torn = transcript.todo_write(todos("completed", "completed"));
+    let (head, tail) = torn.split_at(torn.len() / 3);
+    transcript.append(head);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        local_tasks(&dana).await.get(1).map(String::as_str),
+        Some("test the parser:InProgress"),
+        "half a line is not read"
+    );
+    transcript.append(tail);
+    eventually("the completed line was read", async || {
+        local_tasks(&dana).await.get(1).map(String::as_str) == Some("test the parser:Completed")
+    })
+    .await;
+
+    // A restart reads nothing twice: no new publication (once what was published is in).
+    eventually("the last list reached the room", async || {
+        shared_lists(&dana).await[0]
+            .tasks
+            .get(1)
+            .is_some_and(|task| task.status == "completed")
+            && dana
+                .read(|view| view.outbox_pending())
+                .await
+                .unwrap()
+                .is_empty()
+    })
+    .await;
+    watcher.stop().await;
+    let outbox_before = dana.read(|view| view.outbox_pending()).await.unwrap().len();
+    let events_before = dana.read(|view| view.event_count()).await.unwrap();
+    let watcher = dana.watch_logs(options.clone());
+    let mut state = watcher.state.clone();
+    tokio::time::timeout(
+        PATIENCE,
+        state.wait_for(|state| matches!(state, WatchState::Watching { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        dana.read(|view| view.outbox_pending()).await.unwrap().len(),
+        outbox_before
+    );
+    assert_eq!(
+        dana.read(|view| view.event_count()).await.unwrap(),
+        events_before,
+        "nothing was published again"
+    );
+
+    // A file cut short (rewritten) is read again from its start.
+    std::fs::write(&transcript.path, "").unwrap();
+    let rewritten = transcript.todo_write(value!([
+        {"content": "start over", "status": "pending", "activeForm": "Starting over"}
+    ]));
+    transcript.append(&rewritten);
+    eventually("the rewritten file was read again", async || {
+        local_tasks(&dana).await.first().map(String::as_str) == Some("start over:Pending")
+    })
+    .await;
+    watcher.stop().await;
+    sync.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_digest_says_exactly_what_happened_while_the_person_was_away() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    home.ok("dana", &["agents", "register", "writer"]).await;
+    home.ok(
+        "dana",
+        &[
+            "room",
+            "create",
+            "--title",
+            "parser",
+            "--member",
+            "dana/writer",
+        ],
+    )
+    .await;
+    home.ok("dana", &["room", "create", "--title", "quiet"])
+        .await;
+    // Dana was here: she read the parser room up to her own message.
+    home.ok("dana", &["send", "parser", "back after lunch"])
+        .await;
+    let dana = Core::open(home.profile("dana")).await.unwrap();
+    let sync = dana.start();
+    dana.synced(PATIENCE).await.unwrap();
+    let parser = dana.room_id("parser").await.unwrap();
+    let head = dana
+        .rooms()
+        .await
+        .unwrap()
+        .iter()
+        .find(|r| r.id == parser)
+        .unwrap()
+        .head;
+    dana.mark_read(&parser, head).await.unwrap();
+    assert!(dana.digest().await.unwrap().is_empty(), "nothing new yet");
+
+    // Away: the writer works.
+    let writer = Core::open(home.profile("dana.writer")).await.unwrap();
+    let writer_sync = writer.start();
+    writer.synced(PATIENCE).await.unwrap();
+    for text in ["lexer done", "@dana the parser needs a decision"] {
+        let n = writer.send_message(&parser, text).await.unwrap();
+        writer.wait(n, PATIENCE).await.unwrap();
+    }
+    let session = value!({"agent": writer.me(), "framework": "claude-code", "session_id": "s1"});
+    let sends = [
+        (
+            "tasks",
+            value!({"session": session, "source": "TodoWrite", "tasks": [
+            {"title": "write the lexer", "status": "completed"},
+            {"title": "write the parser", "status": "in_progress"},
+            {"title": "write the docs", "status": "pending"}]}),
+        ),
+        (
+            "arch",
+            value!({"define": [{"id": "lexer", "name": "Lexer", "paths": ["src/lexer/**"], "depends_on": []}]}),
+        ),
+        ("arch", value!({"component": "lexer", "status": "done"})),
+        (
+            "usage",
+            value!({"session": session, "model": "claude-sonnet-4-5", "input": 1000,
+            "output": 100, "cache_write": 0, "cache_read": 0, "cost_usd": 0.0045,
+            "from": roundtable_protocol::ts::format_millis(roundtable_core::now_ms()),
+            "to": roundtable_protocol::ts::format_millis(roundtable_core::now_ms())}),
+        ),
+        (
+            "ping",
+            value!({"ping": "q1", "question": "keep the old syntax?", "options": ["yes", "no"], "to": [dana.me()]}),
+        ),
+    ];
+    for (kind, body) in sends {
+        let n = writer.send(&parser, kind, body).await.unwrap();
+        writer.wait(n, PATIENCE).await.unwrap();
+    }
+    writer_sync.stop().await;
+    sync.stop().await;
+    drop(dana);
+
+    // Back: the digest lists exactly that, and only for the room where it happened.
+    let digest = json(&home.ok("dana", &["--json", "digest"]).await);
+    let rooms = digest.as_array().unwrap();
+    assert_eq!(rooms.len(), 1, "{digest}");
+    let room = &rooms[0];
+    assert_eq!(room["title"], "parser");
+    assert_eq!(
+        (room["messages"].as_u64(), room["mentions"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        room["tasks_completed"],
+        value!([{"agent": "dana/writer", "title": "write the lexer"}])
+    );
+    assert_eq!(
+        room["tasks_in_progress"],
+        value!([{"agent": "dana/writer", "title": "write the parser"}])
+    );
+    assert_eq!(room["components"][0]["id"], "lexer");
+    assert_eq!(room["components"][0]["status"], "done");
+    assert_eq!(room["components"][0]["by"], value!(["dana/writer"]));
+    assert_eq!(room["pings_waiting"][0]["question"], "keep the old syntax?");
+    assert!((room["cost_usd"].as_f64().unwrap() - 0.0045).abs() < 1e-9);
+    // The same cache gives the same digest.
+    assert_eq!(json(&home.ok("dana", &["--json", "digest"]).await), digest);
+    // The other views show the same work.
+    let tasks = json(&home.ok("dana", &["--json", "tasks"]).await);
+    assert_eq!(tasks[0]["tasks"][0]["title"], "write the lexer");
+    let boards = json(&home.ok("dana", &["--json", "arch"]).await);
+    assert_eq!(boards[0]["components"][0]["status"], "done");
+    let by_agent = json(&home.ok("dana", &["--json", "usage", "--by", "agent"]).await);
+    assert_eq!(by_agent[0]["group"]["agent"], "dana/writer");
+    assert!((by_agent[0]["cost_usd"].as_f64().unwrap() - 0.0045).abs() < 1e-9);
+}
