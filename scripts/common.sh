@@ -47,3 +47,39 @@ ensure_test_ccusage() {
     fi
     export ROUNDTABLE_TEST_CCUSAGE="$PWD/$prefix/node_modules/.bin/ccusage"
 }
+
+# What the desktop app needs to build and run (WebKitGTK, the tray's indicator library),
+# and, for its tests, an X server, WebKit's WebDriver and a D-Bus daemon.
+DESKTOP_PACKAGES=(libwebkit2gtk-4.1-dev libayatana-appindicator3-dev xdg-utils)
+DESKTOP_TEST_PACKAGES=(xvfb xauth webkit2gtk-driver dbus-daemon)
+
+# Node.js 20.19 or newer with npm, for the UI's build (Vite 8) and tests: Debian's packages
+# when there is no Node.js at all, and npm's `node` package when the one there is older.
+ensure_node() {
+    command -v npm >/dev/null || ensure_packages nodejs npm
+    if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' 2>/dev/null; then
+        local prefix="$PWD/target/node-runtime"
+        if [ ! -x "$prefix/node_modules/.bin/node" ]; then
+            echo "installing Node.js 22 into $prefix (this one is $(node --version 2>/dev/null || echo missing))" >&2
+            mkdir -p "$prefix"
+            npm install --prefix "$prefix" --no-audit --no-fund --silent node@22 >/dev/null
+        fi
+        export PATH="$prefix/node_modules/.bin:$PATH"
+    fi
+}
+
+# The UI's packages, exactly as locked; again only when the lock file changed.
+ensure_ui_packages() {
+    if [ ! -f ui/node_modules/.package-lock.json ] || [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then
+        echo "installing the UI's packages" >&2
+        (cd ui && npm ci --no-audit --no-fund --silent)
+    fi
+}
+
+# tauri-driver 2 (WebDriver for the desktop app's tests), from crates.io.
+ensure_tauri_driver() {
+    if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
+        echo "installing tauri-driver 2" >&2
+        cargo install tauri-driver --version '^2' --locked --quiet
+    fi
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs Roundtable. Until the desktop app lands, that is the hub with its embedded SQLite
-# store, on ws://127.0.0.1:7300 with its data in ~/.local/share/roundtable/hub. Extra
-# arguments go to `roundtable hub` (see `--help`). Installs what it needs first.
+# Runs Roundtable: the desktop app, with a hub of its own on this machine until Settings
+# name another. On a machine without a display it says so and runs the hub instead
+# (arguments go to `roundtable hub`, see `--help`). Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -9,5 +9,16 @@ source scripts/common.sh
 ensure_packages build-essential pkg-config ca-certificates
 ensure_rust
 
-cargo build --release --locked -p roundtable-cli
-exec ./target/release/roundtable hub "$@"
+if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
+    echo "no display here (DISPLAY and WAYLAND_DISPLAY are unset): running the hub instead of the desktop app" >&2
+    cargo build --release --locked -p roundtable-cli
+    exec ./target/release/roundtable hub "$@"
+fi
+
+ensure_packages "${DESKTOP_PACKAGES[@]}"
+ensure_node
+ensure_ui_packages
+(cd ui && npm run --silent build)
+# The app runs `roundtable` (beside it) for the agents it onboards.
+cargo build --release --locked -p roundtable-cli -p roundtable-desktop
+exec ./target/release/roundtable-desktop

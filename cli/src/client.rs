@@ -55,7 +55,7 @@ impl Failure {
 impl From<CoreError> for Failure {
     fn from(error: CoreError) -> Failure {
         let exit = match &error {
-            CoreError::TokenRefused(_) => Exit::TokenRefused,
+            CoreError::TokenRefused(_) | CoreError::Stopped(_) => Exit::TokenRefused,
             CoreError::Refused { .. } | CoreError::NotFound(_) => Exit::Refused,
             CoreError::Timeout
             | CoreError::NotSent
@@ -102,7 +102,8 @@ pub enum ClientCommand {
         /// Display name (default: the handle).
         #[arg(long)]
         name: Option<String>,
-        /// An invite code (needed on invite-only hubs; makes you a contact of its creator).
+        /// An invite, its code or its `roundtable://invite/…` link (needed on invite-only
+        /// hubs; makes you a contact of its creator).
         #[arg(long)]
         invite: Option<String>,
         /// private, contacts (default) or public.
@@ -295,6 +296,13 @@ pub enum InviteCommand {
     },
     /// Redeem an invite: its link (`roundtable://invite/…`) or its code.
     Redeem { code: String },
+    /// Your invites that can still be redeemed (not withdrawn, used up or expired).
+    List,
+    /// Withdraw one of your invites: its code stops working at once.
+    Revoke {
+        /// The invite's id, `i_…` (see `roundtable invite list`), not its code.
+        invite: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -484,6 +492,10 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             discoverable: visibility,
             ca_file,
         } => {
+            let invite = match invite {
+                Some(invite) => Some(roundtable_core::screens::invite_code(&invite)?.to_owned()),
+                None => None,
+            };
             let request = SignupRequest {
                 name: name.unwrap_or_else(|| handle.clone()),
                 handle,
@@ -602,6 +614,10 @@ async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
         }) => invite_create(core, out, room, max_uses, expires_in).await,
         ClientCommand::Invite(InviteCommand::Redeem { code }) => {
             invite_redeem(core, out, &code).await
+        }
+        ClientCommand::Invite(InviteCommand::List) => invite_list(core, out).await,
+        ClientCommand::Invite(InviteCommand::Revoke { invite }) => {
+            invite_revoke(core, out, &invite).await
         }
         ClientCommand::Agents(AgentsCommand::Onboard {
             cli,
@@ -962,18 +978,55 @@ async fn invite_create(
         },
     )
     .await?;
+    let withdraw = created
+        .invite
+        .as_deref()
+        .map(|id| format!("\nid: {id} (withdraw it with `roundtable invite revoke {id}`)"))
+        .unwrap_or_default();
     out.show(
-        format!("{}\ncode: {}", created.link, created.code),
+        format!("{}\ncode: {}{withdraw}", created.link, created.code),
         &created,
     )
 }
 
+async fn invite_list(core: &Core, out: &Out) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    let invites = core.invites().await?;
+    let text = invites
+        .iter()
+        .map(|invite| {
+            format!(
+                "{}  {}  {} use{} left  expires {}",
+                invite.id,
+                invite.room.as_deref().unwrap_or("(contact only)"),
+                invite.uses_left,
+                if invite.uses_left == 1 { "" } else { "s" },
+                invite.expires_at.as_deref().unwrap_or("never"),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.show(
+        if text.is_empty() {
+            "no invites can be redeemed; create one with `roundtable invite create`".into()
+        } else {
+            text
+        },
+        &invites,
+    )
+}
+
+async fn invite_revoke(core: &Core, out: &Out, invite: &str) -> Result<(), Failure> {
+    core.synced(PATIENCE).await?;
+    core.revoke_invite(invite).await?;
+    out.show(
+        format!("withdrew invite {invite}: its code no longer works"),
+        json!({"invite": invite, "revoked": true}),
+    )
+}
+
 async fn invite_redeem(core: &Core, out: &Out, code: &str) -> Result<(), Failure> {
-    let code = code
-        .strip_prefix("roundtable://invite/")
-        .map(|rest| rest.split('?').next().unwrap_or_default())
-        .unwrap_or(code)
-        .to_owned();
+    let code = roundtable_core::screens::invite_code(code)?.to_owned();
     let redeemed = call(core, InviteRedeem { id: 0, code }).await?;
     out.show(
         match &redeemed.room {

@@ -1,17 +1,22 @@
 //! `roundtable hub`: runs the hub until SIGINT or SIGTERM, then closes every connection
 //! with 1012 ("restarting") and waits for the last commit. Its subcommands are the
-//! operator's: `user add` creates a user on a closed hub, `audit verify` checks the audit
-//! log's hash chain.
+//! operator's: `user add` creates a user on a closed hub, `user token` rotates or revokes a
+//! user's tokens (through the running hub's operator socket when it runs), `audit verify`
+//! checks the audit log's hash chain, against a head recorded earlier if given one.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use roundtable_hub::config::TlsFiles;
+use roundtable_hub::browsers::Origin;
+use roundtable_hub::config::{ConnectionLimits, TlsFiles};
 use roundtable_hub::engine::{RateLimit, RateLimits};
 use roundtable_hub::{Hub, HubConfig, SignupMode, admin};
+use roundtable_protocol::client::TokenAction;
+use roundtable_protocol::defaults;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Args)]
@@ -39,27 +44,128 @@ struct ServeArgs {
     /// Private key (PEM) of --tls-cert.
     #[arg(long, env = "ROUNDTABLE_HUB_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// host:port clients reach the hub at, for invite links (default: the listening address).
-    #[arg(long, env = "ROUNDTABLE_HUB_PUBLIC_ADDRESS")]
+    /// host:port clients reach the hub at, for invite links (default: the listening address);
+    /// requests naming another host than this, loopback or the listening address get 421.
+    #[arg(long, env = "ROUNDTABLE_HUB_PUBLIC_ADDRESS", value_parser = public_address)]
     public_address: Option<String>,
-    /// Agents' send rate limit, BURST/PER_SECOND.
+    /// A web origin (scheme://host[:port]) whose pages may call the hub; repeat it, or give
+    /// a comma-separated list in the variable. Requests from any other origin get 403.
+    #[arg(
+        long = "allowed-origin",
+        value_name = "ORIGIN",
+        env = "ROUNDTABLE_HUB_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    allowed_origins: Vec<Origin>,
+    /// Agents' rate limit of writes (sends and other commands that change state), BURST/PER_SECOND.
     #[arg(long, env = "ROUNDTABLE_HUB_RATE_LIMIT_AGENT", default_value = "20/2")]
     rate_limit_agent: RateLimit,
-    /// Users' send rate limit, BURST/PER_SECOND.
+    /// Users' rate limit of writes, BURST/PER_SECOND; an agent's writes also draw from its owner's.
     #[arg(long, env = "ROUNDTABLE_HUB_RATE_LIMIT_USER", default_value = "200/50")]
     rate_limit_user: RateLimit,
-    /// Turn send rate limits off (for benchmarks).
+    /// Turn rate limits off, of writes and of signups (for benchmarks).
     #[arg(long, env = "ROUNDTABLE_HUB_NO_RATE_LIMIT")]
     no_rate_limit: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// Serve plain ws/http on a network address (without TLS); the default refuses to,
     /// since tokens would cross the network in clear.
     #[arg(long, env = "ROUNDTABLE_HUB_ALLOW_PLAIN")]
     allow_plain: bool,
 }
 
+/// The hub's bounds under load (docs/protocol.md, "Limits"); the defaults suit most hubs.
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// Outbound bytes queued per connection before it is closed as a slow consumer (4008).
+    #[arg(long, env = "ROUNDTABLE_HUB_MAX_QUEUE_BYTES", default_value_t = defaults::MAX_QUEUE_BYTES)]
+    max_queue_bytes: usize,
+    /// Most bytes of events in one history reply, and in each page of a sync replay.
+    #[arg(long, env = "ROUNDTABLE_HUB_PAGE_BYTES", default_value_t = 1024 * 1024)]
+    page_bytes: usize,
+    /// Reads (history, audit) one connection may have in flight.
+    #[arg(long, env = "ROUNDTABLE_HUB_MAX_READS_IN_FLIGHT", default_value_t = 4)]
+    max_reads_in_flight: usize,
+    /// Live connections one principal may have (one more: err busy, close 1013).
+    #[arg(long, env = "ROUNDTABLE_HUB_MAX_DEVICES", default_value_t = defaults::MAX_DEVICES)]
+    max_devices: usize,
+    /// Agents one user may register.
+    #[arg(
+        long,
+        env = "ROUNDTABLE_HUB_MAX_AGENTS_PER_USER",
+        default_value_t = 100
+    )]
+    max_agents_per_user: usize,
+    /// Signups per client address and hour.
+    #[arg(long, env = "ROUNDTABLE_HUB_SIGNUPS_PER_HOUR", default_value_t = 10)]
+    signups_per_hour: u32,
+    /// Open TCP connections in total.
+    #[arg(long, env = "ROUNDTABLE_HUB_MAX_CONNECTIONS", default_value_t = 10_000)]
+    max_connections: usize,
+    /// Open TCP connections from one client address (behind a proxy, all share its address).
+    #[arg(
+        long,
+        env = "ROUNDTABLE_HUB_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 512
+    )]
+    max_connections_per_address: usize,
+    /// WebSockets waiting to authenticate, in total.
+    #[arg(
+        long,
+        env = "ROUNDTABLE_HUB_MAX_UNAUTHENTICATED",
+        default_value_t = 1024
+    )]
+    max_unauthenticated: usize,
+    /// WebSockets waiting to authenticate, from one client address.
+    #[arg(
+        long,
+        env = "ROUNDTABLE_HUB_MAX_UNAUTHENTICATED_PER_ADDRESS",
+        default_value_t = 256
+    )]
+    max_unauthenticated_per_address: usize,
+    /// Milliseconds a client has to send a request's headers (also the idle timeout of HTTP
+    /// connections).
+    #[arg(
+        long,
+        env = "ROUNDTABLE_HUB_HEADER_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    header_timeout_ms: u64,
+    /// Failed authentications one client address may make at once.
+    #[arg(long, env = "ROUNDTABLE_HUB_FAILED_AUTH_BURST", default_value_t = 20)]
+    failed_auth_burst: u32,
+    /// Then one more every this many milliseconds.
+    #[arg(
+        long,
+        env = "ROUNDTABLE_HUB_FAILED_AUTH_INTERVAL_MS",
+        default_value_t = 3_000
+    )]
+    failed_auth_interval_ms: u64,
+}
+
+impl LimitArgs {
+    fn apply(&self, config: &mut HubConfig, rate_limited: bool) {
+        config.max_queue_bytes = self.max_queue_bytes;
+        config.page_bytes = self.page_bytes;
+        config.max_reads_in_flight = self.max_reads_in_flight;
+        config.max_devices = self.max_devices;
+        config.max_agents_per_user = self.max_agents_per_user;
+        config.signups_per_hour = rate_limited.then_some(self.signups_per_hour);
+        config.connections = ConnectionLimits {
+            max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
+            max_unauthenticated: self.max_unauthenticated,
+            max_unauthenticated_per_address: self.max_unauthenticated_per_address,
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            failed_auth_burst: self.failed_auth_burst,
+            failed_auth_interval: Duration::from_millis(self.failed_auth_interval_ms),
+        };
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum HubCommand {
-    /// Manage users (on this machine, with the hub stopped).
+    /// Manage users (on this machine; `user add` with the hub stopped).
     #[command(subcommand)]
     User(UserCommand),
     /// Check the audit log.
@@ -78,17 +184,52 @@ enum UserCommand {
         #[arg(long)]
         name: Option<String>,
     },
-    /// Revoke a user's tokens and print a new one (for a lost or leaked token).
+    /// Revoke a user's tokens and print a new one (for a lost or leaked token); with
+    /// --revoke, issue none. Works while the hub runs: its connections of the user close
+    /// at once.
     Token {
         #[arg(long)]
         handle: String,
+        /// Only revoke: the user gets no new token (until the operator issues one).
+        #[arg(long)]
+        revoke: bool,
     },
 }
 
 #[derive(Debug, Subcommand)]
 enum AuditCommand {
     /// Check the hash chain; report the first broken link.
-    Verify,
+    Verify {
+        /// A head recorded earlier (`audit_head` of GET /v1/health), as N:HASH: the log
+        /// must still hold entry N with that hash and extend it, so a log cut back or
+        /// rewritten since fails.
+        #[arg(long, value_name = "N:HASH", value_parser = audit_head)]
+        expect_head: Option<(u64, String)>,
+    },
+}
+
+/// Parses `N:HASH` (the hash: 64 hex digits).
+fn audit_head(text: &str) -> Result<(u64, String), String> {
+    let bad = || {
+        format!(
+            "{text:?} is not a recorded head: give N:HASH, the \"n\" and \"hash\" of \
+             audit_head in GET /v1/health, e.g. 42:9f86d08…"
+        )
+    };
+    let (n, hash) = text.trim().split_once(':').ok_or_else(bad)?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    let hash = hash.trim().to_ascii_lowercase();
+    if hash.len() != 64 || !hash.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    Ok((n, hash))
+}
+
+/// Checks `--public-address` as the hub will read it, so a bad one fails as a bad flag.
+fn public_address(text: &str) -> Result<String, String> {
+    text.parse::<roundtable_hub::browsers::PublicAddress>()
+        .map(|_| text.to_owned())
+        .map_err(|reason| format!("{reason}; give the host:port clients reach the hub at"))
 }
 
 /// `$XDG_DATA_HOME/roundtable/hub`, or `~/.local/share/roundtable/hub`.
@@ -120,26 +261,48 @@ pub fn run(args: HubArgs) -> Result<()> {
             writeln!(stdout, "{}", created.token)?;
             Ok(())
         }
-        Some(HubCommand::User(UserCommand::Token { handle })) => {
+        Some(HubCommand::User(UserCommand::Token { handle, revoke })) => {
             let config = HubConfig::new(&args.data);
-            let token = admin::reissue_user_token(&config, &handle)
-                .with_context(|| format!("cannot issue a new token for {handle:?}"))?;
-            eprintln!("every earlier token of {handle} is revoked; the new one, shown once:");
-            let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "{token}")?;
+            let action = if revoke {
+                TokenAction::Revoke
+            } else {
+                TokenAction::Rotate
+            };
+            let token = admin::user_token(&config, &handle, action)
+                .with_context(|| format!("cannot change the tokens of {handle:?}"))?;
+            match token {
+                Some(token) => {
+                    eprintln!(
+                        "every earlier token of {handle} is revoked; the new one, shown once:"
+                    );
+                    let mut stdout = std::io::stdout().lock();
+                    writeln!(stdout, "{token}")?;
+                }
+                None => eprintln!("every token of {handle} is revoked"),
+            }
             Ok(())
         }
-        Some(HubCommand::Audit(AuditCommand::Verify)) => match admin::verify_audit(&args.data) {
-            Ok((count, head)) => {
-                let mut stdout = std::io::stdout().lock();
-                writeln!(stdout, "audit log intact: {count} entries, head {head}")?;
-                Ok(())
+        Some(HubCommand::Audit(AuditCommand::Verify { expect_head })) => {
+            let expected = expect_head.as_ref().map(|(n, hash)| (*n, hash.as_str()));
+            match admin::verify_audit(&args.data, expected) {
+                Ok((count, head)) => {
+                    let mut stdout = std::io::stdout().lock();
+                    match expected {
+                        Some((n, _)) => writeln!(
+                            stdout,
+                            "audit log intact: {count} entries, head {head}; it holds and \
+                             extends the recorded entry {n}"
+                        )?,
+                        None => writeln!(stdout, "audit log intact: {count} entries, head {head}")?,
+                    }
+                    Ok(())
+                }
+                Err(admin::AdminError::Broken(broken)) => {
+                    bail!("audit log broken at entry {}: {}", broken.n, broken.reason)
+                }
+                Err(error) => Err(error).context("cannot check the audit log"),
             }
-            Err(admin::AdminError::Broken(broken)) => {
-                bail!("audit log broken at entry {}: {}", broken.n, broken.reason)
-            }
-            Err(error) => Err(error).context("cannot check the audit log"),
-        },
+        }
         None => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             builder.enable_all();
@@ -158,10 +321,12 @@ pub fn run(args: HubArgs) -> Result<()> {
 async fn serve(data: PathBuf, args: ServeArgs) -> Result<()> {
     let mut config = HubConfig::new(&data);
     config.signup = args.signup;
+    config.allowed_origins = args.allowed_origins;
     config.rate_limits = (!args.no_rate_limit).then_some(RateLimits {
         agent: args.rate_limit_agent,
         user: args.rate_limit_user,
     });
+    args.limits.apply(&mut config, !args.no_rate_limit);
     config.tls = match (args.tls_cert, args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
         _ => None,

@@ -9,10 +9,10 @@ use roundtable_core::cache::{TaskFilter, UsageQuery};
 use roundtable_core::client::PATIENCE;
 use roundtable_core::local_agents::Environment;
 use roundtable_core::work::digest::RoomDigest;
-use roundtable_core::work::figures::{self, Grouping, Teams};
+use roundtable_core::work::figures::Grouping;
 use roundtable_core::work::pricing::Pricing;
 use roundtable_core::work::scan;
-use roundtable_core::work::watch::{self, WatchOptions, WatchState};
+use roundtable_core::work::watch::{WatchOptions, WatchState};
 use roundtable_core::{Core, SyncOptions, now_ms};
 
 use crate::client::{Exit, Failure, Out};
@@ -150,19 +150,11 @@ pub async fn usage(
     };
     let since_ms = since.map(parse_since).transpose()?;
     core.synced(PATIENCE).await?;
-    let teams = Teams::load(&core.profile().dir)?;
-    let targets = watch::load_targets(core.profile().base(), &core.profile().share_rooms);
-    let pricing = pricing()?;
     let query = UsageQuery {
         since_ms,
         ..UsageQuery::default()
     };
-    let me = core.profile().handle.clone();
-    let rows = core
-        .read(move |view| {
-            figures::figures(view, &grouping, &query, &teams, &targets, &pricing, &me)
-        })
-        .await?;
+    let rows = core.usage_figures(grouping, query, pricing()?).await?;
     let mut total = 0.0;
     let mut unpriced = false;
     let mut lines: Vec<String> = rows

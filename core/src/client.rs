@@ -66,6 +66,14 @@ impl Core {
             SyncState::NotStarted => Err(CoreError::Invalid(
                 "this process does not sync: start it first (Core::start)".into(),
             )),
+            SyncState::Offline { reason }
+                if self
+                    .shared
+                    .stopped
+                    .load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                Err(CoreError::Stopped(reason))
+            }
             SyncState::Offline { reason } => Err(CoreError::Offline(reason)),
             SyncState::Error { reason } => Err(CoreError::TokenRefused(reason)),
         }

@@ -98,6 +98,10 @@ pub enum CoreError {
     Offline(String),
     #[error("{0}")]
     TokenRefused(String),
+    /// The agent is stopped by its owner (close 4011): its token stays valid, and it
+    /// connects again once resumed.
+    #[error("{0}")]
+    Stopped(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -125,6 +129,7 @@ impl CoreError {
             CoreError::NotSent => "not_sent",
             CoreError::Offline(_) => "unreachable",
             CoreError::TokenRefused(_) => "unauthorized",
+            CoreError::Stopped(_) => "stopped",
             CoreError::NotFound(_) => "not_found",
             CoreError::Ambiguous(_) => "ambiguous",
             CoreError::Invalid(_) => "invalid",
@@ -146,9 +151,16 @@ impl CoreError {
 
 /// An error as it crosses IPC: a stable code and a message that says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct ErrorReport {
     pub code: String,
     pub message: String,
+}
+
+impl From<CoreError> for ErrorReport {
+    fn from(error: CoreError) -> ErrorReport {
+        ErrorReport::from(&error)
+    }
 }
 
 impl From<&CoreError> for ErrorReport {

@@ -41,13 +41,14 @@ pub mod process_lock;
 pub mod profile;
 pub mod projection;
 pub mod runner;
+pub mod screens;
 pub mod sync;
 pub mod teams;
 pub mod wait_for;
 pub mod work;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -131,6 +132,9 @@ pub(crate) struct Shared {
     lock: ProcessLock,
     /// Sync tasks running in this process (0 or 1 in practice).
     syncing: Arc<AtomicUsize>,
+    /// The last connection found this agent stopped by its owner (close 4011): offline,
+    /// but not for want of a network, and not for a bad token either.
+    stopped: AtomicBool,
 }
 
 impl Shared {
@@ -299,6 +303,7 @@ impl Core {
                 waiters: Arc::new(Mutex::new(HashMap::new())),
                 lock,
                 syncing: Arc::new(AtomicUsize::new(0)),
+                stopped: AtomicBool::new(false),
             }),
         })
     }

@@ -25,8 +25,13 @@ pub enum LinkError {
     Unreachable(String),
     #[error("the hub refused the token: {0}")]
     Unauthorized(String),
-    #[error("the token was revoked or rotated (or the agent stopped): {0}")]
+    #[error("the token was revoked or rotated: {0}")]
     Revoked(String),
+    /// Close 4011, or `err paused` to `auth`: the agent is stopped by its owner. Not
+    /// fatal: the token stays valid, and the engine reconnects with its backoff until a
+    /// resume lets it in.
+    #[error("stopped by its owner until a resume: {0}")]
+    Stopped(String),
     #[error("the connection closed ({code:?}): {reason}")]
     Closed { code: Option<u16>, reason: String },
     #[error("the hub sent something unexpected: {0}")]
@@ -64,6 +69,7 @@ fn closed(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>) -
     match code {
         Some(4001) => LinkError::Unauthorized(reason),
         Some(4010) => LinkError::Revoked(reason),
+        Some(4011) => LinkError::Stopped(reason),
         _ => LinkError::Closed { code, reason },
     }
 }
@@ -99,6 +105,7 @@ impl Link {
                 max_frame: 0,
                 max_queue: 0,
                 replay_max: None,
+                max_queue_bytes: None,
             },
             next_id: 1,
             last_heard: tokio::time::Instant::now(),
@@ -148,7 +155,7 @@ impl Link {
                 }
                 Ok(Ok(ServerFrame::Err(err))) if err.re == Some(id) => {
                     return Err(match err.code {
-                        roundtable_protocol::ErrorCode::Paused => LinkError::Revoked(err.msg),
+                        roundtable_protocol::ErrorCode::Paused => LinkError::Stopped(err.msg),
                         _ => LinkError::Unauthorized(err.msg),
                     });
                 }

@@ -290,6 +290,17 @@ impl Profile {
         Ok(())
     }
 
+    /// Points this profile at the hub at `hub` (the same hub, reached at a new address).
+    pub fn set_hub(&mut self, hub: &str) -> Result<(), ProfileError> {
+        let address = HubAddress::parse(hub).map_err(|detail| ProfileError::Corrupt {
+            path: "the hub address".into(),
+            detail,
+        })?;
+        self.update(|file| file.hub = hub.to_owned())?;
+        self.hub = address;
+        Ok(())
+    }
+
     /// Records the rooms this person shares their agents' work with.
     pub fn set_share_rooms(&mut self, rooms: Vec<String>) -> Result<(), ProfileError> {
         self.update(|file| file.share_rooms = rooms.clone())?;

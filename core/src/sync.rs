@@ -105,6 +105,11 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             }
             Err(error) => error,
         };
+        // A stopped agent (4011) keeps its token and retries with the usual backoff.
+        shared.stopped.store(
+            matches!(&error, SyncError::Link(LinkError::Stopped(_))),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         if synced {
             attempt = 0;
         }
@@ -419,7 +424,13 @@ impl Session {
         }
         let mut by_stream: BTreeMap<String, Vec<Event>> = BTreeMap::new();
         for event in events {
-            if event.stream_name() == "inbox" && event.kind == "room_added" {
+            // A room we joined, or someone who joined one of ours: the snapshot names them
+            // (a `member` event carries only an id).
+            if (event.stream_name() == "inbox" && event.kind == "room_added")
+                || (event.kind == "member"
+                    && event.body["action"] == "join"
+                    && event.body["principal"] != self.me.as_str())
+            {
                 self.rooms_waiting = true;
             }
             by_stream
@@ -528,7 +539,9 @@ impl Session {
                     let page: HistoryOk = ok
                         .decode()
                         .map_err(|error| LinkError::Protocol(error.to_string()))?;
-                    let filled_to = if page.events.len() < HISTORY_PAGE as usize {
+                    // A page short of the limit ends the gap, unless the hub cut it short
+                    // by its size (`more`).
+                    let filled_to = if !page.more && page.events.len() < HISTORY_PAGE as usize {
                         gap_to
                     } else {
                         page.events.last().map_or(gap_to, |event| event.seq)

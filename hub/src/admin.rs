@@ -1,12 +1,13 @@
 //! What the hub's operator does on the hub's machine, without the network: create users on
-//! a `closed` hub, and check the audit log's hash chain. Creating users needs the data
-//! directory to itself (the running hub keeps its state in memory); checking the audit log
-//! only reads, and works while the hub runs.
+//! a `closed` hub, revoke or rotate a user's token, and check the audit log's hash chain.
+//! Creating users needs the data directory to itself (the running hub keeps its state in
+//! memory); a token is revoked by the running hub itself when there is one, through its
+//! operator socket; checking the audit log only reads, and works while the hub runs.
 
 use std::fs::File;
 use std::path::Path;
 
-use roundtable_protocol::client::SignupRequest;
+use roundtable_protocol::client::{SignupRequest, TokenAction};
 
 use crate::audit::{BrokenLink, ChainCheck};
 use crate::config::{HubConfig, SignupMode};
@@ -56,6 +57,8 @@ pub enum AdminError {
     Refused(String),
     #[error("the audit log is broken at entry {}: {}", .0.n, .0.reason)]
     Broken(BrokenLink),
+    #[error(transparent)]
+    Operator(#[from] crate::operator::OperatorError),
 }
 
 /// Creates a user on the hub in `config.data_dir`, whatever its signup mode; returns it
@@ -83,18 +86,28 @@ pub fn add_user(config: &HubConfig, handle: &str, name: &str) -> Result<SignupOu
     Ok(outcome)
 }
 
-/// Revokes every token of the user `handle` on the hub in `config.data_dir` and returns a
-/// new one (shown once). The hub must not be running on that directory.
-pub fn reissue_user_token(config: &HubConfig, handle: &str) -> Result<String, AdminError> {
-    let _lock = DataLock::acquire(config)?;
+/// Revokes every token of the user `handle` on the hub in `config.data_dir` and, for a
+/// rotation, returns a new one (shown once). On a stopped hub it writes the database
+/// itself; on a running one it asks that hub through its operator socket
+/// ([`crate::operator`]), which closes the user's connections with 4010 at once.
+pub fn user_token(
+    config: &HubConfig,
+    handle: &str,
+    action: TokenAction,
+) -> Result<Option<String>, AdminError> {
+    let _lock = match DataLock::acquire(config) {
+        Ok(lock) => lock,
+        Err(HubError::Locked { .. }) => return user_token_online(config, handle, action),
+        Err(error) => return Err(error.into()),
+    };
     let mut ids = IdSource::from_os();
     let now = unix_ms();
     let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
     let snapshot = store.load(crate::unix_ms())?;
     let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
     let mut tx = store.transaction()?;
-    let token = match engine.reissue_user_token(&mut *tx, now, handle) {
-        Ok(token) => token,
+    let token = match engine.operator_user_token(&mut *tx, now, handle, action) {
+        Ok((token, _close)) => token,
         Err(ExecError::Refused(refusal)) => return Err(AdminError::Refused(refusal.msg)),
         Err(ExecError::Store(error)) => return Err(error.into()),
     };
@@ -102,9 +115,39 @@ pub fn reissue_user_token(config: &HubConfig, handle: &str) -> Result<String, Ad
     Ok(token)
 }
 
+#[cfg(unix)]
+fn user_token_online(
+    config: &HubConfig,
+    handle: &str,
+    action: TokenAction,
+) -> Result<Option<String>, AdminError> {
+    let request = crate::operator::OperatorRequest::UserToken {
+        handle: handle.to_owned(),
+        action,
+    };
+    let token = crate::operator::call(&config.data_dir, &request)?;
+    Ok((!token.is_empty()).then_some(token))
+}
+
+#[cfg(not(unix))]
+fn user_token_online(
+    config: &HubConfig,
+    _handle: &str,
+    _action: TokenAction,
+) -> Result<Option<String>, AdminError> {
+    Err(HubError::Locked {
+        dir: config.data_dir.display().to_string(),
+    }
+    .into())
+}
+
 /// Walks the audit log of the hub in `data_dir`; returns the number of entries and the head
-/// hash, or the first broken link.
-pub fn verify_audit(data_dir: &Path) -> Result<(u64, String), AdminError> {
+/// hash, or the first broken link. With `expected_head` (`n` and hash, as `GET /v1/health`
+/// showed them earlier), the log must still hold that entry and extend it.
+pub fn verify_audit(
+    data_dir: &Path,
+    expected_head: Option<(u64, &str)>,
+) -> Result<(u64, String), AdminError> {
     let path = HubConfig::new(data_dir).database_path();
     if !path.exists() {
         return Err(AdminError::Refused(format!(
@@ -112,7 +155,10 @@ pub fn verify_audit(data_dir: &Path) -> Result<(u64, String), AdminError> {
             data_dir.display()
         )));
     }
-    let mut check = ChainCheck::new();
+    let mut check = match expected_head {
+        Some((n, hash)) => ChainCheck::expecting(n, hash),
+        None => ChainCheck::new(),
+    };
     crate::store::sqlite::read_audit_log(&path, |entry| check.feed(&entry))?;
     check.finish().map_err(AdminError::Broken)
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use roundtable_protocol::defaults;
 
+use crate::browsers::Origin;
 use crate::engine::RateLimits;
 
 /// Who may create users over `POST /v1/signup`.
@@ -57,6 +58,22 @@ pub struct HubConfig {
     pub max_frame: usize,
     /// Outbound frames buffered per connection before it is closed with 4008.
     pub max_queue: usize,
+    /// Outbound bytes buffered per connection before it is closed with 4008 (announced in
+    /// `hello`).
+    pub max_queue_bytes: usize,
+    /// Reads (`history`, `audit`) one connection may have in flight; past them the hub
+    /// stops reading its frames until one is answered.
+    pub max_reads_in_flight: usize,
+    /// Most bytes of events one `history` reply carries; a page cut short by them says
+    /// `more`. Also the size of each page a `sync` replay is read in.
+    pub page_bytes: usize,
+    /// Live connections of one principal; one more gets `err busy` and close 1013.
+    pub max_devices: usize,
+    /// Bounds on sockets, most of them before authentication (see [`crate::listener`]).
+    pub connections: ConnectionLimits,
+    /// `POST /v1/signup`s per client address and hour; `None`: unlimited (tests and
+    /// benchmarks).
+    pub signups_per_hour: Option<u32>,
     /// Events of one room replayed by `sync` before a `gap` is announced.
     pub replay_max: u64,
     /// Time a new connection has to authenticate.
@@ -66,13 +83,56 @@ pub struct HubConfig {
     /// Most commands committed in one transaction.
     pub max_batch: usize,
     /// `host:port` clients reach the hub at, written into invite links (default: the
-    /// listening address).
+    /// listening address). Requests whose `Host` names it are accepted besides loopback
+    /// names and the listening address (see [`crate::browsers`]).
     pub public_address: Option<String>,
-    /// Token buckets for `send`; `None` turns rate limiting off (for benchmarks).
+    /// Web origins (`https://app.example.com`) whose pages may call the hub besides its
+    /// own; any other request carrying an `Origin` gets 403 (see [`crate::browsers`]).
+    /// Empty by default: the hub's clients are programs, which send no `Origin`.
+    pub allowed_origins: Vec<Origin>,
+    /// Token buckets for every write (`send` and each other state-changing command);
+    /// `None` turns rate limiting off (for benchmarks).
     pub rate_limits: Option<RateLimits>,
+    /// Agents one user may register.
+    pub max_agents_per_user: usize,
     /// Certificate chain and private key (PEM) to serve `wss`/`https` instead of plain
     /// `ws`/`http`.
     pub tls: Option<TlsFiles>,
+}
+
+/// Bounds on the sockets a hostile client can hold open, mostly before it has
+/// authenticated. Client addresses are counted by IP address (an IPv6 address by its /64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Open TCP connections in total; past it, new ones are closed at once.
+    pub max_connections: usize,
+    /// Open TCP connections from one client address.
+    pub max_connections_per_address: usize,
+    /// WebSockets that have not authenticated yet, in total; past it, an upgrade gets 503.
+    pub max_unauthenticated: usize,
+    /// WebSockets that have not authenticated yet, from one client address.
+    pub max_unauthenticated_per_address: usize,
+    /// Time a client has to send a request's headers, and the longest an HTTP connection
+    /// may sit idle between requests.
+    pub header_timeout: Duration,
+    /// Failed authentications one client address may make in a burst; then one more per
+    /// `failed_auth_interval`. Past them, its upgrades get 429 with `Retry-After`.
+    pub failed_auth_burst: u32,
+    pub failed_auth_interval: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: 10_000,
+            max_connections_per_address: 512,
+            max_unauthenticated: 1024,
+            max_unauthenticated_per_address: 256,
+            header_timeout: Duration::from_secs(10),
+            failed_auth_burst: 20,
+            failed_auth_interval: Duration::from_secs(3),
+        }
+    }
 }
 
 /// Where the hub's TLS certificate and key are.
@@ -91,12 +151,20 @@ impl HubConfig {
             heartbeat: Duration::from_millis(defaults::HB_MS),
             max_frame: defaults::MAX_FRAME,
             max_queue: defaults::MAX_QUEUE,
+            max_queue_bytes: defaults::MAX_QUEUE_BYTES,
+            max_reads_in_flight: 4,
+            page_bytes: 1024 * 1024,
+            max_devices: defaults::MAX_DEVICES,
+            connections: ConnectionLimits::default(),
+            signups_per_hour: Some(10),
             replay_max: defaults::REPLAY_MAX,
             auth_timeout: Duration::from_millis(defaults::AUTH_TIMEOUT_MS),
             max_in_flight: 1024,
             max_batch: 2048,
             public_address: None,
+            allowed_origins: Vec::new(),
             rate_limits: Some(RateLimits::default()),
+            max_agents_per_user: 100,
             tls: None,
         }
     }

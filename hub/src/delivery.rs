@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use axum::extract::ws::Utf8Bytes;
 use roundtable_protocol::CloseCode;
 use roundtable_protocol::server::ErrReply;
 use tokio::sync::{Notify, watch};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::engine::{ConnId, Refusal};
 use crate::store::{EventRecord, StreamKey};
@@ -157,28 +157,60 @@ pub async fn wait_closing(receiver: &mut watch::Receiver<Option<Closing>>) -> Cl
     }
 }
 
-/// A connection's outbound items, bounded by `max_queue`.
+impl Outbound {
+    /// About how many bytes the item holds (its frame, once written): what the queue's
+    /// byte bound counts. An event's frame is shared by its recipients but counted whole
+    /// for each, as each queue may be the last to hold it.
+    pub fn size(&self) -> usize {
+        /// Field names, ids and timestamps around a body.
+        const ENVELOPE: usize = 200;
+        match self {
+            Outbound::Frame(frame) => frame.len(),
+            Outbound::Err { refusal, .. } => ENVELOPE + refusal.msg.len(),
+            Outbound::Sent { event, .. } => ENVELOPE + event.body.len(),
+            Outbound::Event { event, .. } => ENVELOPE + event.record.body.len(),
+            Outbound::Sync { cursors, .. } => {
+                ENVELOPE + cursors.keys().map(|key| key.len() + 24).sum::<usize>()
+            }
+        }
+    }
+}
+
+/// What a queue holds: its items and their bytes.
+#[derive(Debug, Default)]
+struct Queued {
+    items: VecDeque<Outbound>,
+    bytes: usize,
+}
+
+/// A connection's outbound items, bounded by `max_queue` items and `max_queue_bytes`.
 #[derive(Debug)]
 pub struct OutboundQueue {
-    items: Mutex<VecDeque<Outbound>>,
+    queued: Mutex<Queued>,
     ready: Notify,
     capacity: usize,
+    max_bytes: usize,
     /// A write made outside the sink task left bytes for it to flush.
     flush_wanted: AtomicBool,
 }
 
 impl OutboundQueue {
-    pub fn new(capacity: usize) -> OutboundQueue {
+    pub fn new(capacity: usize, max_bytes: usize) -> OutboundQueue {
         OutboundQueue {
-            items: Mutex::new(VecDeque::new()),
+            queued: Mutex::new(Queued::default()),
             ready: Notify::new(),
             capacity: capacity.max(1),
+            max_bytes: max_bytes.max(1),
             flush_wanted: AtomicBool::new(false),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queued> {
+        self.queued.lock().expect("queue lock")
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.items.lock().expect("queue lock").is_empty()
+        self.lock().items.is_empty()
     }
 
     /// Asks the sink task to flush what a write made outside it left unsent.
@@ -204,21 +236,27 @@ impl OutboundQueue {
     /// Moves everything queued into `into`, and clears the flush request.
     pub fn drain_into(&self, into: &mut Vec<Outbound>) {
         self.flush_wanted.store(false, Ordering::Release);
-        into.extend(self.items.lock().expect("queue lock").drain(..));
+        let mut queued = self.lock();
+        queued.bytes = 0;
+        into.extend(queued.items.drain(..));
     }
 
     /// Queues items without waiting; false (and nothing queued) when they would pass the
-    /// capacity.
+    /// capacity in items or in bytes.
     pub fn push_many(&self, new: Vec<Outbound>) -> bool {
         if new.is_empty() {
             return true;
         }
+        let bytes: usize = new.iter().map(Outbound::size).sum();
         {
-            let mut items = self.items.lock().expect("queue lock");
-            if items.len() + new.len() > self.capacity {
+            let mut queued = self.lock();
+            if queued.items.len() + new.len() > self.capacity
+                || queued.bytes + bytes > self.max_bytes
+            {
                 return false;
             }
-            items.extend(new);
+            queued.bytes += bytes;
+            queued.items.extend(new);
         }
         self.ready.notify_one();
         true
@@ -321,8 +359,9 @@ pub fn sent_frame(re: u64, event: &EventRecord, dup: bool) -> String {
     finish(out)
 }
 
-/// The `ok` of `history`; `caller` sees the `client_key` of its own events.
-pub fn history_frame(re: u64, events: &[EventRecord], caller: &str) -> String {
+/// The `ok` of `history`; `caller` sees the `client_key` of its own events; `more` when
+/// the page was cut short by its size.
+pub fn history_frame(re: u64, events: &[EventRecord], more: bool, caller: &str) -> String {
     let mut out = Vec::with_capacity(64 + events.iter().map(|e| 160 + e.body.len()).sum::<usize>());
     write!(out, "{{\"t\":\"ok\",\"re\":{re},\"events\":[").expect("Vec write");
     for (index, event) in events.iter().enumerate() {
@@ -333,7 +372,11 @@ pub fn history_frame(re: u64, events: &[EventRecord], caller: &str) -> String {
         write_event_object(&mut out, event, event.from == caller);
         out.push(b'}');
     }
-    out.extend_from_slice(b"]}");
+    out.push(b']');
+    if more {
+        out.extend_from_slice(b",\"more\":true");
+    }
+    out.push(b'}');
     finish(out)
 }
 
@@ -425,7 +468,7 @@ mod tests {
         let mine = record(StreamKey::Room("r".into()));
         let mut theirs = record(StreamKey::Room("r".into()));
         theirs.from = "p_other".into();
-        let frame = history_frame(3, &[mine.clone(), theirs.clone()], &mine.from);
+        let frame = history_frame(3, &[mine.clone(), theirs.clone()], false, &mine.from);
         let ServerFrame::Ok(ok) = ServerFrame::from_json(&frame).unwrap() else {
             panic!("not ok")
         };
@@ -434,16 +477,22 @@ mod tests {
             history.events,
             vec![expected(&mine, true), expected(&theirs, false)]
         );
-        let empty = history_frame(4, &[], "p");
+        assert!(!history.more);
+        let empty = history_frame(4, &[], false, "p");
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&empty).unwrap(),
             json!({"t": "ok", "re": 4, "events": []})
         );
+        let cut = history_frame(5, std::slice::from_ref(&mine), true, "p");
+        let ServerFrame::Ok(ok) = ServerFrame::from_json(&cut).unwrap() else {
+            panic!("not ok")
+        };
+        assert!(ok.decode::<HistoryOk>().unwrap().more);
     }
 
     #[tokio::test]
     async fn the_queue_refuses_what_passes_its_capacity_and_keeps_order() {
-        let queue = OutboundQueue::new(3);
+        let queue = OutboundQueue::new(3, 1 << 20);
         assert!(queue.push_many(vec![
             Outbound::Frame("a".into()),
             Outbound::Frame("b".into())
@@ -478,6 +527,20 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(queue.push_many(vec![Outbound::Frame("e".into())]));
         assert_eq!(waiter.await.unwrap(), 1);
+    }
+
+    #[test]
+    fn the_queue_refuses_what_passes_its_bytes_and_counts_them_again_once_drained() {
+        let queue = OutboundQueue::new(100, 1000);
+        let frame = |size: usize| Outbound::Frame("x".repeat(size));
+        assert!(queue.push_many(vec![frame(400), frame(400)]));
+        assert!(!queue.push_many(vec![frame(201)]), "1001 bytes");
+        assert!(queue.push_many(vec![frame(200)]), "1000 bytes");
+        let mut taken = Vec::new();
+        queue.drain_into(&mut taken);
+        assert_eq!(taken.len(), 3);
+        assert!(queue.push_many(vec![frame(1000)]), "drained: room again");
+        assert!(!queue.push_many(vec![frame(1)]));
     }
 
     #[tokio::test]

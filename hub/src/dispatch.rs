@@ -55,6 +55,11 @@ pub enum Delivery {
         reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
         result: Result<SignupOutcome, Refusal>,
     },
+    /// The answer to the operator's request (see [`crate::operator`]): a new token, if any.
+    Operator {
+        reply: oneshot::Sender<Result<Option<String>, Refusal>>,
+        result: Result<Option<String>, Refusal>,
+    },
 }
 
 /// The dispatcher, shared by the flush stage (fan-out) and the sessions (subscriptions).
@@ -64,7 +69,8 @@ pub struct DispatchHandle {
 }
 
 impl DispatchHandle {
-    pub fn new(metrics: Arc<Metrics>) -> DispatchHandle {
+    /// A dispatcher that lets each principal have at most `max_devices` live connections.
+    pub fn new(metrics: Arc<Metrics>, max_devices: usize) -> DispatchHandle {
         DispatchHandle {
             dispatcher: Arc::new(Mutex::new(Dispatcher {
                 conns: HashMap::default(),
@@ -72,6 +78,7 @@ impl DispatchHandle {
                 metrics,
                 queued: HashMap::default(),
                 stopped: false,
+                max_devices: max_devices.max(1),
             })),
         }
     }
@@ -131,6 +138,8 @@ struct Dispatcher {
     /// Each connection's items of the batch being fanned out (kept to reuse its table).
     queued: HashMap<ConnId, Vec<Outbound>>,
     stopped: bool,
+    /// Live connections one principal may have.
+    max_devices: usize,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -150,13 +159,24 @@ impl Dispatcher {
         // Gather each connection's items, then queue them with one push: one wake-up of
         // its sink per batch, not one per item.
         let mut queued = std::mem::take(&mut self.queued);
+        let mut closes = Vec::new();
         for delivery in deliveries {
-            self.deliver(delivery, &mut queued);
+            match delivery {
+                effect @ Delivery::Effect(_) => closes.push(effect),
+                delivery => self.deliver(delivery, &mut queued),
+            }
         }
         for (conn, items) in queued.drain() {
             if let Some(registered) = self.conns.get(&conn) {
                 self.push(&registered.handle, items);
             }
+        }
+        // Closes last: what the batch answered or sent a connection is queued before it is
+        // told to close, so it goes out first (the `ok` of the `user_token` that closed it,
+        // with the new token; the `control` event of a `stop`); and a close also reaches a
+        // connection the same batch authenticated.
+        for close in closes {
+            self.deliver(close, &mut queued);
         }
         self.queued = queued;
     }
@@ -202,12 +222,16 @@ impl Dispatcher {
                 reply,
                 result,
             } => {
-                if let Ok(principal) = &result {
-                    self.register(Arc::from(principal.id.as_str()), device, conn);
-                }
+                let result = result.and_then(|principal| {
+                    self.register(Arc::from(principal.id.as_str()), device, conn)?;
+                    Ok(principal)
+                });
                 let _ = reply.send(result);
             }
             Delivery::Signup { reply, result } => {
+                let _ = reply.send(result);
+            }
+            Delivery::Operator { reply, result } => {
                 let _ = reply.send(result);
             }
         }
@@ -246,16 +270,31 @@ impl Dispatcher {
         }
     }
 
-    /// One live connection per (principal, device): the newer replaces the older.
-    fn register(&mut self, principal: Arc<str>, device: String, handle: ConnHandle) {
-        let replaced: Vec<ConnId> = self
+    /// One live connection per (principal, device): the newer replaces the older. A
+    /// principal with `max_devices` connections already (none of them on this device) gets
+    /// `busy` instead.
+    fn register(
+        &mut self,
+        principal: Arc<str>,
+        device: String,
+        handle: ConnHandle,
+    ) -> Result<(), Refusal> {
+        let (replaced, others): (Vec<ConnId>, Vec<ConnId>) = self
             .by_principal
             .get(&principal)
             .into_iter()
             .flatten()
-            .filter(|id| self.conns.get(id).is_some_and(|c| c.device == device))
-            .copied()
-            .collect();
+            .partition(|id| self.conns.get(id).is_some_and(|c| c.device == device));
+        if others.len() >= self.max_devices {
+            return Err(Refusal::new(
+                roundtable_protocol::ErrorCode::Busy,
+                format!(
+                    "this principal has {} live connections, the most this hub allows; close \
+                     one (or reuse its device id) and connect again",
+                    others.len()
+                ),
+            ));
+        }
         for id in replaced {
             if let Some(old) = self.remove(id) {
                 old.handle.control.close(CloseCode::Replaced);
@@ -274,6 +313,7 @@ impl Dispatcher {
                 live: false,
             },
         );
+        Ok(())
     }
 
     fn remove(&mut self, id: ConnId) -> Option<Registered> {

@@ -25,8 +25,8 @@ use tracing::error;
 use crate::dispatch::{Delivery, DispatchHandle};
 use crate::metrics::Metrics;
 use crate::store::{
-    AuditQuery, AuditRecord, EventRecord, Flush, HistoryRange, ReadError, ReadStore, StoreError,
-    StreamKey, SyncRead,
+    AuditQuery, AuditRecord, DirectoryQuery, Flush, HistoryPage, HistoryRange, ReadError,
+    ReadStore, ReplayPage, ReplayPosition, StoreError, StreamKey, StreamPlan, SyncPlan,
 };
 
 /// Commits counted twice: when they begin (by the writer, before the commit can become
@@ -178,7 +178,7 @@ pub fn start(
     };
     let thread = std::thread::Builder::new()
         .name("roundtable-flush".into())
-        .spawn(move || stage.run())
+        .spawn(move || crate::stop_on_panic("flush", move || stage.run()))
         .expect("spawning the flush thread");
     (FlushHandle { queue }, thread)
 }
@@ -261,18 +261,42 @@ impl DurableReads {
 }
 
 impl ReadStore for DurableReads {
+    fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        self.durable(|reads| reads.audit_head())
+    }
+
+    fn directory(
+        &self,
+        query: &DirectoryQuery,
+    ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
+        self.durable(|reads| reads.directory(query))
+    }
+
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
         self.durable(|reads| reads.audit(query))
     }
 
-    fn sync_read(
+    fn sync_plan(
+        &self,
+        principal: &str,
+        cursors: &dyn Fn(&StreamKey) -> u64,
+        replay_max: u64,
+    ) -> Result<SyncPlan, StoreError> {
+        self.durable(|reads| reads.sync_plan(principal, cursors, replay_max))
+    }
+
+    /// Not held back: a page reads only events up to the heads of a plan, which was held
+    /// back until they were durable.
+    fn replay_page(
         &self,
         principal: &str,
         is_agent: bool,
-        cursors: &dyn Fn(&StreamKey) -> u64,
-        replay_max: u64,
-    ) -> Result<SyncRead, StoreError> {
-        self.durable(|reads| reads.sync_read(principal, is_agent, cursors, replay_max))
+        plan: &[StreamPlan],
+        from: ReplayPosition,
+        max_bytes: usize,
+    ) -> Result<ReplayPage, StoreError> {
+        self.inner
+            .replay_page(principal, is_agent, plan, from, max_bytes)
     }
 
     fn history(
@@ -281,7 +305,7 @@ impl ReadStore for DurableReads {
         is_agent: bool,
         room: &str,
         range: HistoryRange,
-    ) -> Result<Vec<EventRecord>, ReadError> {
+    ) -> Result<HistoryPage, ReadError> {
         self.durable(|reads| reads.history(principal, is_agent, room, range))
     }
 }
@@ -345,17 +369,32 @@ mod tests {
     struct AtOnce;
 
     impl ReadStore for AtOnce {
+        fn directory(
+            &self,
+            _: &DirectoryQuery,
+        ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
+            Ok(Vec::new())
+        }
         fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
             Ok(Vec::new())
         }
-        fn sync_read(
+        fn sync_plan(
+            &self,
+            _: &str,
+            _: &dyn Fn(&StreamKey) -> u64,
+            _: u64,
+        ) -> Result<SyncPlan, StoreError> {
+            Ok(SyncPlan::default())
+        }
+        fn replay_page(
             &self,
             _: &str,
             _: bool,
-            _: &dyn Fn(&StreamKey) -> u64,
-            _: u64,
-        ) -> Result<SyncRead, StoreError> {
-            Ok(SyncRead::default())
+            _: &[StreamPlan],
+            _: ReplayPosition,
+            _: usize,
+        ) -> Result<ReplayPage, StoreError> {
+            Ok(ReplayPage::default())
         }
         fn history(
             &self,
@@ -363,8 +402,8 @@ mod tests {
             _: bool,
             _: &str,
             _: HistoryRange,
-        ) -> Result<Vec<EventRecord>, ReadError> {
-            Ok(Vec::new())
+        ) -> Result<HistoryPage, ReadError> {
+            Ok(HistoryPage::default())
         }
     }
 
@@ -373,7 +412,13 @@ mod tests {
         let watermark = Arc::new(Watermark::default());
         let reads = Arc::new(DurableReads::new(Arc::new(AtOnce), watermark.clone()));
         // Nothing committed: answered at once.
-        assert!(reads.history("u", false, "r", range()).unwrap().is_empty());
+        assert!(
+            reads
+                .history("u", false, "r", range())
+                .unwrap()
+                .events
+                .is_empty()
+        );
         // A commit begun but not flushed holds every kind of read back.
         watermark.begin();
         let answered = Arc::new(Mutex::new(0u64));
@@ -384,7 +429,7 @@ mod tests {
                 std::thread::spawn(move || {
                     match kind {
                         0 => drop(reads.history("u", false, "r", range()).unwrap()),
-                        1 => drop(reads.sync_read("u", false, &|_| 0, 10).unwrap()),
+                        1 => drop(reads.sync_plan("u", &|_| 0, 10).unwrap()),
                         _ => drop(reads.audit(&audit_query()).unwrap()),
                     }
                     *lock(&answered) += 1;
@@ -409,6 +454,7 @@ mod tests {
             before: None,
             after: None,
             limit: 10,
+            max_bytes: 1 << 20,
         }
     }
 

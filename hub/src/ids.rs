@@ -86,6 +86,17 @@ impl IdSource {
     }
 }
 
+/// Whether `text` has the shape of an id [`IdSource::id`] mints with `prefix`: a client may
+/// paste a secret (an invite code) where an id belongs, and such text must not be logged.
+pub fn is_id(text: &str, prefix: &str) -> bool {
+    text.len() == prefix.len() + 1 + 16
+        && text.starts_with(prefix)
+        && text.as_bytes()[prefix.len()] == b'_'
+        && text.as_bytes()[prefix.len() + 1..]
+            .iter()
+            .all(|b| BASE32.contains(b))
+}
+
 /// Whether a presented token has the shape of one of ours; anything else is refused
 /// before it is hashed.
 pub fn is_token_shaped(token: &str) -> bool {
@@ -109,6 +120,14 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("p_") && a.len() == 18, "{a}");
         assert!(a[2..].bytes().all(|b| BASE32.contains(&b)));
+        assert!(is_id(&a, "p"));
+        assert!(!is_id(&a, "i"));
+        assert!(!is_id(&source.secret(""), "i"), "a code is not an id");
+        assert!(
+            !is_id("i_ABCDEFGHIJKLMNOP", "i"),
+            "upper case is not base32 here"
+        );
+        assert!(!is_id("i_é", "i"));
     }
 
     #[test]

@@ -16,13 +16,19 @@
 //!   queues the replies and fans the events out.
 //! - [`delivery`]: per-connection queues and event encoding.
 //! - [`session`]: one WebSocket connection (reader and sink tasks).
-//! - [`http`]: the listener's routes.
+//! - [`http`]: the listener's routes, behind [`browsers`]: the Host and Origin checks that
+//!   keep web pages out.
+//! - [`listener`]: accepts connections and serves HTTP on them with timeouts, within the
+//!   counts of [`admission`]; [`websocket`] takes an upgraded socket over, holding frames
+//!   to 8 KiB until `auth`.
 //!
 //! Start it with [`serve`], or [`Hub::open`] then [`Hub::serve`] to learn its ids first;
 //! [`embedded::start`] runs one inside another program, on a runtime of its own.
 
 pub mod admin;
+pub mod admission;
 pub mod audit;
+pub mod browsers;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
@@ -31,18 +37,22 @@ pub mod embedded;
 pub mod engine;
 pub mod http;
 pub mod ids;
+pub mod listener;
 pub mod metrics;
+pub mod operator;
 pub mod sent_keys;
 pub mod session;
 pub mod state;
 pub mod store;
 pub mod tls;
 pub mod visibility;
+pub mod websocket;
 pub mod writer;
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use config::{HubConfig, SignupMode};
@@ -70,17 +80,85 @@ pub enum HubError {
     Locked { dir: String },
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    #[error(
+        "the public address {address:?} cannot be used: {reason}; give the host:port clients \
+         reach the hub at, e.g. hub.example.com:443"
+    )]
+    PublicAddress { address: String, reason: String },
+    #[error("the hub's limits do not fit together: {0}")]
+    Limits(String),
+}
+
+/// The writer and flush threads, watched by `GET /v1/health` and joined when the hub stops.
+#[derive(Debug, Default)]
+pub struct Threads {
+    writer: Mutex<Option<JoinHandle<()>>>,
+    flush: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Threads {
+    fn new(writer: JoinHandle<()>, flush: JoinHandle<()>) -> Threads {
+        Threads {
+            writer: Mutex::new(Some(writer)),
+            flush: Mutex::new(Some(flush)),
+        }
+    }
+
+    /// Whether both threads run: without either, nothing is written or released.
+    pub fn running(&self) -> bool {
+        let running = |thread: &Mutex<Option<JoinHandle<()>>>| {
+            thread
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .is_some_and(|handle| !handle.is_finished())
+        };
+        running(&self.writer) && running(&self.flush)
+    }
+
+    /// Waits for both threads to end.
+    fn join(&self) {
+        for thread in [&self.writer, &self.flush] {
+            let handle = thread.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(handle) = handle {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// Runs the body of one of the hub's own threads (the writer, the flush stage). If it
+/// panics, the process stops at once, saying so: without that thread nothing more would be
+/// written or released, and a hub that accepts commands it can never answer is worse than
+/// one that is down. A restart recovers from what the disk holds.
+pub(crate) fn stop_on_panic(thread: &'static str, body: impl FnOnce()) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        tracing::error!(thread, panic = %what, "a hub thread panicked; stopping the process");
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "roundtable hub: the {thread} thread panicked ({what}); the hub stops now. \
+                 Start it again: it recovers everything that was acknowledged."
+            );
+        }
+        std::process::exit(70);
+    }
 }
 
 /// An opened hub: its store loaded, its writer running, not yet listening.
 pub struct Hub {
     context: Arc<SessionContext>,
-    writer_thread: std::thread::JoinHandle<()>,
-    flush_thread: std::thread::JoinHandle<()>,
     /// Held until the hub has stopped.
     lock: admin::DataLock,
     /// Set when the hub serves `wss`/`https`.
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// `config.public_address`, read for the Host and Origin checks.
+    public_address: Option<browsers::PublicAddress>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -101,6 +179,25 @@ pub(crate) fn unix_ms() -> i64 {
 impl Hub {
     /// Opens (or creates) the store in `config.data_dir` and starts the writer.
     pub fn open(config: HubConfig) -> Result<Hub, HubError> {
+        let public_address = config
+            .public_address
+            .as_deref()
+            .map(|address| {
+                address
+                    .parse::<browsers::PublicAddress>()
+                    .map_err(|reason| HubError::PublicAddress {
+                        address: address.to_owned(),
+                        reason,
+                    })
+            })
+            .transpose()?;
+        if config.page_bytes.saturating_mul(2) > config.max_queue_bytes {
+            return Err(HubError::Limits(format!(
+                "a page of {} bytes must fit twice in max_queue_bytes ({}): a history reply \
+                 alone would close every connection that asks for one",
+                config.page_bytes, config.max_queue_bytes
+            )));
+        }
         let lock = admin::DataLock::acquire(&config)?;
         let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let mut ids = IdSource::from_os();
@@ -119,9 +216,10 @@ impl Hub {
                     .clone()
                     .unwrap_or_else(|| "127.0.0.1:7300".to_owned()),
                 rate_limits: config.rate_limits,
+                max_agents_per_user: config.max_agents_per_user,
             },
         );
-        let dispatch = dispatch::DispatchHandle::new(metrics.clone());
+        let dispatch = dispatch::DispatchHandle::new(metrics.clone(), config.max_devices);
         let watermark = Arc::new(durability::Watermark::default());
         let (flushing, flush_thread) = durability::start(
             store.flusher()?,
@@ -140,7 +238,7 @@ impl Hub {
                 max_batch: config.max_batch,
             },
         );
-        let context = Arc::new(SessionContext::new(
+        let mut context = SessionContext::new(
             writer,
             dispatch,
             Arc::new(durability::DurableReads::new(Arc::new(reader), watermark)),
@@ -148,13 +246,13 @@ impl Hub {
             metrics,
             hub_id,
             epoch,
-        ));
+        );
+        context.threads = Threads::new(writer_thread, flush_thread);
         Ok(Hub {
-            context,
-            writer_thread,
-            flush_thread,
+            context: Arc::new(context),
             lock,
             tls,
+            public_address,
         })
     }
 
@@ -180,42 +278,60 @@ impl Hub {
     ) -> Result<(), HubError> {
         let Hub {
             context,
-            writer_thread,
-            flush_thread,
             lock,
             tls,
+            public_address,
         } = self;
-        if let Ok(address) = listener.local_addr() {
-            info!(%address, hub = %context.hub_id, "hub serving");
-        }
-        let router = http::router(context.clone());
-        let writer = context.writer.clone();
-        let stopping = async move {
-            shutdown.await;
-            info!("hub stopping");
-            writer.submit(Request::Shutdown);
+        let address = listener.local_addr().unwrap_or_else(|error| {
+            // Never seen for a bound socket; without the address, only loopback names and
+            // the public address are let in, which is the stricter side.
+            tracing::warn!(%error, "cannot read the listening address");
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0))
+        });
+        info!(%address, hub = %context.hub_id, "hub serving");
+        let browsers = browsers::BrowserPolicy::new(
+            tls.is_some(),
+            address,
+            public_address,
+            context.config.allowed_origins.clone(),
+        );
+        let router = http::router(context.clone(), Arc::new(browsers));
+        let stopping = {
+            let context = context.clone();
+            async move {
+                shutdown.await;
+                info!("hub stopping");
+                context.stopping.send_replace(true);
+                context.writer.submit(Request::Shutdown);
+            }
         };
-        match tls {
-            Some(tls) => {
-                let listener = tls::TlsListener::new(listener, tls)?;
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(stopping)
-                    .await?;
-            }
-            None => {
-                // Frames are small and latency matters: never hold them back for Nagle.
-                let listener = axum::serve::ListenerExt::tap_io(
-                    listener,
-                    |stream: &mut tokio::net::TcpStream| {
-                        if let Err(error) = stream.set_nodelay(true) {
-                            tracing::debug!(%error, "cannot set TCP_NODELAY");
-                        }
-                    },
-                );
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(stopping)
-                    .await?;
-            }
+        // The operator's socket in the data directory, while the hub serves.
+        #[cfg(unix)]
+        let (operator_stop, operator_task) = {
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let dir = context.config.data_dir.clone();
+            let writer = context.writer.clone();
+            let task = tokio::spawn(async move {
+                operator::serve(&dir, writer, async {
+                    let _ = stopped.await;
+                })
+                .await;
+            });
+            (stop, task)
+        };
+        listener::serve(
+            listener,
+            tls,
+            router,
+            context.admission.clone(),
+            context.metrics.clone(),
+            stopping,
+        )
+        .await;
+        #[cfg(unix)]
+        {
+            let _ = operator_stop.send(());
+            let _ = operator_task.await;
         }
         // Sessions are closing with 1012; give them a moment to say so.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -224,11 +340,8 @@ impl Hub {
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let _ = tokio::task::spawn_blocking(move || {
-            let _ = writer_thread.join();
-            let _ = flush_thread.join();
-        })
-        .await;
+        let threads = context.clone();
+        let _ = tokio::task::spawn_blocking(move || threads.threads.join()).await;
         drop(lock);
         info!("hub stopped");
         Ok(())
@@ -242,4 +355,39 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HubError> {
     Hub::open(config)?.serve(listener, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hub_runs_only_while_both_its_threads_do() {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let waiting = std::thread::spawn(move || {
+            let _ = stopped.recv();
+        });
+        let finished = std::thread::spawn(|| {});
+        while !finished.is_finished() {
+            std::thread::yield_now();
+        }
+        let threads = Threads::new(waiting, finished);
+        assert!(!threads.running(), "the flush stage has ended");
+        let (keep, idle) = std::sync::mpsc::channel::<()>();
+        let (keep_too, idle_too) = std::sync::mpsc::channel::<()>();
+        let both = Threads::new(
+            std::thread::spawn(move || {
+                let _ = idle.recv();
+            }),
+            std::thread::spawn(move || {
+                let _ = idle_too.recv();
+            }),
+        );
+        assert!(both.running());
+        assert!(!Threads::default().running(), "not started");
+        drop((stop, keep, keep_too));
+        threads.join();
+        both.join();
+        assert!(!both.running(), "joined");
+    }
 }

@@ -59,6 +59,15 @@ pub struct Metrics {
     pub commands: AtomicU64,
     pub refused: AtomicU64,
     pub slow_consumers: AtomicU64,
+    /// TCP connections closed at once, past the hub's connection limits.
+    pub connections_turned_away: AtomicU64,
+    /// What the writer keeps in memory that time or a decision ends: live tokens, pending
+    /// contact requests, redeemable invites, open pings (set after each batch). Each falls
+    /// back once its items are final, so a steady flow of them does not grow the hub.
+    pub memory_tokens: AtomicU64,
+    pub memory_requests: AtomicU64,
+    pub memory_invites: AtomicU64,
+    pub memory_pings: AtomicU64,
     pub writer_queue_latency: Histogram,
     pub commit_latency: Histogram,
     pub flush_wait_latency: Histogram,
@@ -123,6 +132,36 @@ impl Metrics {
             "counter",
             "Connections closed with 4008 because their queue was full.",
             &self.slow_consumers,
+        );
+        counter(
+            "roundtable_connections_turned_away_total",
+            "counter",
+            "TCP connections closed at once, past the connection limits (in total or per address).",
+            &self.connections_turned_away,
+        );
+        counter(
+            "roundtable_memory_tokens",
+            "gauge",
+            "Live tokens the writer keeps in memory (revoked ones leave it).",
+            &self.memory_tokens,
+        );
+        counter(
+            "roundtable_memory_contact_requests",
+            "gauge",
+            "Pending contact requests in memory (decided or expired ones leave it).",
+            &self.memory_requests,
+        );
+        counter(
+            "roundtable_memory_invites",
+            "gauge",
+            "Redeemable invites in memory (used up, expired or withdrawn ones leave it).",
+            &self.memory_invites,
+        );
+        counter(
+            "roundtable_memory_pings",
+            "gauge",
+            "Open pings in memory (answered or expired ones leave it).",
+            &self.memory_pings,
         );
         self.writer_queue_latency.render(
             &mut out,

@@ -22,18 +22,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use roundtable_protocol::client::{Audit, ClientFrame, History};
+use roundtable_protocol::client::{Audit, ClientFrame, Directory, History};
 use roundtable_protocol::decode::decode_client_frame;
 use roundtable_protocol::model::PrincipalKind;
-use roundtable_protocol::server::{AuditOk, AuthOk, Gap, Hello, OkReply, ServerFrame, SyncOk};
+use roundtable_protocol::server::{
+    AuditOk, AuthOk, DirectoryOk, Gap, Hello, OkReply, ServerFrame, SyncOk,
+};
 use roundtable_protocol::{CloseCode, ErrorCode, PROTO_VERSION, limits};
 use rustc_hash::FxHashMap;
 use tokio::sync::{Semaphore, oneshot};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tracing::{debug, warn};
 
+use crate::admission::{Admission, UnauthenticatedPermit};
 use crate::config::HubConfig;
 use crate::delivery::{
     Closing, ConnControl, ConnHandle, DirectWrite, Outbound, OutboundQueue, err_frame, event_frame,
@@ -41,8 +45,13 @@ use crate::delivery::{
 };
 use crate::dispatch::DispatchHandle;
 use crate::engine::{Caller, Command, ConnId, Refusal};
+use crate::listener::Peer;
 use crate::metrics::Metrics;
-use crate::store::{AuditQuery, HistoryRange, ReadError, ReadStore, StreamKey};
+use crate::store::{
+    AuditQuery, DirectoryQuery, HistoryRange, ReadError, ReadStore, ReplayPosition, StreamKey,
+    StreamPlan,
+};
+use crate::websocket::{PreAuthLimit, Socket};
 use crate::writer::{Request, WriterHandle};
 
 /// What every connection shares.
@@ -54,6 +63,15 @@ pub struct SessionContext {
     pub metrics: Arc<Metrics>,
     pub hub_id: String,
     pub epoch: String,
+    /// The counts of sockets and failed authentications (see [`crate::admission`]).
+    pub admission: Arc<Admission>,
+    /// The writer and flush threads (for `GET /v1/health`).
+    pub threads: crate::Threads,
+    /// `POST /v1/signup`s per client address, when they are limited.
+    pub signups: Option<std::sync::Mutex<crate::admission::AddressBuckets>>,
+    /// Set when the hub begins to stop: sockets not yet authenticated, and closed ones
+    /// lingering for their peer, end at once.
+    pub stopping: tokio::sync::watch::Sender<bool>,
     next_conn: AtomicU64,
 }
 
@@ -64,6 +82,7 @@ impl std::fmt::Debug for SessionContext {
 }
 
 impl SessionContext {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         writer: WriterHandle,
         dispatch: DispatchHandle,
@@ -73,6 +92,14 @@ impl SessionContext {
         hub_id: String,
         epoch: String,
     ) -> SessionContext {
+        let admission = Admission::new(config.connections);
+        let signups = config.signups_per_hour.map(|per_hour| {
+            let per_hour = per_hour.max(1);
+            std::sync::Mutex::new(crate::admission::AddressBuckets::new(
+                per_hour,
+                Duration::from_secs(3600) / per_hour,
+            ))
+        });
         SessionContext {
             writer,
             dispatch,
@@ -81,6 +108,10 @@ impl SessionContext {
             metrics,
             hub_id,
             epoch,
+            admission,
+            threads: crate::Threads::default(),
+            signups,
+            stopping: tokio::sync::watch::Sender::new(false),
             next_conn: AtomicU64::new(1),
         }
     }
@@ -94,13 +125,15 @@ impl SessionContext {
             max_frame: self.config.max_frame as u64,
             max_queue: self.config.max_queue as u64,
             replay_max: Some(self.config.replay_max),
+            max_queue_bytes: Some(self.config.max_queue_bytes as u64),
         })
         .to_json()
     }
 }
 
-type Sink = SplitSink<WebSocket, Message>;
-type Stream = SplitStream<WebSocket>;
+type Sink = SplitSink<Socket, Message>;
+type Stream = SplitStream<Socket>;
+type WsError = tokio_tungstenite::tungstenite::Error;
 
 fn text(frame: String) -> Message {
     Message::Text(Utf8Bytes::from(frame))
@@ -108,23 +141,14 @@ fn text(frame: String) -> Message {
 
 fn close_message(code: CloseCode) -> Message {
     Message::Close(Some(CloseFrame {
-        code: code.code(),
+        code: code.code().into(),
         reason: Utf8Bytes::from_static(code.reason()),
     }))
 }
 
 /// Whether a read error means the peer sent a frame over `max_frame`.
-fn is_too_large(error: &axum::Error) -> bool {
-    use tokio_tungstenite::tungstenite::Error as WsError;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = source {
-        if let Some(WsError::Capacity(_)) = current.downcast_ref::<WsError>() {
-            return true;
-        }
-        source = current.source();
-    }
-    let message = error.to_string();
-    message.contains("Space limit exceeded") || message.contains("too long")
+fn is_too_large(error: &WsError) -> bool {
+    matches!(error, WsError::Capacity(_))
 }
 
 /// Counts the open connection for the metrics, for as long as it lives.
@@ -156,9 +180,22 @@ impl Drop for Registration {
     }
 }
 
+/// What a socket brings to its session from the listener and the upgrade.
+#[derive(Debug)]
+pub struct Arrival {
+    /// Where the client is, and the count its connection holds.
+    pub peer: Arc<Peer>,
+    /// The 8 KiB frame limit before `auth`, lifted when it succeeds.
+    pub pre_auth: Arc<PreAuthLimit>,
+    /// Counts the socket as waiting to authenticate until `auth` is answered.
+    pub unauthenticated: UnauthenticatedPermit,
+}
+
 /// Serves one upgraded WebSocket until it closes.
-pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
+pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival) {
     let _open = OpenConnection::new(context.metrics.clone());
+    // The connection's count lasts as long as the session.
+    let _peer = arrival.peer.clone();
     let (sink, mut stream) = socket.split();
     let writer = Arc::new(ConnWriter {
         state: tokio::sync::Mutex::new(SinkState {
@@ -180,11 +217,11 @@ pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
     }
     let conn = ConnId(context.next_conn.fetch_add(1, Ordering::Relaxed));
     let Some((principal, device, handle)) =
-        authenticate(&writer, &mut stream, &context, conn).await
+        authenticate(&writer, &mut stream, &context, conn, arrival).await
     else {
         return;
     };
-    let _registration = Registration {
+    let registration = Registration {
         dispatch: context.dispatch.clone(),
         conn,
     };
@@ -209,106 +246,122 @@ pub async fn run(socket: WebSocket, context: Arc<SessionContext>) {
         }
         .run(),
     );
-    read_frames(stream, &context, &caller, &handle).await;
+    read_frames(&mut stream, &context, &caller, &handle).await;
     control.end(Closing::PeerGone);
     let _ = sink_task.await;
+    drop(registration);
+    // A hub that is stopping does not wait for its peers.
+    if control
+        .close_code()
+        .is_some_and(|code| code != CloseCode::HubRestarting)
+    {
+        linger(&mut stream, close_grace(&context.config), &context).await;
+    }
+}
+
+/// How long a closing connection's peer has to read what was written and the close frame.
+fn close_grace(config: &HubConfig) -> Duration {
+    (config.heartbeat * 2).max(Duration::from_secs(5))
+}
+
+/// How long a socket refused before `auth` lingers after its close frame.
+const PRE_AUTH_LINGER: Duration = Duration::from_secs(5);
+
+/// Reads and drops what the peer still sends after the hub's close frame, until the peer
+/// closes too or `limit` passes. Why: a socket closed with bytes unread is reset, and a
+/// reset peer loses whatever it had not read yet, the close frame included (a client that
+/// pipelined requests it was never answered would see a reset instead of 4008).
+async fn linger(stream: &mut Stream, limit: Duration, context: &SessionContext) {
+    let mut stopping = context.stopping.subscribe();
+    let drained = async {
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(limit, drained) => {}
+        _ = stopping.wait_for(|stopping| *stopping) => {}
+    }
 }
 
 type Authenticated = (crate::store::PrincipalRecord, String, ConnHandle);
 
+/// How an `auth` was refused, and the close code that follows the `err`.
+struct AuthRefusal {
+    re: Option<u64>,
+    refusal: Refusal,
+    close: CloseCode,
+    /// Counts against the client address's failed authentications.
+    failed: bool,
+}
+
+impl AuthRefusal {
+    fn unauthorized(re: Option<u64>, msg: &str) -> AuthRefusal {
+        AuthRefusal {
+            re,
+            refusal: Refusal::new(ErrorCode::Unauthorized, msg.to_owned()),
+            close: CloseCode::Unauthorized,
+            failed: true,
+        }
+    }
+
+    fn stopping(re: Option<u64>) -> AuthRefusal {
+        AuthRefusal {
+            re,
+            refusal: Refusal::new(ErrorCode::Busy, "the hub is stopping"),
+            close: CloseCode::HubRestarting,
+            failed: false,
+        }
+    }
+}
+
 /// Waits for `auth` and checks it with the writer, which registers the connection. Any
-/// failure answers `err unauthorized` and closes with 4001.
+/// failure answers `err` and closes (4001 for a bad or missing `auth`); a frame over
+/// 8 KiB before then closes with 1009.
 async fn authenticate(
     writer: &Arc<ConnWriter>,
     stream: &mut Stream,
     context: &SessionContext,
     conn: ConnId,
+    arrival: Arrival,
 ) -> Option<Authenticated> {
     // Held until the answer is written: nothing is written directly before it.
     let mut state = writer.state.lock().await;
     let sink = &mut state.sink;
-    let deadline = tokio::time::Instant::now() + context.config.auth_timeout;
-    let refuse =
-        |re: Option<u64>, msg: &str| (re, Refusal::new(ErrorCode::Unauthorized, msg.to_owned()));
-    let first = loop {
-        match tokio::time::timeout_at(deadline, stream.next()).await {
-            Err(_) => {
-                break Err(refuse(
-                    None,
-                    "no auth frame arrived in time; send auth first, within 10 seconds",
-                ));
-            }
-            Ok(None) | Ok(Some(Err(_))) => return None,
-            Ok(Some(Ok(Message::Text(frame)))) => break Ok(frame),
-            Ok(Some(Ok(Message::Binary(_)))) => {
-                break Err(refuse(
-                    None,
-                    "the first frame must be an auth JSON text frame",
-                ));
-            }
-            Ok(Some(Ok(Message::Close(_)))) => return None,
-            Ok(Some(Ok(_))) => continue,
+    let address = arrival.peer.permit.address();
+    let result = match read_auth(stream, context, &arrival.pre_auth).await {
+        Err(FirstFrame::Gone) => None,
+        Err(FirstFrame::TooLarge) => {
+            context
+                .admission
+                .auth_failed(address, std::time::Instant::now());
+            let _ = sink.send(close_message(CloseCode::FrameTooLarge)).await;
+            // What follows is read (up to max_frame a frame) only to be dropped.
+            arrival.pre_auth.lift();
+            linger(stream, PRE_AUTH_LINGER, context).await;
+            return None;
         }
-    };
-    let auth = first.and_then(|frame| match decode_client_frame(frame.as_str()) {
-        Ok(ClientFrame::Auth(auth)) => {
-            if auth.device.is_empty() || auth.device.len() > limits::DEVICE {
-                Err(refuse(
-                    Some(auth.id),
-                    "device must be a stable id of 1 to 128 bytes",
-                ))
-            } else {
-                Ok(auth)
-            }
-        }
-        Ok(other) => Err(refuse(
-            Some(other.id()),
-            &format!("the first frame must be auth, not {}", other.type_name()),
-        )),
-        Err(error) => Err(refuse(
-            error.re,
-            &format!("the first frame must be auth: {}", error.msg),
-        )),
-    });
-    let auth = match auth {
-        Ok(auth) => auth,
-        Err((re, refusal)) => {
+        Err(FirstFrame::Refused(refused)) => {
             // Refused before a token was even checked: still a refused auth, on record.
             context.writer.submit(Request::Refused {
                 principal: String::new(),
                 action: "auth",
                 target: None,
-                refusal: refusal.clone(),
+                refusal: refused.refusal.clone(),
             });
-            let _ = sink.send(text(err_frame(re, &refusal))).await;
-            let _ = sink.send(close_message(CloseCode::Unauthorized)).await;
-            return None;
+            Some(Err(refused))
         }
+        Ok(auth) => Some(check_auth(context, conn, writer, auth).await),
     };
-    let handle = ConnHandle {
-        id: conn,
-        outbound: Arc::new(OutboundQueue::new(context.config.max_queue)),
-        control: Arc::new(ConnControl::default()),
-        direct: Some(writer.clone() as Arc<dyn DirectWrite>),
-    };
-    let (reply, answer) = oneshot::channel();
-    let submitted = context.writer.submit(Request::Auth {
-        token: auth.token,
-        device: auth.device.clone(),
-        conn: handle.clone(),
-        reply,
-    });
-    let result = if submitted {
-        answer
-            .await
-            .unwrap_or_else(|_| Err(Refusal::new(ErrorCode::Busy, "the hub is stopping")))
-    } else {
-        Err(Refusal::new(ErrorCode::Busy, "the hub is stopping"))
-    };
-    match result {
-        Ok(principal) => {
+    // Answered: the socket no longer waits to authenticate.
+    drop(arrival.unauthenticated);
+    match result? {
+        Ok((principal, device, handle, re)) => {
+            arrival.pre_auth.lift();
             let ok = OkReply::with(
-                auth.id,
+                re,
                 &AuthOk {
                     principal: roundtable_protocol::model::Principal {
                         id: principal.id.clone(),
@@ -327,32 +380,163 @@ async fn authenticate(
                 context.dispatch.disconnect(conn);
                 return None;
             }
-            Some((principal, auth.device, handle))
+            Some((principal, device, handle))
         }
-        Err(refusal) => {
-            let _ = sink.send(text(err_frame(Some(auth.id), &refusal))).await;
-            let code = match refusal.code {
-                ErrorCode::Unauthorized => CloseCode::Unauthorized,
-                // A stopped agent: as for a revoked token, there is no point retrying.
-                ErrorCode::Paused => CloseCode::TokenRevoked,
-                _ => CloseCode::HubRestarting,
-            };
-            let _ = sink.send(close_message(code)).await;
+        Err(refused) => {
+            if refused.failed {
+                context
+                    .admission
+                    .auth_failed(address, std::time::Instant::now());
+            }
+            let _ = sink
+                .send(text(err_frame(refused.re, &refused.refusal)))
+                .await;
+            let _ = sink.send(close_message(refused.close)).await;
+            if refused.close != CloseCode::HubRestarting {
+                linger(stream, PRE_AUTH_LINGER, context).await;
+            }
             None
         }
     }
 }
 
+/// Why no `auth` frame could be taken from the socket.
+enum FirstFrame {
+    /// The peer left.
+    Gone,
+    /// A frame over 8 KiB.
+    TooLarge,
+    /// Not an acceptable `auth` frame, or none in time.
+    Refused(AuthRefusal),
+}
+
+/// Reads the first frame, which must be a well-formed `auth`.
+async fn read_auth(
+    stream: &mut Stream,
+    context: &SessionContext,
+    pre_auth: &PreAuthLimit,
+) -> Result<roundtable_protocol::client::Auth, FirstFrame> {
+    let deadline = tokio::time::Instant::now() + context.config.auth_timeout;
+    let refuse = |re, msg: &str| FirstFrame::Refused(AuthRefusal::unauthorized(re, msg));
+    let mut stopping = context.stopping.subscribe();
+    let frame = loop {
+        let next = tokio::select! {
+            next = tokio::time::timeout_at(deadline, stream.next()) => next,
+            _ = stopping.wait_for(|stopping| *stopping) => {
+                return Err(FirstFrame::Refused(AuthRefusal::stopping(None)));
+            }
+        };
+        match next {
+            Err(_) => {
+                return Err(refuse(
+                    None,
+                    "no auth frame arrived in time; send auth first, within 10 seconds",
+                ));
+            }
+            Ok(Some(Err(error))) => {
+                return Err(if pre_auth.exceeded() || is_too_large(&error) {
+                    FirstFrame::TooLarge
+                } else {
+                    FirstFrame::Gone
+                });
+            }
+            Ok(None) | Ok(Some(Ok(Message::Close(_)))) => return Err(FirstFrame::Gone),
+            Ok(Some(Ok(Message::Text(frame)))) => break frame,
+            Ok(Some(Ok(Message::Binary(_)))) => {
+                return Err(refuse(
+                    None,
+                    "the first frame must be an auth JSON text frame",
+                ));
+            }
+            Ok(Some(Ok(_))) => continue,
+        }
+    };
+    match decode_client_frame(frame.as_str()) {
+        Ok(ClientFrame::Auth(auth)) => {
+            if auth.device.is_empty() || auth.device.len() > limits::DEVICE {
+                Err(refuse(
+                    Some(auth.id),
+                    "device must be a stable id of 1 to 128 bytes",
+                ))
+            } else {
+                Ok(auth)
+            }
+        }
+        Ok(other) => Err(refuse(
+            Some(other.id()),
+            &format!("the first frame must be auth, not {}", other.type_name()),
+        )),
+        Err(error) => Err(refuse(
+            error.re,
+            &format!("the first frame must be auth: {}", error.msg),
+        )),
+    }
+}
+
+/// Has the writer check the token; the dispatcher registers the connection when it is
+/// good and the principal has room for one more device.
+async fn check_auth(
+    context: &SessionContext,
+    conn: ConnId,
+    writer: &Arc<ConnWriter>,
+    auth: roundtable_protocol::client::Auth,
+) -> Result<(crate::store::PrincipalRecord, String, ConnHandle, u64), AuthRefusal> {
+    let handle = ConnHandle {
+        id: conn,
+        outbound: Arc::new(OutboundQueue::new(
+            context.config.max_queue,
+            context.config.max_queue_bytes,
+        )),
+        control: Arc::new(ConnControl::default()),
+        direct: Some(writer.clone() as Arc<dyn DirectWrite>),
+    };
+    let (reply, answer) = oneshot::channel();
+    let submitted = context.writer.submit(Request::Auth {
+        token: auth.token,
+        device: auth.device.clone(),
+        conn: handle.clone(),
+        reply,
+    });
+    if !submitted {
+        return Err(AuthRefusal::stopping(Some(auth.id)));
+    }
+    let Ok(result) = answer.await else {
+        return Err(AuthRefusal::stopping(Some(auth.id)));
+    };
+    result
+        .map(|principal| (principal, auth.device, handle, auth.id))
+        .map_err(|refusal| {
+            let (close, failed) = match refusal.code {
+                ErrorCode::Unauthorized => (CloseCode::Unauthorized, true),
+                // A stopped agent (amendment 1): 4011, not 4010; its token stays valid, and
+                // it reconnects with its backoff until a resume lets it in.
+                ErrorCode::Paused => (CloseCode::Stopped, false),
+                // The principal has `max_devices` connections already.
+                ErrorCode::Busy => (CloseCode::TryAgainLater, false),
+                _ => (CloseCode::HubRestarting, false),
+            };
+            AuthRefusal {
+                re: Some(auth.id),
+                refusal,
+                close,
+                failed,
+            }
+        })
+}
+
 /// The reader: decodes frames until the peer leaves, errs, falls silent, or the
 /// connection is closed by the hub.
 async fn read_frames(
-    mut stream: Stream,
+    stream: &mut Stream,
     context: &Arc<SessionContext>,
     caller: &Arc<Caller>,
     handle: &ConnHandle,
 ) {
     let control = &handle.control;
     let in_flight = Arc::new(Semaphore::new(context.config.max_in_flight.max(1)));
+    // Reads hold their results until they are queued: a few at a time bound what one
+    // connection can make the hub hold besides its queue.
+    let reads = Arc::new(Semaphore::new(context.config.max_reads_in_flight.max(1)));
     let silence_limit = context.config.heartbeat * 2;
     let mut closing = control.watch();
     // One timer for the connection, moved on only when it fires, rather than a timer set
@@ -402,7 +586,7 @@ async fn read_frames(
                 continue;
             }
             Message::Close(_) => return,
-            Message::Ping(_) | Message::Pong(_) => continue,
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
         };
         let command = match decode_client_frame(frame.as_str()) {
             Ok(command) => command,
@@ -424,7 +608,7 @@ async fn read_frames(
                 cursors: sync.cursors,
             }),
             ClientFrame::History(history) => {
-                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                let Some(permit) = acquire_read(&reads, control).await else {
                     return;
                 };
                 let context = context.clone();
@@ -438,8 +622,21 @@ async fn read_frames(
                 });
                 true
             }
+            ClientFrame::Directory(directory) => {
+                let Some(permit) = acquire_read(&reads, control).await else {
+                    return;
+                };
+                let context = context.clone();
+                let caller = caller.clone();
+                let handle = handle.clone();
+                tokio::spawn(async move {
+                    handle.push(serve_directory(&context, &caller, directory).await);
+                    drop(permit);
+                });
+                true
+            }
             ClientFrame::Audit(audit) => {
-                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                let Some(permit) = acquire_read(&reads, control).await else {
                     return;
                 };
                 let context = context.clone();
@@ -474,6 +671,18 @@ async fn read_frames(
         if !forwarded {
             return;
         }
+    }
+}
+
+/// Waits for a read permit, unless the connection ends first.
+async fn acquire_read(
+    reads: &Arc<Semaphore>,
+    control: &ConnControl,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let mut closing = control.watch();
+    tokio::select! {
+        permit = reads.clone().acquire_owned() => permit.ok(),
+        _ = wait_closing(&mut closing) => None,
     }
 }
 
@@ -573,6 +782,50 @@ async fn serve_audit(context: &SessionContext, caller: &Caller, audit: Audit) ->
     }
 }
 
+/// `directory`: the principals the caller may see, read off the writer (a search reads
+/// every principal).
+async fn serve_directory(
+    context: &SessionContext,
+    caller: &Caller,
+    directory: Directory,
+) -> Outbound {
+    let query = DirectoryQuery {
+        viewer: caller.id.clone(),
+        query: directory
+            .query
+            .as_deref()
+            .map(str::trim)
+            .filter(|query| !query.is_empty())
+            .map(str::to_lowercase),
+        limit: directory
+            .limit
+            .unwrap_or(DIRECTORY_DEFAULT)
+            .clamp(1, DIRECTORY_MAX) as usize,
+        now_ms: crate::unix_ms(),
+    };
+    let reader = context.reader.clone();
+    match tokio::task::spawn_blocking(move || reader.directory(&query)).await {
+        Ok(Ok(entries)) => Outbound::Frame(
+            ServerFrame::Ok(OkReply::with(directory.id, &DirectoryOk { entries })).to_json(),
+        ),
+        Ok(Err(error)) => {
+            warn!(%error, "directory read failed");
+            Outbound::Err {
+                re: Some(directory.id),
+                refusal: Refusal::new(ErrorCode::Internal, "the hub could not read; retry"),
+            }
+        }
+        Err(_) => Outbound::Err {
+            re: Some(directory.id),
+            refusal: Refusal::new(ErrorCode::Internal, "the hub could not read; retry"),
+        },
+    }
+}
+
+/// `directory` pages: default and most entries.
+const DIRECTORY_DEFAULT: u32 = 50;
+const DIRECTORY_MAX: u32 = 200;
+
 /// `audit` pages: default and most entries.
 const AUDIT_DEFAULT: u32 = 100;
 const AUDIT_MAX: u32 = 1000;
@@ -600,12 +853,18 @@ async fn serve_history(context: &SessionContext, caller: &Caller, history: Histo
         before: history.before,
         after: history.after,
         limit,
+        max_bytes: context.config.page_bytes,
     };
     let read =
         tokio::task::spawn_blocking(move || reader.history(&principal, is_agent, &room, range))
             .await;
     match read {
-        Ok(Ok(events)) => Outbound::Frame(history_frame(history.id, &events, &caller.id)),
+        Ok(Ok(page)) => Outbound::Frame(history_frame(
+            history.id,
+            &page.events,
+            page.more,
+            &caller.id,
+        )),
         Ok(Err(ReadError::NotFound)) => refuse(
             ErrorCode::NotFound,
             format!("there is no room {:?}", history.room),
@@ -777,6 +1036,9 @@ impl SinkTask {
         let queue = self.queue.clone();
         let writer = self.writer.clone();
         let mut items = Vec::new();
+        // What was drained from the queue but not written when the connection began to
+        // close: the close below writes it first (for a 4010 or 4011).
+        let mut unwritten = Vec::new();
         let stop = 'serve: loop {
             tokio::select! {
                 biased;
@@ -797,8 +1059,10 @@ impl SinkTask {
             // nothing written directly overtakes what was queued. Then one flush.
             let mut state = writer.state.lock().await;
             queue.drain_into(&mut items);
-            for item in items.drain(..) {
+            let mut drained = items.drain(..);
+            while let Some(item) = drained.next() {
                 if let Err(stop) = self.handle(&mut state, item).await {
+                    unwritten.extend(drained);
                     break 'serve stop;
                 }
             }
@@ -808,9 +1072,26 @@ impl SinkTask {
         };
         if let Stop::Closing(Closing::Code(code)) = stop {
             // Give a slow peer time to read what is queued and the close frame itself.
-            let grace = (self.context.config.heartbeat * 2).max(Duration::from_secs(5));
+            let grace = close_grace(&self.context.config);
+            let metrics = self.context.metrics.clone();
             let _ = tokio::time::timeout(grace, async {
                 let mut state = writer.state.lock().await;
+                // A revoked or rotated token, or a stopped agent: what was queued before the
+                // close still goes out first, above all the `ok` of the `user_token` that
+                // closed it, which carries the new token. (A slow consumer's queue is what
+                // it could not read: that is dropped.)
+                if matches!(code, CloseCode::TokenRevoked | CloseCode::Stopped) {
+                    queue.drain_into(&mut items);
+                    for item in unwritten.drain(..).chain(items.drain(..)) {
+                        let message = match item {
+                            Outbound::Err { re, refusal } => Some(text(err_frame(re, &refusal))),
+                            item => state.message(item, &metrics).ok().flatten(),
+                        };
+                        if let Some(message) = message {
+                            state.sink.feed(message).await?;
+                        }
+                    }
+                }
                 state.sink.send(close_message(code)).await?;
                 state.sink.close().await
             })
@@ -853,6 +1134,9 @@ impl SinkTask {
 
     /// Replays every readable stream from the client's cursors (or from what this
     /// connection already delivered, whichever is later), then answers with the heads.
+    /// The replay is planned at once and read page by page, each page written (and, when
+    /// the socket is slow, waited for) before the next is read: however much is missing,
+    /// the hub holds one page of it.
     async fn serve_sync(
         &mut self,
         state: &mut SinkState,
@@ -885,60 +1169,72 @@ impl SinkTask {
             *start = (*start).max(*high);
         }
         let reader = self.context.reader.clone();
-        let is_agent = self.caller.kind == PrincipalKind::Agent;
         let replay_max = self.context.config.replay_max;
-        let read = tokio::task::spawn_blocking(move || {
-            reader.sync_read(
+        let planned = tokio::task::spawn_blocking(move || {
+            reader.sync_plan(
                 &principal,
-                is_agent,
                 &|stream| starts.get(stream).copied().unwrap_or(0),
                 replay_max,
             )
         })
         .await;
-        let read = match read {
-            Ok(Ok(read)) => read,
-            Ok(Err(error)) => {
+        let Ok(Ok(plan)) = planned else {
+            if let Ok(Err(error)) = planned {
                 warn!(%error, "sync read failed");
-                let refusal =
-                    Refusal::new(ErrorCode::Internal, "the hub could not read; sync again");
-                return self.write(state, text(err_frame(Some(re), &refusal))).await;
             }
-            Err(_) => {
-                let refusal =
-                    Refusal::new(ErrorCode::Internal, "the hub could not read; sync again");
-                return self.write(state, text(err_frame(Some(re), &refusal))).await;
-            }
+            return self.refuse_sync(state, re).await;
         };
-        let mut heads = BTreeMap::new();
-        for replay in read.streams {
-            let name = match &replay.stream {
-                StreamKey::Room(room) => room.clone(),
-                StreamKey::Inbox(_) => "inbox".to_owned(),
+        let streams: Arc<[StreamPlan]> = Arc::from(plan.streams);
+        // Streams whose `gap` (if any) has been written: each before its first event.
+        let mut announced = 0;
+        let mut written = 0;
+        let mut position = ReplayPosition::start(&streams);
+        while let Some(from) = position {
+            let reader = self.context.reader.clone();
+            let principal = self.caller.id.clone();
+            let is_agent = self.caller.kind == PrincipalKind::Agent;
+            let page_bytes = self.context.config.page_bytes;
+            let plan = streams.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                reader.replay_page(&principal, is_agent, &plan, from, page_bytes)
+            })
+            .await;
+            let Ok(Ok(page)) = read else {
+                if let Ok(Err(error)) = read {
+                    warn!(%error, "sync read failed");
+                }
+                return self.refuse_sync(state, re).await;
             };
-            if let (Some((from, to)), StreamKey::Room(room)) = (replay.gap, &replay.stream) {
-                let gap = ServerFrame::Gap(Gap {
-                    room: room.clone(),
-                    from,
-                    to,
-                });
-                self.write(state, text(gap.to_json())).await?;
-            }
-            let mut written = 0;
-            for event in &replay.events {
+            for (index, event) in page.events {
+                while announced <= index {
+                    self.announce_gap(state, &streams[announced]).await?;
+                    announced += 1;
+                }
                 let with_key = event.from == self.caller.id;
-                self.write(state, text(event_frame(event, with_key)))
+                self.write(state, text(event_frame(&event, with_key)))
                     .await?;
                 written += 1;
                 if written % WRITE_BATCH == 0 {
                     self.flush(state).await?;
                 }
             }
-            let high = state.delivered.entry(name.clone()).or_insert(0);
-            *high = (*high).max(replay.head);
-            heads.insert(name, replay.head);
+            position = page.next;
         }
-        let read_markers = read
+        while announced < streams.len() {
+            self.announce_gap(state, &streams[announced]).await?;
+            announced += 1;
+        }
+        let mut heads = BTreeMap::new();
+        for planned in streams.iter() {
+            let name = match &planned.stream {
+                StreamKey::Room(room) => room.clone(),
+                StreamKey::Inbox(_) => "inbox".to_owned(),
+            };
+            let high = state.delivered.entry(name.clone()).or_insert(0);
+            *high = (*high).max(planned.head);
+            heads.insert(name, planned.head);
+        }
+        let read_markers = plan
             .read_markers
             .into_iter()
             .map(|(stream, seq)| match stream {
@@ -954,6 +1250,28 @@ impl SinkTask {
             },
         );
         self.write(state, text(ServerFrame::Ok(ok).to_json())).await
+    }
+
+    /// Writes a stream's `gap`, if its plan has one.
+    async fn announce_gap(
+        &mut self,
+        state: &mut SinkState,
+        planned: &StreamPlan,
+    ) -> Result<(), Stop> {
+        if let (Some((from, to)), StreamKey::Room(room)) = (planned.gap, &planned.stream) {
+            let gap = ServerFrame::Gap(Gap {
+                room: room.clone(),
+                from,
+                to,
+            });
+            self.write(state, text(gap.to_json())).await?;
+        }
+        Ok(())
+    }
+
+    async fn refuse_sync(&mut self, state: &mut SinkState, re: u64) -> Result<(), Stop> {
+        let refusal = Refusal::new(ErrorCode::Internal, "the hub could not read; sync again");
+        self.write(state, text(err_frame(Some(re), &refusal))).await
     }
 }
 
@@ -976,12 +1294,12 @@ mod tests {
     }
 
     impl futures_util::Sink<Message> for TestSink {
-        type Error = axum::Error;
+        type Error = WsError;
 
         fn poll_ready(
             self: Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
-        ) -> Poll<Result<(), axum::Error>> {
+        ) -> Poll<Result<(), WsError>> {
             if self.written.len() < self.capacity {
                 Poll::Ready(Ok(()))
             } else {
@@ -989,7 +1307,7 @@ mod tests {
             }
         }
 
-        fn start_send(self: Pin<&mut Self>, message: Message) -> Result<(), axum::Error> {
+        fn start_send(self: Pin<&mut Self>, message: Message) -> Result<(), WsError> {
             match message {
                 Message::Text(text) => self.get_mut().written.push(text.to_string()),
                 other => panic!("unexpected {other:?}"),
@@ -1000,7 +1318,7 @@ mod tests {
         fn poll_flush(
             self: Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
-        ) -> Poll<Result<(), axum::Error>> {
+        ) -> Poll<Result<(), WsError>> {
             if self.flushes {
                 Poll::Ready(Ok(()))
             } else {
@@ -1011,7 +1329,7 @@ mod tests {
         fn poll_close(
             self: Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
-        ) -> Poll<Result<(), axum::Error>> {
+        ) -> Poll<Result<(), WsError>> {
             Poll::Ready(Ok(()))
         }
     }
@@ -1093,7 +1411,7 @@ mod tests {
     #[tokio::test]
     async fn a_free_writer_writes_at_once_in_order_and_skips_what_was_delivered() {
         let writer = writer(usize::MAX, true);
-        let queue = OutboundQueue::new(16);
+        let queue = OutboundQueue::new(16, 1 << 20);
         let rest = writer.write_now(vec![event(1), frame("a"), event(2)], &queue);
         assert!(rest.is_empty());
         // Seq 2 was delivered already (by a replay): only 3 goes out.
@@ -1109,7 +1427,7 @@ mod tests {
     #[tokio::test]
     async fn nothing_is_written_past_a_held_writer_or_a_queued_item() {
         let writer = writer(usize::MAX, true);
-        let queue = OutboundQueue::new(16);
+        let queue = OutboundQueue::new(16, 1 << 20);
         {
             // The sink task holds the writer (a replay, say).
             let _held = writer.state.lock().await;
@@ -1127,7 +1445,7 @@ mod tests {
     async fn what_cannot_be_written_at_once_comes_back_in_order() {
         // Room for two messages, and a flush that does not complete.
         let writer = writer(2, false);
-        let queue = OutboundQueue::new(16);
+        let queue = OutboundQueue::new(16, 1 << 20);
         let rest = writer.write_now(vec![event(1), event(2), event(3), frame("b")], &queue);
         assert_eq!(item_labels(&rest), ["evt 3", "b"]);
         assert_eq!(written(&writer).await, ["evt 1", "evt 2"]);
@@ -1140,7 +1458,7 @@ mod tests {
     #[tokio::test]
     async fn errors_and_syncs_are_left_to_the_sink_task_with_all_behind_them() {
         let writer = writer(usize::MAX, true);
-        let queue = OutboundQueue::new(16);
+        let queue = OutboundQueue::new(16, 1 << 20);
         let refusal = Refusal::new(ErrorCode::BadFrame, "no");
         let rest = writer.write_now(
             vec![

@@ -70,6 +70,10 @@ pub struct HubState {
     /// Handle -> principal id.
     pub handles: HashMap<String, String>,
     pub tokens: HashMap<TokenHash, TokenRecord>,
+    /// Principal id -> the hashes of its tokens (so revoking them scans no other's).
+    pub tokens_of: HashMap<String, Vec<TokenHash>>,
+    /// User id -> how many agents it has registered.
+    pub agents_of: HashMap<String, usize>,
     pub rooms: HashMap<String, RoomState>,
     /// Principal id -> the rooms it is a member of.
     pub rooms_of: HashMap<String, BTreeSet<String>>,
@@ -87,6 +91,9 @@ pub struct HubState {
     pub requests: HashMap<String, RequestRecord>,
     /// (from, to) -> the id of the pending request between them.
     pub pending: HashMap<(String, String), String>,
+    /// Principal -> the pending requests it sees in `contacts`: those where it, or (for a
+    /// user) one of its agents, is a party.
+    pub pending_of: HashMap<String, BTreeSet<String>>,
     /// Code hash -> the invite.
     pub invites: HashMap<TokenHash, InviteRecord>,
     /// Agent -> the pauses and stops in force on it.
@@ -108,10 +115,15 @@ impl HubState {
             state
                 .handles
                 .insert(principal.handle.clone(), principal.id.clone());
+            if let Some(owner) = &principal.owner {
+                *state.agents_of.entry(owner.clone()).or_default() += 1;
+            }
             state.principals.insert(principal.id.clone(), principal);
         }
         for token in snapshot.tokens {
-            state.tokens.insert(token.hash, token);
+            if !token.revoked {
+                state.add_token(token);
+            }
         }
         for room in snapshot.rooms {
             state.rooms.insert(room.id.clone(), RoomState::new(room));
@@ -175,6 +187,25 @@ impl HubState {
         state
     }
 
+    /// Remembers a token (new, or loaded).
+    pub fn add_token(&mut self, token: TokenRecord) {
+        self.tokens_of
+            .entry(token.principal.clone())
+            .or_default()
+            .push(token.hash);
+        self.tokens.insert(token.hash, token);
+    }
+
+    /// Marks every token of `principal` revoked, and forgets them but for the record
+    /// (a revoked token never comes back).
+    pub fn revoke_tokens_of(&mut self, principal: &str) {
+        // Forgotten, not kept marked: an unknown token and a revoked one are refused
+        // alike, and the memory does not grow with every rotation.
+        for hash in self.tokens_of.remove(principal).into_iter().flatten() {
+            self.tokens.remove(&hash);
+        }
+    }
+
     /// The key of a contact between two principals.
     pub fn contact_key(a: &str, b: &str) -> (String, String) {
         if a < b {
@@ -204,12 +235,71 @@ impl HubState {
     /// Records a request's current state (and whether it is pending between its parties).
     pub fn put_request(&mut self, request: RequestRecord) {
         let pair = (request.from.clone(), request.to.clone());
-        if request.state == RequestState::Pending {
+        let pending = request.state == RequestState::Pending;
+        if pending {
             self.pending.insert(pair, request.id.clone());
         } else if self.pending.get(&pair) == Some(&request.id) {
             self.pending.remove(&pair);
         }
-        self.requests.insert(request.id.clone(), request);
+        let mut audience: Vec<String> = Vec::with_capacity(4);
+        for party in [&request.from, &request.to] {
+            audience.push(party.clone());
+            if let Some(owner) = self.principals.get(party).and_then(|p| p.owner.clone()) {
+                audience.push(owner);
+            }
+        }
+        for principal in audience {
+            if pending {
+                self.pending_of
+                    .entry(principal)
+                    .or_default()
+                    .insert(request.id.clone());
+            } else if let Some(ids) = self.pending_of.get_mut(&principal) {
+                ids.remove(&request.id);
+                if ids.is_empty() {
+                    self.pending_of.remove(&principal);
+                }
+            }
+        }
+        // Only pending requests stay in memory; a final one is read from the store when a
+        // command names it again.
+        if pending {
+            self.requests.insert(request.id.clone(), request);
+        } else {
+            self.requests.remove(&request.id);
+        }
+    }
+
+    /// Keeps an invite in memory while it can be redeemed (neither withdrawn, used up nor
+    /// expired), and forgets it after: the store keeps it, and is read when a code or id
+    /// names it again.
+    pub fn put_invite(&mut self, invite: InviteRecord, now_ms: i64) {
+        if invite.revoked_ms.is_none()
+            && invite.uses < invite.max_uses
+            && now_ms < invite.expires_ms
+        {
+            self.invites.insert(invite.code_hash, invite);
+        } else {
+            self.invites.remove(&invite.code_hash);
+        }
+    }
+
+    /// Keeps a ping in memory while it can be answered, and forgets it once answered or
+    /// expired (the store keeps it).
+    pub fn put_ping(&mut self, ping: PingRecord, now_ms: i64) {
+        let key = (ping.room.clone(), ping.ping.clone());
+        if ping.answered_by.is_none() && ping.expires_ms.is_none_or(|expires| now_ms < expires) {
+            self.pings.insert(key, ping);
+        } else {
+            self.pings.remove(&key);
+        }
+    }
+
+    /// Forgets the invites and pings whose time is up (the writer's housekeeping).
+    pub fn forget_expired(&mut self, now_ms: i64) {
+        self.invites.retain(|_, invite| now_ms < invite.expires_ms);
+        self.pings
+            .retain(|_, ping| ping.expires_ms.is_none_or(|expires| now_ms < expires));
     }
 
     /// The control in force on `agent` for a send in `room`: a stop wins over a pause, and

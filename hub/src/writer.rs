@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::SignupRequest;
@@ -58,6 +58,12 @@ pub enum Request {
         action: &'static str,
         target: Option<String>,
         refusal: Refusal,
+    },
+    /// The operator's request through [`crate::operator`]: answered, with a new token
+    /// when it issued one, once durable.
+    Operator {
+        request: crate::operator::OperatorRequest,
+        reply: oneshot::Sender<Result<Option<String>, Refusal>>,
     },
     /// Close every connection with 1012 and stop.
     Shutdown,
@@ -129,6 +135,10 @@ enum Pending {
         reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
         result: Result<SignupOutcome, Refusal>,
     },
+    Operator {
+        reply: oneshot::Sender<Result<Option<String>, Refusal>>,
+        result: Result<(Option<String>, crate::engine::Effect), Refusal>,
+    },
     /// Events written by the writer itself (expiries).
     Events(Vec<NewEvent>),
 }
@@ -157,6 +167,10 @@ impl Pending {
                 result: Err(internal()),
             },
             Pending::Signup { reply, .. } => Pending::Signup {
+                reply,
+                result: Err(internal()),
+            },
+            Pending::Operator { reply, .. } => Pending::Operator {
                 reply,
                 result: Err(internal()),
             },
@@ -207,9 +221,11 @@ pub fn start(
         max_batch,
         requests: receiver,
     };
+    // Before the hub answers anything, so the gauges are right from the first request.
+    writer.publish_memory();
     let thread = std::thread::Builder::new()
         .name("roundtable-writer".into())
-        .spawn(move || writer.run())
+        .spawn(move || crate::stop_on_panic("writer", move || writer.run()))
         .expect("spawning the writer thread");
     (WriterHandle { requests: sender }, thread)
 }
@@ -219,7 +235,15 @@ impl Writer {
         let mut housekeeping_due = Instant::now();
         loop {
             let mut batch = Vec::new();
-            match self.requests.recv_deadline(housekeeping_due) {
+            // Wake when a window of folded refusals closes, to write its audit entry.
+            let wake = match self.engine.next_refusal_fold_ms() {
+                Some(close_ms) => {
+                    let wait_ms = (close_ms - now_ms()).max(0) as u64;
+                    housekeeping_due.min(Instant::now() + Duration::from_millis(wait_ms))
+                }
+                None => housekeeping_due,
+            };
+            match self.requests.recv_deadline(wake) {
                 Ok(first) => batch.push(first),
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
@@ -271,6 +295,7 @@ impl Writer {
         };
         if housekeeping && let Some(tx) = tx.as_deref_mut() {
             context.engine.forget_old_keys(now);
+            context.engine.forget_expired(now);
             match context.engine.expire_requests(tx, now) {
                 Ok(events) => state.pending.push(Pending::Events(events)),
                 Err(ExecError::Store(error)) => state.failure = Some(error),
@@ -300,6 +325,16 @@ impl Writer {
                 recv(advanced) -> _ => {}
             }
         }
+        // Refusal windows that have closed become their audit entries (every one when the
+        // hub stops, so nothing counted is lost to a clean shutdown).
+        if state.failure.is_none()
+            && let Some(tx) = tx.as_deref_mut()
+            && let Err(error) = context
+                .engine
+                .close_refusal_folds(tx, now_ms(), state.shutdown)
+        {
+            state.failure = Some(error);
+        }
         let BatchState {
             mut pending,
             mut failure,
@@ -323,6 +358,7 @@ impl Writer {
             self.metrics.commits.fetch_add(1, Ordering::Relaxed);
             self.metrics.commit_latency.observe(committed - started);
         }
+        self.publish_memory();
         // A send is its reply and its event; other commands grow the list as they need.
         let mut deliveries = Vec::with_capacity(2 * pending.len());
         for item in pending {
@@ -334,6 +370,19 @@ impl Writer {
             deliveries,
         });
         shutdown
+    }
+
+    /// Publishes how much of what time or a decision ends the writer holds (metrics).
+    fn publish_memory(&self) {
+        let state = &self.engine.state;
+        for (gauge, len) in [
+            (&self.metrics.memory_tokens, state.tokens.len()),
+            (&self.metrics.memory_requests, state.requests.len()),
+            (&self.metrics.memory_invites, state.invites.len()),
+            (&self.metrics.memory_pings, state.pings.len()),
+        ] {
+            gauge.store(len as u64, Ordering::Relaxed);
+        }
     }
 
     /// Rebuilds the in-memory state from the store after a failed batch.
@@ -406,6 +455,13 @@ impl Writer {
                     outcome
                 });
                 out.push(Delivery::Signup { reply, result });
+            }
+            Pending::Operator { reply, result } => {
+                let result = result.map(|(token, close)| {
+                    out.push(Delivery::Effect(close));
+                    token
+                });
+                out.push(Delivery::Operator { reply, result });
             }
             Pending::Events(events) => {
                 for event in events {
@@ -516,6 +572,14 @@ impl ExecContext<'_> {
                     state.failure = Some(error);
                 }
             }
+            Request::Operator { request, reply } => {
+                let crate::operator::OperatorRequest::UserToken { handle, action } = request;
+                let result = answer(
+                    tx.map(|tx| self.engine.operator_user_token(tx, now, &handle, action)),
+                    &mut state.failure,
+                );
+                state.pending.push(Pending::Operator { reply, result });
+            }
             Request::Shutdown => state.shutdown = true,
         }
     }
@@ -602,6 +666,21 @@ mod tests {
         }
         fn event_at(&mut self, s: &StreamKey, q: u64) -> Result<Option<EventRecord>, StoreError> {
             self.inner.event_at(s, q)
+        }
+        fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+            self.inner.request(id)
+        }
+        fn invite_by_code(
+            &mut self,
+            hash: &crate::ids::TokenHash,
+        ) -> Result<Option<InviteRecord>, StoreError> {
+            self.inner.invite_by_code(hash)
+        }
+        fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+            self.inner.invite(id)
+        }
+        fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+            self.inner.ping(room, ping)
         }
         fn upsert_ping(&mut self, p: &PingRecord) -> Result<(), StoreError> {
             self.inner.upsert_ping(p)
@@ -794,10 +873,12 @@ mod tests {
                     before: None,
                     after: Some(2),
                     limit: 10,
+                    max_bytes: 1 << 20,
                 },
             )
             .unwrap();
         let keys: Vec<_> = history
+            .events
             .iter()
             .map(|e| e.client_key.clone().unwrap())
             .collect();

@@ -29,18 +29,21 @@ pub enum ClientFrame {
     Directory(Directory),
     RegisterAgent(RegisterAgent),
     AgentToken(AgentToken),
+    UserToken(UserToken),
     ContactRequest(ContactRequestCmd),
     ContactRespond(ContactRespond),
     Contacts(Contacts),
     InviteCreate(InviteCreate),
     InviteRedeem(InviteRedeem),
+    InviteRevoke(InviteRevoke),
+    Invites(Invites),
     Control(Control),
     Audit(Audit),
 }
 
 impl ClientFrame {
     /// Every `t` a client may send, in the order of [`ClientFrame`]'s variants.
-    pub const TYPES: [&'static str; 23] = [
+    pub const TYPES: [&'static str; 26] = [
         "auth",
         "sync",
         "ack",
@@ -57,11 +60,14 @@ impl ClientFrame {
         "directory",
         "register_agent",
         "agent_token",
+        "user_token",
         "contact_request",
         "contact_respond",
         "contacts",
         "invite_create",
         "invite_redeem",
+        "invite_revoke",
+        "invites",
         "control",
         "audit",
     ];
@@ -85,11 +91,14 @@ impl ClientFrame {
             ClientFrame::Directory(_) => "directory",
             ClientFrame::RegisterAgent(_) => "register_agent",
             ClientFrame::AgentToken(_) => "agent_token",
+            ClientFrame::UserToken(_) => "user_token",
             ClientFrame::ContactRequest(_) => "contact_request",
             ClientFrame::ContactRespond(_) => "contact_respond",
             ClientFrame::Contacts(_) => "contacts",
             ClientFrame::InviteCreate(_) => "invite_create",
             ClientFrame::InviteRedeem(_) => "invite_redeem",
+            ClientFrame::InviteRevoke(_) => "invite_revoke",
+            ClientFrame::Invites(_) => "invites",
             ClientFrame::Control(_) => "control",
             ClientFrame::Audit(_) => "audit",
         }
@@ -114,11 +123,14 @@ impl ClientFrame {
             ClientFrame::Directory(c) => c.id,
             ClientFrame::RegisterAgent(c) => c.id,
             ClientFrame::AgentToken(c) => c.id,
+            ClientFrame::UserToken(c) => c.id,
             ClientFrame::ContactRequest(c) => c.id,
             ClientFrame::ContactRespond(c) => c.id,
             ClientFrame::Contacts(c) => c.id,
             ClientFrame::InviteCreate(c) => c.id,
             ClientFrame::InviteRedeem(c) => c.id,
+            ClientFrame::InviteRevoke(c) => c.id,
+            ClientFrame::Invites(c) => c.id,
             ClientFrame::Control(c) => c.id,
             ClientFrame::Audit(c) => c.id,
         }
@@ -244,9 +256,14 @@ pub struct MemberSet {
     pub routing: Routing,
 }
 
+/// Sets a profile: the caller's own, or (`principal`) one of the caller's agents. An agent
+/// may narrow its own `discoverable`; only its owner may widen it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileSet {
     pub id: u64,
+    /// One of the caller's agents (an id); absent: the caller itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -289,6 +306,14 @@ pub struct AgentToken {
     pub action: TokenAction,
 }
 
+/// Rotates or revokes the calling user's own token; the old token's connections (this one
+/// included) close with 4010.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserToken {
+    pub id: u64,
+    pub action: TokenAction,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContactRequestCmd {
     pub id: u64,
@@ -325,6 +350,20 @@ pub struct InviteCreate {
 pub struct InviteRedeem {
     pub id: u64,
     pub code: String,
+}
+
+/// Withdraws one of the caller's invites, so its code no longer redeems.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InviteRevoke {
+    pub id: u64,
+    /// The invite's id (`invite` in `invite_create`'s `ok`), never its code.
+    pub invite: String,
+}
+
+/// Lists the caller's invites that can still be redeemed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invites {
+    pub id: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -422,6 +461,8 @@ commands! {
     Contacts => Contacts: crate::server::ContactsOk,
     InviteCreate => InviteCreate: crate::server::InviteCreateOk,
     InviteRedeem => InviteRedeem: crate::server::InviteRedeemOk,
+    InviteRevoke => InviteRevoke: Done,
+    Invites => Invites: crate::server::InvitesOk,
     Control => Control: Done,
     Audit => Audit: crate::server::AuditOk,
 }
@@ -448,12 +489,23 @@ impl Command for AgentToken {
     const REPLY_HAS_SECRET: bool = true;
 }
 
+impl From<UserToken> for ClientFrame {
+    fn from(command: UserToken) -> ClientFrame {
+        ClientFrame::UserToken(command)
+    }
+}
+
+impl Command for UserToken {
+    type Reply = crate::server::UserTokenOk;
+    const REPLY_HAS_SECRET: bool = true;
+}
+
 impl ClientFrame {
     /// Whether the `ok` answering this frame carries a secret (a token).
     pub fn reply_has_secret(&self) -> bool {
         matches!(
             self,
-            ClientFrame::RegisterAgent(_) | ClientFrame::AgentToken(_)
+            ClientFrame::RegisterAgent(_) | ClientFrame::AgentToken(_) | ClientFrame::UserToken(_)
         )
     }
 }

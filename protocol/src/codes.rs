@@ -108,14 +108,19 @@ pub enum CloseCode {
     FrameTooLarge,
     /// 1012: the hub is restarting.
     HubRestarting,
+    /// 1013: try again later: the principal already has `max_devices` live connections.
+    TryAgainLater,
     /// 4001: unauthorized, or no `auth` in time.
     Unauthorized,
     /// 4008: the outbound queue passed `max_queue`; reconnect and resume from the cursor.
     SlowConsumer,
     /// 4009: a newer connection of the same principal and device replaced this one.
     Replaced,
-    /// 4010: the token was revoked or rotated (or the agent stopped).
+    /// 4010: the token was revoked or rotated. Sign in again with a new token.
     TokenRevoked,
+    /// 4011: the agent is stopped by its owner. The token stays valid: keep it and
+    /// reconnect with the usual backoff; `auth` succeeds again after a `resume`.
+    Stopped,
 }
 
 impl CloseCode {
@@ -124,10 +129,12 @@ impl CloseCode {
             CloseCode::TooManyBadFrames => 1008,
             CloseCode::FrameTooLarge => 1009,
             CloseCode::HubRestarting => 1012,
+            CloseCode::TryAgainLater => 1013,
             CloseCode::Unauthorized => 4001,
             CloseCode::SlowConsumer => 4008,
             CloseCode::Replaced => 4009,
             CloseCode::TokenRevoked => 4010,
+            CloseCode::Stopped => 4011,
         }
     }
 
@@ -136,10 +143,12 @@ impl CloseCode {
             1008 => CloseCode::TooManyBadFrames,
             1009 => CloseCode::FrameTooLarge,
             1012 => CloseCode::HubRestarting,
+            1013 => CloseCode::TryAgainLater,
             4001 => CloseCode::Unauthorized,
             4008 => CloseCode::SlowConsumer,
             4009 => CloseCode::Replaced,
             4010 => CloseCode::TokenRevoked,
+            4011 => CloseCode::Stopped,
             _ => return None,
         })
     }
@@ -150,10 +159,12 @@ impl CloseCode {
             CloseCode::TooManyBadFrames => "too many bad frames",
             CloseCode::FrameTooLarge => "frame too large",
             CloseCode::HubRestarting => "hub restarting",
+            CloseCode::TryAgainLater => "too many connections",
             CloseCode::Unauthorized => "unauthorized",
             CloseCode::SlowConsumer => "slow consumer",
             CloseCode::Replaced => "replaced",
             CloseCode::TokenRevoked => "token revoked",
+            CloseCode::Stopped => "stopped",
         }
     }
 }
@@ -180,10 +191,12 @@ mod tests {
             CloseCode::TooManyBadFrames,
             CloseCode::FrameTooLarge,
             CloseCode::HubRestarting,
+            CloseCode::TryAgainLater,
             CloseCode::Unauthorized,
             CloseCode::SlowConsumer,
             CloseCode::Replaced,
             CloseCode::TokenRevoked,
+            CloseCode::Stopped,
         ] {
             assert_eq!(CloseCode::from_code(close.code()), Some(close));
         }

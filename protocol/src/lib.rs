@@ -15,6 +15,7 @@
 //! - [`decode`]: decoding of untrusted client frames into either a frame or the exact error
 //!   the protocol prescribes.
 //! - [`handles`]: handle syntax and `@mention` scanning.
+//! - [`text`]: what names, titles, topics and descriptions may not contain.
 
 pub mod bodies;
 pub mod client;
@@ -23,6 +24,7 @@ pub mod decode;
 pub mod handles;
 pub mod model;
 pub mod server;
+pub mod text;
 pub mod ts;
 
 pub use client::ClientFrame;
@@ -41,6 +43,10 @@ pub mod defaults {
     pub const MAX_FRAME: usize = 1024 * 1024;
     /// Outbound frames buffered per connection before it is closed as a slow consumer.
     pub const MAX_QUEUE: usize = 4096;
+    /// Outbound bytes buffered per connection before it is closed as a slow consumer.
+    pub const MAX_QUEUE_BYTES: usize = 8 * 1024 * 1024;
+    /// Live connections of one principal; one more gets `err busy` and close 1013.
+    pub const MAX_DEVICES: usize = 32;
     /// Heartbeat period; a connection silent for twice this is dead.
     pub const HB_MS: u64 = 20_000;
     /// Missing events of one room replayed by `sync` before a `gap` is announced.
@@ -72,4 +78,10 @@ pub mod limits {
     pub const CARD: usize = 16 * 1024;
     /// A device id.
     pub const DEVICE: usize = 128;
+    /// An event `kind` (`x-…` extensions included).
+    pub const KIND: usize = 64;
+    /// Distinct `mentions` of one message, listed and resolved together.
+    pub const MENTIONS: usize = 64;
+    /// Any frame before `auth` succeeds; a larger one closes the connection with 1009.
+    pub const PRE_AUTH_FRAME: usize = 8 * 1024;
 }

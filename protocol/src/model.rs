@@ -1,5 +1,5 @@
-//! Records that replies carry: principals, rooms, members, contacts, requests, directory and
-//! audit entries. Ids are opaque strings; clients never parse them.
+//! Records that replies carry: principals, rooms, members, contacts, requests, invites,
+//! directory and audit entries. Ids are opaque strings; clients never parse them.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -174,6 +174,20 @@ pub struct Contact {
     pub since: String,
 }
 
+/// One of the caller's invites, as `invites` lists it (never its code, which only its
+/// creator saw, once).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invite {
+    pub id: String,
+    /// The room its redeemer joins, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<String>,
+    /// Redemptions left before it is used up.
+    pub uses_left: u32,
+    pub expires_at: String,
+    pub created_at: String,
+}
+
 /// How a directory entry relates to the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -221,6 +235,10 @@ pub struct AuditEntry {
     pub result: AuditResult,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// How many refusals this entry stands for, when more than one: refusals with the
+    /// same (principal, action, code) within one second are folded into one entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
     pub hash: String,
 }
 

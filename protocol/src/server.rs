@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::codes::ErrorCode;
-use crate::model::{AuditEntry, Contact, ContactRequest, DirectoryEntry, Principal, Room};
+use crate::model::{AuditEntry, Contact, ContactRequest, DirectoryEntry, Invite, Principal, Room};
 
 /// Every frame the hub may send, tagged by `t`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +50,10 @@ pub struct Hello {
     /// Events of one room replayed by `sync` before a `gap` (an extension of `hello`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_max: Option<u64>,
+    /// Outbound bytes buffered per connection before it is closed with 4008 (amendment 7;
+    /// absent from hubs that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_bytes: Option<u64>,
 }
 
 /// A successful reply; the fields besides `re` depend on the command.
@@ -168,6 +172,10 @@ pub struct SendOk {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryOk {
     pub events: Vec<Event>,
+    /// True when the page was cut short of `limit` by its size (an extension): more events
+    /// follow in the asked range; page on from the last (or first) one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
 }
 
 /// `ok` of `room_create`.
@@ -213,6 +221,14 @@ pub struct AgentTokenOk {
     pub token: Option<String>,
 }
 
+/// `ok` of `user_token`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserTokenOk {
+    /// The new token, for `rotate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
 /// `ok` of `contact_request`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContactRequestOk {
@@ -231,6 +247,10 @@ pub struct ContactsOk {
 pub struct InviteCreateOk {
     pub code: String,
     pub link: String,
+    /// The invite's id, for `invite_revoke` and `invites`. Hubs from before invites could be
+    /// withdrawn (protocol amendment 5) do not send it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invite: Option<String>,
 }
 
 /// `ok` of `invite_redeem`.
@@ -238,6 +258,13 @@ pub struct InviteCreateOk {
 pub struct InviteRedeemOk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room: Option<Room>,
+}
+
+/// `ok` of `invites`: the caller's invites that can still be redeemed (neither withdrawn,
+/// used up nor expired), oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvitesOk {
+    pub invites: Vec<Invite>,
 }
 
 /// `ok` of `audit`.
@@ -266,6 +293,17 @@ pub struct Health {
     pub ok: bool,
     pub version: String,
     pub epoch: String,
+    /// The audit log's last durable entry: record it somewhere else, and verification
+    /// later proves the log still holds it and extends it (nothing cut or rewritten).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_head: Option<AuditHead>,
+}
+
+/// An audit log entry's place in the hash chain: its `n` and `hash`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditHead {
+    pub n: u64,
+    pub hash: String,
 }
 
 /// `GET /.well-known/roundtable.json`.

@@ -42,11 +42,13 @@ impl TestHub {
     }
 
     /// Starts a hub in a fresh directory, letting the test adjust its settings. Rate
-    /// limits start off (tests send fast); a test of them turns them on.
+    /// limits, of writes and of signups, start off (tests send fast); a test of them turns
+    /// them on.
     pub async fn start_with(adjust: impl FnOnce(&mut HubConfig)) -> TestHub {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut config = HubConfig::new(dir.path().join("hub"));
         config.rate_limits = None;
+        config.signups_per_hour = None;
         adjust(&mut config);
         let mut hub = TestHub {
             addr: "127.0.0.1:0".parse().unwrap(),
@@ -218,6 +220,13 @@ pub enum Incoming {
     Closed(Option<u16>),
 }
 
+/// A WebSocket upgrade the hub answered with an HTTP error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub status: u16,
+    pub retry_after: Option<String>,
+}
+
 /// A raw protocol client.
 pub struct Client {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
@@ -258,6 +267,7 @@ impl Client {
                 max_frame: 0,
                 max_queue: 0,
                 replay_max: None,
+                max_queue_bytes: None,
             },
             next_id: 1,
             backlog: VecDeque::new(),
@@ -268,6 +278,45 @@ impl Client {
             other => bail!("expected hello, got {other:?}"),
         }
         Ok(client)
+    }
+
+    /// Connects from the loopback address `source` (any of 127.0.0.0/8 on Linux), so a
+    /// test can be several clients in the hub's eyes; reads `hello`. An upgrade the hub
+    /// refuses comes back as `Err` with its status and `Retry-After`.
+    pub async fn connect_from(
+        url: &str,
+        source: std::net::IpAddr,
+    ) -> Result<std::result::Result<Client, Refused>> {
+        let target: SocketAddr = url
+            .trim_start_matches("ws://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .context("connect_from takes ws://ip:port/...")?;
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(source, 0))?;
+        let stream = tokio::time::timeout(PATIENCE, socket.connect(target))
+            .await
+            .context("connect timed out")??;
+        let handshake = tokio::time::timeout(
+            PATIENCE,
+            tokio_tungstenite::client_async(url, MaybeTlsStream::Plain(stream)),
+        )
+        .await
+        .context("the upgrade timed out")?;
+        match handshake {
+            Ok((socket, _)) => Ok(Ok(Client::from_socket(socket).await?)),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Ok(Err(Refused {
+                status: response.status().as_u16(),
+                retry_after: response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned),
+            })),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Connects over TLS (`wss://`), trusting what `tls` trusts, and reads `hello`.

@@ -360,3 +360,137 @@ async fn several_processes_share_one_profile() {
         serde_json::json!([])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invite_is_listed_until_withdrawn_and_then_refused() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    home.signup(&hub, "sam").await;
+    let created = json(
+        &home
+            .ok("dana", &["--json", "invite", "create", "--max-uses", "2"])
+            .await,
+    );
+    let id = created["invite"]
+        .as_str()
+        .expect("the invite's id")
+        .to_owned();
+    let listed = json(&home.ok("dana", &["--json", "invite", "list"]).await);
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["uses_left"], 2);
+    assert!(home.ok("dana", &["invite", "list"]).await.contains(&id));
+
+    // Only its creator withdraws it.
+    let stderr = home.fails("sam", &["invite", "revoke", &id], REFUSED).await;
+    assert!(stderr.contains("not_found"), "{stderr}");
+    home.ok("dana", &["invite", "revoke", &id]).await;
+    assert!(
+        home.ok("dana", &["invite", "list"])
+            .await
+            .starts_with("no invites")
+    );
+    let stderr = home
+        .fails(
+            "sam",
+            &["invite", "redeem", created["link"].as_str().unwrap()],
+            REFUSED,
+        )
+        .await;
+    assert!(stderr.contains("withdrawn"), "{stderr}");
+}
+
+/// `roundtable hub …` as the operator runs it, on the hub's machine.
+async fn operator(data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(roundtable_testkit::roundtable_bin())
+        .arg("hub")
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .env("ROUNDTABLE_LOG", "warn")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The operator revokes a user's token while the hub runs (amendment 6: its connections
+/// close with 4010 at once, the token is dead), and holds the audit log to a head recorded
+/// from `GET /v1/health` (amendment 9): a log cut back since fails, clearly, non-zero.
+#[tokio::test]
+async fn the_operator_revokes_tokens_online_and_verifies_the_log_against_a_recorded_head() {
+    let mut hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    let old_token = home.profile("dana").token.expose().to_owned();
+    let mut live = roundtable_testkit::Client::connect(&hub.ws_url())
+        .await
+        .unwrap();
+    live.auth(&old_token, "laptop").await.unwrap();
+
+    let rotated = operator(hub.data(), &["user", "token", "--handle", "dana"]).await;
+    assert!(rotated.status.success(), "{}", text(&rotated.stderr));
+    let new_token = text(&rotated.stdout).trim().to_owned();
+    assert!(new_token.starts_with("rt_"), "{new_token}");
+    assert_eq!(live.closed().await.unwrap(), Some(4010));
+    let mut old = roundtable_testkit::Client::connect(&hub.ws_url())
+        .await
+        .unwrap();
+    assert!(old.auth(&old_token, "laptop").await.is_err());
+    let mut fresh = roundtable_testkit::Client::connect(&hub.ws_url())
+        .await
+        .unwrap();
+    fresh.auth(&new_token, "laptop").await.unwrap();
+
+    let revoked = operator(
+        hub.data(),
+        &["user", "token", "--handle", "dana", "--revoke"],
+    )
+    .await;
+    assert!(revoked.status.success(), "{}", text(&revoked.stderr));
+    assert!(revoked.stdout.is_empty());
+    assert_eq!(fresh.closed().await.unwrap(), Some(4010));
+    let unknown = operator(hub.data(), &["user", "token", "--handle", "nobody"]).await;
+    assert!(!unknown.status.success());
+    assert!(text(&unknown.stderr).contains("no user has the handle"));
+
+    // The head as health shows it; the log holds it while the hub runs.
+    let health = roundtable_testkit::http(hub.addr().parse().unwrap(), "GET", "/v1/health", None)
+        .await
+        .unwrap()
+        .json();
+    let head = format!(
+        "{}:{}",
+        health["audit_head"]["n"],
+        health["audit_head"]["hash"].as_str().unwrap()
+    );
+    let verified = operator(hub.data(), &["audit", "verify", "--expect-head", &head]).await;
+    assert!(verified.status.success(), "{}", text(&verified.stderr));
+    assert!(text(&verified.stdout).contains("extends the recorded entry"));
+    let malformed = operator(hub.data(), &["audit", "verify", "--expect-head", "12"]).await;
+    assert_eq!(malformed.status.code(), Some(USAGE));
+    assert!(text(&malformed.stderr).contains("N:HASH"));
+
+    // Someone cuts the log back to before that head: the chain alone still verifies, the
+    // recorded head does not.
+    drop((live, old, fresh));
+    hub.stop().await;
+    let n: i64 = health["audit_head"]["n"].as_i64().unwrap();
+    rusqlite::Connection::open(hub.data().join("hub.sqlite3"))
+        .unwrap()
+        .execute("DELETE FROM audit WHERE n >= ?1", [n])
+        .unwrap();
+    let plain = operator(hub.data(), &["audit", "verify"]).await;
+    assert!(plain.status.success(), "{}", text(&plain.stderr));
+    let caught = operator(hub.data(), &["audit", "verify", "--expect-head", &head]).await;
+    assert!(!caught.status.success());
+    let stderr = text(&caught.stderr);
+    assert!(
+        stderr.contains(&format!("broken at entry {n}")) && stderr.contains("removed"),
+        "{stderr}"
+    );
+}

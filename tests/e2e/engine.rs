@@ -435,3 +435,132 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn someone_who_joins_a_room_live_is_known_by_handle() {
+    let hub = roundtable_testkit::TestHub::start().await;
+    let user = roundtable_testkit::signup(hub.addr, "dana").await.unwrap();
+    let laptop = tempfile::tempdir().unwrap();
+    let core = Core::open(profile_for(laptop.path(), "dana", hub.addr, &user).await)
+        .await
+        .unwrap();
+    let sync = core.start();
+    core.synced(PATIENCE).await.unwrap();
+    let room = core
+        .call(
+            RoomCreate {
+                id: 0,
+                title: Some("design".into()),
+                topic: None,
+                members: Vec::new(),
+            },
+            PATIENCE,
+        )
+        .await
+        .unwrap()
+        .room
+        .id;
+    let invite = core.create_invite(Some(&room), None, None).await.unwrap();
+    // Sam joins through the invite while Dana's core is live: the `member` event names
+    // only an id; the core learns the handle.
+    roundtable_testkit::signup_with(
+        hub.addr,
+        roundtable_protocol::client::SignupRequest {
+            handle: "sam".into(),
+            name: "Sam".into(),
+            discoverable: None,
+            invite: Some(invite.code),
+        },
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let owned = room.clone();
+        let members = core.read(move |cache| cache.members(&owned)).await.unwrap();
+        if members.iter().any(|member| member.handle == "sam") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sam is only known as {members:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sync.stop().await;
+}
+
+/// A stop is not a revocation (protocol amendment 1): the stopped agent's core goes
+/// offline, not into an error the user must fix; it keeps its token, retries with its
+/// backoff, and is back by itself once its owner resumes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_agent_keeps_its_token_and_comes_back_after_a_resume() {
+    let hub = roundtable_testkit::TestHub::start().await;
+    let base = tempfile::tempdir().unwrap();
+    let user = roundtable_testkit::signup(hub.addr, "dana").await.unwrap();
+    let dana = Core::open(profile_for(base.path(), "dana", hub.addr, &user).await)
+        .await
+        .unwrap();
+    let dana_sync = dana.start();
+    dana.synced(PATIENCE).await.unwrap();
+    let registered = dana
+        .register_agent("writer", Default::default(), PATIENCE)
+        .await
+        .unwrap();
+    let token = registered.profile.token.expose().to_owned();
+    let profile_dir = registered.profile.dir.clone();
+    let writer = Core::open(registered.profile).await.unwrap();
+    let writer_sync = writer.start();
+    writer.synced(PATIENCE).await.unwrap();
+    let agent = writer.me().to_owned();
+    let control = |action| Control {
+        id: 0,
+        agent: agent.clone(),
+        action,
+        room: None,
+    };
+
+    let mut state = writer.sync_state();
+    dana.call(control(ControlAction::Stop), PATIENCE)
+        .await
+        .unwrap();
+    let offline = tokio::time::timeout(
+        PATIENCE,
+        state.wait_for(|state| matches!(state, SyncState::Offline { .. })),
+    )
+    .await
+    .expect("the stopped agent goes offline")
+    .unwrap()
+    .clone();
+    let SyncState::Offline { reason } = offline else {
+        unreachable!()
+    };
+    assert!(reason.contains("stopped"), "{reason}");
+    // Several attempts while it lasts (each `err paused`, then 4011): never an error.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        let now = writer.sync_state().borrow().clone();
+        assert!(!matches!(now, SyncState::Error { .. }), "{now:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    dana.call(control(ControlAction::Resume), PATIENCE)
+        .await
+        .unwrap();
+    // Back within its backoff (at most 30 s between attempts), with the same token.
+    tokio::time::timeout(
+        Duration::from_secs(45),
+        writer
+            .sync_state()
+            .wait_for(|state| matches!(state, SyncState::Idle)),
+    )
+    .await
+    .expect("the resumed agent reconnects by itself")
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(profile_dir.join("token")).unwrap(),
+        token
+    );
+    writer_sync.stop().await;
+    dana_sync.stop().await;
+}

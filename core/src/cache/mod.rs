@@ -7,6 +7,7 @@
 //! applies their writes, keeping for every value the seq (or time) that set it so that no
 //! older event overwrites a newer one.
 
+mod board_queries;
 mod local_work;
 mod outbox;
 mod queries;
@@ -23,6 +24,7 @@ use roundtable_protocol::client::ControlAction;
 use roundtable_protocol::server::Event;
 use rusqlite::{Connection, OptionalExtension, params};
 
+pub use board_queries::*;
 pub use local_work::*;
 pub use outbox::{OutboxEntry, OutboxKind, OutboxState, without_secrets};
 pub use queries::*;

@@ -19,6 +19,7 @@ pub struct PrincipalRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct MemberView {
     pub id: String,
     /// The handle, when the cache met it (else the id).
@@ -27,6 +28,7 @@ pub struct MemberView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct RoomView {
     pub id: String,
     pub title: Option<String>,
@@ -53,6 +55,7 @@ impl RoomView {
 /// Where a message is on its way to the hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub enum Delivery {
     /// On the hub: it has a seq.
     Stored,
@@ -73,6 +76,7 @@ impl Delivery {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct MessageView {
     pub room: String,
     /// `None` while it waits in the outbox.
@@ -97,6 +101,7 @@ pub struct MessageView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct TaskStateChange {
     pub status: String,
     /// When the snapshot that first showed this status was written.
@@ -104,6 +109,7 @@ pub struct TaskStateChange {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct TaskView {
     pub id: Option<String>,
     pub title: String,
@@ -137,6 +143,7 @@ pub struct TaskFilter {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct ComponentAgent {
     pub agent: String,
     pub handle: Option<String>,
@@ -147,6 +154,7 @@ pub struct ComponentAgent {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct ComponentView {
     pub room: String,
     pub id: String,
@@ -241,6 +249,7 @@ pub struct UsageRow {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub enum PingState {
     Open,
     Answered,
@@ -248,6 +257,7 @@ pub enum PingState {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct PingView {
     pub room: String,
     pub ping: String,
@@ -269,6 +279,7 @@ pub struct PingView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct AgentStatusView {
     pub agent: String,
     pub handle: Option<String>,
@@ -279,6 +290,7 @@ pub struct AgentStatusView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct ContactView {
     pub principal: String,
     pub handle: Option<String>,
@@ -288,6 +300,7 @@ pub struct ContactView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct RequestView {
     pub id: String,
     pub from: String,
@@ -300,6 +313,7 @@ pub struct RequestView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct ControlView {
     /// `None`: every room.
     pub room: Option<String>,
@@ -853,6 +867,40 @@ impl CacheView {
             .query_map(params![room, ping, unanswered], map)?
             .collect::<Result<_, _>>()?;
         Ok(pings)
+    }
+
+    /// The latest message seq of each sender in a room.
+    pub fn last_message_seqs(&self, room: &str) -> Result<Vec<(String, u64)>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT sender, max(seq) FROM events WHERE stream = ?1 AND kind = 'message'
+             GROUP BY sender",
+        )?;
+        let seqs = statement
+            .query_map([room], |row| {
+                Ok((row.get(0)?, row.get::<_, i64>(1)? as u64))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(seqs)
+    }
+
+    /// The agents of `owner` the cache met.
+    pub fn agents_of(&self, owner: &str) -> Result<Vec<PrincipalRow>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT id, kind, handle, name, owner FROM principals
+             WHERE owner = ?1 AND kind = 'agent' ORDER BY handle",
+        )?;
+        let agents = statement
+            .query_map([owner], |row| {
+                Ok(PrincipalRow {
+                    id: row.get(0)?,
+                    kind: row.get(1)?,
+                    handle: row.get(2)?,
+                    name: row.get(3)?,
+                    owner: row.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(agents)
     }
 
     /// The latest status of each agent.

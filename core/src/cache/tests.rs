@@ -1082,3 +1082,127 @@ fn log_reads_apply_in_one_batch_and_a_read_from_a_stale_position_is_left_out() {
     assert_eq!(cache.log_file("/a.jsonl").unwrap().unwrap().offset, 160);
     assert_eq!(cache.log_file("/b.jsonl").unwrap().unwrap().offset, 50);
 }
+
+#[test]
+fn the_digest_begins_where_the_person_last_looked_and_the_boards_read_their_rows() {
+    use crate::work::digest::digest;
+    let (_dir, mut cache) = open();
+    cache.set_meta("principal", "p_dana").unwrap();
+    cache.apply("p_dana", "r", &history(), Some(16)).unwrap();
+    cache
+        .apply(
+            "p_dana",
+            "inbox",
+            &[Event {
+                room: None,
+                stream: Some("inbox".into()),
+                ..event(
+                    "r",
+                    1,
+                    "2026-11-30T09:00:00.000Z",
+                    "p_dana",
+                    "room_added",
+                    json!({"room": "r", "by": "p_dana"}),
+                )
+            }],
+            None,
+        )
+        .unwrap();
+    let at = |time: &str| format!("2026-11-30T{time}:00.000Z");
+    let ms = |time: &str| roundtable_protocol::ts::parse_millis(&at(time)).unwrap();
+    let tasks = |seq: u64, time: &str, lint: &str| {
+        event(
+            "r",
+            seq,
+            &at(time),
+            "p_agent",
+            "tasks",
+            json!({"session": session("s2"), "source": "TodoWrite", "tasks": [
+                {"title": "parse", "status": "completed"}, {"title": "lint", "status": lint}]}),
+        )
+    };
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                event(
+                    "r",
+                    17,
+                    &at("10:00"),
+                    "p_sam",
+                    "message",
+                    json!({"text": "read"}),
+                ),
+                tasks(18, "10:10", "pending"),
+                event(
+                    "r",
+                    19,
+                    &at("10:20"),
+                    "p_sam",
+                    "message",
+                    json!({"text": "seen"}),
+                ),
+                event(
+                    "r",
+                    20,
+                    &at("11:00"),
+                    "p_sam",
+                    "message",
+                    json!({"text": "@dana new", "mentions": ["p_dana"]}),
+                ),
+                tasks(21, "11:05", "completed"),
+            ],
+            None,
+        )
+        .unwrap();
+    cache.mark_read("r", 17).unwrap();
+    let completed = |digest: &crate::work::digest::RoomDigest| -> Vec<String> {
+        digest
+            .tasks_completed
+            .iter()
+            .map(|task| task.title.clone())
+            .collect()
+    };
+    // From the read marker: both messages after it, both completions after it.
+    let from_marker = digest(&cache, "p_dana", true, ms("12:00"), None).unwrap();
+    assert_eq!((from_marker[0].messages, from_marker[0].mentions), (2, 1));
+    assert_eq!(completed(&from_marker[0]), ["lint", "parse"]);
+    // Looked at 10:30: only what came after.
+    let from_look = digest(&cache, "p_dana", true, ms("12:00"), Some(ms("10:30"))).unwrap();
+    assert_eq!((from_look[0].messages, from_look[0].mentions), (1, 1));
+    assert_eq!(completed(&from_look[0]), ["lint"]);
+    assert_eq!(from_look[0].since_ms, ms("10:30"));
+    // Looked before the marker: the marker wins.
+    let earlier = digest(&cache, "p_dana", true, ms("12:00"), Some(ms("09:00"))).unwrap();
+    assert_eq!(earlier, from_marker);
+    // Looked after everything: nothing to say.
+    assert!(
+        digest(&cache, "p_dana", true, ms("12:00"), Some(ms("11:30")))
+            .unwrap()
+            .iter()
+            .all(|room| room.messages == 0 && room.tasks_completed.is_empty())
+    );
+
+    // The rows the boards read.
+    let counts = cache.message_counts_since(ms("10:15")).unwrap();
+    assert_eq!(
+        counts
+            .iter()
+            .map(|c| (c.sender.as_str(), c.count, c.last_ms))
+            .collect::<Vec<_>>(),
+        [("p_sam", 2, ms("11:00"))]
+    );
+    let usage = cache.usage_sessions().unwrap();
+    assert_eq!(
+        usage
+            .iter()
+            .map(|u| (u.agent.as_str(), u.session_id.as_str(), u.room.as_str()))
+            .collect::<Vec<_>>(),
+        [("p_agent", "s1", "r")]
+    );
+    let arch = cache.arch_events("r").unwrap();
+    assert_eq!(arch.iter().map(|a| a.seq).collect::<Vec<_>>(), [4, 5, 13]);
+    assert!(arch[1].body.contains("working") && arch[2].body.contains("shipped"));
+    assert_eq!(arch[0].sender, "p_agent");
+}

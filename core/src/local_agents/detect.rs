@@ -16,8 +16,11 @@ const VERSION_PATIENCE: Duration = Duration::from_secs(5);
 
 /// An agent CLI found on this machine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct Detected {
     pub cli: AgentCli,
+    /// The name people know it by ("Claude Code").
+    pub name: String,
     pub path: PathBuf,
     /// What `--version` printed (its first line), when it answered.
     pub version: Option<String>,
@@ -126,6 +129,7 @@ pub async fn detect(env: &Environment, profiles: &Path) -> Vec<Detected> {
             .find(|record| record.cli == cli && record.project.is_none());
         found.push(Detected {
             cli,
+            name: cli.display_name().to_owned(),
             version: version(&path).await,
             path,
             supported: cli.supported(),

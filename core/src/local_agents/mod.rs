@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 /// An agent CLI Roundtable knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub enum AgentCli {
     Claude,
     Codex,
@@ -62,6 +63,18 @@ impl AgentCli {
         AgentCli::ALL.into_iter().find(|cli| {
             cli.command() == text || (text == "claude-code" && *cli == AgentCli::Claude)
         })
+    }
+
+    /// The name people know it by.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            AgentCli::Claude => "Claude Code",
+            AgentCli::Codex => "Codex",
+            AgentCli::Gemini => "Gemini CLI",
+            AgentCli::Opencode => "opencode",
+            AgentCli::CursorAgent => "Cursor Agent",
+            AgentCli::Copilot => "GitHub Copilot CLI",
+        }
     }
 
     /// The framework name its sessions carry in `tasks` and `usage` events.

@@ -42,6 +42,7 @@ pub struct EditedFile {
 
 /// What changed in one file, for a person to read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct FileChange {
     pub path: PathBuf,
     pub added: Vec<String>,
@@ -51,6 +52,7 @@ pub struct FileChange {
 
 /// The result of onboarding or offboarding.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct Report {
     pub cli: AgentCli,
     pub handle: String,

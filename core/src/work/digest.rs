@@ -2,6 +2,10 @@
 //! messages, the tasks agents completed (with their own titles) and those under way, the
 //! components touched and by whom, the questions waiting, and what it cost. Computed from
 //! the cache alone, deterministically: no model call, the same digest for the same cache.
+//!
+//! "Since they last read it" is the later of the room's read marker and the moment the
+//! person last looked at the app (see [`Core::mark_looked`]): what arrived while they were
+//! looking is not news when they come back, read or not.
 
 use serde::Serialize;
 
@@ -9,12 +13,14 @@ use crate::cache::{CacheError, CacheView, PingView, TaskFilter, UsageQuery};
 use crate::{Core, CoreError, now_ms};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct DigestTask {
     pub agent: String,
     pub title: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct DigestComponent {
     pub id: String,
     pub name: Option<String>,
@@ -25,6 +31,7 @@ pub struct DigestComponent {
 
 /// One room's news.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct RoomDigest {
     pub room: String,
     pub title: Option<String>,
@@ -60,21 +67,30 @@ fn handle(view: &CacheView, id: &str) -> Result<String, CacheError> {
     Ok(view.handle_of(id)?.unwrap_or_else(|| id.to_owned()))
 }
 
-/// The digest of every room of `view` for principal `me` at `now_ms`: rooms with nothing new
-/// are left out; the others in the order of their titles.
+/// The digest of every room of `view` for principal `me` at `now_ms`, since each room's read
+/// marker or `looked_ms` (when the person last looked), whichever is later: rooms with
+/// nothing new are left out; the others in the order of their titles.
 pub fn digest(
     view: &CacheView,
     me: &str,
     me_is_user: bool,
     now_ms: i64,
+    looked_ms: Option<i64>,
 ) -> Result<Vec<RoomDigest>, CacheError> {
     let waiting = view.open_pings_for(me, me_is_user, now_ms)?;
     let mut digests = Vec::new();
     for room in view.rooms()? {
-        let since_ms = if room.read_to == 0 {
+        let read_ms = if room.read_to == 0 {
             0
         } else {
             view.event_time(&room.id, room.read_to)?.unwrap_or(0)
+        };
+        let since_ms = read_ms.max(looked_ms.unwrap_or(0));
+        let (messages, mentions) = match looked_ms {
+            Some(looked) if looked > read_ms => {
+                view.unread_since(&room.id, room.read_to, looked, me)?
+            }
+            _ => (room.unread, room.unread_mentions),
         };
         let filter = TaskFilter {
             room: Some(room.id.clone()),
@@ -139,8 +155,8 @@ pub fn digest(
         let digest = RoomDigest {
             title: room.title.clone(),
             since_ms,
-            messages: room.unread,
-            mentions: room.unread_mentions,
+            messages,
+            mentions,
             tasks_completed: completed,
             tasks_in_progress: in_progress,
             components,
@@ -160,10 +176,30 @@ pub fn digest(
     Ok(digests)
 }
 
+/// Where the cache keeps when the person last looked (ms since the epoch).
+const LOOKED: &str = "looked_ms";
+
 impl Core {
-    /// What happened in our rooms since we last read them.
+    /// What happened in our rooms since we last read them, or last looked.
     pub async fn digest(&self) -> Result<Vec<RoomDigest>, CoreError> {
         let (me, is_user, now) = (self.me().to_owned(), !self.is_agent(), now_ms());
-        self.read(move |view| digest(view, &me, is_user, now)).await
+        self.read(move |view| {
+            let looked = view.meta(LOOKED)?.and_then(|text| text.parse().ok());
+            digest(view, &me, is_user, now, looked)
+        })
+        .await
+    }
+
+    /// Records that the person looked at everything at `at_ms`: the next digest begins
+    /// there (it never moves back).
+    pub async fn mark_looked(&self, at_ms: i64) -> Result<(), CoreError> {
+        self.write_job(move |cache| {
+            let before: Option<i64> = cache.meta(LOOKED)?.and_then(|text| text.parse().ok());
+            if before.is_none_or(|before| at_ms > before) {
+                cache.set_meta(LOOKED, &at_ms.to_string())?;
+            }
+            Ok(())
+        })
+        .await
     }
 }

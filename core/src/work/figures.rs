@@ -15,6 +15,7 @@ use super::events::{Framework, TokenCounts};
 use super::pricing::{PriceMemo, Pricing};
 use super::publish::Targets;
 use crate::cache::{CacheError, CacheView, UsageKey, UsageQuery};
+use crate::{Core, CoreError};
 
 /// Teams: named sets of people (by handle), from the person's `teams.toml`:
 /// `[teams]` then `core = ["dana", "sam"]`.
@@ -40,7 +41,7 @@ impl Teams {
     }
 
     /// The teams of a person (a handle), or `(no team)`.
-    fn of(&self, person: &str) -> Vec<String> {
+    pub fn of(&self, person: &str) -> Vec<String> {
         let teams: Vec<String> = self
             .teams
             .iter()
@@ -250,4 +251,27 @@ pub fn figures(
             latest_ms: sum.latest_ms,
         })
         .collect())
+}
+
+impl Core {
+    /// [`figures`] for this profile's person: their teams (`teams.toml` in the profile), the
+    /// agents onboarded on this machine (whose sessions are counted from the rooms, not the
+    /// logs), at `pricing`. What `roundtable usage` prints and the desktop's costs board shows.
+    pub async fn usage_figures(
+        &self,
+        grouping: Vec<Grouping>,
+        query: UsageQuery,
+        pricing: Pricing,
+    ) -> Result<Vec<Figure>, CoreError> {
+        let profile = self.profile();
+        let teams = Teams::load(&profile.dir)?;
+        let (profiles, share_rooms) = (profile.base().to_path_buf(), profile.share_rooms.clone());
+        let me = profile.handle.clone();
+        self.read(move |view| {
+            // Reads the agents' profiles: on the blocking thread, with the cache.
+            let targets = super::watch::load_targets(&profiles, &share_rooms);
+            figures(view, &grouping, &query, &teams, &targets, &pricing, &me)
+        })
+        .await
+    }
 }

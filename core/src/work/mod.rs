@@ -15,8 +15,10 @@
 //! - [`architecture`]: a repository's components (`.roundtable/architecture.toml`).
 //! - [`figures`]: cost and tokens grouped as a person asks, local and shared together.
 //! - [`digest`]: "while you were away".
+//! - [`boards`]: the desktop's boards (tasks, architecture, costs, sessions), one call each.
 
 pub mod architecture;
+pub mod boards;
 pub mod claude;
 pub mod codex;
 pub mod digest;

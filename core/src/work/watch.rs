@@ -32,6 +32,7 @@ const RESCAN: Duration = Duration::from_secs(10);
 
 /// What the watcher is doing, for a view to show.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum WatchState {
     /// The first pass over the logs.
@@ -62,11 +63,18 @@ pub struct WatchOptions {
 #[derive(Debug)]
 pub struct LogWatch {
     stop: watch::Sender<bool>,
+    reload: Arc<tokio::sync::Notify>,
     task: Option<tokio::task::JoinHandle<()>>,
     pub state: watch::Receiver<WatchState>,
 }
 
 impl LogWatch {
+    /// Reads the onboarded agents again now (one was onboarded or offboarded), rather than at
+    /// the next rescan: what their sessions write from then on is published.
+    pub fn reload_agents(&self) {
+        self.reload.notify_one();
+    }
+
     /// Stops the watcher and waits for it.
     pub async fn stop(mut self) {
         let _ = self.stop.send(true);
@@ -357,8 +365,10 @@ impl Core {
             bytes: 0,
         });
         let core = self.clone();
+        let reload = Arc::new(tokio::sync::Notify::new());
+        let reloads = reload.clone();
         let task = tokio::spawn(async move {
-            if let Err(error) = core.follow_logs(options, stopped, &state).await {
+            if let Err(error) = core.follow_logs(options, stopped, &reloads, &state).await {
                 let _ = state.send(WatchState::Failed {
                     reason: error.to_string(),
                 });
@@ -366,6 +376,7 @@ impl Core {
         });
         LogWatch {
             stop,
+            reload,
             task: Some(task),
             state: state_receiver,
         }
@@ -375,6 +386,7 @@ impl Core {
         &self,
         options: WatchOptions,
         mut stop: watch::Receiver<bool>,
+        reload: &tokio::sync::Notify,
         state: &watch::Sender<WatchState>,
     ) -> Result<(), CoreError> {
         let roots = scan::roots(&options.env);
@@ -476,6 +488,10 @@ impl Core {
                         known = found;
                         let _ = state.send(WatchState::Watching { files: known });
                     }
+                }
+                () = reload.notified() => {
+                    following.targets =
+                        Arc::new(load_targets(&following.options.profiles, &following.options.share_rooms));
                 }
                 _ = stop.changed() => return Ok(()),
             }

@@ -1,27 +1,23 @@
-//! Discovery and consent: the directory, and contacts made by a request one side sends and
-//! the other side (or, for an agent, its owner) accepts. Nothing crosses owners without it.
+//! Consent: contacts made by a request one side sends and the other side (or, for an
+//! agent, its owner) accepts. Nothing crosses owners without it. (The directory, a read
+//! over every principal, is served by the connection: see `ReadStore::directory`.)
 
 use std::collections::BTreeSet;
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::ContactBody;
-use roundtable_protocol::client::{ContactRequestCmd, ContactRespond, Directory};
+use roundtable_protocol::client::{ContactRequestCmd, ContactRespond};
 use roundtable_protocol::limits;
-use roundtable_protocol::model::{
-    self, ContactRelation, DirectoryEntry, PrincipalKind, RequestState,
-};
-use roundtable_protocol::server::{ContactRequestOk, ContactsOk, DirectoryOk, OkReply};
+use roundtable_protocol::model::{self, RequestState};
+use roundtable_protocol::server::{ContactRequestOk, ContactsOk, OkReply};
 
+use super::existence::shown;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
 use crate::state::HubState;
-use crate::store::{ContactRecord, PrincipalRecord, RequestRecord, StreamKey, WriteTx};
+use crate::store::{ContactRecord, RequestRecord, StreamKey, WriteTx};
 
 /// A pending request expires after 14 days.
 pub const REQUEST_LIFETIME_MS: i64 = 14 * 24 * 60 * 60 * 1000;
-
-/// Directory pages: default and most entries.
-const DIRECTORY_DEFAULT: u32 = 50;
-const DIRECTORY_MAX: u32 = 200;
 
 /// Whether a pending request's time is up.
 fn expired(request: &RequestRecord, now_ms: i64) -> bool {
@@ -41,32 +37,6 @@ pub(super) fn wire_request(request: &RequestRecord) -> model::ContactRequest {
 }
 
 impl HubState {
-    /// How `target` relates to `viewer`, for the directory, at `now_ms`.
-    fn relation(
-        &self,
-        viewer: &PrincipalRecord,
-        target: &PrincipalRecord,
-        now_ms: i64,
-    ) -> ContactRelation {
-        let pending = |from: &str, to: &str| {
-            self.pending
-                .get(&(from.to_owned(), to.to_owned()))
-                .and_then(|id| self.requests.get(id))
-                .is_some_and(|request| !expired(request, now_ms))
-        };
-        if self.are_kin(viewer, target) {
-            ContactRelation::Kin
-        } else if self.is_contact(&viewer.id, &target.id) {
-            ContactRelation::Accepted
-        } else if pending(&viewer.id, &target.id) {
-            ContactRelation::PendingOut
-        } else if pending(&target.id, &viewer.id) {
-            ContactRelation::PendingIn
-        } else {
-            ContactRelation::None
-        }
-    }
-
     /// The principals who hear about a request: both parties and their owners.
     fn request_audience(&self, request: &RequestRecord) -> BTreeSet<String> {
         let mut audience = BTreeSet::new();
@@ -81,58 +51,6 @@ impl HubState {
 }
 
 impl Engine {
-    pub(super) fn directory(&self, now_ms: i64, caller: &Caller, directory: Directory) -> Outcome {
-        let Some(viewer) = self.state.principal(&caller.id) else {
-            return Outcome::ok(OkReply::with(
-                directory.id,
-                &DirectoryOk { entries: vec![] },
-            ));
-        };
-        let query = directory
-            .query
-            .as_deref()
-            .map(str::trim)
-            .filter(|query| !query.is_empty())
-            .map(str::to_lowercase);
-        let limit = directory
-            .limit
-            .unwrap_or(DIRECTORY_DEFAULT)
-            .clamp(1, DIRECTORY_MAX) as usize;
-        let mut entries: Vec<DirectoryEntry> = self
-            .state
-            .principals
-            .values()
-            .filter(|target| target.id != viewer.id && self.state.may_see(viewer, target))
-            .filter(|target| match &query {
-                None => true,
-                Some(query) => {
-                    target.handle.contains(query.as_str())
-                        || target.name.to_lowercase().contains(query.as_str())
-                        || target
-                            .description
-                            .as_deref()
-                            .is_some_and(|d| d.to_lowercase().contains(query.as_str()))
-                }
-            })
-            .map(|target| DirectoryEntry {
-                id: target.id.clone(),
-                kind: target.kind,
-                handle: target.handle.clone(),
-                name: target.name.clone(),
-                description: target.description.clone(),
-                owner: target.owner.clone(),
-                card: target
-                    .card
-                    .as_deref()
-                    .and_then(|card| serde_json::from_str(card).ok()),
-                contact: self.state.relation(viewer, target, now_ms),
-            })
-            .collect();
-        entries.sort_by(|a, b| a.handle.cmp(&b.handle));
-        entries.truncate(limit);
-        Outcome::ok(OkReply::with(directory.id, &DirectoryOk { entries }))
-    }
-
     pub(super) fn contact_request(
         &mut self,
         tx: &mut dyn WriteTx,
@@ -156,7 +74,10 @@ impl Engine {
         let Some(to) = self.state.by_handle(&request.to).cloned() else {
             return refuse(
                 ErrorCode::NotFound,
-                format!("no principal you can see has the handle {:?}", request.to),
+                format!(
+                    "no principal you can see has the handle {}",
+                    shown(&request.to)
+                ),
             );
         };
         if to.id == from.id {
@@ -169,7 +90,10 @@ impl Engine {
             // The same answer as for a handle that does not exist: nothing leaks.
             return refuse(
                 ErrorCode::NotFound,
-                format!("no principal you can see has the handle {:?}", request.to),
+                format!(
+                    "no principal you can see has the handle {}",
+                    shown(&request.to)
+                ),
             );
         }
         if self.state.are_kin(&from, &to) {
@@ -278,10 +202,15 @@ impl Engine {
         caller: &Caller,
         respond: ContactRespond,
     ) -> Result<Outcome, ExecError> {
-        let Some(request) = self.state.requests.get(&respond.request).cloned() else {
+        // A pending request is in memory; a decided one only in the store.
+        let request = match self.state.requests.get(&respond.request) {
+            Some(request) => Some(request.clone()),
+            None => tx.request(&respond.request)?,
+        };
+        let Some(request) = request else {
             return refuse(
                 ErrorCode::NotFound,
-                format!("there is no contact request {:?}", respond.request),
+                format!("there is no contact request {}", shown(&respond.request)),
             );
         };
         let owner_of = |id: &str| {
@@ -290,17 +219,27 @@ impl Engine {
                 .map(|p| self.state.owner_of(p).to_owned())
                 .unwrap_or_default()
         };
-        let deciders = [request.to.clone(), owner_of(&request.to)];
+        // Consent belongs to people (amendment 3): the target decides, or its owner when
+        // the target is an agent; the agent itself does not.
+        let decider = owner_of(&request.to);
+        if caller.id == request.to && decider != request.to {
+            return refuse(
+                ErrorCode::Forbidden,
+                "an agent's contacts are its owner's decision: your owner accepts or rejects \
+                 this request",
+            );
+        }
         let requesters = [request.from.clone(), owner_of(&request.from)];
         let state = if respond.accept {
-            if !deciders.contains(&caller.id) {
+            if caller.id != decider {
                 return refuse(
                     ErrorCode::Forbidden,
-                    "only the target of a contact request (or its owner) may accept it",
+                    "only the target of a contact request (or, for an agent, its owner) may \
+                     accept it",
                 );
             }
             RequestState::Accepted
-        } else if deciders.contains(&caller.id) {
+        } else if caller.id == decider {
             RequestState::Rejected
         } else if requesters.contains(&caller.id) {
             RequestState::Cancelled
@@ -417,22 +356,17 @@ impl Engine {
                 })
             })
             .collect();
-        // Pending requests where the caller, or one of its agents, is a party.
-        let mine = |id: &str| {
-            id == caller.id
-                || (caller.kind == PrincipalKind::User
-                    && self
-                        .state
-                        .principal(id)
-                        .is_some_and(|p| p.owner.as_deref() == Some(caller.id.as_str())))
-        };
+        // Pending requests where the caller, or one of its agents, is a party (indexed:
+        // no scan of every request).
         let mut requests: Vec<&RequestRecord> = self
             .state
-            .pending
-            .values()
+            .pending_of
+            .get(&caller.id)
+            .into_iter()
+            .flatten()
             .filter_map(|id| self.state.requests.get(id))
+            .filter(|request| request.state == RequestState::Pending)
             .filter(|request| !expired(request, now_ms))
-            .filter(|request| mine(&request.from) || mine(&request.to))
             .collect();
         requests.sort_by_key(|request| (request.created_ms, request.id.clone()));
         let requests = requests.into_iter().map(wire_request).collect();

@@ -1,14 +1,15 @@
 //! What lets a person stay in charge of their agents: pausing and stopping them, rotating
-//! and revoking their tokens, and the rate limit every principal's sends go through.
+//! and revoking their tokens, and the rate limit every principal's writes go through (an
+//! agent's also through its owner's bucket).
 
 use roundtable_protocol::bodies::ControlBody;
-use roundtable_protocol::client::{AgentToken, Control, ControlAction, TokenAction};
+use roundtable_protocol::client::{AgentToken, Control, ControlAction, TokenAction, UserToken};
 use roundtable_protocol::model::PrincipalKind;
-use roundtable_protocol::server::{AgentTokenOk, OkReply};
+use roundtable_protocol::server::{AgentTokenOk, OkReply, UserTokenOk};
 use roundtable_protocol::{CloseCode, ErrorCode};
 
 use super::{Caller, Effect, Engine, ExecError, Outcome, Refusal, refuse};
-use crate::store::{ControlRecord, StreamKey, TokenRecord, WriteTx};
+use crate::store::{ControlRecord, StoreError, StreamKey, TokenRecord, WriteTx};
 
 /// A token bucket: up to `burst` sends at once, refilled at `per_second`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,54 +57,107 @@ impl Default for RateLimits {
     }
 }
 
+/// Takes one token from `id`'s bucket (created full), or says how many milliseconds until
+/// one is back.
+fn take_from(
+    buckets: &mut rustc_hash::FxHashMap<String, (f64, i64)>,
+    id: &str,
+    limit: RateLimit,
+    now_ms: i64,
+) -> Result<(), u64> {
+    if !buckets.contains_key(id) {
+        buckets.insert(id.to_owned(), (limit.burst, now_ms));
+    }
+    let (tokens, last_ms) = buckets.get_mut(id).expect("inserted just above");
+    let elapsed_s = (now_ms - *last_ms).max(0) as f64 / 1000.0;
+    *tokens = (*tokens + elapsed_s * limit.per_second).min(limit.burst);
+    *last_ms = now_ms;
+    if *tokens >= 1.0 {
+        *tokens -= 1.0;
+        return Ok(());
+    }
+    let wait_ms = ((1.0 - *tokens) / limit.per_second * 1000.0).ceil() as u64;
+    Err(wait_ms.max(1))
+}
+
+fn give_back(buckets: &mut rustc_hash::FxHashMap<String, (f64, i64)>, id: &str) {
+    if let Some((tokens, _)) = buckets.get_mut(id) {
+        *tokens += 1.0;
+    }
+}
+
 impl Engine {
-    /// Takes one token from the caller's bucket, or says how long to wait for one.
+    /// Takes one token for a `send`: see [`Engine::take_write_token`].
     pub(super) fn take_send_token(&mut self, now_ms: i64, caller: &Caller) -> Result<(), Refusal> {
+        self.take_token(now_ms, caller, "sends")
+    }
+
+    /// Takes one token for a write from the caller's bucket and, for an agent, one from
+    /// its owner's too (so many agents do not multiply a user's rate); or says how long to
+    /// wait.
+    pub(super) fn take_write_token(&mut self, now_ms: i64, caller: &Caller) -> Result<(), Refusal> {
+        self.take_token(now_ms, caller, "writes")
+    }
+
+    fn take_token(&mut self, now_ms: i64, caller: &Caller, what: &str) -> Result<(), Refusal> {
         let Some(limits) = self.config.rate_limits else {
             return Ok(());
         };
-        let limit = match caller.kind {
-            PrincipalKind::Agent => limits.agent,
-            PrincipalKind::User => limits.user,
-        };
-        let (tokens, last_ms) = self
-            .buckets
-            .entry(caller.id.clone())
-            .or_insert((limit.burst, now_ms));
-        let elapsed_s = (now_ms - *last_ms).max(0) as f64 / 1000.0;
-        *tokens = (*tokens + elapsed_s * limit.per_second).min(limit.burst);
-        *last_ms = now_ms;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            return Ok(());
-        }
-        let wait_ms = ((1.0 - *tokens) / limit.per_second * 1000.0).ceil() as u64;
-        Err(Refusal {
+        let refusal = |limit: RateLimit, whose: &str, wait_ms: u64| Refusal {
             code: ErrorCode::RateLimited,
             msg: format!(
-                "too many sends: at most {} at once and {} per second; retry in {wait_ms} ms",
+                "too many {what}: {whose} at most {} at once and {} per second; retry in \
+                 {wait_ms} ms",
                 limit.burst, limit.per_second
             ),
-            retry_after_ms: Some(wait_ms.max(1)),
-        })
-    }
-
-    /// Gives back a token taken for a send that turned out to be a retry.
-    pub(super) fn return_send_token(&mut self, caller: &Caller) {
-        if let Some((tokens, _)) = self.buckets.get_mut(&caller.id) {
-            *tokens += 1.0;
-        }
-    }
-
-    /// The agent a command names, which the caller must own (`not_found` hides agents the
-    /// caller may not see, `forbidden` those it sees but does not own).
-    fn owned_agent(&self, caller: &Caller, agent: &str) -> Result<(), ExecError> {
-        let Some(principal) = self.state.principal(agent) else {
-            return refuse(ErrorCode::NotFound, format!("there is no agent {agent:?}"));
+            retry_after_ms: Some(wait_ms),
         };
-        if principal.kind != PrincipalKind::Agent {
-            return refuse(ErrorCode::NotFound, format!("{agent:?} is not an agent"));
+        let (limit, owner) = match caller.kind {
+            PrincipalKind::Agent => (
+                limits.agent,
+                self.state
+                    .principal(&caller.id)
+                    .and_then(|agent| agent.owner.clone()),
+            ),
+            PrincipalKind::User => (limits.user, None),
+        };
+        take_from(&mut self.buckets, &caller.id, limit, now_ms)
+            .map_err(|wait_ms| refusal(limit, "you may make", wait_ms))?;
+        if let Some(owner) = owner
+            && let Err(wait_ms) = take_from(&mut self.buckets, &owner, limits.user, now_ms)
+        {
+            give_back(&mut self.buckets, &caller.id);
+            return Err(refusal(
+                limits.user,
+                "your owner and its agents together may make",
+                wait_ms,
+            ));
         }
+        Ok(())
+    }
+
+    /// Gives back the tokens taken for a send that turned out to be a retry or was refused
+    /// by a later check.
+    pub(super) fn return_send_token(&mut self, caller: &Caller) {
+        if self.config.rate_limits.is_none() {
+            return;
+        }
+        give_back(&mut self.buckets, &caller.id);
+        if caller.kind == PrincipalKind::Agent
+            && let Some(owner) = self
+                .state
+                .principal(&caller.id)
+                .and_then(|agent| agent.owner.clone())
+        {
+            give_back(&mut self.buckets, &owner);
+        }
+    }
+
+    /// The agent a command names, which the caller must own: `not_found` (the answer for an
+    /// id that names nothing) for agents the caller may not see, `forbidden` for those it
+    /// sees but does not own.
+    fn owned_agent(&self, caller: &Caller, agent: &str) -> Result<(), ExecError> {
+        let principal = self.known_agent(caller, agent)?;
         if principal.owner.as_deref() != Some(caller.id.as_str()) {
             return refuse(
                 ErrorCode::Forbidden,
@@ -111,6 +165,33 @@ impl Engine {
             );
         }
         Ok(())
+    }
+
+    /// Revokes every token of `principal` and, for a rotation, issues a new one (returned,
+    /// to be shown once).
+    fn replace_tokens(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        principal: &str,
+        action: TokenAction,
+    ) -> Result<Option<String>, StoreError> {
+        tx.revoke_tokens(principal, now_ms)?;
+        self.state.revoke_tokens_of(principal);
+        match action {
+            TokenAction::Revoke => Ok(None),
+            TokenAction::Rotate => {
+                let (token, hash) = self.ids.token();
+                let record = TokenRecord {
+                    hash,
+                    principal: principal.to_owned(),
+                    revoked: false,
+                };
+                tx.insert_token(&record, now_ms)?;
+                self.state.add_token(record);
+                Ok(Some(token))
+            }
+        }
     }
 
     pub(super) fn agent_token(
@@ -121,26 +202,7 @@ impl Engine {
         command: AgentToken,
     ) -> Result<Outcome, ExecError> {
         self.owned_agent(caller, &command.agent)?;
-        tx.revoke_tokens(&command.agent, now_ms)?;
-        for token in self.state.tokens.values_mut() {
-            if token.principal == command.agent {
-                token.revoked = true;
-            }
-        }
-        let token = match command.action {
-            TokenAction::Revoke => None,
-            TokenAction::Rotate => {
-                let (token, hash) = self.ids.token();
-                let record = TokenRecord {
-                    hash,
-                    principal: command.agent.clone(),
-                    revoked: false,
-                };
-                tx.insert_token(&record, now_ms)?;
-                self.state.tokens.insert(hash, record);
-                Some(token)
-            }
-        };
+        let token = self.replace_tokens(tx, now_ms, &command.agent, command.action)?;
         let mut outcome = Outcome::ok(OkReply::with(command.id, &AgentTokenOk { token }));
         outcome.effects.push(Effect::Close {
             principal: command.agent.clone(),
@@ -149,23 +211,51 @@ impl Engine {
         outcome.audit_target = Some(format!(
             "{} {}",
             command.agent,
-            match command.action {
-                TokenAction::Rotate => "rotate",
-                TokenAction::Revoke => "revoke",
-            }
+            token_action_str(command.action)
         ));
         Ok(outcome)
     }
 
-    /// Revokes every token of the user `handle` and issues a new one (the operator's
-    /// `roundtable hub user token`, for a lost or leaked token). Its connections close with
-    /// 4010 when the hub next runs: it is not running while the operator does this.
-    pub fn reissue_user_token(
+    /// A user's own token, rotated or revoked (amendment 6). Every connection of the old
+    /// token closes with 4010, the calling one too, after its `ok` (with the new token).
+    pub(super) fn user_token(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        command: UserToken,
+    ) -> Result<Outcome, ExecError> {
+        if caller.kind != PrincipalKind::User {
+            return refuse(
+                ErrorCode::Forbidden,
+                "an agent's token is its owner's to rotate or revoke (agent_token)",
+            );
+        }
+        let token = self.replace_tokens(tx, now_ms, &caller.id, command.action)?;
+        let mut outcome = Outcome::ok(OkReply::with(command.id, &UserTokenOk { token }));
+        outcome.effects.push(Effect::Close {
+            principal: caller.id.clone(),
+            code: CloseCode::TokenRevoked,
+        });
+        outcome.audit_target = Some(format!(
+            "{} {}",
+            caller.id,
+            token_action_str(command.action)
+        ));
+        Ok(outcome)
+    }
+
+    /// Revokes every token of the user `handle` and, for a rotation, issues a new one: the
+    /// operator's `roundtable hub user token`, for a lost or leaked token, on a stopped hub
+    /// or (through the operator socket) a running one, whose connections of the user then
+    /// close with 4010. Recorded in the audit log with no principal (the operator is none).
+    pub fn operator_user_token(
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
         handle: &str,
-    ) -> Result<String, ExecError> {
+        action: TokenAction,
+    ) -> Result<(Option<String>, Effect), ExecError> {
         let Some(user) = self.state.by_handle(handle).cloned() else {
             return refuse(
                 ErrorCode::NotFound,
@@ -178,22 +268,42 @@ impl Engine {
                 format!("{handle} is an agent: its owner rotates its token with agent_token"),
             );
         }
-        tx.revoke_tokens(&user.id, now_ms)?;
-        for token in self.state.tokens.values_mut() {
-            if token.principal == user.id {
-                token.revoked = true;
-            }
-        }
-        let (token, hash) = self.ids.token();
-        let record = TokenRecord {
-            hash,
-            principal: user.id.clone(),
-            revoked: false,
+        let token = self.replace_tokens(tx, now_ms, &user.id, action)?;
+        let target = format!("{} {}", user.id, token_action_str(action));
+        self.audit(tx, now_ms, "", "user_token", Some(target), None)?;
+        let close = Effect::Close {
+            principal: user.id,
+            code: CloseCode::TokenRevoked,
         };
-        tx.insert_token(&record, now_ms)?;
-        self.state.tokens.insert(hash, record);
-        self.audit(tx, now_ms, "", "user_token", Some(user.id), None)?;
-        Ok(token)
+        Ok((token, close))
+    }
+
+    /// Refuses an agent's write in `room` that a pause or stop in force there forbids
+    /// (amendment 1): a stop refuses every write (`send` of any kind, `room_update`,
+    /// `room_invite`), a pause the same except `send` of kinds other than `message`.
+    pub(super) fn check_control(
+        &self,
+        caller: &Caller,
+        room: &str,
+        write: RoomWrite,
+    ) -> Result<(), ExecError> {
+        if caller.kind != PrincipalKind::Agent {
+            return Ok(());
+        }
+        match self.state.control_in(&caller.id, room) {
+            Some(ControlAction::Stop) => refuse(
+                ErrorCode::Paused,
+                "you are stopped in this room by your owner or the room's creator: your \
+                 writes here are refused until a resume",
+            ),
+            Some(ControlAction::Pause) if write != RoomWrite::OtherSend => refuse(
+                ErrorCode::Paused,
+                "you are paused in this room by your owner or the room's creator: your \
+                 messages, room changes and invitations are refused until a resume; status, \
+                 tasks and usage still go through",
+            ),
+            _ => Ok(()),
+        }
     }
 
     pub(super) fn control(
@@ -203,25 +313,22 @@ impl Engine {
         caller: &Caller,
         control: Control,
     ) -> Result<Outcome, ExecError> {
-        let Some(agent) = self.state.principal(&control.agent).cloned() else {
-            return refuse(
-                ErrorCode::NotFound,
-                format!("there is no agent {:?}", control.agent),
-            );
-        };
-        if agent.kind != PrincipalKind::Agent {
-            return refuse(
-                ErrorCode::NotFound,
-                format!("{:?} is not an agent", control.agent),
-            );
-        }
+        let agent = self.known_agent(caller, &control.agent)?;
         let owner = agent.owner.as_deref() == Some(caller.id.as_str());
         if let Some(room) = &control.room {
-            let Some(state) = self.state.rooms.get(room) else {
-                return refuse(ErrorCode::NotFound, format!("there is no room {room:?}"));
+            // A room the caller has nothing to do with is answered as one that does not
+            // exist: it is a member or its creator, or owns an agent in it.
+            let Some(state) = self.state.rooms.get(room).filter(|state| {
+                state.members.contains_key(&caller.id)
+                    || state.record.creator == caller.id
+                    || (owner && state.members.contains_key(&agent.id))
+            }) else {
+                return refuse(
+                    ErrorCode::NotFound,
+                    "there is no room with this id that you are in; list yours with rooms",
+                );
             };
-            let creator = state.record.creator == caller.id;
-            if !owner && !creator {
+            if !owner && state.record.creator != caller.id {
                 return refuse(
                     ErrorCode::Forbidden,
                     "only the agent's owner, or the room's creator, may pause or stop it here",
@@ -239,7 +346,27 @@ impl Engine {
                 "only the agent's owner may pause or stop it in every room",
             );
         }
-        let controls = self.state.controls.entry(agent.id.clone()).or_default();
+        // Amendment 2: a control the owner set is the owner's to lift or replace; a room's
+        // creator changes only what a creator set in that room.
+        let set_by_owner = |record: &ControlRecord| agent.owner.as_deref() == Some(&record.by);
+        if !owner
+            && self
+                .state
+                .controls
+                .get(&agent.id)
+                .into_iter()
+                .flatten()
+                .any(|record| record.room == control.room && set_by_owner(record))
+        {
+            return refuse(
+                ErrorCode::Forbidden,
+                format!(
+                    "{}'s owner set the control in force here; only the owner may lift or \
+                     replace it",
+                    agent.handle
+                ),
+            );
+        }
         match control.action {
             ControlAction::Pause | ControlAction::Stop => {
                 let record = ControlRecord {
@@ -250,21 +377,31 @@ impl Engine {
                     ts_ms: now_ms,
                 };
                 tx.set_control(&record)?;
+                let controls = self.state.controls.entry(agent.id.clone()).or_default();
                 controls.retain(|c| c.room != record.room);
                 controls.push(record);
             }
             ControlAction::Resume => {
                 // The owner's resume without a room lifts everything; otherwise only the
                 // control of that room.
-                let lifted: Vec<Option<String>> = controls
-                    .iter()
+                let lifted: Vec<Option<String>> = self
+                    .state
+                    .controls
+                    .get(&agent.id)
+                    .into_iter()
+                    .flatten()
                     .filter(|c| (owner && control.room.is_none()) || c.room == control.room)
                     .map(|c| c.room.clone())
                     .collect();
                 for room in &lifted {
                     tx.delete_control(&agent.id, room.as_deref())?;
                 }
-                controls.retain(|c| !lifted.contains(&c.room));
+                if let Some(controls) = self.state.controls.get_mut(&agent.id) {
+                    controls.retain(|c| !lifted.contains(&c.room));
+                    if controls.is_empty() {
+                        self.state.controls.remove(&agent.id);
+                    }
+                }
             }
         }
         let body = ControlBody {
@@ -282,9 +419,10 @@ impl Engine {
         )?;
         let mut outcome = Outcome::with_events(OkReply::empty(control.id), vec![event]);
         if control.action == ControlAction::Stop && control.room.is_none() {
+            // Stopped, not revoked: the agent keeps its token and comes back after a resume.
             outcome.effects.push(Effect::Close {
                 principal: agent.id.clone(),
-                code: CloseCode::TokenRevoked,
+                code: CloseCode::Stopped,
             });
         }
         outcome.audit_target = Some(match &control.room {
@@ -293,6 +431,24 @@ impl Engine {
         });
         Ok(outcome)
     }
+}
+
+fn token_action_str(action: TokenAction) -> &'static str {
+    match action {
+        TokenAction::Rotate => "rotate",
+        TokenAction::Revoke => "revoke",
+    }
+}
+
+/// An agent's write in a room, as pauses and stops see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RoomWrite {
+    /// `send` of a `message`.
+    Message,
+    /// `send` of any other kind (status, tasks, usage…): a pause lets it through.
+    OtherSend,
+    /// `room_update`, `room_invite`.
+    Change,
 }
 
 #[cfg(test)]

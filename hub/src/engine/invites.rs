@@ -1,12 +1,16 @@
 //! Invite codes: how a remote teammate joins. The creator's consent is the code itself,
 //! the redeemer's is redeeming it; the two become contacts, and with a room the redeemer a
 //! member. Codes carry 256 random bits and are stored hashed.
+//!
+//! The creator may take its consent back: `invite_revoke` withdraws an invite for good, and
+//! a room invite is void while its creator is not a member of the room (it cannot bring
+//! anyone into a room it left, or was kicked from). `invites` lists what is still usable.
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::ContactBody;
-use roundtable_protocol::client::{InviteCreate, InviteRedeem};
-use roundtable_protocol::model::{PrincipalKind, RequestState};
-use roundtable_protocol::server::{InviteCreateOk, InviteRedeemOk, OkReply};
+use roundtable_protocol::client::{InviteCreate, InviteRedeem, InviteRevoke};
+use roundtable_protocol::model::{self, PrincipalKind, RequestState};
+use roundtable_protocol::server::{InviteCreateOk, InviteRedeemOk, InvitesOk, OkReply};
 
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, refuse};
 use crate::ids::TokenHash;
@@ -57,29 +61,51 @@ impl Engine {
             uses: 0,
             expires_ms: now_ms + (expires_in_s as i64) * 1000,
             created_ms: now_ms,
+            revoked_ms: None,
         };
         tx.upsert_invite(&invite)?;
         let link = format!(
             "roundtable://invite/{code}?hub={}",
             self.config.public_address
         );
-        let mut outcome = Outcome::ok(OkReply::with(create.id, &InviteCreateOk { code, link }));
+        let reply = InviteCreateOk {
+            code,
+            link,
+            invite: Some(invite.id.clone()),
+        };
+        let mut outcome = Outcome::ok(OkReply::with(create.id, &reply));
         outcome.audit_target = Some(match &invite.room {
             Some(room) => format!("{} {room}", invite.id),
             None => invite.id.clone(),
         });
-        self.state.invites.insert(invite.code_hash, invite);
+        self.state.put_invite(invite, now_ms);
         Ok(outcome)
     }
 
-    /// The invite a code names, if it can still be redeemed by `redeemer`.
+    /// The invite a code names, if it can still be redeemed by `redeemer`. One that cannot
+    /// is no longer in memory, and is read from the store to say why.
     pub(super) fn usable_invite(
         &self,
+        tx: &mut dyn WriteTx,
         now_ms: i64,
         code: &str,
         redeemer: Option<&str>,
+    ) -> Result<InviteRecord, ExecError> {
+        let hash = TokenHash::of(code.trim());
+        let invite = match self.state.invites.get(&hash) {
+            Some(invite) => Some(invite.clone()),
+            None => tx.invite_by_code(&hash)?,
+        };
+        Self::check_usable(&self.state, invite, now_ms, redeemer).map_err(ExecError::Refused)
+    }
+
+    fn check_usable(
+        state: &crate::state::HubState,
+        invite: Option<InviteRecord>,
+        now_ms: i64,
+        redeemer: Option<&str>,
     ) -> Result<InviteRecord, Refusal> {
-        let Some(invite) = self.state.invites.get(&TokenHash::of(code.trim())) else {
+        let Some(invite) = invite else {
             return Err(Refusal::new(
                 ErrorCode::NotFound,
                 "this invite code is not known to this hub; check the link",
@@ -89,6 +115,16 @@ impl Engine {
             return Err(Refusal::new(
                 ErrorCode::Conflict,
                 "this is your own invite; send it to the person you want to invite",
+            ));
+        }
+        // Withdrawn is `conflict`, like used up and expired, not `not_found`: whoever holds
+        // the code already knows the invite exists (a code is 256 random bits, never
+        // guessed), so nothing leaks, and the person learns to ask for a new one instead of
+        // doubting the link.
+        if invite.revoked_ms.is_some() {
+            return Err(Refusal::new(
+                ErrorCode::Conflict,
+                "this invite was withdrawn by the person who created it; ask them for a new one",
             ));
         }
         if invite.uses >= invite.max_uses {
@@ -103,7 +139,96 @@ impl Engine {
                 "this invite has expired; ask for a new one",
             ));
         }
-        Ok(invite.clone())
+        if let Some(room) = &invite.room
+            && state.rooms.contains_key(room)
+            && !state.is_member(room, &invite.creator)
+        {
+            return Err(Refusal::new(
+                ErrorCode::Conflict,
+                "this invite is void while the person who created it is not in its room; \
+                 ask them to rejoin the room or to send a new invite",
+            ));
+        }
+        Ok(invite)
+    }
+
+    /// The caller's invites that can still be redeemed, oldest first: neither withdrawn,
+    /// used up nor expired. A room invite the caller cannot honour now, having left the
+    /// room, is listed too: it works again if the caller rejoins, so the caller may want to
+    /// withdraw it. Invites are few per hub, so a scan of them all is cheap enough here.
+    pub(super) fn invites(
+        &self,
+        now_ms: i64,
+        caller: &Caller,
+        re: u64,
+    ) -> Result<Outcome, ExecError> {
+        if caller.kind != PrincipalKind::User {
+            return refuse(
+                ErrorCode::Forbidden,
+                "only users have invites; ask your owner",
+            );
+        }
+        let mut mine: Vec<&InviteRecord> = self
+            .state
+            .invites
+            .values()
+            .filter(|invite| invite.creator == caller.id)
+            .filter(|invite| {
+                invite.revoked_ms.is_none()
+                    && invite.uses < invite.max_uses
+                    && now_ms < invite.expires_ms
+            })
+            .collect();
+        mine.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        let invites = mine
+            .into_iter()
+            .map(|invite| model::Invite {
+                id: invite.id.clone(),
+                room: invite.room.clone(),
+                uses_left: invite.max_uses - invite.uses,
+                expires_at: roundtable_protocol::ts::format_millis(invite.expires_ms),
+                created_at: roundtable_protocol::ts::format_millis(invite.created_ms),
+            })
+            .collect();
+        Ok(Outcome::ok(OkReply::with(re, &InvitesOk { invites })))
+    }
+
+    /// Withdraws one of the caller's invites for good. An id that is unknown or names
+    /// someone else's invite is `not_found` either way, so ids reveal nothing. Withdrawing
+    /// an invite again, or one already used up or expired, is `ok` and changes nothing more.
+    pub(super) fn invite_revoke(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        revoke: InviteRevoke,
+    ) -> Result<Outcome, ExecError> {
+        if caller.kind != PrincipalKind::User {
+            return refuse(
+                ErrorCode::Forbidden,
+                "only users have invites to withdraw; ask your owner",
+            );
+        }
+        // Read from the store, where every invite is (memory keeps only redeemable ones).
+        let Some(invite) = tx
+            .invite(&revoke.invite)?
+            .filter(|invite| invite.creator == caller.id)
+        else {
+            return refuse(
+                ErrorCode::NotFound,
+                "you have no invite with this id; `invites` lists yours \
+                 (withdraw one by its id, i_…, not by its code)",
+            );
+        };
+        let mut outcome = Outcome::ok(OkReply::empty(revoke.id));
+        outcome.audit_target = Some(invite.id.clone());
+        if invite.revoked_ms.is_none() {
+            let mut invite = invite;
+            invite.revoked_ms = Some(now_ms);
+            tx.upsert_invite(&invite)?;
+            self.state.put_invite(invite, now_ms);
+        }
+        Ok(outcome)
     }
 
     pub(super) fn invite_redeem(
@@ -119,9 +244,7 @@ impl Engine {
                 "only users redeem invites; your owner can, then invite you",
             );
         }
-        let invite = self
-            .usable_invite(now_ms, &redeem.code, Some(&caller.id))
-            .map_err(ExecError::Refused)?;
+        let invite = self.usable_invite(tx, now_ms, &redeem.code, Some(&caller.id))?;
         let invite_id = invite.id.clone();
         let (events, room) = self.redeem(tx, now_ms, &caller.id, invite)?;
         let room =
@@ -144,7 +267,7 @@ impl Engine {
     ) -> Result<(Vec<NewEvent>, Option<String>), ExecError> {
         invite.uses += 1;
         tx.upsert_invite(&invite)?;
-        self.state.invites.insert(invite.code_hash, invite.clone());
+        self.state.put_invite(invite.clone(), now_ms);
         let mut events = Vec::new();
         let kin = match (
             self.state.principal(redeemer),

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 mod contacts;
+mod existence;
 mod governance;
 mod invites;
 mod principals;
@@ -22,10 +23,12 @@ use roundtable_protocol::model::{PrincipalKind, Routing};
 use roundtable_protocol::server::OkReply;
 use roundtable_protocol::{CloseCode, ErrorCode};
 
-use crate::ids::IdSource;
+use crate::audit::Folding;
+use crate::ids::{self, IdSource};
 use crate::state::HubState;
 use crate::store::{EventRecord, Snapshot, StoreError, StreamKey, WriteTx};
 
+pub use contacts::REQUEST_LIFETIME_MS;
 pub use governance::{RateLimit, RateLimits};
 
 pub use principals::SignupOutcome;
@@ -72,6 +75,9 @@ impl Command {
                 ClientFrame::ContactRequest(c) => c.to.clone(),
                 ClientFrame::ContactRespond(c) => c.request.clone(),
                 ClientFrame::InviteCreate(c) => c.room.clone()?,
+                // Only what has the shape of an invite id: a code pasted by mistake is a
+                // secret and must never reach the log.
+                ClientFrame::InviteRevoke(c) if ids::is_id(&c.invite, "i") => c.invite.clone(),
                 ClientFrame::Control(c) => match &c.room {
                     Some(room) => format!("{} {room}", c.agent),
                     None => c.agent.clone(),
@@ -192,8 +198,12 @@ impl Outcome {
 }
 
 /// Commands that change nothing, and so leave no audit entry when they succeed; `send`
-/// is recorded by the room's log itself.
-const UNAUDITED_SUCCESSES: [&str; 4] = ["send", "rooms", "contacts", "directory"];
+/// is recorded by the room's log itself, and `ack` (below) not at all.
+const UNAUDITED_SUCCESSES: [&str; 6] = ["send", "rooms", "contacts", "directory", "invites", "ack"];
+
+/// Commands never audited, succeeded or refused: `ack` only moves the caller's own read
+/// markers, many times a minute per device (amendment 9).
+const UNAUDITED_ACTIONS: [&str; 1] = ["ack"];
 
 /// Refusals the audit log records (the protocol's list); malformed frames are not.
 const AUDITED_REFUSALS: [ErrorCode; 8] = [
@@ -207,13 +217,40 @@ const AUDITED_REFUSALS: [ErrorCode; 8] = [
     ErrorCode::Unauthorized,
 ];
 
+/// Whether a command is a write that draws from the rate limit before anything else is
+/// checked (`send` draws in its own order of checks). Reads are bounded by the
+/// connection instead, and `ack` only moves the caller's own read markers.
+fn is_rate_limited_write(frame: &ClientFrame) -> bool {
+    matches!(
+        frame,
+        ClientFrame::RoomCreate(_)
+            | ClientFrame::RoomInvite(_)
+            | ClientFrame::RoomKick(_)
+            | ClientFrame::RoomUpdate(_)
+            | ClientFrame::RoomLeave(_)
+            | ClientFrame::MemberSet(_)
+            | ClientFrame::ProfileSet(_)
+            | ClientFrame::RegisterAgent(_)
+            | ClientFrame::AgentToken(_)
+            | ClientFrame::UserToken(_)
+            | ClientFrame::ContactRequest(_)
+            | ClientFrame::ContactRespond(_)
+            | ClientFrame::InviteCreate(_)
+            | ClientFrame::InviteRedeem(_)
+            | ClientFrame::InviteRevoke(_)
+            | ClientFrame::Control(_)
+    )
+}
+
 /// Settings of the command logic that come from the hub's configuration.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// `host:port` clients reach the hub at, for invite links.
     pub public_address: String,
-    /// Token buckets for `send`; `None` turns rate limiting off.
+    /// Token buckets for every write; `None` turns rate limiting off.
     pub rate_limits: Option<RateLimits>,
+    /// Agents one user may register.
+    pub max_agents_per_user: usize,
 }
 
 impl Default for EngineConfig {
@@ -221,6 +258,7 @@ impl Default for EngineConfig {
         EngineConfig {
             public_address: "127.0.0.1:7300".into(),
             rate_limits: Some(RateLimits::default()),
+            max_agents_per_user: 100,
         }
     }
 }
@@ -234,6 +272,8 @@ pub struct Engine {
     /// Per principal: tokens left and when they were counted (not durable: a restart
     /// refills every bucket).
     buckets: rustc_hash::FxHashMap<String, (f64, i64)>,
+    /// Refusals being folded into one audit entry a second (memory only).
+    refusal_folds: crate::audit::RefusalFolds,
 }
 
 impl Engine {
@@ -247,17 +287,20 @@ impl Engine {
             ids,
             config,
             buckets: Default::default(),
+            refusal_folds: Default::default(),
         }
     }
 
     /// Replaces the state after a failed commit.
     pub fn reload(&mut self, snapshot: Snapshot) {
         self.state = HubState::from_snapshot(snapshot);
+        // Their first entries may be among what was rolled back.
+        self.refusal_folds = Default::default();
     }
 
     /// Executes one command of an authenticated caller and records it in the audit log
-    /// (in the same transaction). `sync`, `history` and `audit` are reads served by the
-    /// connection.
+    /// (in the same transaction). `sync`, `history`, `audit` and `directory` are reads
+    /// served by the connection (a directory search would scan every principal).
     pub fn execute(
         &mut self,
         tx: &mut dyn WriteTx,
@@ -291,33 +334,111 @@ impl Engine {
         target: Option<String>,
         refusal: Option<ErrorCode>,
     ) -> Result<(), StoreError> {
-        let entry = crate::audit::next_entry(
-            &self.state.audit_head,
+        self.append_audit(
+            tx,
             now_ms,
             principal,
             action,
             target,
             refusal.map(ErrorCode::as_str),
-        );
-        tx.append_audit(&entry)?;
-        self.state.audit_head = (entry.n, entry.hash);
-        Ok(())
+            None,
+        )
     }
 
-    /// Records a refusal, if it is of a kind the audit log keeps.
-    pub fn audit_refusal(
+    #[allow(clippy::too_many_arguments)]
+    fn append_audit(
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
         principal: &str,
         action: &str,
         target: Option<String>,
+        code: Option<&str>,
+        count: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let entry = crate::audit::next_entry(
+            &self.state.audit_head,
+            now_ms,
+            principal,
+            action,
+            target,
+            code,
+            count,
+        );
+        tx.append_audit(&entry)?;
+        self.state.audit_head = (entry.n, entry.hash);
+        Ok(())
+    }
+
+    /// Records a refusal, if it is of a kind the audit log keeps: at once when it is the
+    /// first of its (principal, action, code) in a second, otherwise folded into the entry
+    /// that window becomes (see [`crate::audit::RefusalFolds`]).
+    pub fn audit_refusal(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        principal: &str,
+        action: &'static str,
+        target: Option<String>,
         refusal: &Refusal,
     ) -> Result<(), StoreError> {
-        if AUDITED_REFUSALS.contains(&refusal.code) {
-            self.audit(tx, now_ms, principal, action, target, Some(refusal.code))?;
+        if !AUDITED_REFUSALS.contains(&refusal.code) || UNAUDITED_ACTIONS.contains(&action) {
+            return Ok(());
+        }
+        let code = refusal.code.as_str();
+        let target = target.map(crate::audit::cut_target);
+        match self
+            .refusal_folds
+            .refuse(now_ms, principal, action, code, target.clone())
+        {
+            Folding::Write { closed } => {
+                if let Some(closed) = closed {
+                    self.write_folded(tx, now_ms, closed)?;
+                }
+                self.append_audit(tx, now_ms, principal, action, target, Some(code), None)
+            }
+            Folding::Counted { closed } => match closed {
+                Some(closed) => self.write_folded(tx, now_ms, closed),
+                None => Ok(()),
+            },
+        }
+    }
+
+    fn write_folded(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        folded: crate::audit::FoldedRefusals,
+    ) -> Result<(), StoreError> {
+        self.append_audit(
+            tx,
+            now_ms,
+            &folded.principal,
+            folded.action,
+            folded.target,
+            Some(folded.code),
+            Some(folded.count),
+        )
+    }
+
+    /// Writes the audit entries of refusal windows that have closed by `now_ms` (all of
+    /// them when the hub stops). The writer calls it with every batch.
+    pub fn close_refusal_folds(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        everything: bool,
+    ) -> Result<(), StoreError> {
+        for folded in self.refusal_folds.close(now_ms, everything) {
+            self.write_folded(tx, now_ms, folded)?;
         }
         Ok(())
+    }
+
+    /// When the next refusal window with something counted closes (Unix ms): the writer
+    /// wakes then to write it.
+    pub fn next_refusal_fold_ms(&self) -> Option<i64> {
+        self.refusal_folds.next_close_ms()
     }
 
     fn run(
@@ -331,6 +452,10 @@ impl Engine {
             Command::Send(send) => return self.send(tx, now_ms, caller, send),
             Command::Frame(frame) => frame,
         };
+        if is_rate_limited_write(&frame) {
+            self.take_write_token(now_ms, caller)
+                .map_err(ExecError::Refused)?;
+        }
         match frame {
             ClientFrame::Send(send) => {
                 let prepared = prepare_send(send).map_err(ExecError::Refused)?;
@@ -352,8 +477,8 @@ impl Engine {
                 ErrorCode::BadFrame,
                 "this connection is already authenticated; auth is only the first frame",
             ),
-            ClientFrame::Directory(directory) => Ok(self.directory(now_ms, caller, directory)),
             ClientFrame::AgentToken(command) => self.agent_token(tx, now_ms, caller, command),
+            ClientFrame::UserToken(command) => self.user_token(tx, now_ms, caller, command),
             ClientFrame::ContactRequest(request) => {
                 self.contact_request(tx, now_ms, caller, request)
             }
@@ -363,16 +488,19 @@ impl Engine {
             ClientFrame::Contacts(contacts) => Ok(self.contacts(now_ms, caller, contacts.id)),
             ClientFrame::InviteCreate(create) => self.invite_create(tx, now_ms, caller, create),
             ClientFrame::InviteRedeem(redeem) => self.invite_redeem(tx, now_ms, caller, redeem),
+            ClientFrame::InviteRevoke(revoke) => self.invite_revoke(tx, now_ms, caller, revoke),
+            ClientFrame::Invites(invites) => self.invites(now_ms, caller, invites.id),
             ClientFrame::Control(control) => self.control(tx, now_ms, caller, control),
-            other @ (ClientFrame::Sync(_) | ClientFrame::History(_) | ClientFrame::Audit(_)) => {
-                refuse(
-                    ErrorCode::Internal,
-                    format!(
-                        "{} is served by the connection, not the writer",
-                        other.type_name()
-                    ),
-                )
-            }
+            other @ (ClientFrame::Sync(_)
+            | ClientFrame::History(_)
+            | ClientFrame::Audit(_)
+            | ClientFrame::Directory(_)) => refuse(
+                ErrorCode::Internal,
+                format!(
+                    "{} is served by the connection, not the writer",
+                    other.type_name()
+                ),
+            ),
         }
     }
 
@@ -432,6 +560,13 @@ impl Engine {
     /// Forgets the `client_key`s past their retention, a few shards per call.
     pub fn forget_old_keys(&mut self, now_ms: i64) {
         self.state.sent_keys.prune(now_ms);
+    }
+
+    /// Forgets the invites and pings whose time is up: the store keeps them, and is read
+    /// when a command names one again. With the requests, tokens and pings that leave
+    /// when they become final, this keeps the writer's memory to what can still change.
+    pub fn forget_expired(&mut self, now_ms: i64) {
+        self.state.forget_expired(now_ms);
     }
 
     /// Appends a client's event and remembers its `client_key` (the caller has checked the

@@ -48,7 +48,34 @@ pub(crate) fn check_name(name: &str, what: &str) -> Result<(), ExecError> {
             format!("{what} must not contain control characters"),
         );
     }
-    Ok(())
+    refuse_format_characters(name, what)
+}
+
+/// Refuses a name, title, topic or description holding a Unicode format character (bidi
+/// controls, zero-width characters: amendment 7, see `roundtable_protocol::text`).
+pub(crate) fn refuse_format_characters(text: &str, what: &str) -> Result<(), ExecError> {
+    match roundtable_protocol::text::find_format_character(text) {
+        None => Ok(()),
+        Some(found) => refuse(
+            ErrorCode::BadFrame,
+            format!(
+                "the {what} holds the invisible format character U+{:04X}; remove it (bidi \
+                 controls and zero-width characters are not allowed in names, titles, topics \
+                 and descriptions)",
+                found as u32
+            ),
+        ),
+    }
+}
+
+/// How widely a `discoverable` setting shows a principal: an agent may lower it on its
+/// own, only its owner may raise it (amendment 3).
+fn reach(discoverable: Discoverable) -> u8 {
+    match discoverable {
+        Discoverable::Private => 0,
+        Discoverable::Contacts => 1,
+        Discoverable::Public => 2,
+    }
 }
 
 impl Engine {
@@ -154,13 +181,16 @@ impl Engine {
                 );
             }
             (None, SignupMode::Open) => None,
-            (Some(code), _) => Some(self.usable_invite(now_ms, code, None).map_err(|refusal| {
-                // Over HTTP every unusable invite is a 403, whatever the reason.
-                ExecError::Refused(Refusal::new(
-                    ErrorCode::Forbidden,
-                    format!("the invite cannot be used: {}", refusal.msg),
-                ))
-            })?),
+            (Some(code), _) => Some(self.usable_invite(tx, now_ms, code, None).map_err(
+                |error| match error {
+                    // Over HTTP every unusable invite is a 403, whatever the reason.
+                    ExecError::Refused(refusal) => ExecError::Refused(Refusal::new(
+                        ErrorCode::Forbidden,
+                        format!("the invite cannot be used: {}", refusal.msg),
+                    )),
+                    other => other,
+                },
+            )?),
         };
         self.check_handle_free(&request.handle)?;
         let record = PrincipalRecord {
@@ -224,7 +254,10 @@ impl Engine {
         };
         tx.insert_principal(&record)?;
         tx.insert_token(&token_record, now_ms)?;
-        self.state.tokens.insert(hash, token_record);
+        self.state.add_token(token_record);
+        if let Some(owner) = &record.owner {
+            *self.state.agents_of.entry(owner.clone()).or_default() += 1;
+        }
         self.state
             .handles
             .insert(record.handle.clone(), record.id.clone());
@@ -249,20 +282,28 @@ impl Engine {
                 "only users register agents; ask your owner to register it",
             );
         }
+        let max_agents = self.config.max_agents_per_user;
+        if self.state.agents_of.get(&owner.id).copied().unwrap_or(0) >= max_agents {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("you have {max_agents} agents, the most this hub allows one user"),
+            );
+        }
         handles::validate_segment(&register.name, "agent name")
             .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error.0)))?;
         let handle = handles::agent_handle(&owner.handle, &register.name);
-        if let Some(description) = &register.description
-            && description.len() > limits::DESCRIPTION
-        {
-            return refuse(
-                ErrorCode::TooLarge,
-                format!(
-                    "the description is {} bytes; the limit is {}",
-                    description.len(),
-                    limits::DESCRIPTION
-                ),
-            );
+        if let Some(description) = &register.description {
+            if description.len() > limits::DESCRIPTION {
+                return refuse(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "the description is {} bytes; the limit is {}",
+                        description.len(),
+                        limits::DESCRIPTION
+                    ),
+                );
+            }
+            refuse_format_characters(description, "description")?;
         }
         let card = match &register.card {
             None => None,
@@ -394,12 +435,42 @@ impl Engine {
         caller: &Caller,
         set: ProfileSet,
     ) -> Result<Outcome, ExecError> {
-        let mut record = self.caller_record(caller)?.clone();
+        let mut record = match set.principal.as_deref() {
+            None => self.caller_record(caller)?.clone(),
+            Some(id) if id == caller.id => self.caller_record(caller)?.clone(),
+            // One of the caller's agents; `not_found` for one it may not see.
+            Some(id) => {
+                let agent = self.known_agent(caller, id)?;
+                if agent.owner.as_deref() != Some(caller.id.as_str()) {
+                    return refuse(
+                        ErrorCode::Forbidden,
+                        format!(
+                            "{} is not your agent: set your own profile, or your agents'",
+                            agent.handle
+                        ),
+                    );
+                }
+                agent
+            }
+        };
         if let Some(name) = &set.name {
             check_name(name, "name")?;
             record.name = name.clone();
         }
         if let Some(discoverable) = set.discoverable {
+            if record.id == caller.id
+                && caller.kind == PrincipalKind::Agent
+                && reach(discoverable) > reach(record.discoverable)
+            {
+                return refuse(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "an agent may make itself less discoverable, not more: ask your owner \
+                         to set {} (profile_set with principal)",
+                        discoverable.as_str()
+                    ),
+                );
+            }
             record.discoverable = discoverable;
         }
         tx.update_principal(&record)?;

@@ -11,6 +11,9 @@ use roundtable_protocol::limits;
 use roundtable_protocol::model::{PrincipalKind, Routing};
 use roundtable_protocol::server::{OkReply, RoomOk, RoomsOk};
 
+use super::existence::shown;
+use super::governance::RoomWrite;
+use super::principals::refuse_format_characters;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
 use crate::state::{Recipient, Recipients};
 use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, WriteTx};
@@ -32,6 +35,7 @@ fn check_text(value: &Option<String>, what: &str, limit: usize) -> Result<(), Ex
                 format!("the {what} must not contain control characters"),
             );
         }
+        refuse_format_characters(text, what)?;
     }
     Ok(())
 }
@@ -43,11 +47,14 @@ impl Engine {
         match self.state.rooms.get(room) {
             None => refuse(
                 ErrorCode::NotFound,
-                format!("there is no room {room:?}; list yours with rooms"),
+                format!("there is no room {}; list yours with rooms", shown(room)),
             ),
             Some(state) if !state.members.contains_key(caller) => refuse(
                 ErrorCode::NotMember,
-                format!("you are not a member of room {room:?}; ask a member to invite you"),
+                format!(
+                    "you are not a member of room {}; ask a member to invite you",
+                    shown(room)
+                ),
             ),
             Some(_) => Ok(()),
         }
@@ -72,7 +79,7 @@ impl Engine {
         let Some(invitee) = self.state.by_handle(handle) else {
             return refuse(
                 ErrorCode::NotFound,
-                format!("no principal has the handle {handle:?}"),
+                format!("no principal has the handle {}", shown(handle)),
             );
         };
         if !self.may_invite(inviter, invitee) {
@@ -80,7 +87,7 @@ impl Engine {
                 // Whom the inviter may not see does not exist, as far as it can tell.
                 return refuse(
                     ErrorCode::NotFound,
-                    format!("no principal has the handle {handle:?}"),
+                    format!("no principal has the handle {}", shown(handle)),
                 );
             }
             return refuse(
@@ -133,11 +140,16 @@ impl Engine {
         invite: RoomInvite,
     ) -> Result<Outcome, ExecError> {
         self.member_room(&invite.room, &caller.id)?;
-        let inviter = self.caller_record(caller)?.clone();
-        let invitee = self.invitee(&inviter, &invite.handle)?;
-        if self.state.is_member(&invite.room, &invitee.id) {
+        self.check_control(caller, &invite.room, RoomWrite::Change)?;
+        // Inviting a member again is `ok` and changes nothing, whatever the invite rule
+        // would say (amendment 4): the caller sees the members anyway.
+        if let Some(member) = self.state.by_handle(&invite.handle)
+            && self.state.is_member(&invite.room, &member.id)
+        {
             return Ok(Outcome::ok(OkReply::empty(invite.id)));
         }
+        let inviter = self.caller_record(caller)?.clone();
+        let invitee = self.invitee(&inviter, &invite.handle)?;
         let events = self.join(tx, now_ms, &invite.room, &invitee.id, &inviter.id)?;
         Ok(Outcome {
             reply: super::Reply::Ok(OkReply::empty(invite.id)),
@@ -253,34 +265,38 @@ impl Engine {
         let Some(room) = self.state.rooms.get(&kick.room) else {
             return refuse(
                 ErrorCode::NotFound,
-                format!("there is no room {:?}", kick.room),
+                format!("there is no room {}", shown(&kick.room)),
             );
         };
         let creator = room.record.creator.clone();
-        let Some(target) = self.state.by_handle(&kick.handle).cloned() else {
-            return refuse(
-                ErrorCode::NotFound,
-                format!("no principal has the handle {:?}", kick.handle),
-            );
+        // An owner may always take its agent out of a room, member or not. Anyone else must
+        // be a member (the creator acts as one), and names whom it may see: someone it may
+        // not see is answered as no one (amendment 11).
+        let own_agent = self
+            .state
+            .by_handle(&kick.handle)
+            .filter(|target| target.owner.as_deref() == Some(caller.id.as_str()))
+            .cloned();
+        let target = match own_agent {
+            Some(agent) => agent,
+            None => {
+                if !self.state.is_member(&kick.room, &caller.id) {
+                    return refuse(
+                        ErrorCode::NotMember,
+                        format!("you are not a member of room {}", shown(&kick.room)),
+                    );
+                }
+                let target = self.known_handle(caller, &kick.handle)?;
+                if caller.id != creator {
+                    return refuse(
+                        ErrorCode::Forbidden,
+                        "only the room's creator, or the owner of the agent, may remove it from \
+                         the room",
+                    );
+                }
+                target
+            }
         };
-        // An owner may always take its agent out of a room, member or not; the creator
-        // acts as a member of the room.
-        let owns_target = target.owner.as_deref() == Some(caller.id.as_str());
-        if !owns_target {
-            if !self.state.is_member(&kick.room, &caller.id) {
-                return refuse(
-                    ErrorCode::NotMember,
-                    format!("you are not a member of room {:?}", kick.room),
-                );
-            }
-            if caller.id != creator {
-                return refuse(
-                    ErrorCode::Forbidden,
-                    "only the room's creator, or the owner of the agent, may remove it from the \
-                     room",
-                );
-            }
-        }
         if !self.state.is_member(&kick.room, &target.id) {
             return refuse(
                 ErrorCode::NotMember,
@@ -311,6 +327,7 @@ impl Engine {
         update: RoomUpdate,
     ) -> Result<Outcome, ExecError> {
         self.member_room(&update.room, &caller.id)?;
+        self.check_control(caller, &update.room, RoomWrite::Change)?;
         check_text(&update.title, "title", limits::TITLE)?;
         check_text(&update.topic, "topic", limits::TOPIC)?;
         if update.title.is_none() && update.topic.is_none() {

@@ -4,7 +4,7 @@
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::{self, AnswerBody, EventKind, MessageBody, PingBody};
-use roundtable_protocol::client::{ControlAction, SendCmd};
+use roundtable_protocol::client::SendCmd;
 use roundtable_protocol::handles;
 use roundtable_protocol::limits;
 use roundtable_protocol::model::PrincipalKind;
@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::governance::RoomWrite;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, refuse};
 use crate::store::{EventRecord, PingRecord, WriteTx};
 
@@ -48,14 +49,48 @@ pub struct PreparedSend {
 
 #[derive(Debug)]
 enum SendDetail {
-    Message(MessageBody),
+    /// A message, and the distinct `@handle` runs of its text (found here, off the writer).
+    Message(MessageBody, Candidates),
     Ping(PingBody),
     Answer(AnswerBody),
     Other,
 }
 
+/// The distinct `@handle` runs of a message's text, in order, and where each one is: found
+/// by the connection, so the writer only looks up what it must.
+#[derive(Debug, Default)]
+struct Candidates {
+    ordered: Vec<String>,
+    position: rustc_hash::FxHashMap<String, usize>,
+}
+
+impl Candidates {
+    fn of(text: &str) -> Candidates {
+        let ordered: Vec<String> = handles::mention_candidates(text)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let position = ordered
+            .iter()
+            .enumerate()
+            .map(|(index, handle)| (handle.clone(), index))
+            .collect();
+        Candidates { ordered, position }
+    }
+}
+
 /// Step 1 of the protocol's order of checks: the frame is valid.
 pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
+    if send.kind.len() > limits::KIND {
+        return Err(Refusal::new(
+            ErrorCode::TooLarge,
+            format!(
+                "kind is {} bytes; the limit is {}",
+                send.kind.len(),
+                limits::KIND
+            ),
+        ));
+    }
     let key_len = send.client_key.len();
     if !(limits::CLIENT_KEY_MIN..=limits::CLIENT_KEY_MAX).contains(&key_len) {
         return Err(Refusal::new(
@@ -83,7 +118,18 @@ pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
         .map_err(|error| Refusal::new(error.code, error.msg))?;
     let detail = match kind {
         EventKind::Message => {
-            SendDetail::Message(MessageBody::deserialize(&send.body).expect("validated"))
+            let message = MessageBody::deserialize(&send.body).expect("validated");
+            let listed: std::collections::HashSet<&str> = message
+                .mentions
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            if listed.len() > limits::MENTIONS {
+                return Err(too_many_mentions(listed.len()));
+            }
+            let candidates = Candidates::of(&message.text);
+            SendDetail::Message(message, candidates)
         }
         EventKind::Ping => SendDetail::Ping(PingBody::deserialize(&send.body).expect("validated")),
         EventKind::Answer => {
@@ -100,6 +146,16 @@ pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
         body_text,
         detail,
     })
+}
+
+fn too_many_mentions(count: usize) -> Refusal {
+    Refusal::new(
+        ErrorCode::TooLarge,
+        format!(
+            "the message mentions {count} principals or more; the limit is {}",
+            limits::MENTIONS
+        ),
+    )
 }
 
 /// What a `send` will store, once every check passed.
@@ -124,7 +180,7 @@ impl Engine {
         if let Some(original) = self.find_sent(tx, &caller.id, &send.client_key)? {
             return Ok(duplicate(original));
         }
-        let plan = self.plan_send(now_ms, caller, &send)?;
+        let plan = self.plan_send(tx, now_ms, caller, &send)?;
         let PreparedSend {
             room,
             client_key,
@@ -147,9 +203,8 @@ impl Engine {
                 ping.seq = record.seq;
             }
             tx.upsert_ping(&ping)?;
-            self.state
-                .pings
-                .insert((ping.room.clone(), ping.ping.clone()), ping);
+            // An answered ping leaves the memory (the store keeps it).
+            self.state.put_ping(ping, now_ms);
         }
         let record = Arc::new(record);
         Ok(Outcome {
@@ -171,34 +226,27 @@ impl Engine {
     /// caller's rate bucket, which gets its token back if a later check refuses.
     fn plan_send(
         &mut self,
+        tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
         send: &PreparedSend,
     ) -> Result<SendPlan, ExecError> {
         self.member_room(&send.room, &caller.id)?;
-        if caller.kind == PrincipalKind::Agent {
-            match self.state.control_in(&caller.id, &send.room) {
-                Some(ControlAction::Stop) => {
-                    return refuse(
-                        ErrorCode::Paused,
-                        "you are stopped in this room by your owner or the room's creator; wait \
-                         for a resume",
-                    );
-                }
-                Some(ControlAction::Pause) if send.kind == EventKind::Message => {
-                    return refuse(
-                        ErrorCode::Paused,
-                        "you are paused: your messages are refused until your owner (or the \
-                         room's creator) resumes you; status, tasks and usage still go through",
-                    );
-                }
-                _ => {}
-            }
-        }
+        let write = if send.kind == EventKind::Message {
+            RoomWrite::Message
+        } else {
+            RoomWrite::OtherSend
+        };
+        self.check_control(caller, &send.room, write)?;
         self.take_send_token(now_ms, caller)
             .map_err(ExecError::Refused)?;
-        let planned = self.plan_kind(now_ms, caller, send);
-        if planned.is_err() {
+        let planned = self.plan_kind(tx, now_ms, caller, send);
+        // A state the sender could not know about gives the token back; a message too
+        // large with its mentions is the sender's doing, and keeps it (so refused mention
+        // floods are rate limited too).
+        if let Err(ExecError::Refused(refusal)) = &planned
+            && refusal.code != ErrorCode::TooLarge
+        {
             self.return_send_token(caller);
         }
         planned
@@ -207,6 +255,7 @@ impl Engine {
     /// What the kind requires.
     fn plan_kind(
         &self,
+        tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
         send: &PreparedSend,
@@ -217,11 +266,21 @@ impl Engine {
             ping: None,
         };
         match &send.detail {
-            SendDetail::Message(message) => {
-                plan.mentions = self.resolve_mentions(&send.room, message);
-                if !plan.mentions.is_empty() && message.mentions.as_ref() != Some(&plan.mentions) {
+            SendDetail::Message(message, candidates) => {
+                plan.mentions = self.resolve_mentions(&send.room, message, candidates)?;
+                let stored = (!plan.mentions.is_empty()).then_some(&plan.mentions);
+                if message.mentions.as_ref() != stored {
                     let mut body = send.body.clone();
-                    body["mentions"] = Value::from(plan.mentions.clone());
+                    if let Value::Object(fields) = &mut body {
+                        match stored {
+                            Some(mentions) => {
+                                fields.insert("mentions".into(), Value::from(mentions.clone()));
+                            }
+                            None => {
+                                fields.remove("mentions");
+                            }
+                        }
+                    }
                     let body_text = serde_json::to_string(&body).expect("JSON values serialize");
                     if body_text.len() > limits::EVENT_BODY {
                         return refuse(
@@ -233,10 +292,12 @@ impl Engine {
                 }
             }
             SendDetail::Ping(ping) => {
+                // Open pings are in memory; answered or expired ones only in the store.
                 if self
                     .state
                     .pings
                     .contains_key(&(send.room.clone(), ping.ping.clone()))
+                    || tx.ping(&send.room, &ping.ping)?.is_some()
                 {
                     return refuse(
                         ErrorCode::Conflict,
@@ -256,7 +317,7 @@ impl Engine {
                 });
             }
             SendDetail::Answer(answer) => {
-                let mut ping = self.check_answer(now_ms, caller, &send.room, answer)?;
+                let mut ping = self.check_answer(tx, now_ms, caller, &send.room, answer)?;
                 ping.answered_by = Some(caller.id.clone());
                 plan.ping = Some(ping);
             }
@@ -265,40 +326,75 @@ impl Engine {
         Ok(plan)
     }
 
-    /// The ids a message mentions: those it lists, then every `@handle` in its text that
-    /// names a room member, each once.
-    fn resolve_mentions(&self, room: &str, message: &MessageBody) -> Vec<String> {
+    /// The ids a message mentions: the room members it lists, then every room member whose
+    /// `@handle` its text holds (in the text's order), each once; more than
+    /// [`limits::MENTIONS`] is `too_large`. The writer walks the smaller of the text's
+    /// candidates and the room's members, so a text of thousands of `@`s in a small room
+    /// costs it a lookup per member.
+    fn resolve_mentions(
+        &self,
+        room: &str,
+        message: &MessageBody,
+        candidates: &Candidates,
+    ) -> Result<Vec<String>, ExecError> {
+        let Some(members) = self.state.rooms.get(room).map(|room| &room.members) else {
+            return Ok(Vec::new());
+        };
+        let written: Vec<&String> = if candidates.ordered.len() <= members.len() {
+            candidates
+                .ordered
+                .iter()
+                .filter_map(|handle| self.state.handles.get(handle))
+                .filter(|id| members.contains_key(id.as_str()))
+                .collect()
+        } else {
+            let mut found: Vec<(usize, &String)> = members
+                .keys()
+                .filter_map(|id| {
+                    let handle = &self.state.principals.get(id)?.handle;
+                    Some((*candidates.position.get(handle)?, id))
+                })
+                .collect();
+            found.sort_unstable();
+            found.into_iter().map(|(_, id)| id).collect()
+        };
+        let listed = message
+            .mentions
+            .iter()
+            .flatten()
+            .filter(|id| members.contains_key(id.as_str()));
+        let mut seen = std::collections::HashSet::new();
         let mut mentions: Vec<String> = Vec::new();
-        for id in message.mentions.iter().flatten() {
-            if !mentions.contains(id) {
+        for id in listed.chain(written) {
+            if seen.insert(id.as_str()) {
+                if mentions.len() == limits::MENTIONS {
+                    return Err(ExecError::Refused(too_many_mentions(mentions.len() + 1)));
+                }
                 mentions.push(id.clone());
             }
         }
-        for handle in handles::mention_candidates(&message.text) {
-            if let Some(principal) = self.state.by_handle(handle)
-                && self.state.is_member(room, &principal.id)
-                && !mentions.contains(&principal.id)
-            {
-                mentions.push(principal.id.clone());
-            }
-        }
-        mentions
+        Ok(mentions)
     }
 
     /// Checks that `caller` may answer the ping now: it exists, is addressed to the caller
     /// (a user), and has no answer yet and has not expired.
     fn check_answer(
         &self,
+        tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
         room: &str,
         answer: &AnswerBody,
     ) -> Result<PingRecord, ExecError> {
-        let Some(ping) = self
+        let ping = match self
             .state
             .pings
             .get(&(room.to_owned(), answer.ping.clone()))
-        else {
+        {
+            Some(ping) => Some(ping.clone()),
+            None => tx.ping(room, &answer.ping)?,
+        };
+        let Some(ping) = ping else {
             return refuse(
                 ErrorCode::NotFound,
                 format!("there is no ping {:?} in this room", answer.ping),
@@ -314,18 +410,21 @@ impl Engine {
             );
         }
         if let Some(by) = &ping.answered_by {
+            // Named only if the caller may know the one who answered (amendment 11).
             let who = self
                 .state
                 .principal(by)
-                .map_or(by.as_str(), |p| p.handle.as_str());
+                .filter(|answerer| self.knows(&caller.id, answerer))
+                .map(|answerer| format!(" by {}", answerer.handle))
+                .unwrap_or_default();
             return refuse(
                 ErrorCode::Conflict,
-                format!("this ping was already answered by {who}; the first answer wins"),
+                format!("this ping was already answered{who}; the first answer wins"),
             );
         }
         if ping.expires_ms.is_some_and(|expires| now_ms >= expires) {
             return refuse(ErrorCode::Conflict, "this ping has expired");
         }
-        Ok(ping.clone())
+        Ok(ping)
     }
 }

@@ -216,6 +216,7 @@ fn a_refused_room_create_changes_nothing() {
             &sam,
             ClientFrame::ProfileSet(ProfileSet {
                 id: 1,
+                principal: None,
                 name: None,
                 discoverable: Some(roundtable_protocol::model::Discoverable::Public),
             }),
@@ -355,12 +356,22 @@ fn answers_follow_the_ping_rules() {
             answer(4, "answer-now-1", json!({"ping": "now", "text": "fine"})),
         )
         .unwrap();
-    assert_eq!(
-        fixture.engine.state.pings[&(home.clone(), "now".to_owned())]
-            .answered_by
-            .as_deref(),
-        Some(dana.id.as_str())
+    // Answered, the ping leaves the writer's memory; the store keeps who answered.
+    assert!(
+        !fixture
+            .engine
+            .state
+            .pings
+            .contains_key(&(home.clone(), "now".to_owned()))
     );
+    let stored = fixture
+        .store
+        .transaction()
+        .unwrap()
+        .ping(&home, "now")
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.answered_by.as_deref(), Some(dana.id.as_str()));
     let second = fixture
         .run(
             &dana,
@@ -565,6 +576,7 @@ fn pending_contact_requests_expire_after_fourteen_days() {
             &sam,
             ClientFrame::ProfileSet(ProfileSet {
                 id: 1,
+                principal: None,
                 name: None,
                 discoverable: Some(roundtable_protocol::model::Discoverable::Public),
             }),
@@ -630,8 +642,17 @@ fn pending_contact_requests_expire_after_fourteen_days() {
             event.record.body
         );
     }
+    // Expired, the request leaves the writer's memory; the store keeps it.
+    assert!(!fixture.engine.state.requests.contains_key(&request.id));
     assert_eq!(
-        fixture.engine.state.requests[&request.id].state,
+        fixture
+            .store
+            .transaction()
+            .unwrap()
+            .request(&request.id)
+            .unwrap()
+            .unwrap()
+            .state,
         roundtable_protocol::model::RequestState::Expired
     );
     assert!(!fixture.engine.state.is_contact(&dana.id, &sam.id));
@@ -646,4 +667,96 @@ fn pending_contact_requests_expire_after_fourteen_days() {
             }),
         )
         .unwrap();
+}
+
+#[test]
+fn what_time_ends_leaves_the_writers_memory_and_is_still_answered_from_the_store() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let sam = fixture.signup("sam");
+    let agent = register(&mut fixture, &dana, "asker");
+    let home = fixture.engine.state.rooms_of[&agent.id]
+        .iter()
+        .next()
+        .unwrap()
+        .clone();
+    let invites_before = fixture.engine.state.invites.len();
+    let created = fixture
+        .run(
+            &dana,
+            ClientFrame::InviteCreate(InviteCreate {
+                id: 1,
+                room: None,
+                max_uses: None,
+                expires_in_s: Some(60),
+            }),
+        )
+        .unwrap();
+    let Reply::Ok(ok) = created.reply else {
+        panic!("invite_create replies with ok")
+    };
+    let code = ok
+        .decode::<roundtable_protocol::server::InviteCreateOk>()
+        .unwrap()
+        .code;
+    let expires = roundtable_protocol::ts::format_millis(fixture.now_ms + 60_000);
+    fixture
+        .run(
+            &agent,
+            ClientFrame::Send(SendCmd {
+                id: 2,
+                room: home.clone(),
+                client_key: "ping-later-01".into(),
+                kind: "ping".into(),
+                body: json!({"ping": "later", "question": "?", "expires_at": expires}),
+            }),
+        )
+        .unwrap();
+    assert_eq!(fixture.engine.state.invites.len(), invites_before + 1);
+    assert_eq!(fixture.engine.state.pings.len(), 1);
+
+    // A minute on, the writer's housekeeping forgets both.
+    fixture.now_ms += 60_000;
+    fixture.engine.forget_expired(fixture.now_ms);
+    assert_eq!(fixture.engine.state.invites.len(), invites_before);
+    assert!(fixture.engine.state.pings.is_empty());
+
+    // Named again, they are read from the store and answered as before: expired, and a
+    // ping id that is taken.
+    let redeemed = fixture
+        .run(
+            &sam,
+            ClientFrame::InviteRedeem(InviteRedeem { id: 3, code }),
+        )
+        .unwrap_err();
+    assert_eq!(redeemed.code, ErrorCode::Conflict);
+    assert!(redeemed.msg.contains("expired"), "{}", redeemed.msg);
+    let answered = fixture
+        .run(
+            &dana,
+            ClientFrame::Send(SendCmd {
+                id: 4,
+                room: home.clone(),
+                client_key: "answer-late-1".into(),
+                kind: "answer".into(),
+                body: json!({"ping": "later", "choice": "y"}),
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(answered.code, ErrorCode::Conflict);
+    assert!(answered.msg.contains("expired"), "{}", answered.msg);
+    let again = fixture
+        .run(
+            &agent,
+            ClientFrame::Send(SendCmd {
+                id: 5,
+                room: home.clone(),
+                client_key: "ping-later-02".into(),
+                kind: "ping".into(),
+                body: json!({"ping": "later", "question": "again?"}),
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(again.code, ErrorCode::Conflict);
+    assert!(fixture.engine.state.pings.is_empty());
 }

@@ -148,6 +148,122 @@ fn a_dropped_transaction_writes_nothing() {
 }
 
 #[test]
+fn an_invite_s_uses_and_withdrawal_are_updated_in_place_and_load_back() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let mut invite = InviteRecord {
+        id: "i_1".into(),
+        code_hash: TokenHash([9; 32]),
+        creator: "u".into(),
+        room: Some("r".into()),
+        max_uses: 3,
+        uses: 0,
+        expires_ms: 50_000,
+        created_ms: 10,
+        revoked_ms: None,
+    };
+    let mut tx = backend.store.transaction().unwrap();
+    tx.upsert_invite(&invite).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(backend.store.load(1).unwrap().invites, vec![invite.clone()]);
+    invite.uses = 1;
+    invite.revoked_ms = Some(20);
+    let mut tx = backend.store.transaction().unwrap();
+    tx.upsert_invite(&invite).unwrap();
+    tx.commit().unwrap();
+    // Withdrawn, it leaves what is loaded into memory, and is read when named.
+    assert_eq!(backend.store.load(1).unwrap().invites, vec![]);
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(tx.invite("i_1").unwrap(), Some(invite.clone()));
+    assert_eq!(
+        tx.invite_by_code(&TokenHash([9; 32])).unwrap(),
+        Some(invite)
+    );
+    assert_eq!(tx.invite("i_2").unwrap(), None);
+}
+
+#[test]
+fn only_what_can_still_change_is_loaded_and_the_rest_is_read_when_named() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let invite = |id: &str, byte: u8, uses: u32, expires_ms: i64| InviteRecord {
+        id: id.into(),
+        code_hash: TokenHash([byte; 32]),
+        creator: "u".into(),
+        room: None,
+        max_uses: 2,
+        uses,
+        expires_ms,
+        created_ms: 1,
+        revoked_ms: None,
+    };
+    let request = |id: &str, state: RequestState| RequestRecord {
+        id: id.into(),
+        from: "u".into(),
+        to: "v".into(),
+        state,
+        message: None,
+        created_ms: 1,
+        decided_ms: None,
+    };
+    let ping = |id: &str, expires_ms: Option<i64>, answered_by: Option<&str>| PingRecord {
+        room: "r".into(),
+        ping: id.into(),
+        seq: 1,
+        to: vec![],
+        expires_ms,
+        answered_by: answered_by.map(str::to_owned),
+    };
+    let mut tx = backend.store.transaction().unwrap();
+    tx.upsert_invite(&invite("i_live", 1, 1, 500)).unwrap();
+    tx.upsert_invite(&invite("i_used", 2, 2, 500)).unwrap();
+    tx.upsert_invite(&invite("i_old", 3, 0, 100)).unwrap();
+    tx.upsert_request(&request("c_pending", RequestState::Pending))
+        .unwrap();
+    tx.upsert_request(&request("c_accepted", RequestState::Accepted))
+        .unwrap();
+    tx.upsert_ping(&ping("open", Some(500), None)).unwrap();
+    tx.upsert_ping(&ping("answered", None, Some("v"))).unwrap();
+    tx.upsert_ping(&ping("expired", Some(100), None)).unwrap();
+    tx.revoke_tokens("u", 2).unwrap();
+    tx.commit().unwrap();
+
+    let snapshot = backend.store.load(200).unwrap();
+    let invites: Vec<&str> = snapshot.invites.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(invites, ["i_live"]);
+    let requests: Vec<&str> = snapshot.requests.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(requests, ["c_pending"]);
+    let pings: Vec<&str> = snapshot.pings.iter().map(|p| p.ping.as_str()).collect();
+    assert_eq!(pings, ["open"]);
+    assert!(snapshot.tokens.is_empty(), "a revoked token is not loaded");
+
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(tx.invite("i_used").unwrap().unwrap().uses, 2);
+    assert_eq!(
+        tx.invite_by_code(&TokenHash([3; 32])).unwrap().unwrap().id,
+        "i_old"
+    );
+    assert_eq!(
+        tx.request("c_accepted").unwrap().unwrap().state,
+        RequestState::Accepted
+    );
+    assert_eq!(tx.request("c_nothing").unwrap(), None);
+    assert_eq!(
+        tx.ping("r", "answered")
+            .unwrap()
+            .unwrap()
+            .answered_by
+            .as_deref(),
+        Some("v")
+    );
+    assert_eq!(
+        tx.ping("r", "expired").unwrap().unwrap().expires_ms,
+        Some(100)
+    );
+    assert_eq!(tx.ping("r", "nothing").unwrap(), None);
+}
+
+#[test]
 fn events_are_found_by_position_inside_and_after_the_transaction() {
     let mut backend = sqlite_backend();
     populate(&mut backend.store);
@@ -205,67 +321,119 @@ fn a_seq_is_stored_once_per_stream() {
     assert!(tx.append_event(&duplicate).is_err());
 }
 
+/// One stream of a replay read whole: its head, its gap and the seqs replayed.
+#[derive(Debug, PartialEq)]
+struct Replayed {
+    stream: StreamKey,
+    head: u64,
+    gap: Option<(u64, u64)>,
+    seqs: Vec<u64>,
+}
+
+/// Plans a replay and reads every page of it, `page_bytes` at a time; also returns how
+/// many pages it took.
+fn replay(
+    reader: &dyn ReadStore,
+    principal: &str,
+    is_agent: bool,
+    cursors: &dyn Fn(&StreamKey) -> u64,
+    replay_max: u64,
+    page_bytes: usize,
+) -> (Vec<Replayed>, usize) {
+    let plan = reader.sync_plan(principal, cursors, replay_max).unwrap();
+    let mut replayed: Vec<Replayed> = plan
+        .streams
+        .iter()
+        .map(|planned| Replayed {
+            stream: planned.stream.clone(),
+            head: planned.head,
+            gap: planned.gap,
+            seqs: Vec::new(),
+        })
+        .collect();
+    let mut pages = 0;
+    let mut position = ReplayPosition::start(&plan.streams);
+    while let Some(from) = position {
+        let page = reader
+            .replay_page(principal, is_agent, &plan.streams, from, page_bytes)
+            .unwrap();
+        pages += 1;
+        for (index, event) in page.events {
+            assert_eq!(event.stream, plan.streams[index].stream);
+            replayed[index].seqs.push(event.seq);
+        }
+        position = page.next;
+    }
+    (replayed, pages)
+}
+
+fn replayed_room(replayed: &[Replayed]) -> &Replayed {
+    replayed
+        .iter()
+        .find(|s| s.stream == StreamKey::Room("r".into()))
+        .unwrap()
+}
+
 #[test]
 fn sync_replays_from_cursors_with_gaps_and_agent_filtering() {
     let mut backend = sqlite_backend();
     populate(&mut backend.store);
-    let user = backend
-        .reader
-        .sync_read(
-            "v",
-            false,
-            &|stream| match stream {
-                StreamKey::Room(_) => 1,
-                StreamKey::Inbox(_) => 0,
-            },
-            3,
-        )
-        .unwrap();
-    let room = user
-        .streams
-        .iter()
-        .find(|s| s.stream == StreamKey::Room("r".into()))
-        .unwrap();
+    let cursors = |stream: &StreamKey| match stream {
+        StreamKey::Room(_) => 1,
+        StreamKey::Inbox(_) => 0,
+    };
+    let (user, _) = replay(&backend.reader, "v", false, &cursors, 3, 1 << 20);
+    let room = replayed_room(&user);
     assert_eq!(room.head, 6);
     assert_eq!(room.gap, Some((2, 3)));
-    assert_eq!(
-        room.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        vec![4, 5, 6]
-    );
+    assert_eq!(room.seqs, vec![4, 5, 6]);
     let inbox = user
-        .streams
         .iter()
         .find(|s| s.stream == StreamKey::Inbox("v".into()))
         .unwrap();
-    assert_eq!(inbox.events.len(), 1);
+    assert_eq!(inbox.seqs.len(), 1);
 
     // The agent sees only what mentions it or what it wrote; gap counting uses raw seqs.
-    let agent = backend.reader.sync_read("a", true, &|_| 0, 500).unwrap();
-    let room = agent
-        .streams
-        .iter()
-        .find(|s| s.stream == StreamKey::Room("r".into()))
-        .unwrap();
+    let (agent, _) = replay(&backend.reader, "a", true, &|_| 0, 500, 1 << 20);
+    let room = replayed_room(&agent);
     assert_eq!(room.gap, None);
-    assert_eq!(
-        room.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        vec![3, 5]
-    );
+    assert_eq!(room.seqs, vec![3, 5]);
 
-    // Up to date: nothing to replay.
-    let current = backend.reader.sync_read("u", false, &|_| 6, 500).unwrap();
-    assert!(current.streams.iter().all(|s| s.events.is_empty()));
+    // Up to date (or past the head): nothing to replay.
+    let (current, pages) = replay(&backend.reader, "u", false, &|_| 6, 500, 1 << 20);
+    assert!(current.iter().all(|s| s.seqs.is_empty()));
+    assert_eq!(pages, 1);
+    let (ahead, _) = replay(&backend.reader, "u", false, &|_| 60, 500, 1 << 20);
+    assert!(ahead.iter().all(|s| s.seqs.is_empty() && s.gap.is_none()));
+}
+
+#[test]
+fn a_replay_read_in_small_pages_is_the_same_replay() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    let cursors = |_: &StreamKey| 0;
+    let (whole, one) = replay(&backend.reader, "v", false, &cursors, 500, 1 << 20);
+    assert_eq!(one, 1, "one page holds it all");
+    // Each body is 13 bytes: a page of 20 bytes holds two events.
+    let (paged, pages) = replay(&backend.reader, "v", false, &cursors, 500, 20);
+    assert_eq!(paged, whole);
+    assert_eq!(replayed_room(&paged).seqs, vec![1, 2, 3, 4, 5, 6]);
+    assert!(pages >= 4, "{pages} pages");
 }
 
 #[test]
 fn history_pages_in_ascending_order() {
     let mut backend = sqlite_backend();
     populate(&mut backend.store);
-    let seqs = |events: Vec<EventRecord>| events.iter().map(|e| e.seq).collect::<Vec<_>>();
+    let seqs = |page: HistoryPage| {
+        assert!(!page.more);
+        page.events.iter().map(|e| e.seq).collect::<Vec<_>>()
+    };
     let range = |before, after, limit| HistoryRange {
         before,
         after,
         limit,
+        max_bytes: 1 << 20,
     };
     let reader = &backend.reader;
     assert_eq!(
@@ -319,6 +487,65 @@ fn history_pages_in_ascending_order() {
 }
 
 #[test]
+fn a_history_page_stops_at_its_byte_budget_and_says_more() {
+    let mut backend = sqlite_backend();
+    populate(&mut backend.store);
+    // Bodies are 13 bytes: 30 bytes hold two of them.
+    let page = |before, after| {
+        backend
+            .reader
+            .history(
+                "u",
+                false,
+                "r",
+                HistoryRange {
+                    before,
+                    after,
+                    limit: 5,
+                    max_bytes: 30,
+                },
+            )
+            .unwrap()
+    };
+    let first = page(None, Some(0));
+    assert_eq!(
+        first.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert!(first.more);
+    let newest = page(None, None);
+    assert_eq!(
+        newest.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![5, 6]
+    );
+    assert!(newest.more);
+    // The last page of a range fits: no `more`.
+    let last = page(None, Some(4));
+    assert_eq!(
+        last.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![5, 6]
+    );
+    assert!(!last.more);
+    // One event over the budget still comes alone.
+    let single = backend
+        .reader
+        .history(
+            "u",
+            false,
+            "r",
+            HistoryRange {
+                before: None,
+                after: Some(0),
+                limit: 5,
+                max_bytes: 1,
+            },
+        )
+        .unwrap();
+    assert_eq!(single.events.len(), 1);
+    assert!(single.more);
+}
+
+#[test]
 fn commits_after_the_flusher_takes_over_are_kept_once_flushed() {
     let mut backend = sqlite_backend();
     let mut flush = backend.store.flusher().unwrap();
@@ -350,7 +577,7 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.sqlite3");
     let mut conn = rusqlite::Connection::open(&path).unwrap();
-    assert_eq!(sqlite::migrate(&mut conn, 1).unwrap(), vec![1, 2, 3]);
+    assert_eq!(sqlite::migrate(&mut conn, 1).unwrap(), vec![1, 2, 3, 4, 5]);
     assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
     let tables: i64 = conn
         .query_row(

@@ -167,6 +167,8 @@ pub struct InviteRecord {
     pub uses: u32,
     pub expires_ms: i64,
     pub created_ms: i64,
+    /// When its creator withdrew it (`invite_revoke`); a withdrawn invite never redeems.
+    pub revoked_ms: Option<i64>,
 }
 
 /// A pause or stop in force on an agent, in one room or (room `None`) everywhere.
@@ -191,6 +193,9 @@ pub struct AuditRecord {
     pub target: Option<String>,
     pub result: AuditResult,
     pub code: Option<String>,
+    /// How many refusals the entry stands for, when more than one (see
+    /// [`crate::audit::RefusalFolds`]).
+    pub count: Option<u64>,
     /// Hex SHA-256 chaining this entry to the previous one.
     pub hash: String,
 }
@@ -201,14 +206,22 @@ pub struct Snapshot {
     pub hub_id: String,
     pub epoch: String,
     pub principals: Vec<PrincipalRecord>,
+    /// Live tokens only: the memory forgets a revoked token (unknown and revoked answer
+    /// alike).
     pub tokens: Vec<TokenRecord>,
     pub rooms: Vec<RoomRecord>,
     pub members: Vec<MemberRecord>,
     /// The head `seq` of every stream that has events.
     pub heads: Vec<(StreamKey, u64)>,
+    /// Pings that can still be answered (neither answered nor expired at `load`'s
+    /// `now_ms`); the others are read with [`WriteTx::ping`] when named.
     pub pings: Vec<PingRecord>,
     pub contacts: Vec<ContactRecord>,
+    /// Pending requests; final ones are read with [`WriteTx::request`].
     pub requests: Vec<RequestRecord>,
+    /// Invites that can still be redeemed (neither withdrawn, used up nor expired at
+    /// `now_ms`); the others are read with [`WriteTx::invite_by_code`] and
+    /// [`WriteTx::invite`].
     pub invites: Vec<InviteRecord>,
     pub controls: Vec<ControlRecord>,
     /// The last audit entry's `n` and hash (0 and 64 zeros for an empty log).
@@ -221,7 +234,7 @@ pub struct Snapshot {
 /// The writer's handle on durable storage.
 pub trait Store: Send {
     /// Reads everything the command logic keeps in memory; `now_ms` dates the retention of
-    /// the `client_key`s.
+    /// the `client_key`s and what has expired (invites, pings).
     fn load(&mut self, now_ms: i64) -> Result<Snapshot, StoreError>;
 
     /// Opens a transaction; dropping it without `commit` rolls it back.
@@ -254,6 +267,16 @@ pub trait WriteTx {
     /// The event at `seq` of `stream`, if stored (also within this transaction).
     fn event_at(&mut self, stream: &StreamKey, seq: u64)
     -> Result<Option<EventRecord>, StoreError>;
+    /// A contact request, whatever its state (only pending ones are kept in memory).
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError>;
+    /// The invite whose code hashes to `code_hash`, whatever its state (only redeemable ones
+    /// are kept in memory).
+    fn invite_by_code(&mut self, code_hash: &TokenHash)
+    -> Result<Option<InviteRecord>, StoreError>;
+    /// An invite by id, whatever its state.
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError>;
+    /// A ping, answered or expired too (only open ones are kept in memory).
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError>;
     fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError>;
     fn set_ack(
         &mut self,
@@ -273,31 +296,55 @@ pub trait WriteTx {
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 
-/// What `sync` needs to replay one principal's streams, read from one consistent snapshot.
+/// What `sync` replays, stream by stream, decided from one consistent snapshot; the
+/// events themselves are read afterwards page by page ([`ReadStore::replay_page`]), so a
+/// replay is never held in memory whole.
 #[derive(Debug, Default)]
-pub struct SyncRead {
-    /// Per readable stream: its head, the gap announced (if any) and the events to replay.
-    pub streams: Vec<StreamReplay>,
+pub struct SyncPlan {
+    /// Every readable stream: the rooms the principal is a member of, then its inbox.
+    pub streams: Vec<StreamPlan>,
     /// The principal's read markers on those streams: the highest seq any of its devices
     /// acknowledged.
     pub read_markers: Vec<(StreamKey, u64)>,
 }
 
-#[derive(Debug)]
-pub struct StreamReplay {
+#[derive(Debug, Clone)]
+pub struct StreamPlan {
     pub stream: StreamKey,
+    /// The principal's routing in the room, as of the plan (the inbox: `all`).
+    pub routing: Routing,
     pub head: u64,
     /// `(from, to)`, both inclusive.
     pub gap: Option<(u64, u64)>,
-    /// Events after the cursor, already filtered by visibility, ascending.
-    pub events: Vec<EventRecord>,
+    /// The replay covers the events after this seq, up to `head`.
+    pub after: u64,
 }
 
-/// Where `sync` starts reading one stream.
-#[derive(Debug, Clone)]
-pub struct ReplayFrom {
-    pub stream: StreamKey,
+/// Where a replay goes on: a stream of the plan (its index) and the last seq read in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayPosition {
+    pub stream: usize,
     pub after: u64,
+}
+
+impl ReplayPosition {
+    /// The start of a plan's replay.
+    pub fn start(plan: &[StreamPlan]) -> Option<ReplayPosition> {
+        plan.first().map(|first| ReplayPosition {
+            stream: 0,
+            after: first.after,
+        })
+    }
+}
+
+/// One page of a replay.
+#[derive(Debug, Default)]
+pub struct ReplayPage {
+    /// Events with the index of their stream in the plan: streams in plan order, each
+    /// ascending, already filtered by visibility.
+    pub events: Vec<(usize, EventRecord)>,
+    /// Where the next page starts; `None` once the replay is complete.
+    pub next: Option<ReplayPosition>,
 }
 
 /// What `history` asks for.
@@ -306,6 +353,18 @@ pub struct HistoryRange {
     pub before: Option<u64>,
     pub after: Option<u64>,
     pub limit: u32,
+    /// The page stops before its events' bodies pass this many bytes (it always holds at
+    /// least one event when there is one).
+    pub max_bytes: usize,
+}
+
+/// A page of `history`.
+#[derive(Debug, Default)]
+pub struct HistoryPage {
+    /// Ascending `seq`.
+    pub events: Vec<EventRecord>,
+    /// The page was cut short of `limit` by `max_bytes`: more events are in the range.
+    pub more: bool,
 }
 
 /// Why a read was refused.
@@ -330,21 +389,57 @@ pub struct AuditQuery {
     pub limit: u32,
 }
 
+/// What `directory` asks for.
+#[derive(Debug, Clone)]
+pub struct DirectoryQuery {
+    pub viewer: String,
+    /// Lower case, trimmed, not empty; `None` lists everyone the viewer may see.
+    pub query: Option<String>,
+    pub limit: usize,
+    /// Pending contact requests older than their lifetime at this time are not pending.
+    pub now_ms: i64,
+}
+
 /// Reads of committed data, safe to run from many threads at once.
 pub trait ReadStore: Send + Sync {
+    /// The audit log's last committed entry, `(n, hash)`; `(0, GENESIS)` while it is empty.
+    /// `None` from a backend that cannot tell (test doubles).
+    fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        Ok(None)
+    }
+
+    /// The principals `viewer` may see (kin, public ones, and those whose `discoverable` is
+    /// `contacts` when the viewer is a contact of them or of their owner), but the viewer
+    /// itself, that match the query, ascending by handle, at most `limit`.
+    fn directory(
+        &self,
+        query: &DirectoryQuery,
+    ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError>;
+
     /// Audit entries the viewer may see, ascending `n`. `ReadError::NotFound` when
     /// `principal` is neither the viewer nor one of its agents.
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError>;
 
-    /// Reads everything `principal` may replay: each room it is a member of and its inbox,
-    /// from `cursors` (missing streams start at 0), with rooms gapped past `replay_max`.
-    fn sync_read(
+    /// Plans what `principal` may replay: each room it is a member of and its inbox, from
+    /// `cursors` (missing streams start at 0), with rooms gapped past `replay_max`.
+    fn sync_plan(
+        &self,
+        principal: &str,
+        cursors: &dyn Fn(&StreamKey) -> u64,
+        replay_max: u64,
+    ) -> Result<SyncPlan, StoreError>;
+
+    /// The next page of a planned replay, from `from`: events until their bodies pass
+    /// `max_bytes` (or a few thousand rows were read, for an agent that sees few of them).
+    /// Events up to a plan's heads never change, so pages need no common snapshot.
+    fn replay_page(
         &self,
         principal: &str,
         is_agent: bool,
-        cursors: &dyn Fn(&StreamKey) -> u64,
-        replay_max: u64,
-    ) -> Result<SyncRead, StoreError>;
+        plan: &[StreamPlan],
+        from: ReplayPosition,
+        max_bytes: usize,
+    ) -> Result<ReplayPage, StoreError>;
 
     /// A page of a room's log as `principal` may see it.
     fn history(
@@ -353,5 +448,5 @@ pub trait ReadStore: Send + Sync {
         is_agent: bool,
         room: &str,
         range: HistoryRange,
-    ) -> Result<Vec<EventRecord>, ReadError>;
+    ) -> Result<HistoryPage, ReadError>;
 }

@@ -13,10 +13,10 @@ use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, Reque
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    AuditQuery, AuditRecord, ContactRecord, ControlRecord, EventRecord, Flush, HistoryRange,
-    InviteRecord, MemberRecord, PingRecord, PrincipalRecord, ReadError, ReadStore, RequestRecord,
-    RoomRecord, Snapshot, Store, StoreError, StreamKey, StreamReplay, SyncRead, TokenRecord,
-    WriteTx,
+    AuditQuery, AuditRecord, ContactRecord, ControlRecord, DirectoryQuery, EventRecord, Flush,
+    HistoryPage, HistoryRange, InviteRecord, MemberRecord, PingRecord, PrincipalRecord, ReadError,
+    ReadStore, ReplayPage, ReplayPosition, RequestRecord, RoomRecord, Snapshot, Store, StoreError,
+    StreamKey, StreamPlan, SyncPlan, TokenRecord, WriteTx,
 };
 use crate::ids::{IdSource, TokenHash};
 use crate::sent_keys::SentKeyRecord;
@@ -38,6 +38,16 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         3,
         "client_keys_in_memory",
         include_str!("migrations/0003_client_keys_in_memory.sql"),
+    ),
+    (
+        4,
+        "invite_revocation",
+        include_str!("migrations/0004_invite_revocation.sql"),
+    ),
+    (
+        5,
+        "audit_folding",
+        include_str!("migrations/0005_audit_folding.sql"),
     ),
 ];
 
@@ -189,7 +199,12 @@ impl Store for SqliteStore {
         }
         {
             let mut statement =
-                tx.prepare("SELECT hash, principal, revoked_ms IS NOT NULL FROM tokens")?;
+                // Revoked tokens stay on record but not in memory: unknown and revoked
+                // answer alike.
+                tx.prepare(
+                    "SELECT hash, principal, revoked_ms IS NOT NULL FROM tokens
+                     WHERE revoked_ms IS NULL",
+                )?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
                 let hash: Vec<u8> = row.get(0)?;
@@ -281,23 +296,14 @@ impl Store for SqliteStore {
             }
         }
         {
-            let mut statement = tx.prepare(
-                "SELECT room, ping, seq, recipients, expires_ms, answered_by FROM pings",
-            )?;
-            let mut rows = statement.query([])?;
+            // Only pings that can still be answered; the rest are read when asked for.
+            let mut statement = tx.prepare(&format!(
+                "SELECT {PING_COLUMNS} FROM pings
+                 WHERE answered_by IS NULL AND (expires_ms IS NULL OR expires_ms > ?1)"
+            ))?;
+            let mut rows = statement.query([now_ms])?;
             while let Some(row) = rows.next()? {
-                let recipients: String = row.get(3)?;
-                snapshot.pings.push(PingRecord {
-                    room: row.get(0)?,
-                    ping: row.get(1)?,
-                    seq: row.get::<_, i64>(2)? as u64,
-                    to: serde_json::from_str(&recipients).map_err(|error| StoreError::Corrupt {
-                        table: "pings",
-                        detail: error.to_string(),
-                    })?,
-                    expires_ms: row.get(4)?,
-                    answered_by: row.get(5)?,
-                });
+                snapshot.pings.push(ping_from_row(row)?);
             }
         }
         {
@@ -313,46 +319,25 @@ impl Store for SqliteStore {
             }
         }
         {
-            let mut statement = tx.prepare(
-                "SELECT id, sender, target, state, message, created_ms, decided_ms FROM contact_requests",
-            )?;
+            // Only pending requests; final ones are read when asked for.
+            let mut statement = tx.prepare(&format!(
+                "SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE state = 'pending'"
+            ))?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
-                let state: String = row.get(3)?;
-                snapshot.requests.push(RequestRecord {
-                    id: row.get(0)?,
-                    from: row.get(1)?,
-                    to: row.get(2)?,
-                    state: RequestState::parse(&state).ok_or_else(|| StoreError::Corrupt {
-                        table: "contact_requests",
-                        detail: format!("state {state:?}"),
-                    })?,
-                    message: row.get(4)?,
-                    created_ms: row.get(5)?,
-                    decided_ms: row.get(6)?,
-                });
+                snapshot.requests.push(request_from_row(row)?);
             }
         }
         {
-            let mut statement = tx.prepare(
-                "SELECT id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms FROM invites",
-            )?;
-            let mut rows = statement.query([])?;
+            // Only invites that can still be redeemed; used up, expired or withdrawn ones
+            // are read when a code or id names them.
+            let mut statement = tx.prepare(&format!(
+                "SELECT {INVITE_COLUMNS} FROM invites
+                 WHERE revoked_ms IS NULL AND uses < max_uses AND expires_ms > ?1"
+            ))?;
+            let mut rows = statement.query([now_ms])?;
             while let Some(row) = rows.next()? {
-                let hash: Vec<u8> = row.get(1)?;
-                snapshot.invites.push(InviteRecord {
-                    id: row.get(0)?,
-                    code_hash: TokenHash(hash.try_into().map_err(|_| StoreError::Corrupt {
-                        table: "invites",
-                        detail: "a code hash is not 32 bytes".into(),
-                    })?),
-                    creator: row.get(2)?,
-                    room: row.get(3)?,
-                    max_uses: row.get::<_, i64>(4)? as u32,
-                    uses: row.get::<_, i64>(5)? as u32,
-                    expires_ms: row.get(6)?,
-                    created_ms: row.get(7)?,
-                });
+                snapshot.invites.push(invite_from_row(row)?);
             }
         }
         {
@@ -621,6 +606,41 @@ impl WriteTx for SqliteTx<'_> {
             .optional()?)
     }
 
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+        let mut statement = self.tx.prepare_cached(&format!(
+            "SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE id = ?1"
+        ))?;
+        let mut rows = statement.query([id])?;
+        rows.next()?.map(request_from_row).transpose()
+    }
+
+    fn invite_by_code(
+        &mut self,
+        code_hash: &TokenHash,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let mut statement = self.tx.prepare_cached(&format!(
+            "SELECT {INVITE_COLUMNS} FROM invites WHERE code_hash = ?1"
+        ))?;
+        let mut rows = statement.query([&code_hash.0[..]])?;
+        rows.next()?.map(invite_from_row).transpose()
+    }
+
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+        let mut statement = self.tx.prepare_cached(&format!(
+            "SELECT {INVITE_COLUMNS} FROM invites WHERE id = ?1"
+        ))?;
+        let mut rows = statement.query([id])?;
+        rows.next()?.map(invite_from_row).transpose()
+    }
+
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+        let mut statement = self.tx.prepare_cached(&format!(
+            "SELECT {PING_COLUMNS} FROM pings WHERE room = ?1 AND ping = ?2"
+        ))?;
+        let mut rows = statement.query([room, ping])?;
+        rows.next()?.map(ping_from_row).transpose()
+    }
+
     fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
         let recipients = serde_json::to_string(&ping.to).expect("strings serialize");
         self.tx
@@ -693,9 +713,10 @@ impl WriteTx for SqliteTx<'_> {
     fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
         self.tx
             .prepare_cached(
-                "INSERT INTO invites (id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (id) DO UPDATE SET uses = excluded.uses",
+                "INSERT INTO invites
+                     (id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms, revoked_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (id) DO UPDATE SET uses = excluded.uses, revoked_ms = excluded.revoked_ms",
             )?
             .execute(params![
                 invite.id,
@@ -705,7 +726,8 @@ impl WriteTx for SqliteTx<'_> {
                 invite.max_uses,
                 invite.uses,
                 invite.expires_ms,
-                invite.created_ms
+                invite.created_ms,
+                invite.revoked_ms
             ])?;
         Ok(())
     }
@@ -737,8 +759,8 @@ impl WriteTx for SqliteTx<'_> {
     fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
         self.tx
             .prepare_cached(
-                "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash, count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 entry.n as i64,
@@ -748,7 +770,8 @@ impl WriteTx for SqliteTx<'_> {
                 entry.target,
                 audit_result_str(entry.result),
                 entry.code,
-                entry.hash
+                entry.hash,
+                entry.count.map(|count| count as i64)
             ])?;
         Ok(())
     }
@@ -759,6 +782,62 @@ impl WriteTx for SqliteTx<'_> {
         tx.commit()?;
         Ok(())
     }
+}
+
+const PING_COLUMNS: &str = "room, ping, seq, recipients, expires_ms, answered_by";
+
+fn ping_from_row(row: &rusqlite::Row<'_>) -> Result<PingRecord, StoreError> {
+    let recipients: String = row.get(3)?;
+    Ok(PingRecord {
+        room: row.get(0)?,
+        ping: row.get(1)?,
+        seq: row.get::<_, i64>(2)? as u64,
+        to: serde_json::from_str(&recipients).map_err(|error| StoreError::Corrupt {
+            table: "pings",
+            detail: error.to_string(),
+        })?,
+        expires_ms: row.get(4)?,
+        answered_by: row.get(5)?,
+    })
+}
+
+const REQUEST_COLUMNS: &str = "id, sender, target, state, message, created_ms, decided_ms";
+
+fn request_from_row(row: &rusqlite::Row<'_>) -> Result<RequestRecord, StoreError> {
+    let state: String = row.get(3)?;
+    Ok(RequestRecord {
+        id: row.get(0)?,
+        from: row.get(1)?,
+        to: row.get(2)?,
+        state: RequestState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+            table: "contact_requests",
+            detail: format!("state {state:?}"),
+        })?,
+        message: row.get(4)?,
+        created_ms: row.get(5)?,
+        decided_ms: row.get(6)?,
+    })
+}
+
+const INVITE_COLUMNS: &str =
+    "id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms, revoked_ms";
+
+fn invite_from_row(row: &rusqlite::Row<'_>) -> Result<InviteRecord, StoreError> {
+    let hash: Vec<u8> = row.get(1)?;
+    Ok(InviteRecord {
+        id: row.get(0)?,
+        code_hash: TokenHash(hash.try_into().map_err(|_| StoreError::Corrupt {
+            table: "invites",
+            detail: "a code hash is not 32 bytes".into(),
+        })?),
+        creator: row.get(2)?,
+        room: row.get(3)?,
+        max_uses: row.get::<_, i64>(4)? as u32,
+        uses: row.get::<_, i64>(5)? as u32,
+        expires_ms: row.get(6)?,
+        created_ms: row.get(7)?,
+        revoked_ms: row.get(8)?,
+    })
 }
 
 fn audit_result_str(result: AuditResult) -> &'static str {
@@ -783,10 +862,11 @@ fn audit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
         },
         code: row.get(6)?,
         hash: row.get(7)?,
+        count: row.get::<_, Option<i64>>(8)?.map(|count| count as u64),
     })
 }
 
-const AUDIT_COLUMNS: &str = "n, ts_ms, principal, action, target, result, code, hash";
+const AUDIT_COLUMNS: &str = "n, ts_ms, principal, action, target, result, code, hash, count";
 
 /// Reads the whole audit log of the database at `path`, ascending, calling `visit` for each
 /// entry (read-only: safe while the hub runs).
@@ -846,6 +926,10 @@ impl SqliteReader {
     }
 }
 
+/// Rows one replay page reads at most: bounds its time for an agent that sees few of a
+/// room's events, as `max_bytes` bounds its memory.
+const REPLAY_PAGE_ROWS: usize = 4096;
+
 fn head_of(tx: &rusqlite::Transaction<'_>, stream: &StreamKey) -> Result<u64, StoreError> {
     let seq: Option<i64> = tx
         .prepare_cached("SELECT MAX(seq) FROM events WHERE stream = ?1")?
@@ -854,6 +938,138 @@ fn head_of(tx: &rusqlite::Transaction<'_>, stream: &StreamKey) -> Result<u64, St
 }
 
 impl ReadStore for SqliteReader {
+    fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        let head = self.with_connection(|conn| {
+            let head = conn
+                .prepare_cached("SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1")
+                .map_err(StoreError::from)?
+                .query_row([], |row| {
+                    Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?))
+                })
+                .optional()
+                .map_err(StoreError::from)?;
+            Ok(head.unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned())))
+        });
+        match head {
+            Ok(head) => Ok(Some(head)),
+            Err(ReadError::Store(error)) => Err(error),
+            Err(other) => Err(StoreError::Corrupt {
+                table: "audit",
+                detail: other.to_string(),
+            }),
+        }
+    }
+
+    fn directory(
+        &self,
+        query: &DirectoryQuery,
+    ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
+        use roundtable_protocol::model::{ContactRelation, DirectoryEntry};
+        let result = self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let viewer_owner: Option<String> = tx
+                .prepare_cached("SELECT coalesce(owner, id) FROM principals WHERE id = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([&query.viewer], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(StoreError::from)?;
+            let Some(viewer_owner) = viewer_owner else {
+                return Ok(Vec::new());
+            };
+            let mut pending_out = std::collections::HashSet::new();
+            let mut pending_in = std::collections::HashSet::new();
+            {
+                let mut statement = tx
+                    .prepare_cached(
+                        "SELECT sender, target FROM contact_requests WHERE state = 'pending' \
+                         AND created_ms > ?2 AND (sender = ?1 OR target = ?1)",
+                    )
+                    .map_err(StoreError::from)?;
+                let lifetime = crate::engine::REQUEST_LIFETIME_MS;
+                let mut rows = statement
+                    .query(params![query.viewer, query.now_ms - lifetime])
+                    .map_err(StoreError::from)?;
+                while let Some(row) = rows.next().map_err(StoreError::from)? {
+                    let sender: String = row.get(0).map_err(StoreError::from)?;
+                    let target: String = row.get(1).map_err(StoreError::from)?;
+                    if sender == query.viewer {
+                        pending_out.insert(target);
+                    } else {
+                        pending_in.insert(sender);
+                    }
+                }
+            }
+            let contact = "EXISTS (SELECT 1 FROM contacts WHERE (a = ?1 AND b = {x}) \
+                           OR (a = {x} AND b = ?1))";
+            let sql = format!(
+                "SELECT id, kind, handle, name, owner, description, card, \
+                 coalesce(owner, id) = ?2, {is_contact} \
+                 FROM principals WHERE id != ?1 AND (coalesce(owner, id) = ?2 \
+                 OR discoverable = 'public' OR (discoverable = 'contacts' AND ({is_contact} \
+                 OR {owner_is_contact}))) ORDER BY handle",
+                is_contact = contact.replace("{x}", "id"),
+                owner_is_contact = contact.replace("{x}", "coalesce(owner, id)"),
+            );
+            let mut statement = tx.prepare_cached(&sql).map_err(StoreError::from)?;
+            let mut rows = statement
+                .query(params![query.viewer, viewer_owner])
+                .map_err(StoreError::from)?;
+            let mut entries = Vec::new();
+            while entries.len() < query.limit {
+                let Some(row) = rows.next().map_err(StoreError::from)? else {
+                    break;
+                };
+                let handle: String = row.get(2).map_err(StoreError::from)?;
+                let name: String = row.get(3).map_err(StoreError::from)?;
+                let description: Option<String> = row.get(5).map_err(StoreError::from)?;
+                if let Some(wanted) = &query.query
+                    && !handle.contains(wanted.as_str())
+                    && !name.to_lowercase().contains(wanted.as_str())
+                    && !description
+                        .as_deref()
+                        .is_some_and(|d| d.to_lowercase().contains(wanted.as_str()))
+                {
+                    continue;
+                }
+                let id: String = row.get(0).map_err(StoreError::from)?;
+                let kin: bool = row.get(7).map_err(StoreError::from)?;
+                let is_contact: bool = row.get(8).map_err(StoreError::from)?;
+                let contact = if kin {
+                    ContactRelation::Kin
+                } else if is_contact {
+                    ContactRelation::Accepted
+                } else if pending_out.contains(&id) {
+                    ContactRelation::PendingOut
+                } else if pending_in.contains(&id) {
+                    ContactRelation::PendingIn
+                } else {
+                    ContactRelation::None
+                };
+                let card: Option<String> = row.get(6).map_err(StoreError::from)?;
+                entries.push(DirectoryEntry {
+                    kind: kind_from(&row.get::<_, String>(1).map_err(StoreError::from)?)?,
+                    owner: row.get(4).map_err(StoreError::from)?,
+                    card: card.and_then(|card| serde_json::from_str(&card).ok()),
+                    id,
+                    handle,
+                    name,
+                    description,
+                    contact,
+                });
+            }
+            Ok(entries)
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "principals",
+                detail: other.to_string(),
+            },
+        })
+    }
+
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
         self.with_connection(|conn| {
             let tx = conn.transaction().map_err(StoreError::from)?;
@@ -889,13 +1105,12 @@ impl ReadStore for SqliteReader {
         })
     }
 
-    fn sync_read(
+    fn sync_plan(
         &self,
         principal: &str,
-        is_agent: bool,
         cursors: &dyn Fn(&StreamKey) -> u64,
         replay_max: u64,
-    ) -> Result<SyncRead, StoreError> {
+    ) -> Result<SyncPlan, StoreError> {
         let result = self.with_connection(|conn| {
             let tx = conn.transaction().map_err(StoreError::from)?;
             let rooms: Vec<(String, String)> = tx
@@ -906,7 +1121,7 @@ impl ReadStore for SqliteReader {
                         .collect()
                 })
                 .map_err(StoreError::from)?;
-            let mut read = SyncRead::default();
+            let mut plan = SyncPlan::default();
             let streams = rooms
                 .into_iter()
                 .map(|(room, routing)| {
@@ -921,35 +1136,20 @@ impl ReadStore for SqliteReader {
                 )));
             for (stream, routing) in streams {
                 let head = head_of(&tx, &stream)?;
-                let after = cursors(&stream);
-                let mut replay = StreamReplay {
-                    stream: stream.clone(),
-                    head,
-                    gap: None,
-                    events: Vec::new(),
-                };
-                if head > after {
-                    let mut start = after;
-                    if matches!(stream, StreamKey::Room(_)) && head - after > replay_max {
-                        start = head - replay_max;
-                        replay.gap = Some((after + 1, start));
-                    }
-                    let mut statement = tx
-                        .prepare_cached(&format!(
-                            "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 ORDER BY seq"
-                        ))
-                        .map_err(StoreError::from)?;
-                    let mut rows = statement
-                        .query(params![stream.storage_key(), start as i64])
-                        .map_err(StoreError::from)?;
-                    while let Some(row) = rows.next().map_err(StoreError::from)? {
-                        let event = event_from_row(row).map_err(StoreError::from)?;
-                        if !is_agent || visibility::agent_sees(&event, principal, routing) {
-                            replay.events.push(event);
-                        }
-                    }
+                let mut after = cursors(&stream).min(head);
+                let mut gap = None;
+                if matches!(stream, StreamKey::Room(_)) && head - after > replay_max {
+                    let start = head - replay_max;
+                    gap = Some((after + 1, start));
+                    after = start;
                 }
-                read.streams.push(replay);
+                plan.streams.push(StreamPlan {
+                    stream,
+                    routing,
+                    head,
+                    gap,
+                    after,
+                });
             }
             let mut markers = tx
                 .prepare_cached(
@@ -961,18 +1161,88 @@ impl ReadStore for SqliteReader {
                 let key: String = row.get(0).map_err(StoreError::from)?;
                 let seq: i64 = row.get(1).map_err(StoreError::from)?;
                 let stream = StreamKey::from_storage_key(&key);
-                if read.streams.iter().any(|replay| replay.stream == stream) {
-                    read.read_markers.push((stream, seq as u64));
+                if plan.streams.iter().any(|planned| planned.stream == stream) {
+                    plan.read_markers.push((stream, seq as u64));
                 }
             }
             drop(rows);
             drop(markers);
-            Ok(read)
+            Ok(plan)
         });
         result.map_err(|error| match error {
             ReadError::Store(error) => error,
             other => StoreError::Corrupt {
                 table: "members",
+                detail: other.to_string(),
+            },
+        })
+    }
+
+    fn replay_page(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        plan: &[StreamPlan],
+        from: ReplayPosition,
+        max_bytes: usize,
+    ) -> Result<ReplayPage, StoreError> {
+        let result = self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let mut page = ReplayPage::default();
+            let mut bytes = 0;
+            let mut rows_read = 0;
+            let mut position = from;
+            while let Some(planned) = plan.get(position.stream) {
+                if position.after >= planned.head {
+                    position.stream += 1;
+                    if let Some(next) = plan.get(position.stream) {
+                        position.after = next.after;
+                    }
+                    continue;
+                }
+                if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
+                    page.next = Some(position);
+                    return Ok(page);
+                }
+                let mut statement = tx
+                    .prepare_cached(&format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 \
+                         AND seq <= ?3 ORDER BY seq LIMIT ?4"
+                    ))
+                    .map_err(StoreError::from)?;
+                let mut rows = statement
+                    .query(params![
+                        planned.stream.storage_key(),
+                        position.after as i64,
+                        planned.head as i64,
+                        (REPLAY_PAGE_ROWS - rows_read) as i64
+                    ])
+                    .map_err(StoreError::from)?;
+                let mut exhausted = true;
+                while let Some(row) = rows.next().map_err(StoreError::from)? {
+                    let event = event_from_row(row).map_err(StoreError::from)?;
+                    rows_read += 1;
+                    position.after = event.seq;
+                    if !is_agent || visibility::agent_sees(&event, principal, planned.routing) {
+                        bytes += event.body.len();
+                        page.events.push((position.stream, event));
+                    }
+                    if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
+                        exhausted = false;
+                        break;
+                    }
+                }
+                if exhausted {
+                    // Fewer rows than asked: nothing more up to the head.
+                    position.after = planned.head;
+                }
+            }
+            Ok(page)
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "events",
                 detail: other.to_string(),
             },
         })
@@ -984,7 +1254,7 @@ impl ReadStore for SqliteReader {
         is_agent: bool,
         room: &str,
         range: HistoryRange,
-    ) -> Result<Vec<EventRecord>, ReadError> {
+    ) -> Result<HistoryPage, ReadError> {
         self.with_connection(|conn| {
             let tx = conn.transaction().map_err(StoreError::from)?;
             let exists: bool = tx
@@ -1031,20 +1301,26 @@ impl ReadStore for SqliteReader {
                     bound.1.min(i64::MAX as u64) as i64
                 ])
                 .map_err(StoreError::from)?;
-            let mut events = Vec::new();
-            while events.len() < limit {
+            let mut page = HistoryPage::default();
+            let mut bytes = 0;
+            while page.events.len() < limit {
                 let Some(row) = rows.next().map_err(StoreError::from)? else {
                     break;
                 };
                 let event = event_from_row(row).map_err(StoreError::from)?;
                 if !is_agent || visibility::agent_sees(&event, principal, routing) {
-                    events.push(event);
+                    if !page.events.is_empty() && bytes + event.body.len() > range.max_bytes {
+                        page.more = true;
+                        break;
+                    }
+                    bytes += event.body.len();
+                    page.events.push(event);
                 }
             }
             if !ascending {
-                events.reverse();
+                page.events.reverse();
             }
-            Ok(events)
+            Ok(page)
         })
     }
 }
@@ -1120,6 +1396,97 @@ mod tests {
                 ts_ms: 5,
             }]
         );
+    }
+
+    #[test]
+    fn a_schema_3_database_keeps_its_invites_usable_after_the_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sqlite3");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            roundtable_sqlite::migrate(&mut conn, &MIGRATIONS[..3], 1).unwrap();
+            conn.execute(
+                "INSERT INTO principals (id, kind, handle, name, discoverable, created_ms)
+                     VALUES ('u', 'user', 'u', 'U', 'contacts', 1)",
+                [],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO invites (id, code_hash, creator, max_uses, uses, expires_ms, created_ms)
+                     VALUES ('i_1', ?1, 'u', 2, 1, 900, 5)",
+                [&[3u8; 32][..]],
+            )
+            .unwrap();
+        }
+        let (mut store, _reader) = open(&path, &mut IdSource::seeded(4), 10).unwrap();
+        let invites = store.load(10).unwrap().invites;
+        assert_eq!(
+            invites,
+            vec![InviteRecord {
+                id: "i_1".into(),
+                code_hash: TokenHash([3; 32]),
+                creator: "u".into(),
+                room: None,
+                max_uses: 2,
+                uses: 1,
+                expires_ms: 900,
+                created_ms: 5,
+                revoked_ms: None,
+            }],
+            "an invite from before withdrawals is not withdrawn"
+        );
+    }
+
+    #[test]
+    fn a_schema_4_audit_log_still_verifies_after_the_upgrade_and_extends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sqlite3");
+        let first = crate::audit::next_entry(
+            &(0, crate::audit::GENESIS.to_owned()),
+            5,
+            "p_dana",
+            "room_create",
+            Some("r_1".into()),
+            None,
+            None,
+        );
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            roundtable_sqlite::migrate(&mut conn, &MIGRATIONS[..4], 1).unwrap();
+            conn.execute(
+                "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash)
+                     VALUES (1, 5, 'p_dana', 'room_create', 'r_1', 'ok', NULL, ?1)",
+                [&first.hash],
+            )
+            .unwrap();
+        }
+        let (mut store, reader) = open(&path, &mut IdSource::seeded(4), 10).unwrap();
+        let head = store.load(10).unwrap().audit_head;
+        assert_eq!(head, (1, first.hash.clone()));
+        let folded = crate::audit::next_entry(
+            &head,
+            6,
+            "p_eve",
+            "send",
+            Some("r_2".into()),
+            Some("not_member"),
+            Some(12),
+        );
+        let mut tx = store.transaction().unwrap();
+        tx.append_audit(&folded).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(reader.audit_head().unwrap(), Some((2, folded.hash.clone())));
+        let mut check = crate::audit::ChainCheck::expecting(1, &first.hash);
+        read_audit_log(&path, |entry| check.feed(&entry)).unwrap();
+        assert_eq!(check.finish(), Ok((2, folded.hash.clone())));
+        let mut entries = Vec::new();
+        read_audit_log(&path, |entry| {
+            entries.push(entry);
+            true
+        })
+        .unwrap();
+        assert_eq!(entries[0].count, None);
+        assert_eq!(entries[1].count, Some(12));
     }
 
     #[test]

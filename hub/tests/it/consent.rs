@@ -1,12 +1,15 @@
 //! Discovery and consent: the directory, contact requests decided by the other side (or its
-//! owner), invites for remote teammates, and the scenario the whole design exists for.
+//! owner), invites for remote teammates (and their withdrawal), and the scenario the whole
+//! design exists for.
 
 use std::time::Duration;
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;
 use roundtable_protocol::model::{ContactRelation, Discoverable, PrincipalKind, RequestState};
-use roundtable_protocol::server::{ContactsOk, DirectoryOk, InviteCreateOk, InviteRedeemOk};
+use roundtable_protocol::server::{
+    ContactsOk, DirectoryOk, InviteCreateOk, InviteRedeemOk, InvitesOk,
+};
 use roundtable_testkit::{TestHub, message, signup_with};
 
 use crate::support::{agent, invite, login, make_public, request_contact, respond, room, sync};
@@ -374,4 +377,193 @@ async fn invite_mode_signs_up_with_a_code_only() {
     .unwrap();
     assert_eq!(sam.principal.handle, "sam");
     tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+async fn create_invite(
+    client: &mut roundtable_testkit::Client,
+    room: Option<&str>,
+    max_uses: u32,
+) -> InviteCreateOk {
+    let id = client.id();
+    client
+        .ok(ClientFrame::InviteCreate(InviteCreate {
+            id,
+            room: room.map(str::to_owned),
+            max_uses: Some(max_uses),
+            expires_in_s: None,
+        }))
+        .await
+        .decode()
+        .unwrap()
+}
+
+async fn invites(
+    client: &mut roundtable_testkit::Client,
+) -> Vec<roundtable_protocol::model::Invite> {
+    let id = client.id();
+    client
+        .ok(ClientFrame::Invites(Invites { id }))
+        .await
+        .decode::<InvitesOk>()
+        .unwrap()
+        .invites
+}
+
+fn revoke(id: u64, invite: &str) -> ClientFrame {
+    ClientFrame::InviteRevoke(InviteRevoke {
+        id,
+        invite: invite.into(),
+    })
+}
+
+fn redeem(id: u64, code: &str) -> ClientFrame {
+    ClientFrame::InviteRedeem(InviteRedeem {
+        id,
+        code: code.into(),
+    })
+}
+
+#[tokio::test]
+async fn an_invite_is_listed_until_its_creator_withdraws_it_and_then_never_redeems() {
+    let mut hub = TestHub::start().await;
+    let (mut dana, dana_created) = hub.user("dana").await;
+    let (mut sam, _) = hub.user("sam").await;
+    let (mut eve, eve_created) = hub.user("eve").await;
+
+    let created = create_invite(&mut dana, None, 3).await;
+    let invite_id = created.invite.clone().expect("the hub names the invite");
+    assert!(invite_id.starts_with("i_"), "{invite_id}");
+    let listed = invites(&mut dana).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (
+            listed[0].id.as_str(),
+            listed[0].room.as_deref(),
+            listed[0].uses_left
+        ),
+        (invite_id.as_str(), None, 3)
+    );
+    let created_ms = roundtable_protocol::ts::parse_millis(&listed[0].created_at).unwrap();
+    let expires_ms = roundtable_protocol::ts::parse_millis(&listed[0].expires_at).unwrap();
+    assert_eq!(
+        expires_ms - created_ms,
+        7 * 24 * 60 * 60 * 1000,
+        "the default week"
+    );
+    // Each use counts down; nobody else sees dana's invites.
+    let id = sam.id();
+    sam.ok(redeem(id, &created.code)).await;
+    assert_eq!(invites(&mut dana).await[0].uses_left, 2);
+    assert!(invites(&mut eve).await.is_empty());
+
+    // Someone else's invite and an unknown one are the same `not_found`: ids reveal nothing.
+    let id = eve.id();
+    let others = eve.err(revoke(id, &invite_id)).await;
+    let id = eve.id();
+    let unknown = eve.err(revoke(id, "i_aaaaaaaaaaaaaaaa")).await;
+    assert_eq!(others.code, ErrorCode::NotFound);
+    assert_eq!((unknown.code, unknown.msg), (others.code, others.msg));
+    assert_eq!(invites(&mut dana).await.len(), 1, "eve withdrew nothing");
+
+    // The creator withdraws it, twice (the second changes nothing); it is listed no more.
+    for _ in 0..2 {
+        let id = dana.id();
+        dana.ok(revoke(id, &invite_id)).await;
+    }
+    assert!(invites(&mut dana).await.is_empty());
+    let id = eve.id();
+    let withdrawn = eve.err(redeem(id, &created.code)).await;
+    assert_eq!(withdrawn.code, ErrorCode::Conflict);
+    assert!(withdrawn.msg.contains("withdrawn"), "{}", withdrawn.msg);
+    // Signing up with it fails too, and creates nobody.
+    let body = serde_json::json!({"handle": "tom", "name": "Tom", "invite": created.code});
+    let refused = roundtable_testkit::http(hub.addr, "POST", "/v1/signup", Some(&body.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.json()["code"], "forbidden");
+    assert!(refused.body.contains("withdrawn"), "{}", refused.body);
+
+    // The withdrawal is durable, and audited under the invite's id; listing is a read.
+    hub.restart().await;
+    let mut eve = login(&hub, &eve_created.token, "e2").await;
+    let id = eve.id();
+    assert_eq!(
+        eve.err(redeem(id, &created.code)).await.code,
+        ErrorCode::Conflict
+    );
+    let mut dana = login(&hub, &dana_created.token, "d2").await;
+    assert!(invites(&mut dana).await.is_empty());
+    let id = dana.id();
+    let audit: roundtable_protocol::server::AuditOk = dana
+        .ok(ClientFrame::Audit(Audit {
+            id,
+            principal: None,
+            since: None,
+            limit: None,
+        }))
+        .await
+        .decode()
+        .unwrap();
+    let actions: Vec<(&str, Option<&str>)> = audit
+        .entries
+        .iter()
+        .filter(|entry| entry.action.starts_with("invite"))
+        .map(|entry| (entry.action.as_str(), entry.target.as_deref()))
+        .collect();
+    assert_eq!(
+        actions,
+        vec![
+            ("invite_create", Some(invite_id.as_str())),
+            ("invite_revoke", Some(invite_id.as_str())),
+            ("invite_revoke", Some(invite_id.as_str())),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_room_invite_is_void_while_its_creator_is_out_of_the_room() {
+    let hub = TestHub::start().await;
+    let (mut dana, dana_created) = hub.user("dana").await;
+    let (mut sam, _) = hub.user("sam").await;
+    let (mut lee, _) = hub.user("lee").await;
+    make_public(&mut dana).await;
+    let request = request_contact(&mut sam, "dana").await;
+    respond(&mut dana, &request.id, true).await;
+    let room_id = room(&mut dana, &["sam"]).await;
+    let created = create_invite(&mut dana, Some(&room_id), 2).await;
+
+    let id = dana.id();
+    dana.ok(ClientFrame::RoomLeave(RoomLeave {
+        id,
+        room: room_id.clone(),
+    }))
+    .await;
+    let id = lee.id();
+    let void = lee.err(redeem(id, &created.code)).await;
+    assert_eq!(void.code, ErrorCode::Conflict);
+    assert!(void.msg.contains("not in its room"), "{}", void.msg);
+    assert!(
+        contacts(&mut lee).await.contacts.is_empty(),
+        "nothing happened"
+    );
+    // Still dana's to withdraw, and no use was counted.
+    let listed = invites(&mut dana).await;
+    assert_eq!(
+        (listed[0].room.as_deref(), listed[0].uses_left),
+        (Some(room_id.as_str()), 2)
+    );
+
+    // Back in the room, dana's invite works again.
+    invite(&mut sam, &room_id, "dana").await;
+    let id = lee.id();
+    let redeemed: InviteRedeemOk = lee.ok(redeem(id, &created.code)).await.decode().unwrap();
+    let joined = redeemed.room.expect("the invite's room");
+    assert_eq!(joined.id, room_id);
+    assert!(joined.members.iter().any(|m| m.handle == "lee"));
+    assert_eq!(
+        contacts(&mut lee).await.contacts[0].id,
+        dana_created.principal.id
+    );
+    assert_eq!(invites(&mut dana).await[0].uses_left, 1);
 }

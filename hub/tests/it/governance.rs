@@ -135,7 +135,8 @@ async fn stopping_an_agent_closes_its_connections_until_resumed() {
     let id = dana.id();
     dana.ok(control(id, &writer.agent.id, ControlAction::Stop, None))
         .await;
-    assert_eq!(writer_client.closed().await.unwrap(), Some(4010));
+    // Stopped, not revoked (amendment 1): 4011, and the token stays valid.
+    assert_eq!(writer_client.closed().await.unwrap(), Some(4011));
     // It cannot come back until resumed.
     let mut again = hub.connect().await;
     let id = again.id();
@@ -154,7 +155,7 @@ async fn stopping_an_agent_closes_its_connections_until_resumed() {
         }
         other => panic!("expected err paused, got {other:?}"),
     }
-    assert_eq!(again.closed().await.unwrap(), Some(4010));
+    assert_eq!(again.closed().await.unwrap(), Some(4011));
     let id = dana.id();
     dana.ok(control(id, &writer.agent.id, ControlAction::Resume, None))
         .await;
@@ -397,7 +398,7 @@ async fn the_audit_log_records_changes_and_refusals_for_the_owner() {
     .expect("the refused auth is recorded");
     assert_eq!(refused_auths, 1);
     // The chain verifies from the hub's files.
-    let (count, head) = roundtable_hub::admin::verify_audit(hub.data_dir()).unwrap();
+    let (count, head) = roundtable_hub::admin::verify_audit(hub.data_dir(), None).unwrap();
     assert!(count >= 5, "{count}");
     assert_eq!(head.len(), 64);
 }

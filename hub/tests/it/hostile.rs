@@ -130,6 +130,13 @@ fn invite_create(id: u64, room: Option<&str>, max_uses: u32, expires_in_s: u64) 
     })
 }
 
+fn invite_revoke(id: u64, invite: &str) -> ClientFrame {
+    ClientFrame::InviteRevoke(InviteRevoke {
+        id,
+        invite: invite.into(),
+    })
+}
+
 fn redeem(id: u64, code: &str) -> ClientFrame {
     ClientFrame::InviteRedeem(InviteRedeem {
         id,
@@ -166,7 +173,9 @@ async fn directory_handles(client: &mut Client, query: Option<&str>) -> Vec<Stri
 async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     let hub = TestHub::start_with(|config| {
         config.rate_limits = Some(roundtable_hub::engine::RateLimits {
-            agent: "3/0.2".parse().unwrap(),
+            // Every write an agent makes draws a token, refused ones too: room for the
+            // agents' forbidden attempts below; the burst is made by a fresh agent.
+            agent: "30/0.2".parse().unwrap(),
             user: "1000/1000".parse().unwrap(),
         })
     })
@@ -635,10 +644,12 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     let id = eve.id();
     suite
         .refused(
+            // Eve may not see dana/writer: answered as an agent that does not exist
+            // (amendment 11).
             "rotate another owner's agent's token",
             &mut eve,
             token_action(id, &writer.agent.id, TokenAction::Rotate),
-            ErrorCode::Forbidden,
+            ErrorCode::NotFound,
         )
         .await;
     let id = eve.id();
@@ -647,7 +658,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             "revoke another owner's agent's token",
             &mut eve,
             token_action(id, &writer.agent.id, TokenAction::Revoke),
-            ErrorCode::Forbidden,
+            ErrorCode::NotFound,
         )
         .await;
     let id = dana.id();
@@ -665,7 +676,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             "control by a non-owner",
             &mut eve,
             control(id, &writer.agent.id, ControlAction::Pause, None),
-            ErrorCode::Forbidden,
+            ErrorCode::NotFound,
         )
         .await;
     let id = sam.id();
@@ -683,7 +694,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             "control in one's room of an agent not in it",
             &mut eve,
             control(id, &writer.agent.id, ControlAction::Pause, Some(&eves)),
-            ErrorCode::NotMember,
+            ErrorCode::NotFound,
         )
         .await;
     let id = dana.id();
@@ -809,6 +820,82 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         )
         .await;
 
+    // --- Withdrawing invites: only the creator, and a withdrawn code is dead.
+    let id = dana.id();
+    let withdrawn: InviteCreateOk = dana
+        .ok(invite_create(id, None, 5, 3600))
+        .await
+        .decode()
+        .unwrap();
+    let withdrawn_id = withdrawn.invite.clone().unwrap();
+    let id = eve.id();
+    suite
+        .refused(
+            "someone else's invite is withdrawn",
+            &mut eve,
+            invite_revoke(id, &withdrawn_id),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent withdraws its owner's invite",
+            &mut writer_client,
+            invite_revoke(id, &withdrawn_id),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = writer_client.id();
+    suite
+        .refused(
+            "an agent lists invites",
+            &mut writer_client,
+            ClientFrame::Invites(Invites { id }),
+            ErrorCode::Forbidden,
+        )
+        .await;
+    let id = dana.id();
+    suite
+        .refused(
+            "an invite withdrawn by its code instead of its id",
+            &mut dana,
+            invite_revoke(id, &withdrawn.code),
+            ErrorCode::NotFound,
+        )
+        .await;
+    let logged_codes: i64 = rusqlite::Connection::open(suite.hub.data_dir().join("hub.sqlite3"))
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM audit WHERE instr(coalesce(target, ''), ?1) > 0",
+            [&withdrawn.code],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        logged_codes, 0,
+        "a code given as an id never reaches the audit log"
+    );
+    let id = dana.id();
+    dana.ok(invite_revoke(id, &withdrawn_id)).await;
+    let id = eve.id();
+    suite
+        .refused(
+            "a withdrawn invite",
+            &mut eve,
+            redeem(id, &withdrawn.code),
+            ErrorCode::Conflict,
+        )
+        .await;
+    suite
+        .signup_refused(
+            "a signup with a withdrawn invite",
+            json!({"handle": "withdrawn", "name": "W", "invite": withdrawn.code}),
+            403,
+            "forbidden",
+        )
+        .await;
+
     // --- The directory reveals only what discoverability allows.
     let seen = directory_handles(&mut eve, None).await;
     assert_eq!(
@@ -910,18 +997,21 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             ErrorCode::Paused,
         )
         .await;
-    for n in 0..3 {
-        let id = bot_client.id();
-        bot_client
-            .ok(send(id, &eves, &format!("bot-burst-{n:03}"), "burst"))
+    let burster = register(&mut eve, "burster", Discoverable::Private).await;
+    let home = burster.room.clone().unwrap().id;
+    let mut burster = login(&suite.hub, &burster.token, "burst").await;
+    for n in 0..30 {
+        let id = burster.id();
+        burster
+            .ok(send(id, &home, &format!("bot-burst-{n:03}"), "burst"))
             .await;
     }
-    let id = bot_client.id();
+    let id = burster.id();
     let limited = suite
         .refused(
             "a burst past the rate limit",
-            &mut bot_client,
-            send(id, &eves, "bot-burst-003", "burst"),
+            &mut burster,
+            send(id, &home, "bot-burst-030", "burst"),
             ErrorCode::RateLimited,
         )
         .await;

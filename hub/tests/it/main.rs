@@ -1,11 +1,17 @@
 //! The hub over real sockets: a hub on a free loopback port, clients speaking raw frames.
 
+mod audit_log;
+mod bounds;
+mod browsers;
 mod consent;
+mod control;
+mod existence;
 mod governance;
 mod hostile;
 mod http;
 mod lifecycle;
 mod malformed;
+mod memory;
 mod messaging;
 mod pings;
 mod rooms;

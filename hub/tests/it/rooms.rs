@@ -446,6 +446,7 @@ async fn profile_set_changes_name_and_discoverability() {
     let ok = dana
         .ok(ClientFrame::ProfileSet(ProfileSet {
             id,
+            principal: None,
             name: Some("Dana Q.".into()),
             discoverable: Some(roundtable_protocol::model::Discoverable::Public),
         }))
@@ -455,6 +456,7 @@ async fn profile_set_changes_name_and_discoverability() {
     let refused = dana
         .err(ClientFrame::ProfileSet(ProfileSet {
             id,
+            principal: None,
             name: Some(String::new()),
             discoverable: None,
         }))
@@ -464,6 +466,7 @@ async fn profile_set_changes_name_and_discoverability() {
     let long = dana
         .err(ClientFrame::ProfileSet(ProfileSet {
             id,
+            principal: None,
             name: Some("n".repeat(129)),
             discoverable: None,
         }))

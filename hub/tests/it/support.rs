@@ -104,6 +104,7 @@ pub async fn make_public(client: &mut Client) {
         .ok(ClientFrame::ProfileSet(
             roundtable_protocol::client::ProfileSet {
                 id,
+                principal: None,
                 name: None,
                 discoverable: Some(roundtable_protocol::model::Discoverable::Public),
             },
@@ -164,6 +165,7 @@ pub fn fingerprint(hub: &roundtable_testkit::TestHub) -> Vec<(String, i64)> {
         "SELECT count(*) FROM contact_requests WHERE state = 'pending'",
         "SELECT count(*) FROM invites",
         "SELECT coalesce(sum(uses), 0) FROM invites",
+        "SELECT count(*) FROM invites WHERE revoked_ms IS NOT NULL",
         "SELECT count(*) FROM controls",
         "SELECT count(*) FROM acks",
         "SELECT count(*) FROM pings",

@@ -27,6 +27,10 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
+        // Finite only: JSON has no NaN or infinity (`Value::from` makes them null).
+        any::<f64>()
+            .prop_filter("finite", |x| x.is_finite())
+            .prop_map(Value::from),
         text().prop_map(Value::String),
     ];
     leaf.prop_recursive(3, 24, 6, |inner| {
@@ -134,13 +138,20 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
                 routing: if all { Routing::All } else { Routing::Mentions },
             })
         }),
-        (id, option::of(text()), option::of(discoverable())).prop_map(
-            |(id, name, discoverable)| ClientFrame::ProfileSet(ProfileSet {
-                id,
-                name,
-                discoverable
-            })
-        ),
+        (
+            id,
+            option::of(text()),
+            option::of(text()),
+            option::of(discoverable())
+        )
+            .prop_map(|(id, principal, name, discoverable)| {
+                ClientFrame::ProfileSet(ProfileSet {
+                    id,
+                    principal,
+                    name,
+                    discoverable,
+                })
+            }),
         (id, option::of(text()), option::of(any::<u32>())).prop_map(|(id, query, limit)| {
             ClientFrame::Directory(Directory { id, query, limit })
         }),
@@ -160,6 +171,16 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
                     discoverable,
                 })
             }),
+        (id, any::<bool>()).prop_map(|(id, rotate)| {
+            ClientFrame::UserToken(UserToken {
+                id,
+                action: if rotate {
+                    TokenAction::Rotate
+                } else {
+                    TokenAction::Revoke
+                },
+            })
+        }),
         (id, text(), any::<bool>()).prop_map(|(id, agent, rotate)| {
             ClientFrame::AgentToken(AgentToken {
                 id,
@@ -197,6 +218,9 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
                 })
             }),
         (id, text()).prop_map(|(id, code)| ClientFrame::InviteRedeem(InviteRedeem { id, code })),
+        (id, text())
+            .prop_map(|(id, invite)| ClientFrame::InviteRevoke(InviteRevoke { id, invite })),
+        id.prop_map(|id| ClientFrame::Invites(Invites { id })),
         (id, text(), 0..3u8, option::of(text())).prop_map(|(id, agent, action, room)| {
             ClientFrame::Control(Control {
                 id,
@@ -261,10 +285,11 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
             any::<u64>(),
             any::<u64>(),
             any::<u64>(),
+            option::of(any::<u64>()),
             option::of(any::<u64>())
         )
             .prop_map(
-                |(proto, hub, epoch, hb_ms, max_frame, max_queue, replay_max)| {
+                |(proto, hub, epoch, hb_ms, max_frame, max_queue, replay_max, max_queue_bytes)| {
                     ServerFrame::Hello(Hello {
                         proto,
                         hub,
@@ -273,6 +298,7 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
                         max_frame,
                         max_queue,
                         replay_max,
+                        max_queue_bytes,
                     })
                 }
             ),
@@ -305,8 +331,87 @@ fn server_frame() -> impl Strategy<Value = ServerFrame> {
     ]
 }
 
+#[test]
+fn an_invite_create_ok_from_a_hub_before_withdrawable_invites_has_no_id() {
+    let ok = OkReply {
+        re: 1,
+        fields: serde_json::from_str(r#"{"code":"abc","link":"roundtable://invite/abc?hub=h:1"}"#)
+            .unwrap(),
+    };
+    let created: InviteCreateOk = ok.decode().unwrap();
+    assert_eq!(created.invite, None);
+    assert_eq!(created.code, "abc");
+}
+
+/// A `send` whose body holds `number` (written as JSON), as a client would frame it.
+fn send_with_number(number: &str) -> String {
+    format!(
+        r#"{{"t":"send","id":1,"room":"r_1","client_key":"k-00000001","kind":"x-measure","body":{{"n":{number},"list":[{number}]}}}}"#
+    )
+}
+
+/// decode → encode → decode gives the frame of the first decode.
+fn decodes_to_itself_again(text: &str) -> Result<(), String> {
+    let first = decode_client_frame(text).map_err(|error| format!("{error:?}"))?;
+    let again = decode_client_frame(&first.to_json()).map_err(|error| format!("{error:?}"))?;
+    if again == first {
+        Ok(())
+    } else {
+        Err(format!("{} became {}", first.to_json(), again.to_json()))
+    }
+}
+
+/// Decimal numbers with more digits than an `f64` holds, which a hub stores and forwards in
+/// bodies: parsing must round them correctly, or the number a client reads back is one ulp
+/// off the one it sent (serde_json's fast float parsing did that; see `float_roundtrip` in
+/// protocol/Cargo.toml). The first two failed before the fix.
+#[test]
+fn long_decimal_numbers_in_bodies_round_trip() {
+    let digits_170 = "1".repeat(170);
+    let fraction_170 = format!("0.{}", "7".repeat(170));
+    let nines_170 = format!("{}e-200", "9".repeat(170));
+    let cases = [
+        // Parsed one ulp low (9.999999999999999e-31) before the fix.
+        nines_170.as_str(),
+        "27219128784045033000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        digits_170.as_str(),
+        fraction_170.as_str(),
+        "2.2250738585072011e-308",
+        "9007199254740993.0000000000000000000000000000000000000000000000000000000000001",
+        "0.30000000000000004",
+        "1.7976931348623157e308",
+        "5e-324",
+    ];
+    for number in cases {
+        decodes_to_itself_again(&send_with_number(number)).unwrap();
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any decimal of up to 170 digits, integral, fractional or with an exponent, comes back
+    /// as the same number after decode → encode → decode.
+    #[test]
+    fn long_decimal_numbers_round_trip(
+        integral in "[1-9][0-9]{0,169}",
+        fraction in "[0-9]{0,170}",
+        exponent in proptest::option::of(-320i32..300),
+    ) {
+        let mut number = integral;
+        if !fraction.is_empty() {
+            number.push('.');
+            number.push_str(&fraction);
+        }
+        if let Some(exponent) = exponent {
+            number.push_str(&format!("e{exponent}"));
+        }
+        // Past f64's range a number is refused (bad_frame), which is fine: nothing to compare.
+        let text = send_with_number(&number);
+        if decode_client_frame(&text).is_ok() {
+            prop_assert_eq!(decodes_to_itself_again(&text), Ok(()), "{}", number);
+        }
+    }
 
     #[test]
     fn client_frames_round_trip(frame in client_frame()) {

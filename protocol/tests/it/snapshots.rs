@@ -135,6 +135,7 @@ fn client_frames() {
         }),
         ClientFrame::ProfileSet(ProfileSet {
             id: 13,
+            principal: Some("p_agent".into()),
             name: Some("Dana".into()),
             discoverable: Some(Discoverable::Public),
         }),
@@ -154,6 +155,10 @@ fn client_frames() {
             id: 16,
             agent: "p_agent".into(),
             action: TokenAction::Rotate,
+        }),
+        ClientFrame::UserToken(UserToken {
+            id: 26,
+            action: TokenAction::Revoke,
         }),
         ClientFrame::ContactRequest(ContactRequestCmd {
             id: 17,
@@ -176,6 +181,11 @@ fn client_frames() {
             id: 21,
             code: "abc".into(),
         }),
+        ClientFrame::InviteRevoke(InviteRevoke {
+            id: 24,
+            invite: "i_1".into(),
+        }),
+        ClientFrame::Invites(Invites { id: 25 }),
         ClientFrame::Control(Control {
             id: 22,
             agent: "p_agent".into(),
@@ -217,6 +227,7 @@ fn server_frames() {
             max_frame: 1_048_576,
             max_queue: 4096,
             replay_max: Some(500),
+            max_queue_bytes: Some(8_388_608),
         }),
         ServerFrame::Ok(OkReply::empty(3)),
         ServerFrame::Err(ErrReply {
@@ -283,6 +294,7 @@ fn ok_payloads() {
             4,
             &HistoryOk {
                 events: vec![event()],
+                more: false,
             },
         ),
         OkReply::with(5, &RoomOk { room: room() }),
@@ -329,6 +341,12 @@ fn ok_payloads() {
                 token: Some("rt_y".into()),
             },
         ),
+        OkReply::with(
+            17,
+            &UserTokenOk {
+                token: Some("rt_z".into()),
+            },
+        ),
         OkReply::with(11, &ContactRequestOk { request: request() }),
         OkReply::with(
             12,
@@ -349,22 +367,58 @@ fn ok_payloads() {
             &InviteCreateOk {
                 code: "abc".into(),
                 link: "roundtable://invite/abc?hub=127.0.0.1:7300".into(),
+                invite: Some("i_1".into()),
             },
         ),
         OkReply::with(14, &InviteRedeemOk { room: None }),
         OkReply::with(
             15,
             &AuditOk {
-                entries: vec![AuditEntry {
-                    n: 1,
-                    ts: "2026-11-30T09:00:00.000Z".into(),
-                    principal: "p_dana".into(),
-                    action: "room_create".into(),
-                    target: Some("r_1".into()),
-                    result: AuditResult::Ok,
-                    code: None,
-                    hash: "00".into(),
-                }],
+                entries: vec![
+                    AuditEntry {
+                        n: 1,
+                        ts: "2026-11-30T09:00:00.000Z".into(),
+                        principal: "p_dana".into(),
+                        action: "room_create".into(),
+                        target: Some("r_1".into()),
+                        result: AuditResult::Ok,
+                        code: None,
+                        count: None,
+                        hash: "00".into(),
+                    },
+                    AuditEntry {
+                        n: 2,
+                        ts: "2026-11-30T09:00:01.000Z".into(),
+                        principal: "p_eve".into(),
+                        action: "send".into(),
+                        target: Some("r_1".into()),
+                        result: AuditResult::Err,
+                        code: Some("not_member".into()),
+                        count: Some(40),
+                        hash: "01".into(),
+                    },
+                ],
+            },
+        ),
+        OkReply::with(
+            16,
+            &InvitesOk {
+                invites: vec![
+                    Invite {
+                        id: "i_1".into(),
+                        room: Some("r_1".into()),
+                        uses_left: 2,
+                        expires_at: "2026-12-07T09:00:00.000Z".into(),
+                        created_at: "2026-11-30T09:00:00.000Z".into(),
+                    },
+                    Invite {
+                        id: "i_2".into(),
+                        room: None,
+                        uses_left: 1,
+                        expires_at: "2026-12-07T10:00:00.000Z".into(),
+                        created_at: "2026-11-30T10:00:00.000Z".into(),
+                    },
+                ],
             },
         ),
     ];
@@ -390,6 +444,10 @@ fn http_bodies() {
             ok: true,
             version: "0.1.0".into(),
             epoch: "ep_1".into(),
+            audit_head: Some(AuditHead {
+                n: 42,
+                hash: "9f".into(),
+            }),
         }),
         wire(&WellKnown {
             hub: "h_1".into(),

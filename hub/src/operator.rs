@@ -1,0 +1,191 @@
+//! The operator's door into a running hub: a Unix socket in the data directory,
+//! `operator.sock`. Whoever may enter the directory (which the hub keeps to its owner) is
+//! the hub's operator; nothing on the network reaches it, so no secret is needed. One JSON
+//! request per connection, one JSON answer, each a line.
+//!
+//! Why: most operator commands need the data directory to themselves, since the running
+//! hub keeps its state in memory. Revoking a leaked token cannot wait for a restart
+//! (protocol amendment 6): through this socket the running hub's writer does it, closes the
+//! user's connections with 4010 at once, and answers once the change is durable.
+//!
+//! Unix only; elsewhere the operator stops the hub first, as before.
+
+use serde::{Deserialize, Serialize};
+
+use roundtable_protocol::client::TokenAction;
+
+/// The socket's file name in the data directory.
+pub const SOCKET_NAME: &str = "operator.sock";
+
+/// The largest request read (a request is a handle and a word or two).
+const MAX_REQUEST: u64 = 64 * 1024;
+
+/// What the operator asks of the running hub.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum OperatorRequest {
+    /// Revokes every token of the user `handle`; a rotation also issues a new one.
+    UserToken { handle: String, action: TokenAction },
+}
+
+/// The hub's answer: `ok` with what the request produced, or why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorReply {
+    pub ok: bool,
+    /// A new token (shown once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Why the request was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Why the operator's request did not reach the hub, or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error(
+        "the hub is running but its operator socket {path} cannot be reached ({source}); \
+         stop the hub and run the command again"
+    )]
+    Unreachable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the hub answered something unexpected: {0}")]
+    Garbled(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+#[cfg(unix)]
+pub use unix::{call, serve};
+
+#[cfg(unix)]
+mod unix {
+    use std::io::{BufRead, BufReader, Write};
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{UnixListener, UnixStream};
+    use tokio::sync::oneshot;
+
+    use super::{MAX_REQUEST, OperatorError, OperatorReply, OperatorRequest, SOCKET_NAME};
+    use crate::writer::{Request, WriterHandle};
+
+    /// Sends one request to the hub running on `data_dir` and waits for its answer (for
+    /// at most a minute).
+    pub fn call(data_dir: &Path, request: &OperatorRequest) -> Result<String, OperatorError> {
+        let path = data_dir.join(SOCKET_NAME);
+        let unreachable = |source| OperatorError::Unreachable {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut stream = std::os::unix::net::UnixStream::connect(&path).map_err(unreachable)?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .map_err(unreachable)?;
+        let mut line = serde_json::to_string(request).expect("requests serialize");
+        line.push('\n');
+        stream.write_all(line.as_bytes()).map_err(unreachable)?;
+        let mut answer = String::new();
+        BufReader::new(stream)
+            .read_line(&mut answer)
+            .map_err(unreachable)?;
+        let reply: OperatorReply = serde_json::from_str(answer.trim())
+            .map_err(|error| OperatorError::Garbled(format!("{error}: {answer:?}")))?;
+        match reply {
+            OperatorReply {
+                ok: true, token, ..
+            } => Ok(token.unwrap_or_default()),
+            OperatorReply { error, .. } => Err(OperatorError::Refused(
+                error.unwrap_or_else(|| "refused".to_owned()),
+            )),
+        }
+    }
+
+    /// Listens on `data_dir/operator.sock` until `stop` resolves, then removes it. The
+    /// caller holds the data directory's lock, so a socket file left there is stale.
+    pub async fn serve(
+        data_dir: &Path,
+        writer: WriterHandle,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        let path = data_dir.join(SOCKET_NAME);
+        let _ = std::fs::remove_file(&path);
+        let listener = match UnixListener::bind(&path) {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "no operator socket: the operator must stop the hub to manage tokens");
+                return;
+            }
+        };
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        }
+        let writer = Arc::new(writer);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        tokio::spawn(answer(stream, writer.clone()));
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "operator socket");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Reads one request, has the writer carry it out, and answers.
+    async fn answer(stream: UnixStream, writer: Arc<WriterHandle>) {
+        let (read, mut write) = stream.into_split();
+        let mut line = String::new();
+        let read = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::BufReader::new(read.take(MAX_REQUEST)).read_line(&mut line),
+        )
+        .await;
+        let reply = match read {
+            Ok(Ok(_)) => match serde_json::from_str::<OperatorRequest>(line.trim()) {
+                Ok(request) => carry_out(request, &writer).await,
+                Err(error) => refused(format!("not a request the hub knows: {error}")),
+            },
+            _ => refused("no request arrived".to_owned()),
+        };
+        let mut text = serde_json::to_string(&reply).expect("replies serialize");
+        text.push('\n');
+        let _ = write.write_all(text.as_bytes()).await;
+    }
+
+    async fn carry_out(request: OperatorRequest, writer: &WriterHandle) -> OperatorReply {
+        let (reply, answer) = oneshot::channel();
+        if !writer.submit(Request::Operator { request, reply }) {
+            return refused("the hub is stopping".to_owned());
+        }
+        match answer.await {
+            Ok(Ok(token)) => OperatorReply {
+                ok: true,
+                token,
+                error: None,
+            },
+            Ok(Err(refusal)) => refused(refusal.msg),
+            Err(_) => refused("the hub is stopping".to_owned()),
+        }
+    }
+
+    fn refused(error: String) -> OperatorReply {
+        OperatorReply {
+            ok: false,
+            token: None,
+            error: Some(error),
+        }
+    }
+}

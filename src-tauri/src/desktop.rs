@@ -1,0 +1,202 @@
+//! The app's running state: the core for the person's profile, syncing (and serving the
+//! hand-offs of the person's short-lived CLI commands), the agent-log watcher, and, in
+//! local mode, the app's own hub. Everything long-running hangs off one [`Session`];
+//! switching hubs drops it (stopping all of it) and opens another.
+//!
+//! Starting takes a moment (the hub opens its database; the core opens the cache), so the
+//! session is opened in the background and commands wait for it.
+
+use std::time::Duration;
+
+use roundtable_core::local_agents::Environment;
+use roundtable_core::profile::Profile;
+use roundtable_core::work::pricing::Pricing;
+use roundtable_core::work::watch::{LogWatch, WatchOptions};
+use roundtable_core::{Core, ErrorReport, SyncHandle, SyncOptions};
+use roundtable_hub::embedded::EmbeddedHub;
+use tauri::AppHandle;
+use tokio::sync::{Mutex, watch};
+
+use crate::alerts::Alerts;
+use crate::home::{HomeError, HubMode, Places, Settings};
+
+/// Everything that runs for one profile on one hub; dropping it stops it all.
+pub struct Session {
+    pub core: Core,
+    pub mode: HubMode,
+    /// The prices the watcher and the costs board use (the built-in ones, with the
+    /// person's overrides).
+    pub pricing: Pricing,
+    _sync: SyncHandle,
+    /// The agent-log watcher: its progress (the first pass over a large directory takes a
+    /// while) and a way to tell it of a newly onboarded agent.
+    pub watch: LogWatch,
+    forwarding: tokio::task::JoinHandle<()>,
+    /// Last: the hub stops after the core let go of it.
+    hub: Option<EmbeddedHub>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.forwarding.abort();
+        if let Some(hub) = self.hub.take() {
+            // Waits for its last commit: off the async workers.
+            std::thread::spawn(move || {
+                if let Err(error) = hub.stop() {
+                    tracing::warn!(%error, "the local hub did not stop cleanly");
+                }
+            });
+        }
+    }
+}
+
+/// Where the session is.
+#[derive(Clone)]
+enum Phase {
+    Starting,
+    Ready(std::sync::Arc<Session>),
+    Failed(ErrorReport),
+}
+
+/// The app's state, managed by Tauri.
+pub struct Desktop {
+    pub places: Places,
+    app: AppHandle,
+    phase: watch::Sender<Phase>,
+    /// Serializes hub switches.
+    switching: Mutex<()>,
+}
+
+fn report(error: impl std::fmt::Display, code: &str) -> ErrorReport {
+    ErrorReport {
+        code: code.to_owned(),
+        message: error.to_string(),
+    }
+}
+
+impl From<HomeError> for ErrorReport {
+    fn from(error: HomeError) -> ErrorReport {
+        report(error, "setup")
+    }
+}
+
+impl Desktop {
+    /// Starts opening the session of the saved settings.
+    pub fn start(app: AppHandle, places: Places) -> std::sync::Arc<Desktop> {
+        let desktop = std::sync::Arc::new(Desktop {
+            places,
+            app,
+            phase: watch::channel(Phase::Starting).0,
+            switching: Mutex::new(()),
+        });
+        let starting = desktop.clone();
+        tauri::async_runtime::spawn(async move {
+            let opened = match Settings::load(&starting.places) {
+                Ok(settings) => starting.open(settings).await,
+                Err(error) => Err(error.into()),
+            };
+            starting.settle(opened);
+        });
+        desktop
+    }
+
+    fn settle(&self, opened: Result<Session, ErrorReport>) {
+        let phase = match opened {
+            Ok(session) => Phase::Ready(std::sync::Arc::new(session)),
+            Err(error) => {
+                tracing::error!(code = %error.code, message = %error.message, "cannot start");
+                Phase::Failed(error)
+            }
+        };
+        self.phase.send_replace(phase);
+        crate::alerts::session_changed(&self.app);
+    }
+
+    /// The session, once started (or why it could not start).
+    pub async fn session(&self) -> Result<std::sync::Arc<Session>, ErrorReport> {
+        let mut phase = self.phase.subscribe();
+        let settled = phase
+            .wait_for(|phase| !matches!(phase, Phase::Starting))
+            .await
+            .map_err(|_| report("the app is shutting down", "stopped"))?
+            .clone();
+        match settled {
+            Phase::Ready(session) => Ok(session),
+            Phase::Failed(error) => Err(error),
+            Phase::Starting => unreachable!("waited past starting"),
+        }
+    }
+
+    /// The core of the current session.
+    pub async fn core(&self) -> Result<Core, ErrorReport> {
+        Ok(self.session().await?.core.clone())
+    }
+
+    /// Opens a session for `settings`: the app's own hub and the local person, or the
+    /// remote profile.
+    async fn open(&self, settings: Settings) -> Result<Session, ErrorReport> {
+        let places = self.places.clone();
+        let mode = settings.hub;
+        let (hub, profile) = match mode {
+            HubMode::Embedded => {
+                let (hub, profile) = tokio::task::spawn_blocking(move || {
+                    let mut settings = settings;
+                    crate::home::start_local_hub(&places, &mut settings)
+                })
+                .await
+                .map_err(|error| report(error, "setup"))??;
+                (Some(hub), profile)
+            }
+            HubMode::Remote => {
+                let profile = Profile::load(&places.profiles, settings.profile_name())
+                    .map_err(|error| report(error, "profile"))?;
+                (None, profile)
+            }
+        };
+        let share_rooms = profile.share_rooms.clone();
+        let core = Core::open(profile)
+            .await
+            .map_err(|error| ErrorReport::from(&error))?;
+        let sync = core.start_with(SyncOptions {
+            serve_hand_offs: true,
+        });
+        let pricing = Pricing::with_overrides(&Pricing::override_paths()).unwrap_or_else(|error| {
+            tracing::warn!(%error, "using the built-in prices");
+            Pricing::built_in()
+        });
+        let watch = core.watch_logs(WatchOptions {
+            env: Environment::current(),
+            profiles: self.places.profiles.clone(),
+            pricing: pricing.clone(),
+            share_rooms,
+        });
+        let forwarding =
+            tokio::spawn(Alerts::new(self.app.clone(), core.clone(), watch.state.clone()).run());
+        Ok(Session {
+            core,
+            mode,
+            pricing,
+            _sync: sync,
+            watch,
+            forwarding,
+            hub,
+        })
+    }
+
+    /// Switches to `settings` (saved first): the current session stops, the new one opens.
+    pub async fn switch(&self, settings: Settings) -> Result<(), ErrorReport> {
+        let _switching = self.switching.lock().await;
+        settings.save(&self.places)?;
+        let old = self.phase.send_replace(Phase::Starting);
+        drop(old);
+        // Let the old hub's port and the cache's lock go.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let opened = self.open(settings).await;
+        let failed = opened.as_ref().err().cloned();
+        self.settle(opened);
+        match failed {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}

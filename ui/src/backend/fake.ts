@@ -1,0 +1,732 @@
+/**
+ * An in-memory `Backend`: unit tests drive the view models with it, and `npm run dev` in a
+ * plain browser (no Tauri) runs the whole UI on it.
+ *
+ * It behaves like the core where the UI can tell: it returns copies (a model that mutates
+ * what it got cannot change the world), it pages messages as `room_messages` does, it emits
+ * `CoreChanged` after every write, and it refuses what the hub refuses with an `ErrorReport`
+ * code. Tests reach into `world` to set up a case and use `emitChanged`, `emitOpenTarget`
+ * and `failNext` to play the core's part.
+ */
+import type {
+  AgentCli,
+  AgentControl,
+  AgentView,
+  AppState,
+  ArchitectureBoard,
+  ComponentChange,
+  ContactsScreen,
+  CostBoard,
+  CoreChanged,
+  Detected,
+  DirectoryView,
+  InviteCreated,
+  InviteView,
+  MemberView,
+  MentionView,
+  OpenTarget,
+  PingView,
+  Redeemed,
+  RemoteLogin,
+  Report,
+  RoomDigest,
+  RoomMessage,
+  RoomView,
+  SessionView,
+  TaskBoard,
+  TokenChangeKind,
+  TokenChanged,
+  WatchState,
+} from "../bindings";
+import { BackendError, type Backend, type Unsubscribe } from "./backend";
+import { DANA, emptyWorld, member, type FakeRoom, type FakeWorld } from "./fake-world";
+
+export type FakeOptions = {
+  world?: FakeWorld;
+  now?: () => number;
+  /**
+   * When given, mentioned agents act: their delivery state moves on and they reply, each
+   * step after a delay. The dev server passes `setTimeout`; tests leave it out so nothing
+   * happens behind their back.
+   */
+  schedule?: (step: () => void, delayMs: number) => void;
+};
+
+type CommandName = Exclude<keyof Backend, "onChanged" | "onOpenTarget">;
+
+const NO_CHANGE: CoreChanged = {
+  rooms: false,
+  messages: [],
+  pings: false,
+  contacts: false,
+  agents: false,
+  sync: false,
+  work: false,
+  scan: false,
+  everything: false,
+};
+
+/** `^[a-z0-9][a-z0-9_-]{1,31}$`, the hub's rule for a handle segment. */
+const SEGMENT = /^[a-z0-9][a-z0-9_-]{1,31}$/;
+const MENTION = /@([a-z0-9_\-/]+)/g;
+
+function copy<T>(value: T): T {
+  return structuredClone(value);
+}
+
+export class FakeBackend implements Backend {
+  readonly world: FakeWorld;
+  /** Every command called, in order, with its arguments. */
+  readonly calls: { command: CommandName; args: unknown[] }[] = [];
+
+  private readonly now: () => number;
+  private readonly schedule: FakeOptions["schedule"];
+  private readonly changeListeners = new Set<(change: CoreChanged) => void>();
+  private readonly targetListeners = new Set<(target: OpenTarget) => void>();
+  private readonly failures = new Map<CommandName, BackendError>();
+  private nextId = 1;
+  private nextOutbox = 100;
+
+  constructor(options: FakeOptions = {}) {
+    this.world = options.world ?? emptyWorld();
+    this.now = options.now ?? (() => Date.now());
+    this.schedule = options.schedule;
+  }
+
+  // ---- test controls -------------------------------------------------------------------
+
+  /** The next call of `command` throws `BackendError(code, message)` instead of running. */
+  failNext(command: CommandName, code: string, message: string): void {
+    this.failures.set(command, new BackendError(code, message));
+  }
+
+  emitChanged(change: Partial<CoreChanged>): void {
+    const full = { ...NO_CHANGE, ...change };
+    for (const listener of this.changeListeners) listener(full);
+  }
+
+  emitOpenTarget(target: OpenTarget): void {
+    for (const listener of this.targetListeners) listener(target);
+  }
+
+  onChanged(listener: (change: CoreChanged) => void): Unsubscribe {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  onOpenTarget(listener: (target: OpenTarget) => void): Unsubscribe {
+    this.targetListeners.add(listener);
+    return () => this.targetListeners.delete(listener);
+  }
+
+  // ---- commands ------------------------------------------------------------------------
+
+  async appState(): Promise<AppState> {
+    this.enter("appState", []);
+    const me = this.world.me;
+    return copy({
+      me,
+      hub_mode: this.world.hub_mode,
+      hub_address: this.world.hub_address,
+      sync: this.world.sync,
+      open_pings: this.world.pings.filter((ping) => this.isOpenForMe(ping)).length,
+      version: this.world.version,
+    });
+  }
+
+  async detectAgents(): Promise<Detected[]> {
+    this.enter("detectAgents", []);
+    return copy(this.world.detected);
+  }
+
+  async onboardAgent(cli: AgentCli, name: string, project: string | null): Promise<Report> {
+    this.enter("onboardAgent", [cli, name, project]);
+    const detected = this.detectedCli(cli);
+    if (!detected.supported) {
+      throw new BackendError("unsupported_cli", `${detected.name} is detected but not supported yet.`);
+    }
+    if (!SEGMENT.test(name)) {
+      throw new BackendError(
+        "invalid_name",
+        `Agent name "${name}" must be 2 to 32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit.`,
+      );
+    }
+    const me = this.requireMe();
+    const handle = `${me.handle}/${name}`;
+    if (detected.onboarded && detected.handle === handle) {
+      return { cli, handle, profile: this.profilePath(handle), unchanged: true, changes: [] };
+    }
+    detected.onboarded = true;
+    detected.handle = handle;
+    const id = `agent-${this.freshId()}`;
+    this.world.agents.push({
+      id,
+      handle,
+      name,
+      cli,
+      state: "idle",
+      detail: null,
+      room: null,
+      since_ms: this.now(),
+      controls: [],
+    });
+    this.world.directory.push({ id, kind: "agent", handle, name, description: detected.name, owner: me.id, contact: "kin" });
+    this.changed({ agents: true });
+    return copy({
+      cli,
+      handle,
+      profile: this.profilePath(handle),
+      unchanged: false,
+      changes: detected.config.map((path) => ({
+        path,
+        added: [`"roundtable": { "command": "roundtable", "args": ["mcp", "--agent", "${handle}"] }`],
+        removed: [],
+        backup: `${path}.roundtable-backup`,
+      })),
+    });
+  }
+
+  async offboardAgent(cli: AgentCli, handle: string): Promise<Report> {
+    this.enter("offboardAgent", [cli, handle]);
+    const detected = this.detectedCli(cli);
+    if (!detected.onboarded || detected.handle !== handle) {
+      throw new BackendError("not_onboarded", `${detected.name} is not onboarded as ${handle}.`);
+    }
+    detected.onboarded = false;
+    detected.handle = null;
+    this.world.agents = this.world.agents.filter((agent) => agent.handle !== handle);
+    this.changed({ agents: true });
+    return copy({
+      cli,
+      handle,
+      profile: this.profilePath(handle),
+      unchanged: false,
+      changes: detected.config.map((path) => ({
+        path,
+        added: [],
+        removed: [`"roundtable": { "command": "roundtable", "args": ["mcp", "--agent", "${handle}"] }`],
+        backup: `${path}.roundtable-backup`,
+      })),
+    });
+  }
+
+  async rooms(): Promise<RoomView[]> {
+    this.enter("rooms", []);
+    return this.world.rooms.map((room) => this.roomView(room));
+  }
+
+  async roomMessages(room: string, beforeSeq: number | null, limit: number): Promise<RoomMessage[]> {
+    this.enter("roomMessages", [room, beforeSeq, limit]);
+    const found = this.room(room);
+    const stored = found.messages.filter((message) => message.seq !== null);
+    const below = beforeSeq === null ? stored : stored.filter((message) => message.seq! < beforeSeq);
+    const page = below.slice(Math.max(0, below.length - limit));
+    const pending = beforeSeq === null ? found.messages.filter((message) => message.seq === null) : [];
+    return copy([...page, ...pending]);
+  }
+
+  async sendMessage(room: string, text: string): Promise<null> {
+    this.enter("sendMessage", [room, text]);
+    const found = this.room(room);
+    const me = this.requireMe();
+    const mentioned = this.mentionedMembers(found, text);
+    const mentionStates: MentionView[] = mentioned
+      .filter((member) => member.kind === "agent")
+      .map((member) => ({ principal: member.id, handle: member.handle, state: "queued" }));
+    const offline = this.world.sync.state === "offline";
+    const message: RoomMessage = {
+      room,
+      seq: offline ? null : this.head(found) + 1,
+      id: offline ? null : `${room}-m${this.freshId()}`,
+      ts_ms: this.now(),
+      from: me.id,
+      from_handle: me.handle,
+      from_kind: "user",
+      text,
+      mentions: mentioned.map((member) => member.id),
+      reply_to: null,
+      delivery: offline ? "queued" : "stored",
+      error: null,
+      outbox: offline ? this.nextOutbox++ : null,
+      mention_states: offline ? mentionStates : mentionStates.map((state) => ({ ...state, state: "sent" })),
+    };
+    if (offline) found.messages.push(message);
+    else this.insertStored(found, message);
+    if (message.seq !== null) found.read_to = message.seq;
+    this.changed({ messages: [room], rooms: true });
+    if (!offline) this.actOnMentions(found, message);
+    return null;
+  }
+
+  async createRoom(title: string, members: string[]): Promise<string> {
+    this.enter("createRoom", [title, members]);
+    const me = this.requireMe();
+    const id = `room-${this.freshId()}`;
+    const resolved = members.map((handle) => this.reachable(handle));
+    this.world.rooms.push({
+      id,
+      title: title.trim() === "" ? null : title.trim(),
+      topic: null,
+      creator: me.id,
+      members: [member(me.id, me.handle, "user"), ...resolved],
+      read_to: 0,
+      messages: [],
+    });
+    this.changed({ rooms: true });
+    return id;
+  }
+
+  async inviteToRoom(room: string, handle: string): Promise<null> {
+    this.enter("inviteToRoom", [room, handle]);
+    const found = this.room(room);
+    const invited = this.reachable(handle);
+    if (found.members.some((member) => member.id === invited.id)) {
+      throw new BackendError("already_member", `${handle} is already in this room.`);
+    }
+    found.members.push(invited);
+    this.changed({ rooms: true });
+    return null;
+  }
+
+  async markRead(room: string, seq: number): Promise<null> {
+    this.enter("markRead", [room, seq]);
+    const found = this.room(room);
+    found.read_to = Math.max(found.read_to, Math.min(seq, this.head(found)));
+    this.changed({ rooms: true });
+    return null;
+  }
+
+  async directory(query: string): Promise<DirectoryView[]> {
+    this.enter("directory", [query]);
+    const needle = query.trim().toLowerCase();
+    return copy(
+      this.world.directory.filter(
+        (entry) => needle === "" || entry.handle.includes(needle) || entry.name.toLowerCase().includes(needle),
+      ),
+    );
+  }
+
+  async pings(all: boolean): Promise<PingView[]> {
+    this.enter("pings", [all]);
+    return copy(all ? this.world.pings : this.world.pings.filter((ping) => this.isOpenForMe(ping)));
+  }
+
+  async answerPing(room: string, ping: string, choice: string | null, text: string | null): Promise<null> {
+    this.enter("answerPing", [room, ping, choice, text]);
+    const found = this.world.pings.find((candidate) => candidate.room === room && candidate.ping === ping);
+    if (!found) throw new BackendError("not_found", "This question no longer exists.");
+    if (found.state === "answered") {
+      throw new BackendError("already_answered", `Already answered by ${found.answered_by_handle ?? "someone else"}.`);
+    }
+    if (found.state === "expired") throw new BackendError("expired", "This question expired; the agent went on without an answer.");
+    if (choice === null && (text === null || text.trim() === "")) {
+      throw new BackendError("empty_answer", "Pick an option or write an answer.");
+    }
+    const me = this.requireMe();
+    Object.assign(found, {
+      state: "answered",
+      answered_by: me.id,
+      answered_by_handle: me.handle,
+      answered_ms: this.now(),
+      choice,
+      text,
+    } satisfies Partial<PingView>);
+    for (const agent of this.world.agents) {
+      if (agent.id === found.asker && agent.state === "waiting_human") {
+        agent.state = "working";
+        agent.detail = null;
+      }
+    }
+    this.changed({ pings: true, agents: true });
+    return null;
+  }
+
+  async contacts(): Promise<ContactsScreen> {
+    this.enter("contacts", []);
+    return copy({ contacts: this.world.contacts, requests: this.world.requests });
+  }
+
+  async requestContact(handle: string, message: string | null): Promise<null> {
+    this.enter("requestContact", [handle, message]);
+    const me = this.requireMe();
+    const entry = this.world.directory.find((candidate) => candidate.handle === handle);
+    if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
+    if (entry.contact === "accepted" || entry.contact === "kin") {
+      throw new BackendError("already_contact", `${handle} is already a contact.`);
+    }
+    entry.contact = "pending_out";
+    this.world.requests.push({
+      id: `request-${this.freshId()}`,
+      from: me.id,
+      from_handle: me.handle,
+      to: entry.id,
+      to_handle: entry.handle,
+      state: "pending",
+      message,
+      ts_ms: this.now(),
+      incoming: false,
+    });
+    this.changed({ contacts: true });
+    return null;
+  }
+
+  async respondContact(request: string, accept: boolean): Promise<null> {
+    this.enter("respondContact", [request, accept]);
+    const found = this.world.requests.find((candidate) => candidate.id === request);
+    if (!found || !found.incoming) throw new BackendError("not_found", "This request no longer exists.");
+    if (found.state !== "pending") throw new BackendError("already_answered", `This request was already ${found.state}.`);
+    found.state = accept ? "accepted" : "rejected";
+    const entry = this.world.directory.find((candidate) => candidate.id === found.from);
+    if (entry) entry.contact = accept ? "accepted" : "none";
+    if (accept) {
+      this.world.contacts.push({
+        principal: found.from,
+        handle: found.from_handle,
+        name: entry?.name ?? null,
+        kind: entry?.kind ?? null,
+        since_ms: this.now(),
+      });
+    }
+    this.changed({ contacts: true });
+    return null;
+  }
+
+  async createInvite(room: string | null, uses: number | null, expiresHours: number | null): Promise<InviteCreated> {
+    this.enter("createInvite", [room, uses, expiresHours]);
+    if (room !== null) this.room(room);
+    if (uses !== null && uses < 1) throw new BackendError("invalid_uses", "An invite needs at least one use.");
+    const id = `invite-${this.freshId()}`;
+    const code = `CODE${this.nextId * 7919}`;
+    const now = this.now();
+    this.world.invites.push({
+      id,
+      room,
+      uses_left: uses ?? 1,
+      expires_at: expiresHours === null ? null : new Date(now + expiresHours * 3_600_000).toISOString(),
+      created_at: new Date(now).toISOString(),
+    });
+    this.changed({ contacts: true });
+    return { code, link: `roundtable://invite/${code}?hub=${this.world.hub_address}`, invite: id };
+  }
+
+  async invites(): Promise<InviteView[]> {
+    this.enter("invites", []);
+    return copy(this.world.invites);
+  }
+
+  async revokeInvite(invite: string): Promise<null> {
+    this.enter("revokeInvite", [invite]);
+    const before = this.world.invites.length;
+    this.world.invites = this.world.invites.filter((candidate) => candidate.id !== invite);
+    if (this.world.invites.length === before) throw new BackendError("not_found", "This invite was already withdrawn.");
+    this.changed({ contacts: true });
+    return null;
+  }
+
+  async redeemInvite(codeOrLink: string): Promise<Redeemed> {
+    this.enter("redeemInvite", [codeOrLink]);
+    const code = inviteCode(codeOrLink);
+    const invite = this.world.redeemable[code];
+    if (!invite) {
+      throw new BackendError("invite_not_found", "This invite is unknown, used up or expired. Ask for a new link.");
+    }
+    const me = this.requireMe();
+    delete this.world.redeemable[code];
+    // As the hub does: the redeemer and the creator become contacts (unless they are), and
+    // the redeemer joins the invite's room (unless a member).
+    const creator = this.world.directory.find((candidate) => candidate.id === invite.creator);
+    if (creator && creator.contact !== "kin" && creator.contact !== "accepted") {
+      creator.contact = "accepted";
+      this.world.contacts.push({
+        principal: creator.id,
+        handle: creator.handle,
+        name: creator.name,
+        kind: creator.kind,
+        since_ms: this.now(),
+      });
+    }
+    const room = invite.room === null ? null : this.room(invite.room);
+    if (room && !room.members.some((candidate) => candidate.id === me.id)) {
+      room.members.push(member(me.id, me.handle, "user"));
+    }
+    this.changed({ contacts: true, rooms: room !== null });
+    return { room: invite.room } satisfies Redeemed;
+  }
+
+  async agents(): Promise<AgentView[]> {
+    this.enter("agents", []);
+    return copy(this.world.agents);
+  }
+
+  async controlAgent(agent: string, action: AgentControl): Promise<null> {
+    this.enter("controlAgent", [agent, action]);
+    const found = this.agent(agent);
+    const me = this.requireMe();
+    if (action === "resume") {
+      found.controls = [];
+      if (found.state === "stopped") found.state = "idle";
+    } else {
+      found.controls = [
+        ...found.controls.filter((control) => control.action !== action),
+        { room: null, action, by: me.id, seq: this.nextId++ },
+      ];
+      if (action === "stop") found.state = "stopped";
+    }
+    for (const session of this.world.boards.sessions) {
+      if (session.agent !== agent) continue;
+      session.controls = found.controls.map((control) => control.action);
+      if (action === "stop") session.state = "stopped";
+      if (action === "resume" && session.state === "stopped") session.state = "idle";
+    }
+    this.changed({ agents: true });
+    return null;
+  }
+
+  async agentToken(agent: string, action: TokenChangeKind): Promise<TokenChanged> {
+    this.enter("agentToken", [agent, action]);
+    const found = this.agent(agent);
+    this.requireMe();
+    this.changed({ agents: true });
+    if (action === "revoke") {
+      found.state = "stopped";
+      found.detail = "Token revoked: onboard it again to give it a new one.";
+      return { agent: found.handle, revoked: true, saved_in: null, token: null };
+    }
+    // Onboarded here: its profile takes the new token. Otherwise the token is handed back
+    // once, for wherever the agent runs.
+    if (found.cli !== null) {
+      return { agent: found.handle, revoked: false, saved_in: found.handle.replaceAll("/", "."), token: null };
+    }
+    return { agent: found.handle, revoked: false, saved_in: null, token: `rt_fake_${found.name}_${this.freshId()}` };
+  }
+
+  async taskBoard(): Promise<TaskBoard> {
+    this.enter("taskBoard", []);
+    return copy({ lanes: this.world.boards.tasks });
+  }
+
+  async architecture(): Promise<ArchitectureBoard[]> {
+    this.enter("architecture", []);
+    return copy(this.world.boards.architecture);
+  }
+
+  async componentHistory(room: string, component: string): Promise<ComponentChange[]> {
+    this.enter("componentHistory", [room, component]);
+    return copy(this.world.boards.componentHistory[`${room}/${component}`] ?? []);
+  }
+
+  async costs(sinceMs: number | null): Promise<CostBoard> {
+    this.enter("costs", [sinceMs]);
+    const me = this.requireMe();
+    const rows = this.world.boards.costs.filter((row) => sinceMs === null || row.latest_ms >= sinceMs);
+    return copy({ me: me.handle, since_ms: sinceMs, rows });
+  }
+
+  async sessions(): Promise<SessionView[]> {
+    this.enter("sessions", []);
+    return copy(this.world.boards.sessions);
+  }
+
+  /** As the core: the stored digests, with the questions waiting for me in each room. */
+  async away(): Promise<RoomDigest[]> {
+    this.enter("away", []);
+    const digests = this.world.boards.away.map((digest) => ({
+      ...digest,
+      pings_waiting: this.world.pings.filter((ping) => ping.room === digest.room && this.isOpenForMe(ping)),
+    }));
+    return copy(digests);
+  }
+
+  async markLooked(): Promise<null> {
+    this.enter("markLooked", []);
+    this.world.boards.away = [];
+    return null;
+  }
+
+  async workScan(): Promise<WatchState> {
+    this.enter("workScan", []);
+    return copy(this.world.boards.scan);
+  }
+
+  async connectRemote(address: string, how: RemoteLogin): Promise<AppState> {
+    this.enter("connectRemote", [address, how]);
+    if (!/^[^\s:]+:\d+$/.test(address.trim())) {
+      throw new BackendError("invalid_address", "Write the hub address as host:port, for example hub.example.com:443.");
+    }
+    this.world.hub_mode = "remote";
+    this.world.hub_address = address.trim();
+    if (how.kind === "token") this.world.me = { ...DANA };
+    else this.world.me = { id: `u-${how.handle}`, handle: how.handle, name: how.name };
+    // As the desktop shell does when the session switches hubs.
+    this.changed({ sync: true, everything: true });
+    return this.appState();
+  }
+
+  async useEmbedded(): Promise<AppState> {
+    this.enter("useEmbedded", []);
+    this.world.hub_mode = "embedded";
+    this.world.hub_address = "127.0.0.1:48213";
+    this.world.me = { ...DANA };
+    // As the desktop shell does when the session switches hubs.
+    this.changed({ sync: true, everything: true });
+    return this.appState();
+  }
+
+  async takeStartTarget(): Promise<OpenTarget | null> {
+    this.enter("takeStartTarget", []);
+    const target = this.world.startTarget;
+    this.world.startTarget = null;
+    return copy(target);
+  }
+
+  // ---- internals -----------------------------------------------------------------------
+
+  private enter(command: CommandName, args: unknown[]): void {
+    this.calls.push({ command, args });
+    const failure = this.failures.get(command);
+    if (failure) {
+      this.failures.delete(command);
+      throw failure;
+    }
+  }
+
+  /** Announces a write the way the core does: after the command has returned. */
+  private changed(change: Partial<CoreChanged>): void {
+    queueMicrotask(() => this.emitChanged(change));
+  }
+
+  private freshId(): number {
+    return this.nextId++;
+  }
+
+  private requireMe() {
+    const me = this.world.me;
+    if (!me) throw new BackendError("signed_out", "Connect to a hub in Settings first.");
+    return me;
+  }
+
+  private profilePath(handle: string): string {
+    return `~/.config/roundtable/agents/${handle.replace("/", "_")}.toml`;
+  }
+
+  private detectedCli(cli: AgentCli): Detected {
+    const found = this.world.detected.find((candidate) => candidate.cli === cli);
+    if (!found) throw new BackendError("not_detected", `${cli} is not installed on this machine. Install it, then scan again.`);
+    return found;
+  }
+
+  private room(id: string): FakeRoom {
+    const found = this.world.rooms.find((room) => room.id === id);
+    if (!found) throw new BackendError("room_not_found", "This room does not exist or you are no longer a member.");
+    return found;
+  }
+
+  private agent(id: string): AgentView {
+    const found = this.world.agents.find((agent) => agent.id === id);
+    if (!found) throw new BackendError("agent_not_found", "This agent is gone. Refresh the Agents view.");
+    return found;
+  }
+
+  /** A member for `handle`, if I may bring them in: mine, or a contact's (or a contact). */
+  private reachable(handle: string): MemberView {
+    const entry = this.world.directory.find((candidate) => candidate.handle === handle);
+    if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
+    if (entry.contact !== "kin" && entry.contact !== "accepted") {
+      throw new BackendError(
+        "not_a_contact",
+        `${handle} is not a contact yet. Send a contact request from Contacts, or share an invite link.`,
+      );
+    }
+    return member(entry.id, entry.handle, entry.kind === "agent" ? "agent" : "user");
+  }
+
+  private head(room: FakeRoom): number {
+    let head = 0;
+    for (const message of room.messages) if (message.seq !== null && message.seq > head) head = message.seq;
+    return head;
+  }
+
+  private insertStored(room: FakeRoom, message: RoomMessage): void {
+    const firstPending = room.messages.findIndex((candidate) => candidate.seq === null);
+    if (firstPending === -1) room.messages.push(message);
+    else room.messages.splice(firstPending, 0, message);
+  }
+
+  private roomView(room: FakeRoom): RoomView {
+    const me = this.world.me;
+    let unread = 0;
+    let unreadMentions = 0;
+    for (const message of room.messages) {
+      if (message.seq === null || message.seq <= room.read_to || message.from === me?.id) continue;
+      unread += 1;
+      if (me && message.mentions.includes(me.id)) unreadMentions += 1;
+    }
+    return copy({
+      id: room.id,
+      title: room.title,
+      topic: room.topic,
+      creator: room.creator,
+      head: this.head(room),
+      members: room.members,
+      read_to: room.read_to,
+      unread,
+      unread_mentions: unreadMentions,
+    });
+  }
+
+  private mentionedMembers(room: FakeRoom, text: string): MemberView[] {
+    const found: MemberView[] = [];
+    for (const match of text.matchAll(MENTION)) {
+      const candidate = room.members.find((member) => member.handle === match[1]);
+      if (candidate && !found.includes(candidate)) found.push(candidate);
+    }
+    return found;
+  }
+
+  private isOpenForMe(ping: PingView): boolean {
+    const me = this.world.me;
+    return ping.state === "open" && me !== null && ping.recipients.includes(me.id);
+  }
+
+  /** Plays the mentioned agents: delivered, working, a reply, done. */
+  private actOnMentions(room: FakeRoom, message: RoomMessage): void {
+    const schedule = this.schedule;
+    if (!schedule || message.mention_states.length === 0) return;
+    const advance = (state: MentionView["state"]) => {
+      for (const mention of message.mention_states) mention.state = state;
+      this.changed({ messages: [room.id] });
+    };
+    schedule(() => advance("delivered"), 600);
+    schedule(() => advance("working"), 1_400);
+    schedule(() => {
+      for (const mention of message.mention_states) {
+        const author = room.members.find((member) => member.id === mention.principal);
+        if (!author) continue;
+        this.insertStored(
+          room,
+          {
+            ...message,
+            seq: this.head(room) + 1,
+            id: `${room.id}-m${this.freshId()}`,
+            ts_ms: this.now(),
+            from: author.id,
+            from_handle: author.handle,
+            from_kind: "agent",
+            text: `@${message.from_handle} on it: "${message.text.slice(0, 60)}"`,
+            mentions: [message.from],
+            mention_states: [],
+          },
+        );
+      }
+      advance("done");
+      this.changed({ rooms: true });
+    }, 3_000);
+  }
+}
+
+/** The code in `roundtable://invite/CODE?hub=ADDR`, or the input itself when it is a bare code. */
+export function inviteCode(codeOrLink: string): string {
+  const trimmed = codeOrLink.trim();
+  const link = /^roundtable:\/\/invite\/([^?#/]+)/.exec(trimmed);
+  return link ? decodeURIComponent(link[1]!) : trimmed;
+}

@@ -1,0 +1,128 @@
+/**
+ * Who I am, which hub I use and how sync is going. The embedded hub needs nothing; a remote
+ * hub needs an address and one way in: sign up, an invite code from a teammate, or a token.
+ */
+import type { AppState, CoreChanged, RemoteLogin } from "../../bindings";
+import type { Backend } from "../../backend/backend";
+import type { ErrorReporter } from "../../app/toasts.svelte";
+import type { StatusLabel } from "../../app/status";
+
+export const SETTINGS_SIGNED_OUT = "You are not signed in to a hub. Use the embedded hub, or connect to your team's hub below.";
+
+/** The sync states the core reports (`SyncView.state` is a plain string). */
+export const SYNC_STATES: Readonly<Record<string, StatusLabel>> = {
+  not_started: { icon: "○", label: "not started", tone: "neutral" },
+  syncing: { icon: "↻", label: "syncing", tone: "progress" },
+  idle: { icon: "✓", label: "up to date", tone: "ok" },
+  offline: { icon: "⚠", label: "offline", tone: "attention" },
+  failed: { icon: "✕", label: "sync failed", tone: "bad" },
+};
+
+/** A sync state in words; one this UI does not know yet is shown as the core names it. */
+export function syncStateLabel(state: string): StatusLabel {
+  return Object.hasOwn(SYNC_STATES, state)
+    ? SYNC_STATES[state]!
+    : { icon: "?", label: state.replaceAll("_", " "), tone: "neutral" };
+}
+
+export type LoginKind = RemoteLogin["kind"];
+
+/** The login the form describes, or a sentence saying what is missing. */
+export function remoteLogin(form: {
+  kind: LoginKind;
+  handle: string;
+  name: string;
+  code: string;
+  token: string;
+}): RemoteLogin | string {
+  const handle = form.handle.trim();
+  const name = form.name.trim();
+  switch (form.kind) {
+    case "signup":
+      if (handle === "") return "Choose a handle to sign up with.";
+      return { kind: "signup", handle, name: name === "" ? handle : name };
+    case "invite":
+      if (form.code.trim() === "") return "Paste the invite code your teammate sent.";
+      if (handle === "") return "Choose a handle to join with.";
+      return { kind: "invite", code: form.code.trim(), handle, name: name === "" ? handle : name };
+    case "token":
+      if (form.token.trim() === "") return "Paste your token.";
+      return { kind: "token", token: form.token.trim() };
+  }
+}
+
+export type SettingsDeps = { backend: Backend; errors: ErrorReporter };
+
+export class SettingsModel {
+  state = $state<AppState | null>(null);
+  loaded = $state(false);
+  busy = $state(false);
+
+  address = $state("");
+  loginKind = $state<LoginKind>("signup");
+  handle = $state("");
+  name = $state("");
+  code = $state("");
+  token = $state("");
+
+  private readonly deps: SettingsDeps;
+
+  constructor(deps: SettingsDeps) {
+    this.deps = deps;
+  }
+
+  readonly me = $derived(this.state?.me ?? null);
+  readonly sync = $derived(this.state ? syncStateLabel(this.state.sync.state) : null);
+
+  async load(): Promise<void> {
+    try {
+      this.state = await this.deps.backend.appState();
+      this.loaded = true;
+    } catch (error) {
+      this.deps.errors.report(error);
+    }
+  }
+
+  async connectRemote(): Promise<boolean> {
+    const login = remoteLogin({
+      kind: this.loginKind,
+      handle: this.handle,
+      name: this.name,
+      code: this.code,
+      token: this.token,
+    });
+    if (this.address.trim() === "") {
+      this.deps.errors.report({ code: "invalid_input", message: "Write the hub's address, for example hub.example.com:443." });
+      return false;
+    }
+    if (typeof login === "string") {
+      this.deps.errors.report({ code: "invalid_input", message: login });
+      return false;
+    }
+    return this.switchHub(() => this.deps.backend.connectRemote(this.address.trim(), login));
+  }
+
+  async useEmbedded(): Promise<boolean> {
+    return this.switchHub(() => this.deps.backend.useEmbedded());
+  }
+
+  async applyChange(change: CoreChanged): Promise<void> {
+    // The tray count (open_pings) and sync state both live in AppState.
+    if (change.sync || change.pings) await this.load();
+  }
+
+  private async switchHub(call: () => Promise<AppState>): Promise<boolean> {
+    this.busy = true;
+    try {
+      this.state = await call();
+      this.token = "";
+      this.code = "";
+      return true;
+    } catch (error) {
+      this.deps.errors.report(error);
+      return false;
+    } finally {
+      this.busy = false;
+    }
+  }
+}

@@ -1,0 +1,71 @@
+import { describe, expect, it } from "vitest";
+import { FakeBackend } from "../../backend/fake";
+import { emptyWorld } from "../../backend/fake-world";
+import { Toasts } from "../../app/toasts.svelte";
+import { SettingsModel, remoteLogin, syncStateLabel } from "./settings.model.svelte";
+
+function setup() {
+  const world = emptyWorld();
+  const backend = new FakeBackend({ world });
+  const toasts = new Toasts();
+  const model = new SettingsModel({ backend, errors: toasts });
+  return { world, backend, toasts, model };
+}
+
+describe("settings model", () => {
+  it("shows who I am, the hub and the sync state in words", async () => {
+    const { model } = setup();
+    await model.load();
+    expect(model.me?.handle).toBe("dana");
+    expect(model.state?.hub_mode).toBe("embedded");
+    expect(model.sync?.label).toBe("up to date");
+  });
+
+  it("names every sync state the core reports, and one it does not know yet", () => {
+    expect(syncStateLabel("not_started").label).toBe("not started");
+    expect(syncStateLabel("syncing").label).toBe("syncing");
+    expect(syncStateLabel("offline").label).toBe("offline");
+    expect(syncStateLabel("failed").label).toBe("sync failed");
+    expect(syncStateLabel("catching_up")).toMatchObject({ label: "catching up", tone: "neutral" });
+    expect(syncStateLabel("toString").label).toBe("toString");
+  });
+
+  it("connects to a remote hub by signing up", async () => {
+    const { model, backend } = setup();
+    model.address = "hub.example.com:443";
+    model.loginKind = "signup";
+    model.handle = "dana";
+    expect(await model.connectRemote()).toBe(true);
+    expect(backend.calls.at(-2)?.args).toEqual(["hub.example.com:443", { kind: "signup", handle: "dana", name: "dana" }]);
+    expect(model.state).toMatchObject({ hub_mode: "remote", hub_address: "hub.example.com:443" });
+  });
+
+  it("says what is missing before asking the core", async () => {
+    const { model, toasts, backend } = setup();
+    model.address = "hub.example.com:443";
+    model.loginKind = "invite";
+    model.handle = "dana";
+    expect(await model.connectRemote()).toBe(false);
+    expect(toasts.items[0]?.message).toBe("Paste the invite code your teammate sent.");
+    expect(backend.calls).toEqual([]);
+  });
+
+  it("builds each kind of login", () => {
+    const form = { kind: "token" as const, handle: "", name: "", code: "", token: " t0k " };
+    expect(remoteLogin(form)).toEqual({ kind: "token", token: "t0k" });
+    expect(remoteLogin({ ...form, kind: "invite", code: "C", handle: "sam", name: "Sam" })).toEqual({
+      kind: "invite",
+      code: "C",
+      handle: "sam",
+      name: "Sam",
+    });
+  });
+
+  it("goes back to the embedded hub", async () => {
+    const { model, world } = setup();
+    world.hub_mode = "remote";
+    await model.load();
+    expect(await model.useEmbedded()).toBe(true);
+    expect(model.state?.hub_mode).toBe("embedded");
+  });
+});
