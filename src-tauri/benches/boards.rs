@@ -29,16 +29,24 @@
 )]
 mod support;
 
+#[path = "../tests/support/measure.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the shell's benchmark, which reports more of each process"
+)]
+mod measure;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use fantoccini::{Client, Locator};
+use fantoccini::Client;
+use measure::{open_app_hub, person_token, quantile, run_async, sorted, tree, wait_css};
 use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
 use roundtable_protocol::server::RoomOk;
 use serde_json::{Value, json};
-use support::{Bus, Display, Driver, Machine, descendants, workspace};
+use support::{Bus, Display, Driver, Machine, workspace};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 /// A frame interval longer than this is a dropped frame (1.5 × 16.7 ms).
@@ -95,19 +103,6 @@ impl Args {
         ensure!(args.rounds > 0 && args.lanes > 0 && args.tasks >= args.lanes && args.frames > 1);
         Ok(args)
     }
-}
-
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-fn sorted(values: &[f64]) -> Vec<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted
 }
 
 struct Round {
@@ -205,18 +200,9 @@ impl Launch {
             .driver
             .launched(binary)
             .context("the launched process")?;
-        Ok(std::iter::once(pid)
-            .chain(descendants(pid))
-            .filter_map(|pid| {
-                let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-                let pss = rollup
-                    .lines()
-                    .find_map(|line| line.strip_prefix("Pss:"))
-                    .and_then(|rest| rest.split_whitespace().next())
-                    .and_then(|value| value.parse::<u64>().ok())?;
-                let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-                Some((name.trim().to_owned(), pss))
-            })
+        Ok(tree(pid)
+            .into_iter()
+            .map(|process| (process.name, process.pss))
             .collect())
     }
 }
@@ -240,14 +226,14 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
 
     // The person and the app's hub, then the tasks written into it while the app is closed.
     let first = Launch::start(&machine, display, &app, &log("first")).await?;
-    wait_css(&first.client, "[data-testid='nav-rooms']").await?;
+    wait_css(&first.client, "[data-testid='nav-rooms']", PATIENCE).await?;
     first.stop(&app).await;
     seed_tasks(&machine, args).await?;
 
     // The tasks board, then every board, then idle.
     let launch = Launch::start(&machine, display, &app, &log("app")).await?;
     let client = &launch.client;
-    wait_css(client, "[data-testid='nav-rooms']").await?;
+    wait_css(client, "[data-testid='nav-rooms']", PATIENCE).await?;
     let started = Instant::now();
     loop {
         let board = run_async(
@@ -297,11 +283,11 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
         "tasks",
         "rooms",
     ] {
-        wait_css(client, &format!("[data-testid='nav-{view}']"))
+        wait_css(client, &format!("[data-testid='nav-{view}']"), PATIENCE)
             .await?
             .click()
             .await?;
-        wait_css(client, &format!("[data-testid='view-{view}']")).await?;
+        wait_css(client, &format!("[data-testid='view-{view}']"), PATIENCE).await?;
     }
     tokio::time::sleep(args.idle).await;
     let app_pss = launch.pss(&app)?;
@@ -317,7 +303,7 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
     let files = write_logs(&machine.home(), args.log_mb)?;
     let launch = Launch::start(&machine, display, &app, &log("ingest")).await?;
     let client = &launch.client;
-    wait_css(client, "[data-testid='nav-costs']")
+    wait_css(client, "[data-testid='nav-costs']", PATIENCE)
         .await?
         .click()
         .await?;
@@ -349,54 +335,12 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
     })
 }
 
-async fn wait_css(client: &Client, css: &str) -> Result<fantoccini::elements::Element> {
-    client
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css(css))
-        .await
-        .with_context(|| format!("no {css} in the window"))
-}
-
-async fn run_async(client: &Client, script: &str, args: Vec<Value>) -> Result<Value> {
-    let wrapped = format!(
-        "const done = arguments[arguments.length - 1]; const args = Array.from(arguments).slice(0, -1);
-         (async () => {{ {script} }})().then(done, (error) => done({{ error: String(error) }}));"
-    );
-    let value = client.execute_async(&wrapped, args).await?;
-    if let Some(error) = value.get("error").and_then(Value::as_str) {
-        bail!("the script failed: {error}");
-    }
-    Ok(value)
-}
-
 /// Writes the tasks into a room of the (stopped) app's hub, as the person.
 async fn seed_tasks(machine: &Machine, args: &Args) -> Result<()> {
-    let token = std::fs::read_to_string(machine.roundtable_home().join("profiles/default/token"))
-        .context("the person's token")?;
-    let mut config = roundtable_hub::HubConfig::new(machine.roundtable_home().join("hub"));
-    config.rate_limits = None;
-    // Its own runtime: started and stopped off the async workers. The app that just quit
-    // may hold the hub's data a moment longer.
-    let asked = Instant::now();
-    let hub = loop {
-        let config = config.clone();
-        let started = tokio::task::spawn_blocking(move || {
-            roundtable_hub::embedded::start(config, "127.0.0.1:0".parse()?)
-                .context("the app's hub, opened by the bench")
-        })
-        .await?;
-        match started {
-            Ok(hub) => break hub,
-            Err(error) if asked.elapsed() < PATIENCE => {
-                eprintln!("[bench] waiting for the app's hub: {error:#}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(error) => return Err(error),
-        }
-    };
+    let token = person_token(machine)?;
+    let hub = open_app_hub(machine, PATIENCE).await?;
     let address = format!("ws://{}/v1/ws", hub.addr);
-    let seeded = write_tasks(&address, token.trim(), args).await;
+    let seeded = write_tasks(&address, &token, args).await;
     // Stopped (off the async workers) whatever happened, then the seeding's outcome.
     tokio::task::spawn_blocking(move || hub.stop()).await??;
     seeded
@@ -540,8 +484,8 @@ return { samples, ms: performance.now() - start, scanned: state?.state === "watc
 "#;
 
 fn row(round: usize, done: &Round) -> String {
-    let frames = sorted(&done.frames);
-    let latency = sorted(&done.latency);
+    let frames = sorted(done.frames.iter().copied());
+    let latency = sorted(done.latency.iter().copied());
     format!(
         "| {round} | {:.0} | {:.1} / {:.1} / {:.1} | {} | {:.1} | {:.1} | {:.2}× | {} files, {:.1} s | {:.1} / {:.1} / {:.1} |",
         done.render_ms,
@@ -599,12 +543,11 @@ fn report(args: &Args, rounds: &[Round]) -> String {
         .iter()
         .flat_map(|r| r.latency.iter().copied())
         .collect();
-    let renders = sorted(&rounds.iter().map(|r| r.render_ms).collect::<Vec<_>>());
+    let renders = sorted(rounds.iter().map(|r| r.render_ms));
     let ratios = sorted(
-        &rounds
+        rounds
             .iter()
-            .map(|r| total(&r.app_pss) as f64 / total(&r.blank_pss) as f64)
-            .collect::<Vec<_>>(),
+            .map(|r| total(&r.app_pss) as f64 / total(&r.blank_pss) as f64),
     );
     let _ = writeln!(
         out,
@@ -614,7 +557,7 @@ fn report(args: &Args, rounds: &[Round]) -> String {
         all_frames.len(),
         rounds.first().map_or(0.0, |r| r.scrolled_px),
         quantile(&ratios, 0.5),
-        quantile(&sorted(&all_latency), 0.99),
+        quantile(&sorted(all_latency.iter().copied()), 0.99),
         all_latency.len()
     );
     out

@@ -32,17 +32,23 @@
 )]
 mod support;
 
+#[path = "../tests/support/measure.rs"]
+mod measure;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail, ensure};
-use fantoccini::{Client, Locator};
+use fantoccini::Client;
+use measure::{
+    Process, median, open_app_hub, person_token, quantile, run_async, sorted, tree, wait_css,
+};
 use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
 use roundtable_protocol::server::RoomOk;
 use serde_json::{Value, json};
-use support::{Bus, Display, Driver, Machine, Tree, UNSET, descendants, workspace};
+use support::{Bus, Display, Driver, Machine, Tree, UNSET, workspace};
 
 /// How long the bench waits for anything the app should do.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -123,17 +129,6 @@ impl Target {
     }
 }
 
-/// One process's memory, in KiB.
-#[derive(Debug, Clone)]
-struct Process {
-    name: String,
-    pss: u64,
-    pss_anon: u64,
-    pss_file: u64,
-    rss: u64,
-    threads: u64,
-}
-
 #[derive(Debug, Clone)]
 struct Memory {
     processes: Vec<Process>,
@@ -175,9 +170,7 @@ struct Scroll {
 
 impl Scroll {
     fn sorted(&self) -> Vec<f64> {
-        let mut sorted = self.intervals.clone();
-        sorted.sort_by(f64::total_cmp);
-        sorted
+        sorted(self.intervals.iter().copied())
     }
 
     fn median(&self) -> f64 {
@@ -218,19 +211,6 @@ struct Round {
     memory: [Memory; 2],
     paint: [Paint; 2],
     scroll: Scroll,
-}
-
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-fn median(values: impl IntoIterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.into_iter().collect();
-    values.sort_by(f64::total_cmp);
-    quantile(&values, 0.5)
 }
 
 fn mib(kib: u64) -> f64 {
@@ -321,10 +301,7 @@ fn memory(
         "the {} exited before its memory was read",
         target.name()
     );
-    let processes: Vec<Process> = std::iter::once(app.id())
-        .chain(descendants(app.id()))
-        .filter_map(process)
-        .collect();
+    let processes = tree(app.id());
     ensure!(
         processes.iter().any(|p| p.name == "WebKitWebProcess"),
         "the {} has no web process after {idle:?}: {processes:?}",
@@ -339,39 +316,6 @@ fn memory(
     drop(app);
     drop(bus);
     Ok((Memory { processes }, machine))
-}
-
-/// A process's memory from `/proc`, if it still runs.
-fn process(pid: u32) -> Option<Process> {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |text: &str, name: &str| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|value| value.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let name = std::fs::read_link(format!("/proc/{pid}/exe"))
-        .ok()
-        .and_then(|exe| {
-            exe.file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .unwrap_or_default()
-                .trim()
-                .to_owned()
-        });
-    Some(Process {
-        name,
-        pss: field(&rollup, "Pss:"),
-        pss_anon: field(&rollup, "Pss_Anon:"),
-        pss_file: field(&rollup, "Pss_File:"),
-        rss: field(&rollup, "Rss:"),
-        threads: field(&status, "Threads:"),
-    })
 }
 
 /// Clock ticks per second of `/proc/PID/stat`'s start time.
@@ -408,19 +352,6 @@ fn process_start_ms(pid: u32, ticks: f64) -> Result<f64> {
         .context("an uptime")?
         .parse()?;
     Ok(now - (uptime - started / ticks) * 1e3)
-}
-
-/// Runs `script` asynchronously in the window (`done` is its callback); its result.
-async fn run_async(client: &Client, script: &str, args: Vec<Value>) -> Result<Value> {
-    let wrapped = format!(
-        "const done = arguments[arguments.length - 1]; const args = Array.from(arguments).slice(0, -1);
-         (async () => {{ {script} }})().then(done, (error) => done({{ error: String(error) }}));"
-    );
-    let value = client.execute_async(&wrapped, args).await?;
-    if let Some(error) = value.get("error").and_then(Value::as_str) {
-        bail!("the script failed: {error}");
-    }
-    Ok(value)
 }
 
 /// Launches `target` on a fresh machine through WebDriver and times its first paint.
@@ -539,21 +470,13 @@ async fn confirm(client: &mut roundtable_testkit::Client, id: u64) -> Result<()>
 /// Seeds a room on the (stopped) app's hub, starts the app through WebDriver, and scrolls
 /// the room.
 async fn scroll(machine: &Machine, display: &Display, args: &Args, log: &Path) -> Result<Scroll> {
-    let token = std::fs::read_to_string(machine.roundtable_home().join("profiles/default/token"))
-        .context("the person's token")?;
+    let token = person_token(machine)?;
     let seeding = Instant::now();
-    // The app's own hub's data, opened by the bench as the app opens it, without rate limits
-    // (a person may send 50 messages a second).
-    let mut config = roundtable_hub::HubConfig::new(machine.roundtable_home().join("hub"));
-    config.rate_limits = None;
-    let hub = roundtable_hub::embedded::start(config, "127.0.0.1:0".parse()?)?;
-    let room = seed(
-        &format!("ws://{}/v1/ws", hub.addr),
-        token.trim(),
-        args.messages,
-    )
-    .await?;
+    let hub = open_app_hub(machine, PATIENCE).await?;
+    let seeded_room = seed(&format!("ws://{}/v1/ws", hub.addr), &token, args.messages).await;
+    // Stopped (off the async workers) whatever happened, then the seeding's outcome.
     tokio::task::spawn_blocking(move || hub.stop()).await??;
+    let room = seeded_room?;
     let seeded = seeding.elapsed();
 
     let bus = Bus::start(&machine.runtime());
@@ -572,15 +495,6 @@ async fn scroll(machine: &Machine, display: &Display, args: &Args, log: &Path) -
         seeded,
         ..measured?
     })
-}
-
-async fn wait_css(client: &Client, css: &str) -> Result<fantoccini::elements::Element> {
-    client
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css(css))
-        .await
-        .with_context(|| format!("no {css} in the window"))
 }
 
 const CATCH_UP: &str = r#"
@@ -631,7 +545,7 @@ return { times, loading, scrolled, atTop, oldest: shown.length ? Math.min(...sho
 "#;
 
 async fn scroll_room(client: &Client, room: &str, args: &Args, started: Instant) -> Result<Scroll> {
-    wait_css(client, "[data-testid='nav-rooms']").await?;
+    wait_css(client, "[data-testid='nav-rooms']", PATIENCE).await?;
     // Until the app's cache holds every message and its sync is idle.
     let caught_up = loop {
         let state = run_async(client, CATCH_UP, vec![json!(room), json!(args.messages)]).await?;
@@ -645,16 +559,21 @@ async fn scroll_room(client: &Client, room: &str, args: &Args, started: Instant)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    wait_css(client, "[data-testid='nav-rooms']")
+    wait_css(client, "[data-testid='nav-rooms']", PATIENCE)
         .await?
         .click()
         .await?;
-    wait_css(client, "[data-testid='view-rooms']").await?;
-    wait_css(client, &format!("[data-testid='room-{room}']"))
+    wait_css(client, "[data-testid='view-rooms']", PATIENCE).await?;
+    wait_css(client, &format!("[data-testid='room-{room}']"), PATIENCE)
         .await?
         .click()
         .await?;
-    wait_css(client, "[data-testid='messages'] [data-testid='message']").await?;
+    wait_css(
+        client,
+        "[data-testid='messages'] [data-testid='message']",
+        PATIENCE,
+    )
+    .await?;
     // Let it settle at the newest message (and mark the room read).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let result = run_async(client, SCROLL, vec![json!(args.frames), json!(args.step)]).await?;

@@ -18,6 +18,19 @@ pub struct PrincipalRow {
     pub owner: Option<String>,
 }
 
+impl PrincipalRow {
+    /// From `SELECT id, kind, handle, name, owner FROM principals`.
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PrincipalRow> {
+        Ok(PrincipalRow {
+            id: row.get(0)?,
+            kind: row.get(1)?,
+            handle: row.get(2)?,
+            name: row.get(3)?,
+            owner: row.get(4)?,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct MemberView {
@@ -380,15 +393,7 @@ impl CacheView {
             .prepare_cached(&format!(
                 "SELECT id, kind, handle, name, owner FROM principals WHERE {column} = ?1"
             ))?
-            .query_row([value], |row| {
-                Ok(PrincipalRow {
-                    id: row.get(0)?,
-                    kind: row.get(1)?,
-                    handle: row.get(2)?,
-                    name: row.get(3)?,
-                    owner: row.get(4)?,
-                })
-            })
+            .query_row([value], PrincipalRow::from_row)
             .optional()?)
     }
 
@@ -890,15 +895,7 @@ impl CacheView {
              WHERE owner = ?1 AND kind = 'agent' ORDER BY handle",
         )?;
         let agents = statement
-            .query_map([owner], |row| {
-                Ok(PrincipalRow {
-                    id: row.get(0)?,
-                    kind: row.get(1)?,
-                    handle: row.get(2)?,
-                    name: row.get(3)?,
-                    owner: row.get(4)?,
-                })
-            })?
+            .query_map([owner], PrincipalRow::from_row)?
             .collect::<Result<_, _>>()?;
         Ok(agents)
     }

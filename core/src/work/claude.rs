@@ -38,6 +38,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::events::{LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
+use super::lenient::timestamp_ms;
 
 /// The model Claude Code names on the messages it makes up itself (API errors, interruptions).
 const SYNTHETIC_MODEL: &str = "<synthetic>";
@@ -153,7 +154,7 @@ impl ClaudeParser {
                 None => return,
             },
         };
-        let at_ms = record.timestamp.as_str().and_then(parse_timestamp_ms);
+        let at_ms = record.timestamp.as_str().and_then(timestamp_ms);
         let sidechain = record.is_sidechain.0 == Some(true);
         let lane = sidechain.then(|| record.agent_id.as_str().unwrap_or(UNNAMED_SIDECHAIN_LANE));
 
@@ -224,7 +225,7 @@ impl ClaudeParser {
                 session_id: session_id.clone(),
                 cwd: self.cwd.clone(),
                 model: self.model.clone(),
-                at_ms: record.timestamp.as_str().and_then(parse_timestamp_ms),
+                at_ms: record.timestamp.as_str().and_then(timestamp_ms),
             });
             self.announced = true;
         }
@@ -541,88 +542,6 @@ fn is_absolute(path: &str) -> bool {
             && bytes[0].is_ascii_alphabetic()
             && bytes[1] == b':'
             && matches!(bytes[2], b'\\' | b'/'))
-}
-
-/// Milliseconds since the Unix epoch of an ISO-8601 time (`2026-02-10T22:58:30.1Z`,
-/// `…+02:00`; no zone is read as UTC).
-fn parse_timestamp_ms(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    let number = |from: usize, to: usize| -> Option<i64> {
-        let digits = bytes.get(from..to)?;
-        digits.iter().try_fold(0i64, |value, &digit| {
-            digit
-                .is_ascii_digit()
-                .then(|| value * 10 + i64::from(digit - b'0'))
-        })
-    };
-    let separated = |at: usize, allowed: &[u8]| bytes.get(at).is_some_and(|b| allowed.contains(b));
-    if !(separated(4, b"-")
-        && separated(7, b"-")
-        && separated(10, b"Tt ")
-        && separated(13, b":")
-        && separated(16, b":"))
-    {
-        return None;
-    }
-    let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
-    let (hour, minute, second) = (number(11, 13)?, number(14, 16)?, number(17, 19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let mut at = 19;
-    let mut millis = 0;
-    if bytes.get(at) == Some(&b'.') {
-        at += 1;
-        let start = at;
-        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
-            if at - start < 3 {
-                millis = millis * 10 + i64::from(bytes[at] - b'0');
-            }
-            at += 1;
-        }
-        let digits = at - start;
-        if digits == 0 {
-            return None;
-        }
-        for _ in digits..3 {
-            millis *= 10;
-        }
-    }
-    let offset_minutes = match bytes.get(at) {
-        None => 0,
-        Some(b'Z' | b'z') if at + 1 == bytes.len() => 0,
-        Some(sign @ (b'+' | b'-')) => {
-            let hours = number(at + 1, at + 3)?;
-            let minutes = match (bytes.get(at + 3), bytes.len() - at) {
-                (Some(b':'), 6) => number(at + 4, at + 6)?,
-                (_, 5) => number(at + 3, at + 5)?,
-                (None, 3) => 0,
-                _ => return None,
-            };
-            let offset = hours * 60 + minutes;
-            if *sign == b'-' { -offset } else { offset }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_minutes * 60;
-    Some(seconds * 1_000 + millis)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2150,7 +2069,7 @@ mod tests {
             ("yesterday", None),
             ("", None),
         ] {
-            assert_eq!(parse_timestamp_ms(text), expected, "{text}");
+            assert_eq!(timestamp_ms(text), expected, "{text}");
         }
     }
 
