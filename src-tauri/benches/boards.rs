@@ -7,10 +7,11 @@
 //!   time from a click on Tasks to the first frame that shows task cards (the page's own
 //!   clock), then the board's list scrolled `--step` px per animation frame for `--frames`
 //!   frames, each frame's time recorded (a frame longer than 25 ms is dropped);
-//! - **idle memory with every board loaded**: the app, having shown each board, left alone
-//!   for `--idle-secs` (10), against a blank Tauri window (`roundtable-blank`) launched the
-//!   same way: the PSS of each process and every process it started, summed
-//!   (`/proc/PID/smaps_rollup`);
+//! - **idle memory with every board loaded**: the app launched again, shown each board, left
+//!   alone for `--idle-secs` (10), against a blank Tauri window (`roundtable-blank`) launched
+//!   the same way: the PSS of each process and every process it started, summed
+//!   (`/proc/PID/smaps_rollup`). Also reported: the same for the launch that rendered and
+//!   scrolled the tasks board before it showed every board;
 //! - **input latency while the core ingests `--log-mb` (1024) MB of logs**: Claude Code
 //!   transcripts in the real format in the app's `HOME`, read by its watcher's first pass
 //!   while the costs board is on screen (it refetches as figures arrive); every 30 ms the
@@ -42,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::Client;
-use measure::{open_app_hub, person_token, quantile, run_async, sorted, tree, wait_css};
+use measure::{launch, open_app_hub, person_token, quantile, run_async, sorted, tree, wait_css};
 use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
 use roundtable_protocol::server::RoomOk;
 use serde_json::{Value, json};
@@ -115,6 +116,8 @@ struct Round {
     app_pss: Vec<(String, u64)>,
     /// The app before it showed a board (on its start view, with the tasks in its cache).
     app_start_pss: Vec<(String, u64)>,
+    /// The app of the tasks board's render and scroll, after it too showed every board.
+    app_scrolled_pss: Vec<(String, u64)>,
     blank_pss: Vec<(String, u64)>,
     /// Input latency samples during the first pass over the logs, ms.
     latency: Vec<f64>,
@@ -164,21 +167,7 @@ impl Launch {
             "PATH".into(),
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
         ));
-        // tauri-driver now and then fails to reach WebKitWebDriver on its first try: another.
-        let mut attempt = 0;
-        let (driver, client) = loop {
-            attempt += 1;
-            let driver = Driver::start(&env, std::fs::File::create(log)?, PATIENCE);
-            match driver.session(binary).await {
-                Ok(client) => break (driver, client),
-                Err(error) if attempt < 3 => {
-                    eprintln!("[bench] no WebDriver session ({error}); again");
-                    drop(driver);
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                Err(error) => return Err(error).context("a WebDriver session"),
-            }
-        };
+        let (driver, client) = launch(&env, log, binary, PATIENCE).await?;
         Ok(Launch {
             client,
             driver,
@@ -275,20 +264,15 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
         .collect();
     ensure!(times.len() == args.frames, "frames: {scrolled}");
     let frames = times.windows(2).map(|pair| pair[1] - pair[0]).collect();
-    for view in [
-        "away",
-        "architecture",
-        "costs",
-        "sessions",
-        "tasks",
-        "rooms",
-    ] {
-        wait_css(client, &format!("[data-testid='nav-{view}']"), PATIENCE)
-            .await?
-            .click()
-            .await?;
-        wait_css(client, &format!("[data-testid='view-{view}']"), PATIENCE).await?;
-    }
+    visit_every_board(client).await?;
+    tokio::time::sleep(args.idle).await;
+    let app_scrolled_pss = launch.pss(&app)?;
+    launch.stop(&app).await;
+
+    // Idle memory with every board loaded: a launch that shows each board, then rests.
+    let launch = Launch::start(&machine, display, &app, &log("memory")).await?;
+    wait_css(&launch.client, "[data-testid='nav-rooms']", PATIENCE).await?;
+    visit_every_board(&launch.client).await?;
     tokio::time::sleep(args.idle).await;
     let app_pss = launch.pss(&app)?;
     launch.stop(&app).await;
@@ -328,11 +312,31 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
         scrolled_px: scrolled["scrolled"].as_f64().unwrap_or(0.0),
         app_pss,
         app_start_pss,
+        app_scrolled_pss,
         blank_pss,
         latency,
         ingest,
         files,
     })
+}
+
+/// Shows every board (and the rooms), each until it is on screen.
+async fn visit_every_board(client: &Client) -> Result<()> {
+    for view in [
+        "away",
+        "architecture",
+        "costs",
+        "sessions",
+        "tasks",
+        "rooms",
+    ] {
+        wait_css(client, &format!("[data-testid='nav-{view}']"), PATIENCE)
+            .await?
+            .click()
+            .await?;
+        wait_css(client, &format!("[data-testid='view-{view}']"), PATIENCE).await?;
+    }
+    Ok(())
 }
 
 /// Writes the tasks into a room of the (stopped) app's hub, as the person.
@@ -528,10 +532,12 @@ fn report(args: &Args, rounds: &[Round]) -> String {
     for (index, round) in rounds.iter().enumerate() {
         let _ = writeln!(
             out,
-            "\nround {}: PSS MiB by process: app with every board: {}; app before any board: {}; blank: {}",
+            "\nround {}: PSS MiB by process: app with every board: {}; app before any board: {}; app that also scrolled the tasks board: {} ({:.2}× the blank window); blank: {}",
             index + 1,
             breakdown(&round.app_pss),
             breakdown(&round.app_start_pss),
+            breakdown(&round.app_scrolled_pss),
+            total(&round.app_scrolled_pss) as f64 / total(&round.blank_pss) as f64,
             breakdown(&round.blank_pss)
         );
     }

@@ -43,12 +43,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::Client;
 use measure::{
-    Process, median, open_app_hub, person_token, quantile, run_async, sorted, tree, wait_css,
+    Process, launch, median, open_app_hub, person_token, quantile, run_async, sorted, tree,
+    wait_css,
 };
+use roundtable_desktop::CPU_RENDERING;
 use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
 use roundtable_protocol::server::RoomOk;
 use serde_json::{Value, json};
-use support::{Bus, Display, Driver, Machine, Tree, UNSET, workspace};
+use support::{Bus, Display, Machine, Tree, UNSET, workspace};
 
 /// How long the bench waits for anything the app should do.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -58,6 +60,8 @@ const IN_FLIGHT: usize = 64;
 /// timestamps are quantized to about 1 ms, so one budget plus a millisecond is noise).
 const DROPPED_MS: f64 = 25.0;
 const FRAME_MS: f64 = 1000.0 / 60.0;
+/// Frames timed with the room open before it scrolls.
+const IDLE_FRAMES: usize = 120;
 
 struct Args {
     rounds: usize,
@@ -65,6 +69,8 @@ struct Args {
     messages: usize,
     frames: usize,
     step: u32,
+    /// Only the scrolling (the app's memory launch prepares its machine): for working on it.
+    scroll_only: bool,
 }
 
 impl Args {
@@ -75,6 +81,7 @@ impl Args {
             messages: 10_000,
             frames: 300,
             step: 40,
+            scroll_only: false,
         };
         let mut given = std::env::args().skip(1);
         while let Some(flag) = given.next() {
@@ -93,9 +100,10 @@ impl Args {
                 "--messages" => args.messages = value()?.parse()?,
                 "--frames" => args.frames = value()?.parse()?,
                 "--step" => args.step = value()?.parse()?,
+                "--scroll-only" => args.scroll_only = true,
                 "--help" | "-h" => {
                     println!(
-                        "cargo bench -p roundtable-desktop --bench desktop -- [--rounds 5] [--idle-secs 10] [--messages 10000] [--frames 300] [--step 40]"
+                        "cargo bench -p roundtable-desktop --bench desktop -- [--rounds 5] [--idle-secs 10] [--messages 10000] [--frames 300] [--step 40] [--scroll-only]"
                     );
                     std::process::exit(0);
                 }
@@ -166,9 +174,33 @@ struct Scroll {
     /// Per interval: whether an older page was loading at its start or in the two frames
     /// before (its arrival is drawn in those that follow).
     near_load: Vec<bool>,
+    /// Frame intervals of the open room before scrolling: what the page drops doing nothing.
+    idle_intervals: Vec<f64>,
 }
 
 impl Scroll {
+    /// Every round's frames as one run.
+    fn combined<'a>(scrolls: impl Iterator<Item = &'a Scroll>) -> Scroll {
+        let mut all = Scroll {
+            seeded: Duration::ZERO,
+            caught_up: Duration::ZERO,
+            intervals: Vec::new(),
+            scrolled_px: 0.0,
+            at_top: 0,
+            oldest_shown: None,
+            near_load: Vec::new(),
+            idle_intervals: Vec::new(),
+        };
+        for s in scrolls {
+            all.intervals.extend(&s.intervals);
+            all.near_load.extend(&s.near_load);
+            all.idle_intervals.extend(&s.idle_intervals);
+            all.scrolled_px += s.scrolled_px;
+            all.at_top += s.at_top;
+        }
+        all
+    }
+
     fn sorted(&self) -> Vec<f64> {
         sorted(self.intervals.iter().copied())
     }
@@ -210,7 +242,8 @@ impl Scroll {
 struct Round {
     memory: [Memory; 2],
     paint: [Paint; 2],
-    scroll: Scroll,
+    /// The app's room, and the blank window's static rows.
+    scroll: [Scroll; 2],
 }
 
 fn mib(kib: u64) -> f64 {
@@ -235,10 +268,21 @@ fn main() -> Result<()> {
         logs.display()
     );
     let mut rounds = Vec::new();
+    let mut scrolls = Vec::new();
     for round in 1..=args.rounds {
         let log = |what: &str| logs.join(format!("round{round}-{what}.log"));
         eprintln!("[bench] round {round}: idle memory");
         let (app_memory, machine) = memory(Target::App, &display, args.idle, &log("app-memory"))?;
+        if args.scroll_only {
+            eprintln!("[bench] round {round}: scrolling");
+            let scroll = [
+                runtime.block_on(scroll(&machine, &display, &args, &log("app-scroll")))?,
+                runtime.block_on(blank_scroll(&display, &args, &log("blank-scroll")))?,
+            ];
+            eprint!("{}", scroll_report(&args, std::slice::from_ref(&scroll)));
+            scrolls.push(scroll);
+            continue;
+        }
         let (blank_memory, _) = memory(Target::Blank, &display, args.idle, &log("blank-memory"))?;
         eprintln!("[bench] round {round}: first paint");
         let app_paint =
@@ -250,7 +294,10 @@ fn main() -> Result<()> {
             &log("blank-paint"),
         ))?;
         eprintln!("[bench] round {round}: scrolling");
-        let scroll = runtime.block_on(scroll(&machine, &display, &args, &log("app-scroll")))?;
+        let scroll = [
+            runtime.block_on(scroll(&machine, &display, &args, &log("app-scroll")))?,
+            runtime.block_on(blank_scroll(&display, &args, &log("blank-scroll")))?,
+        ];
         let done = Round {
             memory: [app_memory, blank_memory],
             paint: [app_paint, blank_paint],
@@ -259,7 +306,11 @@ fn main() -> Result<()> {
         eprintln!("[bench] {}", row(round, &done));
         rounds.push(done);
     }
-    print!("{}", report(&args, &rounds));
+    if args.scroll_only {
+        print!("{}", scroll_report(&args, &scrolls));
+    } else {
+        print!("{}", report(&args, &rounds));
+    }
     Ok(())
 }
 
@@ -359,11 +410,7 @@ async fn first_paint(target: Target, display: &Display, ticks: f64, log: &Path) 
     let machine = Machine::new();
     let bus = Bus::start(&machine.runtime());
     let env = launch_env(&machine, display, &bus);
-    let driver = Driver::start(&env, std::fs::File::create(log)?, PATIENCE);
-    let client = driver
-        .session(&target.binary())
-        .await
-        .context("a WebDriver session")?;
+    let (driver, client) = launch(&env, log, &target.binary(), PATIENCE).await?;
     let measured = async {
         let pid = driver
             .launched(&target.binary())
@@ -401,6 +448,59 @@ async fn first_paint(target: Target, display: &Display, ticks: f64, log: &Path) 
     drop(bus);
     measured
 }
+
+/// The peer of the scrolling: the blank window given the same messages as plain rows, all of
+/// them in the page (no virtualization, no script, nothing to load), scrolled the same way.
+/// What WebKit on this machine does when a page has nothing to do but paint.
+async fn blank_scroll(display: &Display, args: &Args, log: &Path) -> Result<Scroll> {
+    let machine = Machine::new();
+    let bus = Bus::start(&machine.runtime());
+    let mut env = launch_env(&machine, display, &bus);
+    // Painted as the app paints (`roundtable_desktop::choose_rendering`), unless the person
+    // running the bench chose otherwise for both.
+    if std::env::var_os(CPU_RENDERING).is_none() {
+        env.push((CPU_RENDERING.into(), "1".into()));
+    }
+    let (driver, client) = launch(&env, log, &Target::Blank.binary(), PATIENCE).await?;
+    let measured = async {
+        let texts: Vec<String> = (1..=args.messages).map(seed_text).collect();
+        run_async(&client, STATIC_ROWS, vec![json!(texts)]).await?;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        time_scroll(&client, args, &log.with_extension("json")).await
+    }
+    .await;
+    let _ = client.close().await;
+    drop(driver);
+    drop(bus);
+    measured
+}
+
+/// The blank page's rows: who, when and the text, as the app shows a message; at the end.
+const STATIC_ROWS: &str = r#"
+const [texts] = args;
+document.body.replaceChildren();
+document.body.style.margin = "0";
+const list = document.createElement("div");
+list.dataset.testid = "messages";
+list.style.cssText = "height: 100vh; overflow-y: auto; font: 15px system-ui, sans-serif; line-height: 1.45";
+const rows = texts.map((text) => {
+  const row = document.createElement("article");
+  row.dataset.testid = "message";
+  row.style.cssText = "padding: 0.45rem 1rem";
+  const header = document.createElement("header");
+  header.innerHTML = "<b>person</b> <small>10:42</small>";
+  const body = document.createElement("p");
+  body.dataset.testid = "message-text";
+  body.style.cssText = "margin: 0.15rem 0 0; white-space: pre-wrap";
+  body.textContent = text;
+  row.append(header, body);
+  return row;
+});
+list.append(...rows);
+document.body.append(list);
+list.scrollTop = list.scrollHeight;
+return {};
+"#;
 
 /// The text of the n-th seeded message: a line of work talk, every fifth a paragraph, so
 /// rows differ in height as in a real room.
@@ -481,13 +581,9 @@ async fn scroll(machine: &Machine, display: &Display, args: &Args, log: &Path) -
 
     let bus = Bus::start(&machine.runtime());
     let env = launch_env(machine, display, &bus);
-    let driver = Driver::start(&env, std::fs::File::create(log)?, PATIENCE);
     let started = Instant::now();
-    let client = driver
-        .session(&Target::App.binary())
-        .await
-        .context("a WebDriver session")?;
-    let measured = scroll_room(&client, &room, args, started).await;
+    let (driver, client) = launch(&env, log, &Target::App.binary(), PATIENCE).await?;
+    let measured = scroll_room(&client, &room, args, started, &log.with_extension("json")).await;
     let _ = client.close().await;
     drop(driver);
     drop(bus);
@@ -514,37 +610,54 @@ return { sync: state.sync.state, count, total };
 
 /// Scrolls the list up from the bottom by `step` px per animation frame for `frames` frames.
 const SCROLL: &str = r#"
-const [frames, step] = args;
+const [frames, step, idleFrames] = args;
 const root = document.querySelector("[data-testid='messages']");
 const scrolls = (el) => el.scrollHeight > el.clientHeight + 1 && /(auto|scroll)/.test(getComputedStyle(el).overflowY);
 const list = scrolls(root) ? root : Array.from(root.querySelectorAll("*")).find(scrolls);
 if (!list) return { error: "the message list does not scroll" };
 const status = document.querySelector(".conversation .status");
-const times = [];
-const loading = [];
-let scrolled = 0;
-let atTop = 0;
-await new Promise((resolve) => {
+const frame = (count, each) => new Promise((resolve) => {
+  const seen = [];
   const step_ = (time) => {
-    times.push(time);
-    loading.push((status?.textContent ?? "").includes("Loading"));
-    if (list.scrollTop <= 0) atTop += 1;
-    const before = list.scrollTop;
-    list.scrollTop = Math.max(0, before - step);
-    scrolled += before - list.scrollTop;
-    if (times.length < frames) requestAnimationFrame(step_);
-    else resolve();
+    seen.push(each(time));
+    if (seen.length < count) requestAnimationFrame(step_);
+    else resolve(seen);
   };
   requestAnimationFrame(() => requestAnimationFrame(step_));
+});
+let mutations = 0;
+new MutationObserver((records) => { mutations += records.length; }).observe(root, { childList: true, subtree: true });
+const idle = await frame(idleFrames, (time) => time);
+let scrolled = 0;
+let atTop = 0;
+let expected = null;
+const seen = await frame(frames, (time) => {
+  const start = performance.now();
+  const loading = (status?.textContent ?? "").includes("Loading");
+  const at = list.scrollTop;
+  if (at <= 0) atTop += 1;
+  const corrected = expected === null ? 0 : at - expected;
+  list.scrollTop = Math.max(0, at - step);
+  expected = list.scrollTop;
+  scrolled += at - expected;
+  const done = { time, loading, corrected, mutations, rows: root.querySelectorAll("[data-testid='message']").length, work: performance.now() - start, late: start - time };
+  mutations = 0;
+  return done;
 });
 const shown = Array.from(root.querySelectorAll("[data-testid='message-text']"))
   .map((el) => /^message (\d+):/.exec(el.textContent ?? ""))
   .filter(Boolean)
   .map((match) => Number(match[1]));
-return { times, loading, scrolled, atTop, oldest: shown.length ? Math.min(...shown) : null, status: status?.textContent ?? null };
+return { idle, frames: seen, scrolled, atTop, oldest: shown.length ? Math.min(...shown) : null, status: status?.textContent ?? null };
 "#;
 
-async fn scroll_room(client: &Client, room: &str, args: &Args, started: Instant) -> Result<Scroll> {
+async fn scroll_room(
+    client: &Client,
+    room: &str,
+    args: &Args,
+    started: Instant,
+    raw: &Path,
+) -> Result<Scroll> {
     wait_css(client, "[data-testid='nav-rooms']", PATIENCE).await?;
     // Until the app's cache holds every message and its sync is idle.
     let caught_up = loop {
@@ -576,40 +689,55 @@ async fn scroll_room(client: &Client, room: &str, args: &Args, started: Instant)
     .await?;
     // Let it settle at the newest message (and mark the room read).
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let result = run_async(client, SCROLL, vec![json!(args.frames), json!(args.step)]).await?;
-    let times: Vec<f64> = result["times"]
-        .as_array()
-        .context("frame times")?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
+    Ok(Scroll {
+        caught_up,
+        ..time_scroll(client, args, raw).await?
+    })
+}
+
+/// Runs `SCROLL` on the page's `[data-testid='messages']` and keeps its raw frames in `raw`.
+async fn time_scroll(client: &Client, args: &Args, raw: &Path) -> Result<Scroll> {
+    let result = run_async(
+        client,
+        SCROLL,
+        vec![json!(args.frames), json!(args.step), json!(IDLE_FRAMES)],
+    )
+    .await?;
+    let frames = result["frames"].as_array().context("frames")?;
+    let times: Vec<f64> = frames.iter().filter_map(|f| f["time"].as_f64()).collect();
     ensure!(times.len() == args.frames, "frames: {result}");
     let intervals = times.windows(2).map(|pair| pair[1] - pair[0]).collect();
-    let loading: Vec<bool> = result["loading"]
-        .as_array()
-        .context("loading flags")?
+    let loading: Vec<bool> = frames
         .iter()
-        .map(|flag| flag.as_bool().unwrap_or(false))
+        .map(|f| f["loading"].as_bool().unwrap_or(false))
         .collect();
     let near_load = (1..times.len())
         .map(|end| loading[end.saturating_sub(3)..end].iter().any(|&flag| flag))
         .collect();
+    let idle: Vec<f64> = result["idle"]
+        .as_array()
+        .context("idle frames")?
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    std::fs::write(raw, serde_json::to_vec_pretty(&result)?)?;
     Ok(Scroll {
         seeded: Duration::ZERO,
-        caught_up,
+        caught_up: Duration::ZERO,
         intervals,
         scrolled_px: result["scrolled"].as_f64().unwrap_or(0.0),
         at_top: result["atTop"].as_u64().unwrap_or(0),
         oldest_shown: result["oldest"].as_u64(),
         near_load,
+        idle_intervals: idle.windows(2).map(|pair| pair[1] - pair[0]).collect(),
     })
 }
 
 fn row(round: usize, done: &Round) -> String {
     let [app, blank] = &done.memory;
-    let s = &done.scroll;
+    let [s, b] = &done.scroll;
     format!(
-        "| {round} | {:.1} | {:.1} | {:.2}× | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} / {:.1} / {:.1} | {} |",
+        "| {round} | {:.1} | {:.1} | {:.2}× | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} / {:.1} / {:.1} | {} | {:.1} / {:.1} / {:.1} | {} |",
         mib(app.pss()),
         mib(blank.pss()),
         app.pss() as f64 / blank.pss() as f64,
@@ -621,6 +749,10 @@ fn row(round: usize, done: &Round) -> String {
         s.p95(),
         s.max(),
         s.dropped(),
+        b.median(),
+        b.p95(),
+        b.max(),
+        b.dropped(),
     )
 }
 
@@ -637,11 +769,11 @@ fn report(args: &Args, rounds: &[Round]) -> String {
     );
     let _ = writeln!(
         out,
-        "| round | app PSS MiB | blank PSS MiB | app/blank | app RSS MiB | blank RSS MiB | app first paint ms | blank first paint ms | scroll frame median / p95 / max ms | dropped (> {DROPPED_MS} ms) |"
+        "| round | app PSS MiB | blank PSS MiB | app/blank | app RSS MiB | blank RSS MiB | app first paint ms | blank first paint ms | app scroll frame median / p95 / max ms | app dropped (> {DROPPED_MS} ms) | blank scroll frame median / p95 / max ms | blank dropped |"
     );
     let _ = writeln!(
         out,
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for (index, done) in rounds.iter().enumerate() {
         let _ = writeln!(out, "{}", row(index + 1, done));
@@ -658,25 +790,11 @@ fn report(args: &Args, rounds: &[Round]) -> String {
     let app_paint = median(rounds.iter().map(|r| r.paint[0].from_process));
     let blank_paint = median(rounds.iter().map(|r| r.paint[1].from_process));
     let own_clock = median(rounds.iter().filter_map(|r| r.paint[0].from_own_clock));
-    let mut all = Scroll {
-        seeded: Duration::ZERO,
-        caught_up: Duration::ZERO,
-        intervals: rounds
-            .iter()
-            .flat_map(|r| r.scroll.intervals.iter().copied())
-            .collect(),
-        scrolled_px: 0.0,
-        at_top: 0,
-        oldest_shown: None,
-        near_load: rounds
-            .iter()
-            .flat_map(|r| r.scroll.near_load.iter().copied())
-            .collect(),
-    };
-    all.at_top = rounds.iter().map(|r| r.scroll.at_top).sum();
+    let all = Scroll::combined(rounds.iter().map(|r| &r.scroll[0]));
+    let all_blank = Scroll::combined(rounds.iter().map(|r| &r.scroll[1]));
     let _ = writeln!(
         out,
-        "| **median** | **{:.1}** | **{:.1}** | **{:.2}×** (ratio of medians {:.2}×) | {:.1} | {:.1} | **{:.0}** | **{:.0}** | {:.1} / {:.1} / {:.1} (all frames) | {} in all |",
+        "| **median** | **{:.1}** | **{:.1}** | **{:.2}×** (ratio of medians {:.2}×) | {:.1} | {:.1} | **{:.0}** | **{:.0}** | {:.1} / {:.1} / {:.1} (all frames) | {} in all | {:.1} / {:.1} / {:.1} (all frames) | {} in all |",
         app_pss / 1024.0,
         blank_pss / 1024.0,
         ratios,
@@ -688,7 +806,11 @@ fn report(args: &Args, rounds: &[Round]) -> String {
         all.median(),
         all.p95(),
         all.max(),
-        all.dropped()
+        all.dropped(),
+        all_blank.median(),
+        all_blank.p95(),
+        all_blank.max(),
+        all_blank.dropped()
     );
     let _ = writeln!(out);
     let _ = writeln!(
@@ -706,38 +828,8 @@ fn report(args: &Args, rounds: &[Round]) -> String {
         "first paint after the process started: app {app_paint:.0} ms, blank {blank_paint:.0} ms (target app ≤ 1500 ms: {}); app from its own clock in run(): {own_clock:.0} ms",
         verdict(app_paint <= 1500.0)
     );
-    let _ = writeln!(
-        out,
-        "scrolling {} messages up, {} frames × {} px a round: frame interval median {:.1} ms, p95 {:.1} ms, max {:.1} ms; {} of {} intervals over {DROPPED_MS} ms, {} of them next to an older page's loading ({:.0} frames lost in all) (target none: {})",
-        args.messages,
-        args.frames,
-        args.step,
-        all.median(),
-        all.p95(),
-        all.max(),
-        all.dropped(),
-        all.intervals.len(),
-        all.dropped_near_load(),
-        all.lost(),
-        verdict(all.dropped() == 0)
-    );
-    for (index, done) in rounds.iter().enumerate() {
-        let s = &done.scroll;
-        let _ = writeln!(
-            out,
-            "  round {}: seeded in {:.1} s, the app caught up {:.1} s after launch; scrolled {:.0} px, oldest message shown {} ({} older); {} frames found the list at its top; {:.0} frames lost",
-            index + 1,
-            s.seeded.as_secs_f64(),
-            s.caught_up.as_secs_f64(),
-            s.scrolled_px,
-            s.oldest_shown
-                .map_or_else(|| "none".to_owned(), |n| n.to_string()),
-            s.oldest_shown
-                .map_or(0, |n| (args.messages as u64).saturating_sub(n)),
-            s.at_top,
-            s.lost()
-        );
-    }
+    let scrolls: Vec<[Scroll; 2]> = rounds.iter().map(|r| r.scroll.clone()).collect();
+    out.push_str(&scroll_report(args, &scrolls));
     let _ = writeln!(out);
     // Where the memory is, in the median round of the app.
     let mut order: Vec<usize> = (0..rounds.len()).collect();
@@ -760,6 +852,70 @@ fn report(args: &Args, rounds: &[Round]) -> String {
                 p.threads
             );
         }
+    }
+    out
+}
+
+/// The scrolling lines of the report, over every round's scroll.
+fn scroll_report(args: &Args, scrolls: &[[Scroll; 2]]) -> String {
+    let mut out = String::new();
+    let all = Scroll::combined(scrolls.iter().map(|[app, _]| app));
+    let blank = Scroll::combined(scrolls.iter().map(|[_, blank]| blank));
+    let _ = writeln!(
+        out,
+        "scrolling {} messages up, {} frames × {} px a round: frame interval median {:.1} ms, p95 {:.1} ms, max {:.1} ms; {} of {} intervals over {DROPPED_MS} ms, {} of them next to an older page's loading ({:.0} frames lost in all) (target none: {})",
+        args.messages,
+        args.frames,
+        args.step,
+        all.median(),
+        all.p95(),
+        all.max(),
+        all.dropped(),
+        all.intervals.len(),
+        all.dropped_near_load(),
+        all.lost(),
+        verdict(all.dropped() == 0)
+    );
+    let _ = writeln!(
+        out,
+        "the blank window scrolling the same messages as static rows: frame interval median {:.1} ms, p95 {:.1} ms, max {:.1} ms; {} of {} intervals over {DROPPED_MS} ms ({:.0} frames lost in all)",
+        blank.median(),
+        blank.p95(),
+        blank.max(),
+        blank.dropped(),
+        blank.intervals.len(),
+        blank.lost()
+    );
+    for (index, [s, b]) in scrolls.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  round {}: seeded in {:.1} s, the app caught up {:.1} s after launch; scrolled {:.0} px, oldest message shown {} ({} older); {} frames found the list at its top; {:.0} frames lost; the blank window {} dropped, {:.0} lost",
+            index + 1,
+            s.seeded.as_secs_f64(),
+            s.caught_up.as_secs_f64(),
+            s.scrolled_px,
+            s.oldest_shown
+                .map_or_else(|| "none".to_owned(), |n| n.to_string()),
+            s.oldest_shown
+                .map_or(0, |n| (args.messages as u64).saturating_sub(n)),
+            s.at_top,
+            s.lost(),
+            b.dropped(),
+            b.lost()
+        );
+    }
+    for (what, scroll) in [("the open room", &all), ("the blank window's rows", &blank)] {
+        let idle = sorted(scroll.idle_intervals.iter().copied());
+        let _ = writeln!(
+            out,
+            "{what} before scrolling, {} frames a round: frame interval median {:.1} ms, p95 {:.1} ms, max {:.1} ms; {} of {} over {DROPPED_MS} ms",
+            IDLE_FRAMES,
+            quantile(&idle, 0.5),
+            quantile(&idle, 0.95),
+            quantile(&idle, 1.0),
+            idle.iter().filter(|&&d| d > DROPPED_MS).count(),
+            idle.len()
+        );
     }
     out
 }

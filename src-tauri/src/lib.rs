@@ -2,9 +2,9 @@
 //!
 //! The shell holds no logic of its own: [`commands`] are a few lines each over the core,
 //! [`alerts`] turns the core's changes into window events, tray counts and notifications,
-//! [`home`] decides which hub to talk to (the app's own, embedded, by default) and
-//! [`desktop`] keeps the one running session. The window is `ui/`, which talks to this only
-//! through the generated [`bindings`].
+//! [`home`] decides which hub to talk to (the app's own, embedded, by default),
+//! [`desktop`] keeps the one running session and [`memory`] gives back what bursts of work
+//! freed. The window is `ui/`, which talks to this only through the generated [`bindings`].
 
 use std::sync::OnceLock;
 
@@ -16,6 +16,7 @@ pub mod bindings;
 pub mod commands;
 pub mod desktop;
 pub mod home;
+pub mod memory;
 pub mod tray;
 
 use alerts::OpenTarget;
@@ -56,20 +57,25 @@ pub const CPU_RENDERING: &str = "WEBKIT_SKIA_ENABLE_CPU_RENDERING";
 
 /// Paints the window on the CPU unless the person chose otherwise (by setting
 /// [`CPU_RENDERING`] themselves, to `0` for the GPU). The window is text, lists and small
-/// SVGs: Skia's CPU raster draws it at full frame rate, while painting through OpenGL keeps
-/// glyph and path caches in the web process — about 40 MiB more at idle where GL is
-/// Mesa's software renderer (virtual machines, remote desktops, machines without a GPU
-/// driver), as measured in `docs/benchmarks.md`. Only painting moves: the painted tiles
+/// SVGs: where GL is Mesa's software renderer (virtual machines, remote desktops, machines
+/// without a GPU driver), Skia's CPU raster paints it with fewer dropped frames than OpenGL
+/// does, and OpenGL keeps glyph and path caches in the web process — about 40 MiB more at
+/// idle — as measured in `docs/benchmarks.md`. Only painting moves: the painted tiles
 /// are still composited through OpenGL.
 ///
 /// Call it first thing in `main`, before any thread starts: it sets an environment variable.
 pub fn choose_rendering() {
-    if cfg!(target_os = "linux") && std::env::var_os(CPU_RENDERING).is_none() {
+    set_unless_chosen(CPU_RENDERING, "1");
+}
+
+/// Sets `name` to `value` unless the person set it.
+fn set_unless_chosen(name: &str, value: &str) {
+    if cfg!(target_os = "linux") && std::env::var_os(name).is_none() {
         // SAFETY: called at the top of `main`, before the process starts a thread, so no
         // other thread can be reading the environment.
         #[allow(unsafe_code, reason = "setting a variable before any thread exists")]
         unsafe {
-            std::env::set_var(CPU_RENDERING, "1");
+            std::env::set_var(name, value);
         }
     }
 }
@@ -111,6 +117,7 @@ pub fn run() {
             bindings.mount_events(app);
             let desktop = desktop::Desktop::start(app.handle().clone(), places);
             app.manage(desktop);
+            app.manage(memory::Trimmer::start(memory::EVERY));
             if let Err(error) = tray::build(app) {
                 tracing::warn!(%error, "no tray icon");
             }

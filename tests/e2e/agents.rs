@@ -550,7 +550,7 @@ async fn two_headless_agents_hold_a_conversation_across_a_runner_crash() {
         )
         .await;
     let token = machine.home.profile("dana").token.expose().to_owned();
-    let mut writer = runner(&machine, "dana/writer", "dana/reviewer", 600);
+    let mut writer = runner(&machine, "dana/writer", "dana/reviewer", 2_000);
     let mut reviewer = runner(&machine, "dana/reviewer", "dana/writer", 0);
 
     // The person starts it; the agents go on by mentioning each other.
@@ -564,8 +564,13 @@ async fn two_headless_agents_hold_a_conversation_across_a_runner_crash() {
         Duration::from_secs(60),
     )
     .await;
-    // The writer is now in its turn for round 2 (its CLI takes 600 ms): kill its runner.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Once the writer's CLI has begun its turn for round 2 (the prompt is in its transcript;
+    // the turn then takes 2 s), kill its runner.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while prompts_in(&machine.file(".claude/projects"), "@dana/writer round 2") == 0 {
+        assert!(Instant::now() < deadline, "the writer never began round 2");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     writer.start_kill().unwrap();
     writer.wait().await.unwrap();
     let mut writer = runner(&machine, "dana/writer", "dana/reviewer", 0);
@@ -623,6 +628,32 @@ async fn two_headless_agents_hold_a_conversation_across_a_runner_crash() {
 }
 
 /// The first file called `name` under `dir`.
+/// How many user prompts containing `text` the Claude Code transcripts under `dir` hold.
+fn prompts_in(dir: &std::path::Path, text: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut count = 0;
+    for path in entries.flatten().map(|entry| entry.path()) {
+        if path.is_dir() {
+            count += prompts_in(&path, text);
+        } else if path.extension().is_some_and(|ext| ext == "jsonl") {
+            let Ok(lines) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            count += lines
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .filter(|record| {
+                    record["type"] == "user"
+                        && record["message"]["content"].to_string().contains(text)
+                })
+                .count();
+        }
+    }
+    count
+}
+
 fn find_file(dir: &std::path::Path, name: &str) -> Option<PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();

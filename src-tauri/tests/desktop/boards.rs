@@ -693,6 +693,16 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
             writer.wait(n, PATIENCE).await.unwrap();
         }
         send("tasks", tasks("completed", "completed", "in_progress")).await;
+        // A second session finishes more than the digest lists by name.
+        let steps: Vec<Value> = (1..=12)
+            .map(|n| json!({"title": format!("zz step {n:02}"), "status": "completed"}))
+            .collect();
+        send(
+            "tasks",
+            json!({"session": {"agent": writer.me(), "framework": "claude-code", "session_id": "w2"},
+                   "source": "TodoWrite", "tasks": steps}),
+        )
+        .await;
         send(
             "arch",
             json!({"define": [{"id": "lexer", "name": "Lexer", "paths": ["src/lexer/**"], "depends_on": []}]}),
@@ -730,9 +740,13 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
             .await
         }
     };
+    // Thirteen done: the first eight by agent and title, the rest counted.
+    let mut done = vec!["✔ write the parser — dana/writer".to_owned()];
+    done.extend((1..=7).map(|n| format!("✔ zz step {n:02} — dana/writer")));
+    assert_eq!(listed("away-task-done").await, json!(done));
     assert_eq!(
-        listed("away-task-done").await,
-        json!(["✔ write the parser — dana/writer"])
+        listed("away-more").await,
+        json!(["and 5 more done — on the tasks board"])
     );
     assert_eq!(
         listed("away-task-doing").await,
@@ -761,9 +775,24 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
     let digest: Value =
         serde_json::from_str(&desk.cli(&["--profile", "remote", "--json", "digest"])).unwrap();
     assert_eq!(digest[0]["messages"], 2, "{digest}");
+    let completed = digest[0]["tasks_completed"].as_array().unwrap();
+    assert_eq!(completed.len(), 13, "{digest}");
     assert_eq!(
-        digest[0]["tasks_completed"],
-        json!([{"agent": "dana/writer", "title": "write the parser"}])
+        completed[0],
+        json!({"agent": "dana/writer", "title": "write the parser"})
+    );
+
+    // The rest are a click away: the tasks board, narrowed to the room.
+    desk.click("away-more").await;
+    desk.wait("view-tasks").await;
+    desk.wait("task-card").await;
+    assert_eq!(
+        desk.script(
+            "return document.querySelector(\"[data-testid='tasks-filter-room']\").value;",
+            vec![]
+        )
+        .await,
+        json!(parser)
     );
     writer_sync.stop().await;
     desk.finish().await;

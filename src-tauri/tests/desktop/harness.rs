@@ -198,9 +198,7 @@ impl Desk {
         std::fs::create_dir_all(&shots).unwrap();
         // What the app and the drivers say, for when a test fails.
         let log = std::fs::File::create(shots.join("app.log")).unwrap();
-        let driver = Driver::start(&env, log, PATIENCE);
-        let client = driver
-            .session(&support::app_bin())
+        let (driver, client) = Driver::launch(&env, &log, &support::app_bin(), PATIENCE)
             .await
             .expect("a WebDriver session with the app");
         let desk = Desk {
@@ -234,11 +232,15 @@ impl Desk {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         away().await;
-        self.client = self
-            ._driver
-            .session(&app)
+        let log = std::fs::File::options()
+            .append(true)
+            .open(self.shots.join("app.log"))
+            .unwrap();
+        let (driver, client) = Driver::launch(&self.env, &log, &app, PATIENCE)
             .await
             .expect("a new WebDriver session with the app");
+        self._driver = driver;
+        self.client = client;
         self.wait("nav-rooms").await;
     }
 

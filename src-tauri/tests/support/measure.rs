@@ -11,7 +11,20 @@ use anyhow::{Context, Result, bail};
 use fantoccini::{Client, Locator};
 use serde_json::Value;
 
-use crate::support::{Machine, descendants};
+use crate::support::{Driver, Machine, descendants};
+
+/// [`Driver::launch`], its output and the app's into the file `log`.
+pub async fn launch(
+    env: &[(String, String)],
+    log: &std::path::Path,
+    binary: &std::path::Path,
+    patience: Duration,
+) -> Result<(Driver, Client)> {
+    let log = std::fs::File::create(log)?;
+    Driver::launch(env, &log, binary, patience)
+        .await
+        .context("a WebDriver session")
+}
 
 /// The `q` quantile of `sorted` (nearest rank); NaN when empty.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {

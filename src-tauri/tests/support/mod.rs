@@ -274,6 +274,32 @@ pub struct Driver {
 }
 
 impl Driver {
+    /// tauri-driver in `env`, its output and the app's into `log`, with a WebDriver session
+    /// that launched `application`. tauri-driver now and then fails to reach WebKitWebDriver
+    /// on its first try (the request is cut short): up to three tries, each with a fresh
+    /// driver.
+    pub async fn launch(
+        env: &[(String, String)],
+        log: &std::fs::File,
+        application: &Path,
+        patience: Duration,
+    ) -> Result<(Driver, Client), fantoccini::error::NewSessionError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let driver = Driver::start(env, log.try_clone().unwrap(), patience);
+            match driver.session(application).await {
+                Ok(client) => return Ok((driver, client)),
+                Err(error) if attempt < 3 => {
+                    eprintln!("no WebDriver session ({error}); again");
+                    drop(driver);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     pub fn start(env: &[(String, String)], log: std::fs::File, patience: Duration) -> Driver {
         let port = free_port();
         let native = free_port();

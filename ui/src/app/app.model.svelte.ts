@@ -214,6 +214,13 @@ export class AppModel {
     await this.rooms.select(roomId);
   }
 
+  /** The tasks board, narrowed to one room. */
+  openTasks(roomId: string): void {
+    this.tasks.clearFilters();
+    this.tasks.setFilter("room", roomId);
+    this.go("tasks");
+  }
+
   async open(target: OpenTarget): Promise<void> {
     switch (target.view) {
       case "pings":

@@ -62,6 +62,18 @@ describe("app shell", () => {
     expect(backend.calls.filter((call) => call.command === "taskBoard").length).toBe(before + 1);
   });
 
+  it("opens the tasks board narrowed to a room, from While you were away", async () => {
+    const { app } = await started();
+    app.go("tasks");
+    await settle();
+    app.tasks.setFilter("agent", "someone");
+    app.go("away");
+    app.openTasks("r-parser");
+    await settle();
+    expect(app.view).toBe("tasks");
+    expect(app.tasks.filters).toEqual({ room: "r-parser", agent: null, person: null, state: null });
+  });
+
   it("jumps to the boards with Alt and a digit, not while typing", async () => {
     const { app } = await started();
     expect(app.handleKey(key({ key: "2", altKey: true }))).toBe(true);

@@ -13,6 +13,17 @@ import { costText } from "../costs/costs.model.svelte";
 
 export const AWAY_EMPTY = "Nothing new since you last looked. Agents' messages, finished tasks, changed components and questions for you gather here while you are away.";
 
+/**
+ * Tasks listed per room and list; the rest are counted, a click from the tasks board. A
+ * night of agents' work can finish thousands: the digest says how many, not every title.
+ */
+export const AWAY_TASKS_SHOWN = 8;
+
+/** The first tasks of a list and how many more there are. */
+export function firstTasks<T>(tasks: readonly T[], shown: number = AWAY_TASKS_SHOWN): { shown: readonly T[]; more: number } {
+  return { shown: tasks.slice(0, shown), more: Math.max(0, tasks.length - shown) };
+}
+
 /** One line saying what a room holds, for the list and for screen readers. */
 export function digestSummary(digest: RoomDigest): string {
   const parts: string[] = [];

@@ -4,7 +4,7 @@ import { FakeBackend } from "../../backend/fake";
 import { demoWorld, emptyWorld } from "../../backend/fake-world";
 import { Toasts } from "../../app/toasts.svelte";
 import { settle } from "../../testing/settle";
-import { AwayModel, digestCost, digestSummary, newsCount } from "./away.model.svelte";
+import { AWAY_TASKS_SHOWN, AwayModel, digestCost, digestSummary, firstTasks, newsCount } from "./away.model.svelte";
 
 const NOW = Date.UTC(2026, 11, 1, 12);
 
@@ -26,6 +26,16 @@ function digest(overrides: Partial<RoomDigest>): RoomDigest {
 }
 
 describe("while you were away", () => {
+  it("lists the first tasks of a long list and counts the rest", () => {
+    const tasks = Array.from({ length: 5000 }, (_, index) => ({ agent: "a", title: `t${index}` }));
+    const { shown, more } = firstTasks(tasks);
+    expect(shown.map((task) => task.title)).toEqual(tasks.slice(0, AWAY_TASKS_SHOWN).map((task) => task.title));
+    expect(more).toBe(5000 - AWAY_TASKS_SHOWN);
+    expect(firstTasks(tasks.slice(0, 3))).toEqual({ shown: tasks.slice(0, 3), more: 0 });
+    // The summary still counts every one.
+    expect(digestSummary(digest({ tasks_completed: tasks }))).toBe("5000 tasks done");
+  });
+
   it("says what a room holds in words", () => {
     expect(
       digestSummary(
