@@ -43,7 +43,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::Client;
-use measure::{launch, open_app_hub, person_token, quantile, run_async, sorted, tree, wait_css};
+use measure::{
+    intervals, launch, numbers, open_app_hub, person_token, quantile, run_async, sorted, tree,
+    wait_css,
+};
 use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
 use roundtable_protocol::server::RoomOk;
 use serde_json::{Value, json};
@@ -256,14 +259,9 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
     let render_ms = rendered["ms"].as_f64().context("a render time")?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let scrolled = run_async(client, SCROLL, vec![json!(args.frames), json!(args.step)]).await?;
-    let times: Vec<f64> = scrolled["times"]
-        .as_array()
-        .context("frame times")?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
+    let times = numbers(&scrolled["times"], "frame times")?;
     ensure!(times.len() == args.frames, "frames: {scrolled}");
-    let frames = times.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    let frames = intervals(&times);
     visit_every_board(client).await?;
     tokio::time::sleep(args.idle).await;
     let app_scrolled_pss = launch.pss(&app)?;
@@ -292,12 +290,7 @@ async fn one_round(args: &Args, display: &Display, log: &dyn Fn(&str) -> PathBuf
         .click()
         .await?;
     let probed = run_async(client, PROBE, vec![]).await?;
-    let latency: Vec<f64> = probed["samples"]
-        .as_array()
-        .context("latency samples")?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
+    let latency = numbers(&probed["samples"], "latency samples")?;
     ensure!(
         probed["scanned"] == json!(true),
         "the first pass did not end: {}",

@@ -43,13 +43,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::Client;
 use measure::{
-    Process, launch, median, open_app_hub, person_token, quantile, run_async, sorted, tree,
-    wait_css,
+    Process, intervals, launch, median, numbers, open_app_hub, person_token, quantile, run_async,
+    sorted, tree, wait_css,
 };
 use roundtable_desktop::CPU_RENDERING;
 use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
 use roundtable_protocol::server::RoomOk;
-use serde_json::{Value, json};
+use serde_json::json;
 use support::{Bus, Display, Machine, Tree, UNSET, workspace};
 
 /// How long the bench waits for anything the app should do.
@@ -706,7 +706,7 @@ async fn time_scroll(client: &Client, args: &Args, raw: &Path) -> Result<Scroll>
     let frames = result["frames"].as_array().context("frames")?;
     let times: Vec<f64> = frames.iter().filter_map(|f| f["time"].as_f64()).collect();
     ensure!(times.len() == args.frames, "frames: {result}");
-    let intervals = times.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    let between = intervals(&times);
     let loading: Vec<bool> = frames
         .iter()
         .map(|f| f["loading"].as_bool().unwrap_or(false))
@@ -714,22 +714,17 @@ async fn time_scroll(client: &Client, args: &Args, raw: &Path) -> Result<Scroll>
     let near_load = (1..times.len())
         .map(|end| loading[end.saturating_sub(3)..end].iter().any(|&flag| flag))
         .collect();
-    let idle: Vec<f64> = result["idle"]
-        .as_array()
-        .context("idle frames")?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
+    let idle = numbers(&result["idle"], "idle frames")?;
     std::fs::write(raw, serde_json::to_vec_pretty(&result)?)?;
     Ok(Scroll {
         seeded: Duration::ZERO,
         caught_up: Duration::ZERO,
-        intervals,
+        intervals: between,
         scrolled_px: result["scrolled"].as_f64().unwrap_or(0.0),
         at_top: result["atTop"].as_u64().unwrap_or(0),
         oldest_shown: result["oldest"].as_u64(),
         near_load,
-        idle_intervals: idle.windows(2).map(|pair| pair[1] - pair[0]).collect(),
+        idle_intervals: intervals(&idle),
     })
 }
 

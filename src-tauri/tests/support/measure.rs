@@ -26,6 +26,21 @@ pub async fn launch(
         .context("a WebDriver session")
 }
 
+/// The numbers of the JSON array `value` (`what` names it in the error when it is not one).
+pub fn numbers(value: &Value, what: &str) -> Result<Vec<f64>> {
+    Ok(value
+        .as_array()
+        .with_context(|| format!("{what}: {value}"))?
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect())
+}
+
+/// The time between each of `times` and the next.
+pub fn intervals(times: &[f64]) -> Vec<f64> {
+    times.windows(2).map(|pair| pair[1] - pair[0]).collect()
+}
+
 /// The `q` quantile of `sorted` (nearest rank); NaN when empty.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
