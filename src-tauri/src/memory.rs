@@ -5,8 +5,8 @@
 //! glibc's malloc keeps what a thread frees in that thread's arena for reuse, so after a burst
 //! tens of MiB stay resident that nothing uses. Asking glibc to return free pages
 //! (`malloc_trim`) every few seconds gives them back without slowing the bursts themselves,
-//! as capping the number of arenas would (a first pass over 1 GB of logs took 45 % longer
-//! with two; `docs/benchmarks.md`).
+//! as capping the number of arenas would (in a side-by-side run, a first pass over 1 GB of
+//! logs took 45 % longer with two; `docs/benchmarks.md`).
 
 use std::time::Duration;
 
