@@ -44,11 +44,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::Client;
 use measure::{
-    intervals, launch, numbers, open_app_hub, person_token, quantile, run_async, sorted, tree,
-    wait_css,
+    intervals, launch, new_room, numbers, open_app_hub, person_token, quantile, run_async, sorted,
+    tree, wait_css,
 };
-use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
-use roundtable_protocol::server::RoomOk;
+use roundtable_protocol::client::{ClientFrame, SendCmd};
 use serde_json::{Value, json};
 use support::{Bus, Display, Driver, Machine, workspace};
 
@@ -345,21 +344,7 @@ async fn seed_tasks(machine: &Machine, args: &Args) -> Result<()> {
 
 /// The tasks, as `tasks` events of `args.lanes` sessions in a new room.
 async fn write_tasks(address: &str, token: &str, args: &Args) -> Result<()> {
-    let mut client = roundtable_testkit::Client::connect(address).await?;
-    client.auth(token, "bench").await?;
-    let id = client.id();
-    let room = client
-        .call(ClientFrame::RoomCreate(RoomCreate {
-            id,
-            title: Some("Five thousand tasks".into()),
-            topic: None,
-            members: Vec::new(),
-        }))
-        .await?
-        .map_err(|err| anyhow::anyhow!("room_create refused: {}", err.msg))?
-        .decode::<RoomOk>()?
-        .room
-        .id;
+    let (mut client, room) = new_room(address, token, "Five thousand tasks").await?;
     let statuses = ["pending", "in_progress", "completed", "completed"];
     for lane in 0..args.lanes {
         let count = args.tasks / args.lanes + usize::from(lane < args.tasks % args.lanes);

@@ -43,12 +43,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::Client;
 use measure::{
-    Process, intervals, launch, median, numbers, open_app_hub, person_token, quantile, run_async,
-    sorted, tree, wait_css,
+    Process, intervals, launch, median, new_room, numbers, open_app_hub, person_token, quantile,
+    run_async, sorted, tree, wait_css,
 };
 use roundtable_desktop::CPU_RENDERING;
-use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd};
-use roundtable_protocol::server::RoomOk;
+use roundtable_protocol::client::{ClientFrame, SendCmd};
 use serde_json::json;
 use support::{Bus, Display, Machine, Tree, UNSET, workspace};
 
@@ -519,21 +518,7 @@ fn seed_text(n: usize) -> String {
 /// Writes `messages` messages into a new room as the person, `IN_FLIGHT` at a time; the
 /// room's id.
 async fn seed(ws_url: &str, token: &str, messages: usize) -> Result<String> {
-    let mut client = roundtable_testkit::Client::connect(ws_url).await?;
-    client.auth(token, "bench").await?;
-    let id = client.id();
-    let room = client
-        .call(ClientFrame::RoomCreate(RoomCreate {
-            id,
-            title: Some("Ten thousand".into()),
-            topic: None,
-            members: Vec::new(),
-        }))
-        .await?
-        .map_err(|err| anyhow::anyhow!("room_create refused: {}", err.msg))?
-        .decode::<RoomOk>()?
-        .room
-        .id;
+    let (mut client, room) = new_room(ws_url, token, "Ten thousand").await?;
     let mut in_flight = std::collections::VecDeque::new();
     for n in 1..=messages {
         let id = client.id();

@@ -26,6 +26,33 @@ pub async fn launch(
         .context("a WebDriver session")
 }
 
+/// A connection to the hub at `ws_url` as the holder of `token`, and a new room of theirs
+/// titled `title`: where a bench writes its data.
+pub async fn new_room(
+    ws_url: &str,
+    token: &str,
+    title: &str,
+) -> Result<(roundtable_testkit::Client, String)> {
+    use roundtable_protocol::client::{ClientFrame, RoomCreate};
+    use roundtable_protocol::server::RoomOk;
+    let mut client = roundtable_testkit::Client::connect(ws_url).await?;
+    client.auth(token, "bench").await?;
+    let id = client.id();
+    let room = client
+        .call(ClientFrame::RoomCreate(RoomCreate {
+            id,
+            title: Some(title.into()),
+            topic: None,
+            members: Vec::new(),
+        }))
+        .await?
+        .map_err(|err| anyhow::anyhow!("room_create refused: {}", err.msg))?
+        .decode::<RoomOk>()?
+        .room
+        .id;
+    Ok((client, room))
+}
+
 /// The numbers of the JSON array `value` (`what` names it in the error when it is not one).
 pub fn numbers(value: &Value, what: &str) -> Result<Vec<f64>> {
     Ok(value
