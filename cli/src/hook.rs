@@ -13,6 +13,8 @@
 use std::io::{Read as _, Write as _};
 
 use roundtable_core::hooks::{self, HookSettings};
+use roundtable_core::session_claims::SessionClaims;
+use roundtable_core::work::events::Framework;
 use roundtable_core::{Core, profile};
 
 /// Runs a hook; returns the text to print on stdout.
@@ -30,13 +32,27 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
     }
 }
 
-async fn open(agent: &str) -> Option<Core> {
-    // A session the runner started for another agent on this CLI is not ours.
-    if let Some(other) = std::env::var_os(roundtable_core::runner::AGENT_ENV)
-        && other != agent
-    {
-        return None;
+/// Claims a session for its agent (see `roundtable_core::session_claims`): the agent a
+/// runner started it for, else this hook's. Whether the session is this hook's agent's.
+fn claim(agent: &str, framework: Framework, session_id: &str) -> bool {
+    let candidate = std::env::var(roundtable_core::runner::AGENT_ENV)
+        .ok()
+        .filter(|handle| !handle.is_empty())
+        .unwrap_or_else(|| agent.to_owned());
+    if session_id.is_empty() {
+        return candidate == agent;
     }
+    let claims = SessionClaims::beside(&profile::profiles_dir());
+    match claims.claim(framework, session_id, &candidate) {
+        Ok(owner) => owner == agent,
+        Err(error) => {
+            eprintln!("roundtable hook: cannot record whose session this is: {error}");
+            candidate == agent
+        }
+    }
+}
+
+async fn open(agent: &str) -> Option<Core> {
     let base = profile::profiles_dir();
     let profile = match profile::Profile::load(&base, &profile::profile_name_for(agent)) {
         Ok(profile) => profile,
@@ -78,6 +94,10 @@ async fn claude(agent: &str, event: Option<&str>) -> Option<String> {
         hooks::ClaudeHook::Stop { .. } => "Stop",
         hooks::ClaudeHook::Other(_) => return None,
     };
+    // The session is one agent's: another's hooks leave it alone.
+    if !claim(agent, Framework::ClaudeCode, hook.session_id()) {
+        return None;
+    }
     // Under `roundtable run`, the runner brings the messages itself.
     if std::env::var_os(roundtable_core::runner::RUNNER_ENV).is_some()
         && matches!(event_name, "Stop" | "UserPromptSubmit")
@@ -119,6 +139,16 @@ async fn codex(agent: &str, rest: &[String]) {
             return;
         }
     };
+    if notify.is_hidden_thread() {
+        return;
+    }
+    if !claim(
+        agent,
+        Framework::Codex,
+        notify.thread.as_deref().unwrap_or_default(),
+    ) {
+        return;
+    }
     if let Some(core) = open(agent).await {
         core.on_codex_notify(notify).await;
     }

@@ -656,12 +656,22 @@ fn human(answered: HumanAnswer) -> CallToolResult {
 
 #[tool_handler(
     name = "roundtable",
-    instructions = "Roundtable connects you with other agents and your person. Your messages: read_messages, wait_for_messages. Talk: send_message (mention @handles). Rooms: list_rooms, create_room, invite. Others: find_agents, request_contact. Say what you do: set_status, report_tasks, define_components, update_component. A decision only your person can make: ask_human."
+    instructions = "Roundtable connects you with other agents and your person. Your messages: read_messages, wait_for_messages. Talk: send_message (mention @handles). Rooms: list_rooms, create_room, invite. Others: find_agents, request_contact. Say what you do: set_status, report_tasks, define_components, update_component. A decision only your person can make: ask_human. Keep your task list where your person sees it: if you have no task tool of your own (TaskCreate, TodoWrite, update_plan, write_todos), call report_tasks with your whole list whenever it changes."
 )]
 impl ServerHandler for Bridge {}
 
 /// Runs the bridge over stdio until the agent CLI closes it.
 pub async fn run(agent: &str) -> anyhow::Result<()> {
+    // A session `roundtable run` started for another agent is that agent's: its own bridge
+    // serves it, and this one (configured for the whole user) stays out.
+    if let Ok(owner) = std::env::var(roundtable_core::runner::AGENT_ENV)
+        && !owner.is_empty()
+        && owner != agent
+    {
+        anyhow::bail!(
+            "this session belongs to {owner} (started by `roundtable run`), not to {agent}: its own Roundtable server serves it"
+        );
+    }
     let base = profile::profiles_dir();
     let name = profile::profile_name_for(agent);
     let profile = profile::Profile::load(&base, &name).map_err(|error| {

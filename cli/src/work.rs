@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use roundtable_core::cache::{TaskFilter, UsageQuery};
+use roundtable_core::cache::UsageQuery;
 use roundtable_core::client::PATIENCE;
 use roundtable_core::local_agents::Environment;
 use roundtable_core::work::digest::RoomDigest;
@@ -150,6 +150,7 @@ pub async fn usage(
     };
     let since_ms = since.map(parse_since).transpose()?;
     core.synced(PATIENCE).await?;
+    read_logs(core).await?;
     let query = UsageQuery {
         since_ms,
         ..UsageQuery::default()
@@ -215,22 +216,31 @@ fn parse_since(text: &str) -> Result<i64, Failure> {
     Ok(now_ms() - number * unit_ms)
 }
 
-/// `roundtable tasks`: every agent session's own task list.
+/// Brings this machine's agent logs into the cache, so a view shows its sessions as they
+/// are now (the desktop app's watcher does this all the time; a one-off command once).
+async fn read_logs(core: &Core) -> Result<(), Failure> {
+    core.read_logs_once(watch_options(core)?).await?;
+    Ok(())
+}
+
+/// `roundtable tasks`: every agent session's own task list, as the tasks board shows them.
 pub async fn tasks(core: &Core, out: &Out) -> Result<(), Failure> {
     core.synced(PATIENCE).await?;
-    let sessions = core
-        .read(|view| view.task_sessions(&TaskFilter::default()))
-        .await?;
+    read_logs(core).await?;
+    let board = core.task_board().await?;
     let mut text = Vec::new();
-    for session in &sessions {
-        text.push(format!(
-            "{} ({} {})",
-            session.agent_handle.as_deref().unwrap_or(&session.agent),
-            session.framework,
-            session.session_id
-        ));
-        for task in &session.tasks {
+    for lane in &board.lanes {
+        let who = lane
+            .agent_handle
+            .clone()
+            .or_else(|| lane.agent.clone())
+            .unwrap_or_else(|| format!("{} (this machine)", lane.person));
+        text.push(format!("{who} ({} {})", lane.framework, lane.session_id));
+        for task in &lane.tasks {
             text.push(format!("  [{}] {}", task.status, task.title));
+        }
+        if let Some(why) = &lane.no_list {
+            text.push(format!("  no task list: {why}"));
         }
     }
     out.show(
@@ -239,31 +249,23 @@ pub async fn tasks(core: &Core, out: &Out) -> Result<(), Failure> {
         } else {
             text.join("\n")
         },
-        &sessions,
+        &board,
     )
 }
 
 /// `roundtable arch [ROOM]`: the architecture boards.
 pub async fn arch(core: &Core, out: &Out, room: Option<&str>) -> Result<(), Failure> {
     core.synced(PATIENCE).await?;
-    let rooms = match room {
-        Some(room) => vec![core.room_id(room).await?],
-        None => core.rooms().await?.into_iter().map(|r| r.id).collect(),
-    };
-    let mut boards = Vec::new();
+    read_logs(core).await?;
+    let mut boards = core.architecture_boards().await?;
+    if let Some(room) = room {
+        let room = core.room_id(room).await?;
+        boards.retain(|board| board.room == room);
+    }
     let mut text = Vec::new();
-    for room in rooms {
-        let components = core
-            .read({
-                let room = room.clone();
-                move |view| view.components(&room)
-            })
-            .await?;
-        if components.is_empty() {
-            continue;
-        }
-        text.push(room.clone());
-        for component in &components {
+    for board in &boards {
+        text.push(board.title.clone().unwrap_or_else(|| board.room.clone()));
+        for component in &board.components {
             let working: Vec<String> = component
                 .agents
                 .iter()
@@ -281,7 +283,6 @@ pub async fn arch(core: &Core, out: &Out, room: Option<&str>) -> Result<(), Fail
                 }
             ));
         }
-        boards.push(serde_json::json!({"room": room, "components": components}));
     }
     out.show(
         if text.is_empty() {
@@ -330,6 +331,7 @@ fn digest_text(digest: &RoomDigest) -> String {
 /// `roundtable digest`: what happened while you were away.
 pub async fn digest(core: &Core, out: &Out) -> Result<(), Failure> {
     core.synced(PATIENCE).await?;
+    read_logs(core).await?;
     let digests = core.digest().await?;
     let text: Vec<String> = digests.iter().map(digest_text).collect();
     out.show(

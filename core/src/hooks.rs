@@ -115,6 +115,20 @@ pub enum ClaudeHook {
     Other(String),
 }
 
+impl ClaudeHook {
+    /// The session the event is about (empty when the input named none).
+    pub fn session_id(&self) -> &str {
+        match self {
+            ClaudeHook::SessionStart { session_id, .. }
+            | ClaudeHook::UserPromptSubmit { session_id }
+            | ClaudeHook::Notification { session_id, .. }
+            | ClaudeHook::PermissionRequest { session_id, .. }
+            | ClaudeHook::Stop { session_id, .. } => session_id,
+            ClaudeHook::Other(_) => "",
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 struct ClaudeInput {
     #[serde(default)]
@@ -248,6 +262,19 @@ pub struct CodexNotify {
     pub cwd: Option<String>,
     #[serde(rename = "last-assistant-message", default)]
     pub last_message: Option<String>,
+    /// Every user message of the thread so far.
+    #[serde(rename = "input-messages", default)]
+    pub input_messages: Vec<String>,
+}
+
+impl CodexNotify {
+    /// A thread the person never sees: the TUI's own title-generation turns, which Codex
+    /// also reports.
+    pub fn is_hidden_thread(&self) -> bool {
+        self.input_messages
+            .first()
+            .is_some_and(|first| first.starts_with("Generate a concise, single-line task title"))
+    }
 }
 
 /// Reads Codex's `notify` argument.

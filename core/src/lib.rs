@@ -42,6 +42,7 @@ pub mod profile;
 pub mod projection;
 pub mod runner;
 pub mod screens;
+pub mod session_claims;
 pub mod sync;
 pub mod teams;
 pub mod wait_for;

@@ -1,39 +1,59 @@
 //! Headless agents: `roundtable run --agent HANDLE` supervises an agent with no terminal.
 //! For the messages meant for the agent in a room, it resumes the agent CLI session bound
 //! to that (agent, room) — Claude Code `claude -p --resume SESSION --output-format
-//! stream-json`, Codex `codex exec resume THREAD --json` — or starts one and binds it, then
-//! posts the reply into the room and reports the agent's status.
+//! stream-json`, Codex `codex exec resume THREAD --json`, Gemini CLI `gemini --resume
+//! SESSION -o stream-json` — or starts one and binds it, then posts the reply into the room
+//! and reports the agent's status.
 //!
 //! One execution per (agent, room) at a time; messages that arrive meanwhile wait for the
 //! next. The binding is recorded as soon as the CLI names its session, and a message counts
-//! as handled (its read marker moves) only once the reply is on the hub: a runner killed at
-//! any point resumes the same session for the same messages when it starts again, and the
+//! as handled (its read marker moves) only once its turn has ended: a runner killed at any
+//! point resumes the same session for the same messages when it starts again, and the
 //! reply, posted with a key derived from those messages, is stored once.
+//!
+//! Every turn is a paid model call, so a batch of messages is handled once whatever the
+//! outcome: a reply the hub refuses (paused, stopped, too large), a CLI that cannot start or
+//! that crashes are reported once, as the agent's status in the room (where the person sees
+//! the mention failed), and the messages count as handled; nothing runs again until new
+//! messages arrive. Only what is transient is tried again, a bounded number of times with
+//! growing pauses: a rate-limited reply is sent again, a turn the model's service refused
+//! for load runs again. Controls are read before each turn: a paused or stopped agent runs
+//! nothing (its messages wait for a resume) and says so once. Prompts go to the CLI on
+//! stdin (no argument-length limit), and the CLI runs in a process group of its own, so
+//! ending a turn ends everything it started.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::AgentState;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-use crate::cache::MessageView;
+use crate::cache::{ControlView, MessageView};
 use crate::local_agents::AgentCli;
 use crate::{Core, CoreError, Delivered, now_ms};
 
 /// Set in the environment of the agent CLIs the runner starts.
 pub const RUNNER_ENV: &str = "ROUNDTABLE_RUN";
 
-/// Names the agent a run is for, in the environment of the agent CLIs the runner starts.
+/// Names the agent a session belongs to, in the environment of the agent CLIs the runner
+/// starts: hooks and MCP servers of other agents leave such a session alone.
 pub const AGENT_ENV: &str = "ROUNDTABLE_AGENT";
 
 /// The longest an agent CLI may take over one turn.
 const TURN_LIMIT: Duration = Duration::from_secs(3600);
+
+/// How many times something transient is tried again, and the first pause (each next one
+/// four times longer).
+const RETRIES: u32 = 3;
+const FIRST_RETRY: Duration = Duration::from_secs(5);
 
 /// How an agent is run.
 #[derive(Debug, Clone)]
@@ -115,23 +135,21 @@ pub fn session_of(cli: AgentCli, line: &str) -> Option<String> {
         AgentCli::Codex => (value["type"] == "thread.started")
             .then(|| value["thread_id"].as_str().map(str::to_owned))
             .flatten(),
+        AgentCli::Gemini => (value["type"] == "init")
+            .then(|| value["session_id"].as_str().map(str::to_owned))
+            .flatten(),
         _ => None,
     }
 }
 
 /// Reads a turn from a CLI's machine output (Claude Code's `stream-json`, Codex's
-/// `--json`; Gemini CLI prints the reply as text). Lines that are not JSON are skipped.
+/// `--json`, Gemini CLI's `stream-json`). Lines that are not JSON are skipped.
 pub fn parse_turn(cli: AgentCli, output: &str) -> Turn {
     let mut turn = Turn {
         session: None,
         reply: None,
         error: None,
     };
-    if cli == AgentCli::Gemini {
-        let text = output.trim();
-        turn.reply = (!text.is_empty()).then(|| text.to_owned());
-        return turn;
-    }
     let mut messages: Vec<String> = Vec::new();
     for line in output.lines() {
         let Ok(value) = serde_json::from_str::<Value>(line) else {
@@ -170,17 +188,37 @@ pub fn parse_turn(cli: AgentCli, output: &str) -> Turn {
                         .to_owned(),
                 );
             }
+            (AgentCli::Gemini, Some("message")) => {
+                if value["role"] == "assistant"
+                    && let Some(text) = value["content"].as_str()
+                {
+                    // Deltas of one reply, in order.
+                    match (value["delta"] == json!(true), messages.last_mut()) {
+                        (true, Some(last)) => last.push_str(text),
+                        _ => messages.push(text.to_owned()),
+                    }
+                }
+            }
+            (AgentCli::Gemini, Some("result")) if value["status"] == "error" => {
+                turn.error = Some(
+                    value["error"]["message"]
+                        .as_str()
+                        .unwrap_or("the turn failed")
+                        .to_owned(),
+                );
+            }
             _ => {}
         }
     }
-    if cli == AgentCli::Codex && !messages.is_empty() {
-        turn.reply = Some(messages.join("\n\n"));
+    if cli != AgentCli::Claude && !messages.is_empty() {
+        let text = messages.join("\n\n");
+        turn.reply = (!text.trim().is_empty()).then_some(text);
     }
     turn
 }
 
-/// The command line of one turn.
-pub fn command_line(settings: &RunSettings, session: Option<&str>, prompt: &str) -> Vec<String> {
+/// The command line of one turn; the prompt goes on stdin.
+pub fn command_line(settings: &RunSettings, session: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     match settings.cli {
         AgentCli::Claude => {
@@ -193,7 +231,6 @@ pub fn command_line(settings: &RunSettings, session: Option<&str>, prompt: &str)
                 args.extend(["--resume".to_owned(), session.to_owned()]);
             }
             args.extend(settings.extra_args.iter().cloned());
-            args.push(prompt.to_owned());
         }
         AgentCli::Codex => {
             if let Some(mcp) = &settings.mcp {
@@ -207,11 +244,15 @@ pub fn command_line(settings: &RunSettings, session: Option<&str>, prompt: &str)
             }
             args.extend(["--json", "--skip-git-repo-check"].map(str::to_owned));
             args.extend(settings.extra_args.iter().cloned());
-            args.push(prompt.to_owned());
+            // `-`: the prompt is stdin.
+            args.push("-".into());
         }
         _ => {
+            args.extend(["-o", "stream-json"].map(str::to_owned));
+            if let Some(session) = session {
+                args.extend(["--resume".to_owned(), session.to_owned()]);
+            }
             args.extend(settings.extra_args.iter().cloned());
-            args.extend(["-p".to_owned(), prompt.to_owned()]);
         }
     }
     args
@@ -252,6 +293,63 @@ fn reply_key(room: &str, seq: u64) -> String {
     format!("run-{hex}")
 }
 
+/// Whether a CLI's error says the model's service was only busy: worth another turn later.
+pub fn is_transient(error: &str) -> bool {
+    let error = error.to_ascii_lowercase();
+    [
+        "overloaded",
+        "rate limit",
+        "rate_limit",
+        "429",
+        "529",
+        "503",
+        "temporarily unavailable",
+        "try again",
+    ]
+    .iter()
+    .any(|sign| error.contains(sign))
+}
+
+/// The pause before try number `attempt` (1-based) of something transient.
+fn retry_pause(attempt: u32) -> Duration {
+    FIRST_RETRY * 4u32.pow(attempt.saturating_sub(1))
+}
+
+/// The control in force on us in `room`: a pause or stop there, or everywhere.
+pub fn control_in<'c>(controls: &'c [ControlView], room: &str) -> Option<&'c ControlView> {
+    controls
+        .iter()
+        .filter(|control| control.action != "resume")
+        .find(|control| control.room.as_deref().is_none_or(|r| r == room))
+}
+
+/// What became of a batch of messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    /// Answered, or failed and reported: nothing runs again for these messages.
+    Done,
+    /// Something transient stopped it: the same messages run again later.
+    Later { reason: String },
+}
+
+/// Where the runner is with one room.
+#[derive(Debug, Default)]
+struct RoomRun {
+    busy: bool,
+    /// Transient failures of the current batch so far.
+    attempts: u32,
+    retry_at: Option<Instant>,
+    /// The control (its seq) whose hold on this room was reported, so it is said once.
+    held: Option<u64>,
+}
+
+/// Why a turn did not run or did not end well.
+#[derive(Debug)]
+enum TurnFailure {
+    /// The CLI could not be started (not found, arguments too long…).
+    Spawn(String),
+}
+
 impl Core {
     /// Runs the agent until `stop` turns true: each room's messages for it, one execution
     /// per room at a time.
@@ -260,15 +358,21 @@ impl Core {
         settings: RunSettings,
         mut stop: watch::Receiver<bool>,
     ) -> Result<(), CoreError> {
-        let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let mut executions = tokio::task::JoinSet::new();
         let settings = Arc::new(settings);
+        let mut rooms: HashMap<String, RoomRun> = HashMap::new();
+        let mut executions = tokio::task::JoinSet::new();
         let mut changes = self.changes();
+        let mut idle_said = false;
         loop {
-            // Unread messages for us, by room, where nothing runs yet.
+            // Unread messages for us, by room, and the controls in force.
             let me = self.me().to_owned();
-            let pending = self
-                .read(move |cache| cache.unread_messages_for(&me, true, 500))
+            let (pending, controls) = self
+                .read(move |cache| {
+                    Ok((
+                        cache.unread_messages_for(&me, true, 500)?,
+                        cache.controls()?,
+                    ))
+                })
                 .await?;
             let mut by_room: BTreeMap<String, Vec<MessageView>> = BTreeMap::new();
             for message in pending {
@@ -277,31 +381,79 @@ impl Core {
                     .or_default()
                     .push(message);
             }
+            let now = Instant::now();
             for (room, messages) in by_room {
-                if !busy
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .insert(room.clone())
-                {
+                let run = rooms.entry(room.clone()).or_default();
+                if run.busy {
                     continue;
                 }
-                let (core, settings, busy) = (self.clone(), settings.clone(), busy.clone());
-                executions.spawn(async move {
-                    if let Err(error) = core.execute(&settings, &room, &messages).await {
-                        tracing::warn!(%room, %error, "an execution failed");
+                if let Some(control) = control_in(&controls, &room) {
+                    if run.held != Some(control.seq) {
+                        run.held = Some(control.seq);
+                        self.say_held(&room, control, messages.len()).await;
                     }
-                    busy.lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .remove(&room);
+                    continue;
+                }
+                run.held = None;
+                if run.retry_at.is_some_and(|at| at > now) {
+                    continue;
+                }
+                run.busy = true;
+                idle_said = false;
+                let (core, settings) = (self.clone(), settings.clone());
+                executions.spawn(async move {
+                    let handled = core.execute(&settings, &room, &messages).await;
+                    (room, handled)
                 });
             }
+            let next_retry = rooms
+                .values()
+                .filter(|run| !run.busy)
+                .filter_map(|run| run.retry_at)
+                .min();
             tokio::select! {
-                _ = changes.recv() => {}
-                Some(_) = executions.join_next(), if !executions.is_empty() => {
-                    if executions.is_empty() {
+                received = changes.recv() => {
+                    if matches!(received, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        executions.shutdown().await;
+                        return Ok(());
+                    }
+                }
+                Some(joined) = executions.join_next(), if !executions.is_empty() => {
+                    if let Ok((room, handled)) = joined {
+                        let run = rooms.entry(room.clone()).or_default();
+                        run.busy = false;
+                        match handled {
+                            Ok(Handled::Done) => {
+                                run.attempts = 0;
+                                run.retry_at = None;
+                            }
+                            Ok(Handled::Later { reason }) => {
+                                run.attempts += 1;
+                                let pause = retry_pause(run.attempts);
+                                tracing::info!(%room, %reason, ?pause, "trying again later");
+                                run.retry_at = Some(Instant::now() + pause);
+                            }
+                            Err(error) => {
+                                // The cache or the hub failed us, not the turn: the messages
+                                // stay unread and run again later, a bounded number of times.
+                                run.attempts += 1;
+                                tracing::warn!(%room, %error, "an execution failed");
+                                if run.attempts > RETRIES {
+                                    run.attempts = 0;
+                                    run.retry_at = None;
+                                    let _ = self.mark_read_batch(&room).await;
+                                } else {
+                                    run.retry_at = Some(Instant::now() + retry_pause(run.attempts));
+                                }
+                            }
+                        }
+                    }
+                    if executions.is_empty() && !idle_said {
+                        idle_said = true;
                         let _ = self.set_status(AgentState::Idle, Some("waiting for messages"), None).await;
                     }
                 }
+                _ = tokio::time::sleep_until(next_retry.unwrap_or(now)), if next_retry.is_some() => {}
                 _ = stop.changed() => {
                     executions.shutdown().await;
                     return Ok(());
@@ -310,16 +462,70 @@ impl Core {
         }
     }
 
+    /// Says once that a control holds the agent's messages in `room`.
+    async fn say_held(&self, room: &str, control: &ControlView, waiting: usize) {
+        let action = if control.action == "stop" {
+            "stopped"
+        } else {
+            "paused"
+        };
+        let detail = format!(
+            "{action} by {}: {waiting} message{} here wait{} for a resume",
+            control.by,
+            if waiting == 1 { "" } else { "s" },
+            if waiting == 1 { "s" } else { "" },
+        );
+        // A stop in the room refuses even a status there: then it goes home.
+        if self
+            .set_status(AgentState::Stopped, Some(&detail), Some(room))
+            .await
+            .is_err()
+        {
+            let _ = self
+                .set_status(AgentState::Stopped, Some(&detail), None)
+                .await;
+        }
+    }
+
+    /// Counts every unread message of `room` for us as handled.
+    async fn mark_read_batch(&self, room: &str) -> Result<(), CoreError> {
+        let me = self.me().to_owned();
+        let messages = self
+            .read(move |cache| cache.unread_messages_for(&me, true, 500))
+            .await?;
+        if let Some(last) = messages
+            .iter()
+            .filter(|m| m.room == room)
+            .filter_map(|m| m.seq)
+            .max()
+        {
+            self.mark_read(room, last).await?;
+        }
+        Ok(())
+    }
+
+    /// Reports a failure once, in the room where it happened.
+    async fn report_failure(&self, room: &str, detail: &str) {
+        tracing::warn!(%room, %detail, "a turn failed");
+        if self
+            .set_status(AgentState::Error, Some(detail), Some(room))
+            .await
+            .is_err()
+        {
+            let _ = self.set_status(AgentState::Error, Some(detail), None).await;
+        }
+    }
+
     /// One turn for `messages` of `room`: resume (or start) the bound session, post the
-    /// reply, and count the messages handled.
+    /// reply, and count the messages handled, whatever became of them.
     async fn execute(
         &self,
         settings: &RunSettings,
         room: &str,
         messages: &[MessageView],
-    ) -> Result<(), CoreError> {
+    ) -> Result<Handled, CoreError> {
         let Some(last) = messages.iter().filter_map(|m| m.seq).max() else {
-            return Ok(());
+            return Ok(Handled::Done);
         };
         let framework = settings.cli.framework();
         let bound = {
@@ -348,60 +554,114 @@ impl Core {
                 Some(room),
             )
             .await;
-        let turn = self
-            .turn(settings, room, session.as_deref(), &prompt)
-            .await?;
-        if let Some(error) = &turn.error {
-            let _ = self
-                .set_status(AgentState::Error, Some(error), Some(room))
-                .await;
+        let turn = match self.turn(settings, room, session.as_deref(), &prompt).await {
+            Ok(turn) => turn,
+            Err(TurnFailure::Spawn(reason)) => {
+                self.report_failure(room, &reason).await;
+                self.mark_read(room, last).await?;
+                return Ok(Handled::Done);
+            }
+        };
+        if let Some(error) = &turn.error
+            && turn.reply.is_none()
+        {
+            if is_transient(error) {
+                return Ok(Handled::Later {
+                    reason: error.clone(),
+                });
+            }
+            self.report_failure(room, error).await;
+            self.mark_read(room, last).await?;
+            return Ok(Handled::Done);
         }
         if let Some(reply) = turn.reply.filter(|reply| !reply.trim().is_empty()) {
-            let n = self
-                .send_with_key(
-                    room,
-                    &reply_key(room, last),
-                    "message",
-                    json!({ "text": reply }),
-                )
+            self.post_reply(room, &reply_key(room, last), &reply)
                 .await?;
-            if let Delivered::Queued { reason, .. } =
-                self.deliver(n, crate::client::PATIENCE).await?
-            {
-                // It stays in the outbox; the messages are answered all the same.
-                tracing::warn!(%reason, "the reply waits in the outbox");
-            }
         }
-        // Handled, even when the CLI failed: the error is reported, not retried forever.
-        self.mark_read(room, last).await
+        self.mark_read(room, last).await?;
+        Ok(Handled::Done)
     }
 
-    /// Runs the agent CLI once; binds the session as soon as the CLI names it.
+    /// Posts a turn's reply: a refusal is reported once; a rate limit waits and tries again,
+    /// a bounded number of times; an unreachable hub leaves it in the outbox.
+    async fn post_reply(&self, room: &str, key: &str, reply: &str) -> Result<(), CoreError> {
+        let mut attempt = 0;
+        loop {
+            let n = self
+                .send_with_key(room, key, "message", json!({ "text": reply }))
+                .await?;
+            match self.deliver(n, crate::client::PATIENCE).await {
+                Ok(Delivered::Queued { reason, .. }) => {
+                    // It stays in the outbox; the messages are answered all the same.
+                    tracing::warn!(%reason, "the reply waits in the outbox");
+                    return Ok(());
+                }
+                Ok(_) => return Ok(()),
+                Err(CoreError::Refused {
+                    code: ErrorCode::RateLimited | ErrorCode::Busy,
+                    msg,
+                }) if attempt < RETRIES => {
+                    attempt += 1;
+                    tracing::info!(%msg, attempt, "the reply was refused for now; trying again");
+                    tokio::time::sleep(retry_pause(attempt)).await;
+                }
+                Err(CoreError::Refused { code, msg }) => {
+                    self.report_failure(
+                        room,
+                        &format!("my reply was refused ({}): {msg}", code.as_str()),
+                    )
+                    .await;
+                    return Ok(());
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Runs the agent CLI once, the prompt on its stdin; binds the session as soon as the
+    /// CLI names it.
     async fn turn(
         &self,
         settings: &RunSettings,
         room: &str,
         session: Option<&str>,
         prompt: &str,
-    ) -> Result<Turn, CoreError> {
-        let args = command_line(settings, session, prompt);
+    ) -> Result<Turn, TurnFailure> {
+        let args = command_line(settings, session);
+        let handle = self.profile().handle.clone();
         let mut child = tokio::process::Command::new(&settings.executable)
             .args(&args)
             .current_dir(&settings.cwd)
             // The session's hooks see they run under the runner, which brings the messages
             // itself: they neither listen for messages nor add them to the prompt.
             .env(RUNNER_ENV, "1")
-            // Hooks installed for another agent on this CLI leave this session alone.
-            .env(AGENT_ENV, &self.profile().handle)
-            .stdin(Stdio::null())
+            // The session is this agent's: hooks and MCP servers installed for another
+            // agent on this CLI leave it alone.
+            .env(AGENT_ENV, &handle)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group: ending the turn ends whatever the CLI started (Codex's
+            // launcher starts the real binary as a child).
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|source| CoreError::Io {
-                context: format!("cannot run {}", settings.executable.display()),
-                source,
+            .map_err(|error| {
+                TurnFailure::Spawn(format!(
+                    "cannot start {} ({}): {error}",
+                    settings.cli,
+                    settings.executable.display()
+                ))
             })?;
+        let group = ProcessGroup(child.id());
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let prompt = prompt.to_owned();
+        // The prompt is written beside the reading, so a CLI that answers before it has read
+        // all of it cannot stall the pipe.
+        let writing = tokio::spawn(async move {
+            let _ = stdin.write_all(prompt.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");
         let errors = tokio::spawn(async move {
@@ -418,41 +678,47 @@ impl Core {
         let reading = async {
             while let Ok(Some(line)) = lines.next_line().await {
                 if !bound && let Some(session) = session_of(settings.cli, &line) {
-                    let (room, framework) = (room.to_owned(), settings.cli.framework());
-                    self.write_job(move |cache| {
-                        cache.bind_room(&room, framework, &session, now_ms())
-                    })
-                    .await?;
                     bound = true;
+                    self.claim_session(settings.cli, &session);
+                    let (room, framework) = (room.to_owned(), settings.cli.framework());
+                    if let Err(error) = self
+                        .write_job(move |cache| {
+                            cache.bind_room(&room, framework, &session, now_ms())
+                        })
+                        .await
+                    {
+                        tracing::warn!(%error, "cannot bind the session to its room");
+                    }
                 }
                 output.push_str(&line);
                 output.push('\n');
             }
-            Ok::<_, CoreError>(())
         };
-        match tokio::time::timeout(TURN_LIMIT, reading).await {
-            Ok(result) => result?,
-            Err(_) => {
-                let _ = child.kill().await;
-                return Ok(Turn {
-                    session: session.map(str::to_owned),
-                    reply: None,
-                    error: Some(format!(
-                        "no answer in {} minutes",
-                        TURN_LIMIT.as_secs() / 60
-                    )),
-                });
-            }
+        if tokio::time::timeout(TURN_LIMIT, reading).await.is_err() {
+            drop(group);
+            let _ = child.kill().await;
+            return Ok(Turn {
+                session: session.map(str::to_owned),
+                reply: None,
+                error: Some(format!(
+                    "no answer in {} minutes",
+                    TURN_LIMIT.as_secs() / 60
+                )),
+            });
         }
-        let status = child.wait().await.map_err(|source| CoreError::Io {
-            context: "the agent CLI".into(),
-            source,
-        })?;
+        writing.abort();
+        let status = child.wait().await;
+        drop(group);
         let mut turn = parse_turn(settings.cli, &output);
-        if !status.success() && turn.reply.is_none() {
+        let failed = !matches!(&status, Ok(status) if status.success());
+        if failed && turn.reply.is_none() && turn.error.is_none() {
             let stderr = errors.await.unwrap_or_default();
+            let how = match status {
+                Ok(status) => status.to_string(),
+                Err(error) => error.to_string(),
+            };
             turn.error = Some(format!(
-                "{} exited with {status}: {}",
+                "{} ended ({how}) without an answer: {}",
                 settings.cli,
                 stderr.lines().last().unwrap_or("").trim()
             ));
@@ -461,6 +727,30 @@ impl Core {
             turn.session = session.map(str::to_owned);
         }
         Ok(turn)
+    }
+
+    /// Claims a session the runner started for this agent (see [`crate::session_claims`]).
+    fn claim_session(&self, cli: AgentCli, session: &str) {
+        let Some(framework) = cli.work_framework() else {
+            return;
+        };
+        let claims = crate::session_claims::SessionClaims::beside(self.profile().base());
+        if let Err(error) = claims.claim(framework, session, &self.profile().handle) {
+            tracing::warn!(%error, "cannot record whose session this is");
+        }
+    }
+}
+
+/// A process group started for a turn; dropping it ends whatever is left of it.
+struct ProcessGroup(Option<u32>);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|pid| i32::try_from(pid).ok())
+            && let Some(pid) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
     }
 }
 
@@ -503,7 +793,25 @@ not json at all
     }
 
     #[test]
-    fn command_lines_resume_the_bound_session() {
+    fn gemini_stream_json_gives_the_session_and_the_reply() {
+        let output = r#"{"type":"init","timestamp":"2026-12-02T02:50:01.000Z","session_id":"8d1f","model":"gemini-2.5-pro"}
+{"type":"message","role":"user","content":"hi"}
+{"type":"message","role":"assistant","content":"@dana/writer ","delta":true}
+{"type":"message","role":"assistant","content":"round 2","delta":true}
+{"type":"result","status":"success","stats":{"total_tokens":10}}"#;
+        let turn = parse_turn(AgentCli::Gemini, output);
+        assert_eq!(turn.session.as_deref(), Some("8d1f"));
+        assert_eq!(turn.reply.as_deref(), Some("@dana/writer round 2"));
+        let failed = r#"{"type":"init","session_id":"8d1f"}
+{"type":"result","status":"error","error":{"type":"api","message":"quota exceeded (429)"}}"#;
+        let turn = parse_turn(AgentCli::Gemini, failed);
+        assert_eq!(turn.error.as_deref(), Some("quota exceeded (429)"));
+        assert!(is_transient(turn.error.as_deref().unwrap()));
+        assert!(!is_transient("No conversation found with session ID: 9"));
+    }
+
+    #[test]
+    fn command_lines_resume_the_bound_session_and_leave_the_prompt_to_stdin() {
         let settings = RunSettings {
             cli: AgentCli::Codex,
             executable: "codex".into(),
@@ -513,27 +821,36 @@ not json at all
             mcp: None,
         };
         assert_eq!(
-            command_line(&settings, Some("t1"), "hi"),
+            command_line(&settings, Some("t1")),
             [
                 "exec",
                 "resume",
                 "t1",
                 "--json",
                 "--skip-git-repo-check",
-                "hi"
+                "-"
             ]
         );
         let claude = RunSettings {
             cli: AgentCli::Claude,
+            ..settings.clone()
+        };
+        assert_eq!(
+            command_line(&claude, None),
+            ["-p", "--output-format", "stream-json", "--verbose"]
+        );
+        assert_eq!(
+            command_line(&claude, Some("s1"))[4..6],
+            ["--resume".to_owned(), "s1".to_owned()]
+        );
+        let gemini = RunSettings {
+            cli: AgentCli::Gemini,
+            extra_args: vec!["--yolo".into()],
             ..settings
         };
         assert_eq!(
-            command_line(&claude, None, "hi"),
-            ["-p", "--output-format", "stream-json", "--verbose", "hi"]
-        );
-        assert_eq!(
-            command_line(&claude, Some("s1"), "hi")[4..6],
-            ["--resume".to_owned(), "s1".to_owned()]
+            command_line(&gemini, Some("g1")),
+            ["-o", "stream-json", "--resume", "g1", "--yolo"]
         );
         // A team's agent gets Roundtable's MCP server on the command line.
         let mcp = McpServer {
@@ -545,7 +862,7 @@ not json at all
             mcp: Some(mcp.clone()),
             ..claude
         };
-        let line = command_line(&teamed, None, "hi");
+        let line = command_line(&teamed, None);
         assert_eq!(line[1], "--mcp-config");
         let config: Value = serde_json::from_str(&line[2]).unwrap();
         assert_eq!(
@@ -556,7 +873,7 @@ not json at all
             cli: AgentCli::Codex,
             ..teamed
         };
-        let line = command_line(&codex, None, "hi");
+        let line = command_line(&codex, None);
         assert_eq!(
             line[..4],
             [
@@ -566,6 +883,30 @@ not json at all
                 r#"mcp_servers.roundtable.args=["mcp","--agent","dana/x-developer"]"#.to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn a_control_holds_its_room_or_every_room() {
+        let control = |room: Option<&str>, action: &str| ControlView {
+            room: room.map(str::to_owned),
+            action: action.into(),
+            by: "p_dana".into(),
+            seq: 3,
+        };
+        let everywhere = [control(None, "pause")];
+        assert!(control_in(&everywhere, "r1").is_some());
+        let one_room = [control(Some("r1"), "stop")];
+        assert!(control_in(&one_room, "r1").is_some());
+        assert!(control_in(&one_room, "r2").is_none());
+        assert!(control_in(&[control(None, "resume")], "r1").is_none());
+        assert!(control_in(&[], "r1").is_none());
+    }
+
+    #[test]
+    fn transient_failures_wait_longer_each_time() {
+        assert_eq!(retry_pause(1), FIRST_RETRY);
+        assert_eq!(retry_pause(2), FIRST_RETRY * 4);
+        assert!(retry_pause(RETRIES) < Duration::from_secs(600));
     }
 
     #[test]

@@ -236,6 +236,9 @@ fn hostile_logs_are_counted_and_skipped_never_a_crash() {
     assert!(stderr.contains("skipped 1 links"), "{stderr}");
 }
 
+/// The session of [`Transcript`].
+const SESSION: &str = "7f1c5e2a-0000-4000-8000-00000000000a";
+
 /// A Claude Code transcript, written line by line as the CLI does.
 struct Transcript {
     path: PathBuf,
@@ -247,7 +250,7 @@ impl Transcript {
         let dir = home.join(".claude/projects/-work-parser");
         std::fs::create_dir_all(&dir).unwrap();
         Transcript {
-            path: dir.join("7f1c5e2a-0000-4000-8000-00000000000a.jsonl"),
+            path: dir.join(format!("{SESSION}.jsonl")),
             lines: 0,
         }
     }
@@ -255,7 +258,7 @@ impl Transcript {
     fn record(&mut self, record: serde_json::Value) -> String {
         self.lines += 1;
         let mut record = record;
-        record["sessionId"] = value!("7f1c5e2a-0000-4000-8000-00000000000a");
+        record["sessionId"] = value!(SESSION);
         record["cwd"] = value!("/work/parser");
         record["uuid"] = value!(format!("u{}", self.lines));
         record["timestamp"] = value!(format!("2026-11-30T09:{:02}:00.000Z", self.lines % 60));
@@ -326,6 +329,24 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
         .unwrap();
     assert!(onboarded.status.success(), "{onboarded:?}");
     let mut transcript = Transcript::new(user_home.path());
+    // The session starts: the writer's hook claims it, as Claude Code runs it.
+    let mut hook = home
+        .command(
+            "dana",
+            &["hook", "claude", "--agent", "dana/writer", "SessionStart"],
+        )
+        .env("HOME", user_home.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = value!({"session_id": SESSION, "transcript_path": transcript.path,
+        "cwd": "/work/parser", "hook_event_name": "SessionStart", "source": "startup"});
+    tokio::io::AsyncWriteExt::write_all(hook.stdin.as_mut().unwrap(), start.to_string().as_bytes())
+        .await
+        .unwrap();
+    drop(hook.stdin.take());
+    assert!(hook.wait_with_output().await.unwrap().status.success());
     let first = transcript.todo_write(todos("in_progress", "pending"));
     transcript.append(&first);
 
@@ -565,7 +586,7 @@ async fn the_digest_says_exactly_what_happened_while_the_person_was_away() {
     assert_eq!(json(&home.ok("dana", &["--json", "digest"]).await), digest);
     // The other views show the same work.
     let tasks = json(&home.ok("dana", &["--json", "tasks"]).await);
-    assert_eq!(tasks[0]["tasks"][0]["title"], "write the lexer");
+    assert_eq!(tasks["lanes"][0]["tasks"][0]["title"], "write the lexer");
     let boards = json(&home.ok("dana", &["--json", "arch"]).await);
     assert_eq!(boards[0]["components"][0]["status"], "done");
     let by_agent = json(&home.ok("dana", &["--json", "usage", "--by", "agent"]).await);

@@ -78,6 +78,14 @@ impl Default for Home {
 }
 
 impl Home {
+    /// The `HOME` the commands run in (agent CLIs' files and logs), empty unless a test
+    /// writes there.
+    pub fn user_home(&self) -> PathBuf {
+        let home = self.dir.path().join("user-home");
+        std::fs::create_dir_all(&home).unwrap();
+        home
+    }
+
     pub fn command(&self, profile: &str, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(roundtable_bin());
         command
@@ -85,6 +93,12 @@ impl Home {
             .arg(profile)
             .args(args)
             .env("ROUNDTABLE_HOME", self.dir.path())
+            // A home of its own: the agent logs a command reads are the test's, never the
+            // machine's (a test that needs others sets HOME itself).
+            .env("HOME", self.user_home())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("CODEX_HOME")
+            .env_remove("GEMINI_CLI_HOME")
             .env("ROUNDTABLE_LOG", "warn")
             .kill_on_drop(true);
         command

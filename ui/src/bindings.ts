@@ -552,10 +552,7 @@ export type TaskBoard = {
 export type TaskLane = {
 	/**  Stable across refreshes: `agent:framework:session`, or `local:framework:session`. */
 	key: string,
-	/**
-	 *  The agent's principal; `None` for a session of this machine no onboarded agent
-	 *  publishes.
-	 */
+	/**  The agent's principal; `None` for a session of this machine no agent claimed. */
 	agent: string | null,
 	agent_handle: string | null,
 	/**  The agent's person (by handle). */
@@ -570,6 +567,8 @@ export type TaskLane = {
 	/**  The tool the list came from (`TodoWrite`, `update_plan`, …). */
 	source: string,
 	tasks: TaskView[],
+	/**  For a session that keeps no list: why, and what would give it one. */
+	no_list: string | null,
 };
 
 export type TaskStateChange = {

@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Cache, CacheError, CacheView};
-use crate::work::events::{Framework, LogEvent, TaskItem, TokenCounts};
+use crate::work::events::{Billing, Framework, LogEvent, TaskItem, TokenCounts};
 
 /// Where the watcher is in one log file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +64,9 @@ pub struct UsageDelta {
     pub session_id: String,
     pub model: String,
     pub tokens: TokenCounts,
+    /// What the requests behind these tokens cost, each priced whole (`None`: the model is
+    /// unpriced).
+    pub cost_usd: Option<f64>,
     pub first_ms: Option<i64>,
     pub last_ms: Option<i64>,
 }
@@ -150,10 +153,10 @@ fn add_delta(
     framework: Framework,
     session_id: &str,
     model: &str,
-    tokens: TokenCounts,
+    added: Added,
     at_ms: Option<i64>,
 ) {
-    if tokens.total() == 0 {
+    if added.tokens.total() == 0 && added.cost_usd.is_none_or(|cost| cost == 0.0) {
         return;
     }
     let delta = deltas
@@ -163,19 +166,58 @@ fn add_delta(
             session_id: session_id.to_owned(),
             model: model.to_owned(),
             tokens: TokenCounts::default(),
+            cost_usd: Some(0.0),
             first_ms: at_ms,
             last_ms: at_ms,
         });
-    delta.tokens.add(&tokens);
+    delta.tokens.add(&added.tokens);
+    delta.cost_usd = delta.cost_usd.zip(added.cost_usd).map(|(a, b)| a + b);
     if let Some(at) = at_ms {
         delta.first_ms = Some(delta.first_ms.map_or(at, |first| first.min(at)));
         delta.last_ms = Some(delta.last_ms.map_or(at, |last| last.max(at)));
     }
 }
 
+/// What storing a report of a request added: tokens, and what they cost (`None`: unpriced).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Added {
+    tokens: TokenCounts,
+    cost_usd: Option<f64>,
+}
+
+impl Added {
+    const NOTHING: Added = Added {
+        tokens: TokenCounts {
+            input: 0,
+            output: 0,
+            cache_write_5m: 0,
+            cache_write_1h: 0,
+            cache_read: 0,
+        },
+        cost_usd: Some(0.0),
+    };
+}
+
+fn billing_text(billing: &Billing) -> Option<String> {
+    (!billing.is_standard()).then(|| serde_json::to_string(billing).expect("billing serializes"))
+}
+
+fn billing_of(text: Option<String>) -> Billing {
+    text.and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
+/// One report of a request as stored.
+struct Stored {
+    request_id: String,
+    sidechain: bool,
+    tokens: TokenCounts,
+    billing: Billing,
+}
+
 /// One report of a request, de-duplicated as [`crate::work::summary`] does: the largest
 /// report of a request counts; a side chain's copy of a main chain's request does not.
-/// Returns what it added.
+/// Returns what it added, priced by `price` (the cost of one whole request).
 #[allow(clippy::too_many_arguments)]
 fn store_usage(
     tx: &rusqlite::Transaction<'_>,
@@ -186,27 +228,35 @@ fn store_usage(
     sidechain: bool,
     model: &str,
     tokens: &TokenCounts,
+    billing: &Billing,
     at_ms: Option<i64>,
-) -> Result<TokenCounts, CacheError> {
-    let reports: Vec<(String, bool, TokenCounts)> = tx
+    price: &dyn Fn(&str, &TokenCounts, &Billing) -> Option<f64>,
+) -> Result<Added, CacheError> {
+    let reports: Vec<Stored> = tx
         .prepare_cached(
-            "SELECT request_id, sidechain, input, output, cache_write_5m, cache_write_1h, cache_read
+            "SELECT request_id, sidechain, input, output, cache_write_5m, cache_write_1h,
+                    cache_read, billing
              FROM local_usage WHERE framework = ?1 AND session_id = ?2 AND message_id = ?3",
         )?
         .query_map(params![framework, session_id, message_id], |row| {
-            Ok((row.get(0)?, row.get::<_, bool>(1)?, counts(row, 2)?))
+            Ok(Stored {
+                request_id: row.get(0)?,
+                sidechain: row.get::<_, bool>(1)?,
+                tokens: counts(row, 2)?,
+                billing: billing_of(row.get(7)?),
+            })
         })?
         .collect::<Result<_, _>>()?;
     let insert = |tx: &rusqlite::Transaction<'_>| -> Result<(), CacheError> {
         tx.prepare_cached(
             "INSERT INTO local_usage (framework, session_id, message_id, request_id, sidechain, model,
-                 input, output, cache_write_5m, cache_write_1h, cache_read, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 input, output, cache_write_5m, cache_write_1h, cache_read, at_ms, billing)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT (framework, session_id, message_id, request_id) DO UPDATE SET
                  sidechain = excluded.sidechain, model = excluded.model, input = excluded.input,
                  output = excluded.output, cache_write_5m = excluded.cache_write_5m,
                  cache_write_1h = excluded.cache_write_1h, cache_read = excluded.cache_read,
-                 at_ms = excluded.at_ms",
+                 at_ms = excluded.at_ms, billing = excluded.billing",
         )?
         .execute(params![
             framework,
@@ -220,74 +270,166 @@ fn store_usage(
             tokens.cache_write_5m as i64,
             tokens.cache_write_1h as i64,
             tokens.cache_read as i64,
-            at_ms
+            at_ms,
+            billing_text(billing)
         ])?;
         Ok(())
     };
-    if let Some((_, same_sidechain, old)) = reports.iter().find(|(id, _, _)| id == request_id) {
-        if tokens.total() <= old.total() {
-            return Ok(TokenCounts::default());
-        }
-        let _ = same_sidechain;
-        insert(tx)?;
-        return Ok(minus(tokens, old));
-    }
-    if reports.is_empty() {
-        insert(tx)?;
-        return Ok(*tokens);
-    }
-    let main_present = reports.iter().any(|(_, side, _)| !side);
-    if sidechain && main_present {
-        return Ok(TokenCounts::default());
-    }
-    if sidechain {
-        // Only side chains' copies so far: one counts, the largest.
-        let (kept_id, _, kept) = &reports[0];
-        if tokens.total() <= kept.total() {
-            return Ok(TokenCounts::default());
-        }
+    let delete = |tx: &rusqlite::Transaction<'_>, request_id: &str| -> Result<(), CacheError> {
         tx.execute(
             "DELETE FROM local_usage WHERE framework = ?1 AND session_id = ?2 AND message_id = ?3
                  AND request_id = ?4",
-            params![framework, session_id, message_id, kept_id],
+            params![framework, session_id, message_id, request_id],
         )?;
+        Ok(())
+    };
+    // What replacing `old` reports by this one adds.
+    let replacing = |old: &[&Stored]| -> Added {
+        let mut removed = TokenCounts::default();
+        let mut cost = price(model, tokens, billing);
+        for report in old {
+            removed.add(&report.tokens);
+            cost = cost
+                .zip(price(model, &report.tokens, &report.billing))
+                .map(|(new, old)| new - old);
+        }
+        Added {
+            tokens: minus(tokens, &removed),
+            cost_usd: cost,
+        }
+    };
+    if let Some(same) = reports
+        .iter()
+        .find(|report| report.request_id == request_id)
+    {
+        if tokens.total() <= same.tokens.total() {
+            return Ok(Added::NOTHING);
+        }
         insert(tx)?;
-        return Ok(minus(tokens, kept));
+        return Ok(replacing(&[same]));
+    }
+    if reports.is_empty() {
+        insert(tx)?;
+        return Ok(replacing(&[]));
+    }
+    let main_present = reports.iter().any(|report| !report.sidechain);
+    if sidechain && main_present {
+        return Ok(Added::NOTHING);
+    }
+    if sidechain {
+        // Only side chains' copies so far: one counts, the largest.
+        let kept = &reports[0];
+        if tokens.total() <= kept.tokens.total() {
+            return Ok(Added::NOTHING);
+        }
+        delete(tx, &kept.request_id)?;
+        insert(tx)?;
+        return Ok(replacing(&[kept]));
     }
     // A main-chain report arrives after side-chain copies: they go.
-    let mut removed = TokenCounts::default();
-    for (id, side, old) in &reports {
-        if *side {
-            removed.add(old);
-            tx.execute(
-                "DELETE FROM local_usage WHERE framework = ?1 AND session_id = ?2
-                     AND message_id = ?3 AND request_id = ?4",
-                params![framework, session_id, message_id, id],
-            )?;
-        }
+    let side: Vec<&Stored> = reports.iter().filter(|report| report.sidechain).collect();
+    for report in &side {
+        delete(tx, &report.request_id)?;
     }
     insert(tx)?;
-    Ok(minus(tokens, &removed))
+    Ok(replacing(&side))
 }
 
-/// Where each session ran, as far as the cache knows.
-pub type SessionCwds = BTreeMap<(Framework, String), String>;
+/// What the watcher publishes of this machine's sessions: which sessions it publishes (an
+/// agent claimed them), and the events their changes become.
+pub trait Publishing {
+    /// What one whole request costs (`None`: its model is unpriced).
+    fn price(&self, model: &str, tokens: &TokenCounts, billing: &Billing) -> Option<f64>;
+    /// Whether a session's work is published.
+    fn publishes(&self, framework: Framework, session_id: &str) -> bool;
+    /// The events for one session's changes: what one read added (`read`), or everything the
+    /// cache knows of it (`None`: its first publication, which may come long after its
+    /// lines were read, when an agent claims it late).
+    fn publications(
+        &mut self,
+        read: Option<ReadSpan<'_>>,
+        changes: &LocalChanges,
+    ) -> Vec<Publication>;
+}
+
+/// A read of a file, as its publications' keys name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadSpan<'a> {
+    pub file: &'a str,
+    pub from: u64,
+    pub to: u64,
+}
+
+impl LocalChanges {
+    /// The sessions these changes are about, each once, in order.
+    pub fn session_ids(&self) -> Vec<(Framework, String)> {
+        let mut seen = Vec::new();
+        let mentioned = self
+            .sessions
+            .iter()
+            .map(|(framework, session, _)| (*framework, session))
+            .chain(self.usage.iter().map(|d| (d.framework, &d.session_id)))
+            .chain(self.tasks.iter().map(|t| (t.framework, &t.session_id)))
+            .chain(self.files.iter().map(|f| (f.framework, &f.session_id)));
+        for (framework, session) in mentioned {
+            if !seen
+                .iter()
+                .any(|(f, s): &(Framework, String)| *f == framework && s == session)
+            {
+                seen.push((framework, session.clone()));
+            }
+        }
+        seen
+    }
+
+    /// The part of these changes about one session.
+    pub fn of_session(&self, framework: Framework, session_id: &str) -> LocalChanges {
+        let mine = |f: Framework, s: &str| f == framework && s == session_id;
+        LocalChanges {
+            usage: self
+                .usage
+                .iter()
+                .filter(|d| mine(d.framework, &d.session_id))
+                .cloned()
+                .collect(),
+            tasks: self
+                .tasks
+                .iter()
+                .filter(|t| mine(t.framework, &t.session_id))
+                .cloned()
+                .collect(),
+            files: self
+                .files
+                .iter()
+                .filter(|f| mine(f.framework, &f.session_id))
+                .cloned()
+                .collect(),
+            sessions: self
+                .sessions
+                .iter()
+                .filter(|(f, s, _)| mine(*f, s))
+                .cloned()
+                .collect(),
+        }
+    }
+}
 
 impl Cache {
-    /// Applies reads of log files in one transaction: each moves its file's offset, and what
-    /// `publish` makes of its changes (with where the sessions ran) is queued in the outbox
-    /// for process `owner`. A read whose file the cache no longer holds where the read began
-    /// (another watcher went on meanwhile) is left out: `None` in its place.
+    /// Applies reads of log files in one transaction: each moves its file's offset, and
+    /// what `publishing` makes of the changes of the sessions it publishes is queued in the
+    /// outbox for process `owner` (a session's first publication carries everything known
+    /// of it). A read whose file the cache no longer holds where the read began (another
+    /// watcher went on meanwhile) is left out: `None` in its place.
     pub fn apply_log_reads(
         &mut self,
         reads: &[LogRead],
         now_ms: i64,
         owner: &str,
-        mut publish: impl FnMut(usize, &LogRead, &LocalChanges, &SessionCwds) -> Vec<Publication>,
+        publishing: &mut dyn Publishing,
     ) -> Result<Vec<Option<LocalChanges>>, CacheError> {
         let tx = self.conn().transaction()?;
         let mut applied = Vec::with_capacity(reads.len());
-        for (index, read) in reads.iter().enumerate() {
+        for read in reads {
             let current = tx
                 .prepare_cached("SELECT device, inode, \"offset\" FROM log_files WHERE path = ?1")?
                 .query_row([&read.state.path], |row| {
@@ -302,28 +444,72 @@ impl Cache {
                 applied.push(None);
                 continue;
             }
-            let changes = apply_one(&tx, read, now_ms)?;
-            let mut cwds = SessionCwds::new();
-            for (_, event) in &read.events {
-                let session = event.session_id();
-                if cwds.contains_key(&(read.framework, session.to_owned())) {
+            let changes = apply_one(&tx, read, now_ms, &|model, tokens, billing| {
+                publishing.price(model, tokens, billing)
+            })?;
+            let span = ReadSpan {
+                file: &read.state.path,
+                from: read.from,
+                to: read.state.offset,
+            };
+            for (framework, session) in changes.session_ids() {
+                if !publishing.publishes(framework, &session) {
                     continue;
                 }
-                let cwd: Option<Option<String>> = tx
-                    .prepare_cached(
-                        "SELECT cwd FROM local_sessions WHERE framework = ?1 AND session_id = ?2",
-                    )?
-                    .query_row(params![read.framework.as_str(), session], |row| row.get(0))
-                    .optional()?;
-                if let Some(Some(cwd)) = cwd {
-                    cwds.insert((read.framework, session.to_owned()), cwd);
-                }
+                let publications = if first_publication(&tx, framework, &session, now_ms)? {
+                    let everything =
+                        session_changes(&tx, framework, &session, &|model, tokens, billing| {
+                            publishing.price(model, tokens, billing)
+                        })?;
+                    publishing.publications(None, &everything)
+                } else {
+                    publishing.publications(Some(span), &changes.of_session(framework, &session))
+                };
+                queue_publications(&tx, publications, now_ms, owner)?;
             }
-            queue_publications(&tx, publish(index, read, &changes, &cwds), now_ms, owner)?;
             applied.push(Some(changes));
         }
         tx.commit()?;
         Ok(applied)
+    }
+
+    /// Publishes, in one transaction, everything known of the sessions read earlier that are
+    /// published now (an agent claimed them since) and were not yet; returns how many.
+    pub fn publish_claimed(
+        &mut self,
+        now_ms: i64,
+        owner: &str,
+        publishing: &mut dyn Publishing,
+    ) -> Result<usize, CacheError> {
+        let tx = self.conn().transaction()?;
+        let waiting: Vec<(String, String)> = tx
+            .prepare_cached(
+                "SELECT s.framework, s.session_id FROM local_sessions s
+                 WHERE NOT EXISTS (SELECT 1 FROM published_sessions p
+                     WHERE p.framework = s.framework AND p.session_id = s.session_id)",
+            )?
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut published = 0;
+        for (framework, session) in waiting {
+            let Some(framework) = Framework::parse(&framework) else {
+                continue;
+            };
+            if !publishing.publishes(framework, &session)
+                || !first_publication(&tx, framework, &session, now_ms)?
+            {
+                continue;
+            }
+            let everything =
+                session_changes(&tx, framework, &session, &|model, tokens, billing| {
+                    publishing.price(model, tokens, billing)
+                })?;
+            let publications = publishing.publications(None, &everything);
+            queue_publications(&tx, publications, now_ms, owner)?;
+            published += 1;
+        }
+        tx.commit()?;
+        Ok(published)
     }
 
     /// Forgets a file that is gone.
@@ -339,12 +525,22 @@ fn apply_one(
     tx: &rusqlite::Transaction<'_>,
     read: &LogRead,
     now_ms: i64,
+    price: &dyn Fn(&str, &TokenCounts, &Billing) -> Option<f64>,
 ) -> Result<LocalChanges, CacheError> {
     let framework = framework_text(read.framework);
     let mut changes = LocalChanges::default();
     let mut deltas: BTreeMap<(String, String), UsageDelta> = BTreeMap::new();
     let mut lists: BTreeMap<(String, String), TaskListChange> = BTreeMap::new();
+    let mut sessions_seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (offset, event) in &read.events {
+        // Every session a log speaks of has its row, whatever the first thing said of it.
+        if sessions_seen.insert(event.session_id()) {
+            tx.prepare_cached(
+                "INSERT INTO local_sessions (framework, session_id) VALUES (?1, ?2)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![framework, event.session_id()])?;
+        }
         match event {
             LogEvent::Session {
                 session_id,
@@ -438,6 +634,7 @@ fn apply_one(
                 sidechain,
                 model,
                 tokens,
+                billing,
                 at_ms,
             } => {
                 let (message_id, request_id) = match key {
@@ -457,7 +654,9 @@ fn apply_one(
                     *sidechain,
                     model,
                     tokens,
+                    billing,
                     *at_ms,
+                    price,
                 )?;
                 add_delta(
                     &mut deltas,
@@ -525,6 +724,98 @@ fn queue_publications(
     Ok(())
 }
 
+/// Records that a session's work is published from now on; `true` the first time.
+fn first_publication(
+    tx: &rusqlite::Transaction<'_>,
+    framework: Framework,
+    session_id: &str,
+    now_ms: i64,
+) -> Result<bool, CacheError> {
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO published_sessions (framework, session_id, since_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![framework.as_str(), session_id, now_ms])?;
+    Ok(inserted > 0)
+}
+
+/// Everything the cache knows of one session, as changes: its tokens by model, each lane's
+/// list, the files it touched, where it ran.
+fn session_changes(
+    tx: &rusqlite::Transaction<'_>,
+    framework: Framework,
+    session_id: &str,
+    price: &dyn Fn(&str, &TokenCounts, &Billing) -> Option<f64>,
+) -> Result<LocalChanges, CacheError> {
+    let name = framework.as_str();
+    let mut by_model: BTreeMap<(String, String), UsageDelta> = BTreeMap::new();
+    let rows = tx
+        .prepare_cached(
+            "SELECT model, input, output, cache_write_5m, cache_write_1h, cache_read, at_ms,
+                    billing
+             FROM local_usage WHERE framework = ?1 AND session_id = ?2",
+        )?
+        .query_map(params![name, session_id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                counts(row, 1)?,
+                row.get::<_, Option<i64>>(6)?,
+                billing_of(row.get(7)?),
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    for (model, tokens, at_ms, billing) in rows {
+        let added = Added {
+            tokens,
+            cost_usd: price(&model, &tokens, &billing),
+        };
+        add_delta(&mut by_model, framework, session_id, &model, added, at_ms);
+    }
+    let usage: Vec<UsageDelta> = by_model.into_values().collect();
+    let tasks = tx
+        .prepare_cached(
+            "SELECT lane, source, tasks, at_ms FROM local_tasks
+             WHERE framework = ?1 AND session_id = ?2 ORDER BY lane",
+        )?
+        .query_map(params![name, session_id], |row| {
+            let text: String = row.get(2)?;
+            Ok(TaskListChange {
+                framework,
+                session_id: session_id.to_owned(),
+                lane: row.get(0)?,
+                source: row.get(1)?,
+                tasks: serde_json::from_str(&text).unwrap_or_default(),
+                at_ms: row.get(3)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    let files = tx
+        .prepare_cached(
+            "SELECT path, at_ms FROM local_files WHERE framework = ?1 AND session_id = ?2
+             ORDER BY at_ms, path",
+        )?
+        .query_map(params![name, session_id], |row| {
+            Ok(FileTouch {
+                framework,
+                session_id: session_id.to_owned(),
+                path: row.get(0)?,
+                at_ms: row.get(1)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    let cwd: Option<Option<String>> = tx
+        .prepare_cached("SELECT cwd FROM local_sessions WHERE framework = ?1 AND session_id = ?2")?
+        .query_row(params![name, session_id], |row| row.get(0))
+        .optional()?;
+    Ok(LocalChanges {
+        usage,
+        tasks,
+        files,
+        sessions: vec![(framework, session_id.to_owned(), cwd.flatten())],
+    })
+}
+
 /// One request of this machine's logs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LocalUsageEntry {
@@ -533,6 +824,7 @@ pub struct LocalUsageEntry {
     pub model: String,
     pub at_ms: Option<i64>,
     pub tokens: TokenCounts,
+    pub billing: Billing,
 }
 
 /// A session of this machine, as its logs describe it.
@@ -546,8 +838,21 @@ pub struct LocalSession {
     pub last_ms: Option<i64>,
     /// Its own task list (not its subagents').
     pub tasks: Vec<TaskItem>,
+    /// The tool its list came from.
+    pub task_source: Option<String>,
     pub files: Vec<String>,
     pub tokens: TokenCounts,
+    /// The agent that claimed it, if one did (the cache does not know; views fill it in
+    /// from the claims).
+    pub claimed_by: Option<SessionOwner>,
+}
+
+/// The agent a session of this machine belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionOwner {
+    /// Its principal, when the cache knows its handle.
+    pub id: Option<String>,
+    pub handle: String,
 }
 
 impl CacheView {
@@ -572,6 +877,17 @@ impl CacheView {
             .optional()?)
     }
 
+    /// Every session of this machine (framework, session id).
+    pub fn local_session_keys(&self) -> Result<Vec<(String, String)>, CacheError> {
+        let mut statement = self
+            .conn
+            .prepare_cached("SELECT framework, session_id FROM local_sessions")?;
+        let keys = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        Ok(keys)
+    }
+
     /// Where a session of this machine ran, when its logs said.
     pub fn local_session_cwd(
         &self,
@@ -594,6 +910,8 @@ impl CacheView {
             "SELECT s.framework, s.session_id, s.cwd, s.model, s.first_ms, s.last_ms,
                     (SELECT tasks FROM local_tasks t WHERE t.framework = s.framework
                          AND t.session_id = s.session_id AND t.lane = ''),
+                    (SELECT source FROM local_tasks t WHERE t.framework = s.framework
+                         AND t.session_id = s.session_id AND t.lane = ''),
                     coalesce(sum(u.input), 0), coalesce(sum(u.output), 0),
                     coalesce(sum(u.cache_write_5m), 0), coalesce(sum(u.cache_write_1h), 0),
                     coalesce(sum(u.cache_read), 0)
@@ -614,8 +932,10 @@ impl CacheView {
                     tasks: tasks
                         .and_then(|text| serde_json::from_str(&text).ok())
                         .unwrap_or_default(),
+                    task_source: row.get(7)?,
                     files: Vec::new(),
-                    tokens: counts(row, 7)?,
+                    tokens: counts(row, 8)?,
+                    claimed_by: None,
                 })
             })?
             .collect::<Result<_, _>>()?;
@@ -640,7 +960,7 @@ impl CacheView {
     ) -> Result<Vec<LocalUsageEntry>, CacheError> {
         let mut statement = self.conn.prepare_cached(
             "SELECT framework, session_id, model, at_ms, input, output, cache_write_5m,
-                    cache_write_1h, cache_read
+                    cache_write_1h, cache_read, billing
              FROM local_usage
              WHERE (?1 IS NULL OR at_ms >= ?1) AND (?2 IS NULL OR at_ms < ?2)",
         )?;
@@ -652,6 +972,7 @@ impl CacheView {
                     model: row.get(2)?,
                     at_ms: row.get(3)?,
                     tokens: counts(row, 4)?,
+                    billing: billing_of(row.get(9)?),
                 })
             })?
             .collect::<Result<_, _>>()?;

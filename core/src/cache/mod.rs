@@ -53,6 +53,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "local_work",
         include_str!("migrations/0005_local_work.sql"),
     ),
+    (
+        6,
+        "published_sessions_and_billing",
+        include_str!("migrations/0006_published_sessions_and_billing.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

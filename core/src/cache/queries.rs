@@ -744,11 +744,19 @@ impl CacheView {
             let names: Vec<String> = (0..keys.len()).map(|i| format!("g{i}")).collect();
             format!("GROUP BY {0} ORDER BY {0}", names.join(", "))
         };
+        // An agent's work is published to its home room and to the rooms its person shares
+        // with: unless rooms are asked for, a report in several rooms counts once.
+        let source = if keys.contains(&UsageKey::Room) || query.room.is_some() {
+            "usage"
+        } else {
+            "(SELECT DISTINCT '' AS room, agent, framework, session_id, model, input, output,
+                     cache_write, cache_read, cost_usd, from_ms, to_ms FROM usage)"
+        };
         let sql = format!(
             "SELECT {select_groups} sum(u.input), sum(u.output), sum(u.cache_write),
                     sum(u.cache_read), coalesce(sum(u.cost_usd), 0), sum(u.cost_usd IS NULL),
                     count(*), min(u.from_ms), max(u.to_ms)
-             FROM usage u LEFT JOIN principals p ON p.id = u.agent
+             FROM {source} u LEFT JOIN principals p ON p.id = u.agent
              WHERE (?1 IS NULL OR u.to_ms >= ?1) AND (?2 IS NULL OR u.to_ms < ?2)
                AND (?3 IS NULL OR u.room = ?3)
              {group_by}"

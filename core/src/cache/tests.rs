@@ -1008,6 +1008,146 @@ fn a_client_key_is_queued_once_and_secrets_stay_out_of_the_cache() {
     }
 }
 
+/// A publisher for the cache's tests: publishes the sessions it is told, one `usage` event
+/// per delta, and records what it was asked.
+#[derive(Default)]
+struct Recorder {
+    claimed: Vec<String>,
+    /// (first publication?, session, usage deltas' input tokens)
+    calls: Vec<(bool, String, Vec<u64>)>,
+}
+
+impl crate::cache::Publishing for Recorder {
+    fn price(
+        &self,
+        _: &str,
+        tokens: &crate::work::events::TokenCounts,
+        _: &crate::work::events::Billing,
+    ) -> Option<f64> {
+        Some(tokens.input as f64 / 1e6)
+    }
+
+    fn publishes(&self, _: crate::work::events::Framework, session_id: &str) -> bool {
+        self.claimed.iter().any(|claimed| claimed == session_id)
+    }
+
+    fn publications(
+        &mut self,
+        read: Option<crate::cache::ReadSpan<'_>>,
+        changes: &crate::cache::LocalChanges,
+    ) -> Vec<crate::cache::Publication> {
+        let session = changes.session_ids()[0].1.clone();
+        let inputs: Vec<u64> = changes.usage.iter().map(|d| d.tokens.input).collect();
+        self.calls
+            .push((read.is_none(), session.clone(), inputs.clone()));
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(i, input)| crate::cache::Publication {
+                room: "r_home".into(),
+                client_key: format!("k-{session}-{}-{i}-{input}", self.calls.len()),
+                kind: "usage".into(),
+                body: json!({"input": input}),
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_session_claimed_late_is_published_whole_once_then_read_by_read() {
+    use crate::work::events::{Framework, LogEvent, RequestKey, TokenCounts};
+    let (_dir, mut cache) = open();
+    let usage = |offset: u64, message: &str, input: u64| {
+        (
+            offset,
+            LogEvent::Usage {
+                session_id: "s1".into(),
+                key: Some(RequestKey {
+                    message_id: message.into(),
+                    request_id: Some("q".into()),
+                }),
+                sidechain: false,
+                model: "claude-sonnet-4-5".into(),
+                tokens: TokenCounts {
+                    input,
+                    ..TokenCounts::default()
+                },
+                billing: Default::default(),
+                at_ms: Some(offset as i64),
+            },
+        )
+    };
+    let read = |from: u64, to: u64, events: Vec<(u64, LogEvent)>| LogRead {
+        framework: Framework::ClaudeCode,
+        state: LogFileState {
+            path: "/s1.jsonl".into(),
+            kind: "claude_transcript".into(),
+            device: 1,
+            inode: 7,
+            size: to,
+            offset: to,
+            parser: None,
+            skipped: 0,
+        },
+        events,
+        from,
+        based_on: (from > 0).then_some(FilePosition {
+            device: 1,
+            inode: 7,
+            offset: from,
+        }),
+    };
+    let mut publisher = Recorder::default();
+    // Read before anyone claimed it: kept, not published.
+    cache
+        .apply_log_reads(
+            &[read(0, 10, vec![usage(0, "m1", 100), usage(5, "m2", 20)])],
+            1,
+            "o_a",
+            &mut publisher,
+        )
+        .unwrap();
+    assert!(publisher.calls.is_empty());
+    assert_eq!(cache.publish_claimed(2, "o_a", &mut publisher).unwrap(), 0);
+    // Claimed: everything read so far goes at once, once.
+    publisher.claimed.push("s1".into());
+    assert_eq!(cache.publish_claimed(3, "o_a", &mut publisher).unwrap(), 1);
+    assert_eq!(cache.publish_claimed(4, "o_a", &mut publisher).unwrap(), 0);
+    assert_eq!(publisher.calls, [(true, "s1".to_owned(), vec![120])]);
+    // Then what each read adds.
+    cache
+        .apply_log_reads(
+            &[read(10, 20, vec![usage(12, "m3", 7)])],
+            5,
+            "o_a",
+            &mut publisher,
+        )
+        .unwrap();
+    assert_eq!(publisher.calls[1], (false, "s1".to_owned(), vec![7]));
+    let queued: Vec<Option<String>> = cache
+        .outbox_pending()
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.client_key)
+        .collect();
+    assert_eq!(queued.len(), 2, "{queued:?}");
+
+    // A session first read after its claim is published from its first read, whole.
+    let mut fresh = Recorder {
+        claimed: vec!["s2".into()],
+        ..Recorder::default()
+    };
+    let mut first = read(0, 10, vec![usage(0, "n1", 3)]);
+    first.state.path = "/s2.jsonl".into();
+    if let LogEvent::Usage { session_id, .. } = &mut first.events[0].1 {
+        *session_id = "s2".into();
+    }
+    cache
+        .apply_log_reads(&[first], 6, "o_a", &mut fresh)
+        .unwrap();
+    assert_eq!(fresh.calls, [(true, "s2".to_owned(), vec![3])]);
+}
+
 #[test]
 fn log_reads_apply_in_one_batch_and_a_read_from_a_stale_position_is_left_out() {
     use crate::work::events::{Framework, LogEvent};
@@ -1043,7 +1183,7 @@ fn log_reads_apply_in_one_batch_and_a_read_from_a_stale_position_is_left_out() {
             offset,
         })
     };
-    let mut cwds_seen = Vec::new();
+    let mut nobody = Recorder::default();
     let applied = cache
         .apply_log_reads(
             &[
@@ -1052,16 +1192,13 @@ fn log_reads_apply_in_one_batch_and_a_read_from_a_stale_position_is_left_out() {
             ],
             10,
             "o_a",
-            |index, _, _, cwds| {
-                cwds_seen.push((index, cwds.len()));
-                Vec::new()
-            },
+            &mut nobody,
         )
         .unwrap();
     assert!(applied.iter().all(Option::is_some));
-    // Each read's publisher sees where its sessions ran, written in the same batch.
-    assert_eq!(cwds_seen, vec![(0, 1), (1, 1)]);
     assert_eq!(cache.log_files().unwrap().len(), 2);
+    // Nobody claimed these sessions: nothing is published.
+    assert!(nobody.calls.is_empty());
 
     // Another watcher went on with /a.jsonl: a read based on where it was is left out.
     let applied = cache
@@ -1073,7 +1210,7 @@ fn log_reads_apply_in_one_batch_and_a_read_from_a_stale_position_is_left_out() {
             ],
             20,
             "o_a",
-            |_, _, _, _| Vec::new(),
+            &mut nobody,
         )
         .unwrap();
     assert!(applied[0].is_some());

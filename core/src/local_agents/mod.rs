@@ -89,6 +89,17 @@ impl AgentCli {
         }
     }
 
+    /// The framework of its logs, for the CLIs whose logs Roundtable reads.
+    pub fn work_framework(self) -> Option<crate::work::events::Framework> {
+        use crate::work::events::Framework;
+        match self {
+            AgentCli::Claude => Some(Framework::ClaudeCode),
+            AgentCli::Codex => Some(Framework::Codex),
+            AgentCli::Gemini => Some(Framework::Gemini),
+            _ => None,
+        }
+    }
+
     /// Whether Roundtable can onboard it (the others are detected and listed).
     pub fn supported(self) -> bool {
         matches!(self, AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini)
@@ -126,7 +137,9 @@ impl Environment {
                 PathBuf::from(dirs.split(',').next().unwrap_or_default())
             }),
             codex_home: var("CODEX_HOME").map(PathBuf::from),
-            gemini_dir: var("GEMINI_DIR").map(PathBuf::from),
+            // Gemini CLI's stand-in for the home directory: its files are in
+            // `$GEMINI_CLI_HOME/.gemini`.
+            gemini_dir: var("GEMINI_CLI_HOME").map(|home| PathBuf::from(home).join(".gemini")),
         }
     }
 
@@ -153,7 +166,7 @@ impl Environment {
             .unwrap_or_else(|| self.home.join(".codex"))
     }
 
-    /// Gemini CLI's directory: `~/.gemini`.
+    /// Gemini CLI's directory: `$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`.
     pub fn gemini_dir(&self) -> PathBuf {
         self.gemini_dir
             .clone()

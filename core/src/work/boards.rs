@@ -14,14 +14,17 @@ use std::path::Path;
 use roundtable_protocol::bodies::ArchBody;
 use serde::Serialize;
 
+use super::events::Framework;
 use super::figures::{Figure, Grouping, Teams};
 use super::pricing::Pricing;
+use crate::cache::SessionOwner;
 use crate::cache::{
     AgentStatusView, ArchEventRow, CacheView, ComponentView, LocalSession, MessageCount, PingState,
     PingView, SessionRow, TaskFilter, TaskSession, TaskStateChange, TaskView, UsageQuery,
     UsageSession,
 };
 use crate::screens::AgentState;
+use crate::session_claims::SessionClaims;
 use crate::{Core, CoreError, now_ms};
 
 /// Where a session ran, as far as this machine knows.
@@ -56,8 +59,7 @@ fn base_session(session_id: &str) -> &str {
 pub struct TaskLane {
     /// Stable across refreshes: `agent:framework:session`, or `local:framework:session`.
     pub key: String,
-    /// The agent's principal; `None` for a session of this machine no onboarded agent
-    /// publishes.
+    /// The agent's principal; `None` for a session of this machine no agent claimed.
     pub agent: Option<String>,
     pub agent_handle: Option<String>,
     /// The agent's person (by handle).
@@ -72,6 +74,8 @@ pub struct TaskLane {
     /// The tool the list came from (`TodoWrite`, `update_plan`, …).
     pub source: String,
     pub tasks: Vec<TaskView>,
+    /// For a session that keeps no list: why, and what would give it one.
+    pub no_list: Option<String>,
 }
 
 /// The tasks board: a lane per session, the latest first.
@@ -81,18 +85,101 @@ pub struct TaskBoard {
     pub lanes: Vec<TaskLane>,
 }
 
-/// The tasks board from the published lists and this machine's sessions. Pure.
+/// A session of this machine with no list is shown when it was active this recently.
+const NO_LIST_SHOWN_MS: i64 = 24 * 3_600_000;
+
+/// Whether Claude Code offers `model` its task tools without being asked
+/// (`CLAUDE_CODE_ENABLE_TODO_TOOLS`): since 2.1.233 only the models before Opus 4.8 and
+/// Sonnet 5 get them by default.
+fn claude_offers_task_tools(model: &str) -> bool {
+    let model = super::pricing::canonical_model(model);
+    let legacy = model.starts_with("claude-3")
+        || ["claude-opus-4", "claude-sonnet-4", "claude-haiku-4"]
+            .iter()
+            .any(|family| model.starts_with(family));
+    legacy && !model.starts_with("claude-opus-4-8")
+}
+
+/// Why a session of `framework` on `model` has no task list, and what gives it one. Pure.
+pub fn why_no_list(framework: &str, model: Option<&str>) -> String {
+    let model = model.unwrap_or("its model");
+    match framework {
+        "claude-code" if !claude_offers_task_tools(model) => format!(
+            "Claude Code gives {model} no task tool unless CLAUDE_CODE_ENABLE_TODO_TOOLS=1 \
+             (onboarding sets it in ~/.claude/settings.json); its agent can call report_tasks"
+        ),
+        "claude-code" => "it has not made a list with TaskCreate or TodoWrite yet".to_owned(),
+        "codex" => "Codex offers update_plan only with [tools.update_plan] enabled = true in \
+             config.toml (onboarding sets it); with it on, the agent has not made a plan yet"
+            .to_owned(),
+        "gemini" if model.starts_with("gemini-2") && !model.contains("preview") => {
+            "it has not called write_todos yet (Gemini CLI offers it in yolo and auto_edit \
+             modes)"
+                .to_owned()
+        }
+        "gemini" => format!(
+            "Gemini CLI offers write_todos only to gemini-2.x models, not {model}; its agent \
+             can call report_tasks"
+        ),
+        _ => "it has not made a task list yet".to_owned(),
+    }
+}
+
+/// A local session's list as a lane's tasks.
+fn local_tasks(session: &LocalSession, at: i64) -> Vec<TaskView> {
+    session
+        .tasks
+        .iter()
+        .map(|task| {
+            let status = serde_json::to_value(task.status)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            TaskView {
+                id: task.id.clone(),
+                title: task.title.clone(),
+                history: vec![TaskStateChange {
+                    status: status.clone(),
+                    ts_ms: at,
+                }],
+                status,
+                active_form: task.active_form.clone(),
+                since_ms: at,
+            }
+        })
+        .collect()
+}
+
+/// The tasks board from the published lists and this machine's sessions, at `now_ms`.
+/// Each session shows once: a list published to several rooms once, the latest; a session
+/// of this machine from its room when it is published there, else from its logs, under the
+/// agent that claimed it. A recent session with no list says why. Pure.
 pub fn task_board_from(
     published: Vec<TaskSession>,
     local: &[LocalSession],
     me_handle: &str,
+    now_ms: i64,
 ) -> TaskBoard {
     let here: HashSet<(&str, &str)> = local
         .iter()
         .map(|session| (session.framework.as_str(), session.session_id.as_str()))
         .collect();
-    let published_sessions: HashSet<(String, String)> = published
-        .iter()
+    let mut latest: BTreeMap<(String, String, String), TaskSession> = BTreeMap::new();
+    for lane in published {
+        let key = (
+            lane.agent.clone(),
+            lane.framework.clone(),
+            lane.session_id.clone(),
+        );
+        match latest.get(&key) {
+            Some(kept) if kept.ts_ms >= lane.ts_ms => {}
+            _ => {
+                latest.insert(key, lane);
+            }
+        }
+    }
+    let published_sessions: HashSet<(String, String)> = latest
+        .values()
         .map(|lane| {
             (
                 lane.framework.clone(),
@@ -100,8 +187,8 @@ pub fn task_board_from(
             )
         })
         .collect();
-    let mut lanes: Vec<TaskLane> = published
-        .into_iter()
+    let mut lanes: Vec<TaskLane> = latest
+        .into_values()
         .map(|session| {
             let machine = if here.contains(&(
                 session.framework.as_str(),
@@ -128,48 +215,50 @@ pub fn task_board_from(
                 ts_ms: session.ts_ms,
                 source: session.source,
                 tasks: session.tasks,
+                no_list: None,
             }
         })
         .collect();
     for session in local {
-        if session.tasks.is_empty()
-            || published_sessions.contains(&(session.framework.clone(), session.session_id.clone()))
-        {
+        if published_sessions.contains(&(session.framework.clone(), session.session_id.clone())) {
             continue;
         }
         let at = session.last_ms.unwrap_or(0);
+        if session.tasks.is_empty() && now_ms - at > NO_LIST_SHOWN_MS {
+            continue;
+        }
+        let (agent, agent_handle, person) = match &session.claimed_by {
+            Some(owner) => (
+                owner.id.clone(),
+                Some(owner.handle.clone()),
+                person_of(&owner.handle).to_owned(),
+            ),
+            None => (None, None, me_handle.to_owned()),
+        };
         lanes.push(TaskLane {
-            key: format!("local:{}:{}", session.framework, session.session_id),
-            agent: None,
-            agent_handle: None,
-            person: me_handle.to_owned(),
+            key: format!(
+                "{}:{}:{}",
+                agent.as_deref().unwrap_or("local"),
+                session.framework,
+                session.session_id
+            ),
+            agent,
+            agent_handle,
+            person,
             framework: session.framework.clone(),
             session_id: session.session_id.clone(),
             machine: Machine::ThisMachine,
             room: None,
             ts_ms: at,
-            source: "log".to_owned(),
-            tasks: session
+            source: session
+                .task_source
+                .clone()
+                .unwrap_or_else(|| "log".to_owned()),
+            tasks: local_tasks(session, at),
+            no_list: session
                 .tasks
-                .iter()
-                .map(|task| {
-                    let status = serde_json::to_value(task.status)
-                        .ok()
-                        .and_then(|value| value.as_str().map(str::to_owned))
-                        .unwrap_or_default();
-                    TaskView {
-                        id: task.id.clone(),
-                        title: task.title.clone(),
-                        history: vec![TaskStateChange {
-                            status: status.clone(),
-                            ts_ms: at,
-                        }],
-                        status,
-                        active_form: task.active_form.clone(),
-                        since_ms: at,
-                    }
-                })
-                .collect(),
+                .is_empty()
+                .then(|| why_no_list(&session.framework, session.model.as_deref())),
         });
     }
     lanes.sort_by(|a, b| b.ts_ms.cmp(&a.ts_ms).then_with(|| a.key.cmp(&b.key)));
@@ -504,8 +593,14 @@ pub fn session_board_from(rows: &SessionRows) -> Vec<SessionView> {
     for local in &rows.local {
         let last = local.last_ms.unwrap_or(0);
         let mut matched = false;
+        let owner = local
+            .claimed_by
+            .as_ref()
+            .and_then(|owner| owner.id.as_deref());
         for session in gathered.iter_mut().filter(|session| {
-            session.framework == local.framework && session.session_id == local.session_id
+            session.framework == local.framework
+                && session.session_id == local.session_id
+                && (owner.is_none() || session.agent.as_deref() == owner)
         }) {
             session.here = true;
             session.last_ms = session.last_ms.max(last);
@@ -513,7 +608,7 @@ pub fn session_board_from(rows: &SessionRows) -> Vec<SessionView> {
         }
         if !matched {
             gathered.push(Gathered {
-                agent: None,
+                agent: local.claimed_by.as_ref().and_then(|owner| owner.id.clone()),
                 framework: local.framework.clone(),
                 session_id: local.session_id.clone(),
                 here: true,
@@ -708,14 +803,33 @@ fn agents_here(
 
 // ---- the core's calls ----------------------------------------------------------------------
 
+/// This machine's sessions, each with the agent that claimed it.
+fn claimed_local_sessions(
+    view: &CacheView,
+    claims: &SessionClaims,
+) -> Result<Vec<LocalSession>, crate::cache::CacheError> {
+    let mut sessions = view.local_sessions()?;
+    for session in &mut sessions {
+        let Some(framework) = Framework::parse(&session.framework) else {
+            continue;
+        };
+        if let Some(handle) = claims.owner(framework, &session.session_id) {
+            let id = view.principal_by_handle(&handle)?.map(|p| p.id);
+            session.claimed_by = Some(SessionOwner { id, handle });
+        }
+    }
+    Ok(sessions)
+}
+
 impl Core {
     /// The tasks board.
     pub async fn task_board(&self) -> Result<TaskBoard, CoreError> {
         let me = self.profile().handle.clone();
+        let claims = SessionClaims::beside(self.profile().base());
         self.read(move |view| {
             let published = view.task_sessions(&TaskFilter::default())?;
-            let local = view.local_sessions()?;
-            Ok(task_board_from(published, &local, &me))
+            let local = claimed_local_sessions(view, &claims)?;
+            Ok(task_board_from(published, &local, &me, now_ms()))
         })
         .await
     }
@@ -796,6 +910,7 @@ impl Core {
         let (me, me_handle) = (profile.principal.clone(), profile.handle.clone());
         let hub = profile.hub.authority.clone();
         let is_user = !self.is_agent();
+        let claims = SessionClaims::beside(profiles);
         let profiles = profiles.to_path_buf();
         self.read(move |view| {
             let now = now_ms();
@@ -803,7 +918,7 @@ impl Core {
             let mut rows = SessionRows {
                 tasks: view.task_sessions(&TaskFilter::default())?,
                 usage: view.usage_sessions()?,
-                local: view.local_sessions()?,
+                local: claimed_local_sessions(view, &claims)?,
                 bound,
                 statuses: view.agent_statuses()?,
                 pings: view.pings(now)?,
@@ -820,6 +935,11 @@ impl Core {
                 .map(|lane| lane.agent.clone())
                 .chain(rows.usage.iter().map(|usage| usage.agent.clone()))
                 .chain(rows.bound.iter().map(|bound| bound.agent.clone()))
+                .chain(
+                    rows.local
+                        .iter()
+                        .filter_map(|local| local.claimed_by.as_ref()?.id.clone()),
+                )
                 .collect();
             for id in ids {
                 let principal = view.principal(&id)?;
@@ -877,8 +997,10 @@ mod tests {
             first_ms: Some(0),
             last_ms: Some(last),
             tasks,
+            task_source: None,
             files: Vec::new(),
             tokens: TokenCounts::default(),
+            claimed_by: None,
         }
     }
 
@@ -893,21 +1015,42 @@ mod tests {
 
     #[test]
     fn a_lane_per_session_published_ones_once_and_this_machines_own_beside_them() {
+        let day = 24 * 3_600_000;
+        let now = 10 * day;
+        let in_shared_room = TaskSession {
+            room: "r_team".into(),
+            ts_ms: now - 900,
+            ..published("p_writer", "dana/writer", "s1", 0)
+        };
+        let mut claimed = local("s4", now - 50, vec![item("review", TaskStatus::InProgress)]);
+        claimed.claimed_by = Some(SessionOwner {
+            id: Some("p_reviewer".into()),
+            handle: "dana/reviewer".into(),
+        });
+        let mut opus = local("s5", now - 40, Vec::new());
+        opus.model = Some("claude-opus-5-5".into());
         let board = task_board_from(
             vec![
-                published("p_writer", "dana/writer", "s1", 100),
-                published("p_writer", "dana/writer", "s1/sub", 90),
-                published("p_sec", "sam/security", "s9", 300),
+                published("p_writer", "dana/writer", "s1", now - 1000),
+                // The same list in a room the person shares with: once, the latest.
+                in_shared_room,
+                published("p_writer", "dana/writer", "s1/sub", now - 1100),
+                published("p_sec", "sam/security", "s9", now - 100),
             ],
             &[
                 // Published (its subagent lane too): shown once, from the room.
-                local("s1", 120, vec![item("parse", TaskStatus::Pending)]),
-                // No onboarded agent: from the logs.
-                local("s2", 200, vec![item("lint", TaskStatus::Completed)]),
-                // No list: no lane.
-                local("s3", 250, Vec::new()),
+                local("s1", now - 800, vec![item("parse", TaskStatus::Pending)]),
+                // Nobody claimed it: from the logs, the person's own.
+                local("s2", now - 200, vec![item("lint", TaskStatus::Completed)]),
+                // Claimed, not yet published: from the logs, under its agent.
+                claimed,
+                // No list, lately: a lane that says why.
+                opus,
+                // No list, long ago: no lane.
+                local("s3", now - 2 * day, Vec::new()),
             ],
             "dana",
+            now,
         );
         let lanes: Vec<(&str, &str, Machine, Option<&str>)> = board
             .lanes
@@ -924,6 +1067,13 @@ mod tests {
         assert_eq!(
             lanes,
             [
+                ("local:claude-code:s5", "dana", Machine::ThisMachine, None),
+                (
+                    "p_reviewer:claude-code:s4",
+                    "dana",
+                    Machine::ThisMachine,
+                    Some("dana/reviewer")
+                ),
                 (
                     "p_sec:claude-code:s9",
                     "sam",
@@ -945,10 +1095,32 @@ mod tests {
                 ),
             ]
         );
-        let mine = &board.lanes[1];
+        let mine = &board.lanes[3];
         assert_eq!(mine.tasks[0].status, "completed");
-        assert_eq!(mine.tasks[0].since_ms, 200);
+        assert_eq!(mine.tasks[0].since_ms, now - 200);
         assert_eq!(mine.room, None);
+        assert_eq!(board.lanes[4].room.as_deref(), Some("r_team"));
+        let why = board.lanes[0].no_list.as_deref().unwrap();
+        assert!(why.contains("CLAUDE_CODE_ENABLE_TODO_TOOLS"), "{why}");
+        assert!(board.lanes[1..].iter().all(|lane| lane.no_list.is_none()));
+    }
+
+    #[test]
+    fn a_session_without_a_list_says_why_for_its_cli_and_model() {
+        let why = |framework, model| why_no_list(framework, model);
+        for model in ["claude-opus-5-5", "claude-opus-4-8", "claude-sonnet-5"] {
+            assert!(why("claude-code", Some(model)).contains("CLAUDE_CODE_ENABLE_TODO_TOOLS"));
+        }
+        for model in [
+            "claude-sonnet-4-6",
+            "claude-haiku-4-5-20251001",
+            "claude-opus-4-6",
+        ] {
+            assert!(why("claude-code", Some(model)).contains("TaskCreate or TodoWrite"));
+        }
+        assert!(why("codex", Some("gpt-5.5")).contains("[tools.update_plan]"));
+        assert!(why("gemini", Some("gemini-3.1-pro-preview")).contains("only to gemini-2.x"));
+        assert!(why("gemini", Some("gemini-2.5-pro")).contains("write_todos yet"));
     }
 
     fn arch(seq: u64, sender: &str, body: serde_json::Value) -> ArchEventRow {

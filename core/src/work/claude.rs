@@ -37,7 +37,9 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::events::{LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
+use super::events::{
+    Billing, LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts,
+};
 use super::lenient::timestamp_ms;
 
 /// The model Claude Code names on the messages it makes up itself (API errors, interruptions).
@@ -171,6 +173,7 @@ impl ClaudeParser {
                     sidechain,
                     model: model.to_owned(),
                     tokens,
+                    billing: usage.billing(),
                     at_ms,
                 });
             }
@@ -580,17 +583,30 @@ struct Message<'a> {
     model: Text<'a>,
     #[serde(borrow)]
     content: Blocks<'a>,
-    usage: Object<Usage>,
+    #[serde(borrow)]
+    usage: Object<Usage<'a>>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
-struct Usage {
+struct Usage<'a> {
     input_tokens: Count,
     output_tokens: Count,
     cache_creation_input_tokens: Count,
     cache_read_input_tokens: Count,
     cache_creation: Object<CacheCreation>,
+    /// `"fast"` in fast mode.
+    #[serde(borrow)]
+    speed: Text<'a>,
+    #[serde(borrow)]
+    inference_geo: Text<'a>,
+    server_tool_use: Object<ServerToolUse>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ServerToolUse {
+    web_search_requests: Count,
 }
 
 #[derive(Default, Deserialize)]
@@ -600,7 +616,25 @@ struct CacheCreation {
     ephemeral_1h_input_tokens: Option<Count>,
 }
 
-impl Usage {
+impl Usage<'_> {
+    /// What the request is billed for besides its tokens.
+    fn billing(&self) -> Billing {
+        Billing {
+            fast: self.speed.as_str() == Some("fast"),
+            service_tier: None,
+            geo: self
+                .inference_geo
+                .as_str()
+                .filter(|geo| !geo.is_empty())
+                .map(str::to_owned),
+            web_searches: self
+                .server_tool_use
+                .0
+                .as_ref()
+                .map_or(0, |tools| tools.web_search_requests.0),
+        }
+    }
+
     fn tokens(&self) -> TokenCounts {
         let breakdown = self.cache_creation.0.as_ref().filter(|cache| {
             cache.ephemeral_5m_input_tokens.is_some() || cache.ephemeral_1h_input_tokens.is_some()
@@ -1927,9 +1961,33 @@ mod tests {
                 sidechain: false,
                 model: "claude-opus-4-6".to_owned(),
                 tokens: tokens(47, 173, 115, 1000, 26504),
+                billing: Billing::default(),
                 at_ms: Some(1_770_764_310_100),
             }
         );
+    }
+
+    #[test]
+    fn usage_says_what_the_request_is_billed_for_besides_its_tokens() {
+        let (_, events) = one_line(
+            r#"{"type":"assistant","sessionId":"s","requestId":"req_1","message":{"id":"msg_1","model":"claude-opus-4-6","usage":{"input_tokens":47,"output_tokens":173,"speed":"fast","service_tier":"standard","inference_geo":"us","server_tool_use":{"web_search_requests":2,"web_fetch_requests":1}}}}"#,
+        );
+        let LogEvent::Usage { billing, .. } = &events[1] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(
+            *billing,
+            Billing {
+                fast: true,
+                service_tier: None,
+                geo: Some("us".into()),
+                web_searches: 2,
+            }
+        );
+        let (_, events) = one_line(
+            r#"{"type":"assistant","sessionId":"s","message":{"id":"m","model":"m","usage":{"input_tokens":1,"speed":"standard","inference_geo":"","server_tool_use":{"web_search_requests":0}}}}"#,
+        );
+        assert!(matches!(&events[1], LogEvent::Usage { billing, .. } if billing.is_standard()));
     }
 
     #[test]
@@ -1983,6 +2041,7 @@ mod tests {
                 sidechain: false,
                 model: "unknown".to_owned(),
                 tokens: tokens(0, 2, 0, 0, 0),
+                billing: Billing::default(),
                 at_ms: None,
             }
         );

@@ -51,7 +51,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::events::{LineOutcome, LogEvent, TaskItem, TaskStatus, TokenCounts};
+use super::events::{Billing, LineOutcome, LogEvent, TaskItem, TaskStatus, TokenCounts};
 use super::lenient::{
     Lenient, LenientBool, LenientCount, LenientInt, LenientStr, drain_map, drain_seq,
     is_json_object, is_uuid, opens_object, other_scalars_are_absent, timestamp_ms, uuid_v7_ms,
@@ -89,6 +89,8 @@ pub struct CodexParser {
     replaying_parent: Option<ParentReplay>,
     /// `apply_patch` calls made and not yet answered, oldest first.
     pending_patches: Vec<PendingPatch>,
+    /// The service tier the thread runs at (`thread_settings_applied`), when not the default.
+    service_tier: Option<String>,
 }
 
 /// A child thread still replaying its parent.
@@ -237,6 +239,14 @@ impl CodexParser {
         }
     }
 
+    /// What the thread's requests are billed for besides their tokens.
+    fn billing(&self) -> Billing {
+        Billing {
+            service_tier: self.service_tier.clone(),
+            ..Billing::default()
+        }
+    }
+
     fn session_id(&mut self) -> String {
         self.session_id
             .get_or_insert_with(|| self.thread_from_file_name.clone())
@@ -364,6 +374,7 @@ impl CodexParser {
                 .clone()
                 .unwrap_or_else(|| FALLBACK_MODEL.to_owned()),
             tokens,
+            billing: self.billing(),
             at_ms,
         });
     }

@@ -22,6 +22,12 @@ impl Framework {
             Framework::Gemini => "gemini",
         }
     }
+
+    pub fn parse(text: &str) -> Option<Framework> {
+        [Framework::ClaudeCode, Framework::Codex, Framework::Gemini]
+            .into_iter()
+            .find(|framework| framework.as_str() == text)
+    }
 }
 
 /// A task's status, as agents' task tools know it.
@@ -77,6 +83,35 @@ impl TokenCounts {
         self.cache_write_5m += other.cache_write_5m;
         self.cache_write_1h += other.cache_write_1h;
         self.cache_read += other.cache_read;
+    }
+}
+
+/// How a request is billed beyond its tokens, as its CLI recorded it (AGENT-FORMATS §8):
+/// each vendor charges more for some of these, and [`super::pricing`] knows by how much.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Billing {
+    /// Claude Code's fast mode (`usage.speed: "fast"`): the model's fast prices.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast: bool,
+    /// The service tier it ran at (Codex's `thread_settings_applied`: `priority`, `flex`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<String>,
+    /// Where it ran (Claude's `inference_geo`): `us` costs more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo: Option<String>,
+    /// Web searches it ran (`server_tool_use.web_search_requests`), charged each.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub web_searches: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+impl Billing {
+    /// Billed by its tokens alone.
+    pub fn is_standard(&self) -> bool {
+        *self == Billing::default()
     }
 }
 
@@ -139,6 +174,9 @@ pub enum LogEvent {
         sidechain: bool,
         model: String,
         tokens: TokenCounts,
+        /// What besides its tokens the request is billed for.
+        #[serde(default, skip_serializing_if = "Billing::is_standard")]
+        billing: Billing,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at_ms: Option<i64>,
     },

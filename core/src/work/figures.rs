@@ -7,13 +7,12 @@
 //! the logs, as the person's own ("local"). A session is never counted twice: one that is
 //! published is taken from the events only.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::events::{Framework, TokenCounts};
 use super::pricing::{PriceMemo, Pricing};
-use super::publish::Targets;
 use crate::cache::{CacheError, CacheView, UsageKey, UsageQuery};
 use crate::{Core, CoreError};
 
@@ -113,29 +112,49 @@ struct Sum {
     latest_ms: i64,
 }
 
-/// Figures for `query` (its `group_by` is replaced by `grouping`), with teams and local
-/// sessions of no onboarded agent (`me_handle`'s own).
+/// Who claimed a session of this machine (framework, session id): an agent's handle.
+pub type OwnerOf<'a> = &'a dyn Fn(Framework, &str) -> Option<String>;
+
+/// Figures for `query` (its `group_by` is replaced by `grouping`), with teams.
+///
+/// This machine's sessions are counted from its logs, each request once, under the agent
+/// that claimed the session (`owner_of`) or as the person's own (`me_handle`): the same
+/// figures as `roundtable scan`, at once, whether or not their reports have reached the hub
+/// yet. Reports in rooms count the sessions of other machines (teammates', other devices').
+/// Grouped by room, or for one room, figures are what the rooms hold (a session's share of
+/// each room it is published to), and this machine's unclaimed sessions are
+/// `(this machine)`.
 pub fn figures(
     view: &CacheView,
     grouping: &[Grouping],
     query: &UsageQuery,
     teams: &Teams,
-    targets: &Targets,
+    owner_of: OwnerOf<'_>,
     pricing: &Pricing,
     me_handle: &str,
 ) -> Result<Vec<Figure>, CacheError> {
-    // Shared figures, at their finest: every key but team (which comes from person).
+    let by_room = grouping.contains(&Grouping::Room) || query.room.is_some();
+    // Shared figures, at their finest: every key but team (which comes from person), and
+    // rooms only when asked (a report in several rooms otherwise counts once).
+    let mut finest_keys = vec![
+        UsageKey::Session,
+        UsageKey::Agent,
+        UsageKey::Person,
+        UsageKey::Model,
+        UsageKey::Day,
+    ];
+    if by_room {
+        finest_keys.insert(0, UsageKey::Room);
+    }
     let finest = UsageQuery {
-        group_by: vec![
-            UsageKey::Room,
-            UsageKey::Session,
-            UsageKey::Agent,
-            UsageKey::Person,
-            UsageKey::Model,
-            UsageKey::Day,
-        ],
+        group_by: finest_keys,
         ..query.clone()
     };
+    let here: HashSet<String> = view
+        .local_session_keys()?
+        .into_iter()
+        .map(|(framework, session)| format!("{framework}:{session}"))
+        .collect();
     let mut sums: BTreeMap<BTreeMap<Grouping, String>, Sum> = BTreeMap::new();
     let mut prices = PriceMemo::new(pricing);
     let mut add = |values: &BTreeMap<Grouping, String>, person: &str, add_to: &dyn Fn(&mut Sum)| {
@@ -155,6 +174,10 @@ pub fn figures(
     };
     for row in view.usage(&finest)? {
         let value = |key: UsageKey| row.group.get(&key).cloned().unwrap_or_default();
+        if !by_room && here.contains(&value(UsageKey::Session)) {
+            // Counted from this machine's logs below.
+            continue;
+        }
         let values: BTreeMap<Grouping, String> = [
             (Grouping::Room, value(UsageKey::Room)),
             (Grouping::Session, value(UsageKey::Session)),
@@ -183,58 +206,54 @@ pub fn figures(
             sum.latest_ms = sum.latest_ms.max(row.to_ms);
         });
     }
-    // This machine's sessions that no onboarded agent publishes.
-    let published: HashSet<(String, String)> = view
-        .local_sessions()?
-        .into_iter()
-        .filter(|session| {
-            let framework = match session.framework.as_str() {
-                "claude-code" => Framework::ClaudeCode,
-                "codex" => Framework::Codex,
-                _ => Framework::Gemini,
-            };
-            targets
-                .of(framework, &session.session_id, session.cwd.as_deref())
-                .is_some()
-        })
-        .map(|session| (session.framework, session.session_id))
-        .collect();
-    if query.room.is_none() {
-        for entry in view.local_usage_entries(query.since_ms, query.until_ms)? {
-            if published.contains(&(entry.framework.clone(), entry.session_id.clone())) {
-                continue;
-            }
-            let day = entry
-                .at_ms
-                .map(|at| roundtable_protocol::ts::format_millis(at)[..10].to_owned())
-                .unwrap_or_default();
-            let values: BTreeMap<Grouping, String> = [
-                (Grouping::Room, "(this machine)".to_owned()),
-                (
-                    Grouping::Session,
-                    format!("{}:{}", entry.framework, entry.session_id),
-                ),
-                (Grouping::Agent, format!("(local {})", entry.framework)),
-                (Grouping::Person, me_handle.to_owned()),
-                (Grouping::Model, entry.model.clone()),
-                (Grouping::Day, day),
-            ]
-            .into_iter()
-            .collect();
-            let cost = prices.cost(&entry.model, &entry.tokens);
-            add(&values, me_handle, &|sum: &mut Sum| {
-                sum.tokens.add(&entry.tokens);
-                match cost {
-                    Some(cost) => sum.cost += cost,
-                    None => {
-                        sum.unpriced_entries += 1;
-                        sum.unpriced_models.insert(entry.model.clone());
-                    }
-                }
-                sum.local_entries += 1;
-                sum.latest_ms = sum.latest_ms.max(entry.at_ms.unwrap_or(0));
-            });
+    // This machine's sessions, from its logs.
+    let mut owners: HashMap<(String, String), Option<String>> = HashMap::new();
+    for entry in view.local_usage_entries(query.since_ms, query.until_ms)? {
+        let owner = owners
+            .entry((entry.framework.clone(), entry.session_id.clone()))
+            .or_insert_with(|| {
+                Framework::parse(&entry.framework)
+                    .and_then(|framework| owner_of(framework, &entry.session_id))
+            })
+            .clone();
+        if by_room && owner.is_some() {
+            // Its room figures are what its rooms hold.
+            continue;
         }
+        let day = entry
+            .at_ms
+            .map(|at| roundtable_protocol::ts::format_millis(at)[..10].to_owned())
+            .unwrap_or_default();
+        let (agent, person) = match &owner {
+            Some(handle) => (handle.clone(), super::boards::person_of(handle).to_owned()),
+            None => (format!("(local {})", entry.framework), me_handle.to_owned()),
+        };
+        let values: BTreeMap<Grouping, String> = [
+            (Grouping::Room, "(this machine)".to_owned()),
+            (
+                Grouping::Session,
+                format!("{}:{}", entry.framework, entry.session_id),
+            ),
+            (Grouping::Agent, agent),
+            (Grouping::Person, person.clone()),
+            (Grouping::Model, entry.model.clone()),
+            (Grouping::Day, day),
+        ]
+        .into_iter()
+        .collect();
+        let cost = prices.cost(&entry.model, &entry.tokens, &entry.billing);
+        add(&values, &person, &|sum: &mut Sum| {
+            sum.tokens.add(&entry.tokens);
+            match cost {
+                Some(cost) => sum.cost += cost,
+                None => {
+                    sum.unpriced_entries += 1;
+                    sum.unpriced_models.insert(entry.model.clone());
+                }
+            }
+            sum.local_entries += 1;
+            sum.latest_ms = sum.latest_ms.max(entry.at_ms.unwrap_or(0));
+        });
     }
     Ok(sums
         .into_iter()
@@ -254,9 +273,9 @@ pub fn figures(
 }
 
 impl Core {
-    /// [`figures`] for this profile's person: their teams (`teams.toml` in the profile), the
-    /// agents onboarded on this machine (whose sessions are counted from the rooms, not the
-    /// logs), at `pricing`. What `roundtable usage` prints and the desktop's costs board shows.
+    /// [`figures`] for this profile's person: their teams (`teams.toml` in the profile), who
+    /// claimed which session of this machine, at `pricing`. What `roundtable usage` prints
+    /// and the desktop's costs board shows.
     pub async fn usage_figures(
         &self,
         grouping: Vec<Grouping>,
@@ -265,12 +284,12 @@ impl Core {
     ) -> Result<Vec<Figure>, CoreError> {
         let profile = self.profile();
         let teams = Teams::load(&profile.dir)?;
-        let (profiles, share_rooms) = (profile.base().to_path_buf(), profile.share_rooms.clone());
+        let claims = crate::session_claims::SessionClaims::beside(profile.base());
         let me = profile.handle.clone();
         self.read(move |view| {
-            // Reads the agents' profiles: on the blocking thread, with the cache.
-            let targets = super::watch::load_targets(&profiles, &share_rooms);
-            figures(view, &grouping, &query, &teams, &targets, &pricing, &me)
+            // Reads the claims: on the blocking thread, with the cache.
+            let owner_of = |framework: Framework, session: &str| claims.owner(framework, session);
+            figures(view, &grouping, &query, &teams, &owner_of, &pricing, &me)
         })
         .await
     }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::events::{LogEvent, RequestKey, TokenCounts};
+use super::events::{Billing, LogEvent, RequestKey, TokenCounts};
 use super::lenient::{Lenient, LenientCount, LenientList, LenientStr, opens_object, timestamp_ms};
 
 /// What a chat file says.
@@ -245,6 +245,7 @@ impl Chat {
                     .or_else(|| last_model.clone())
                     .unwrap_or_else(|| "unknown".to_owned()),
                 tokens,
+                billing: Billing::default(),
                 at_ms: message.at_ms,
             });
         }

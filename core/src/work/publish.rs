@@ -1,66 +1,58 @@
 //! Which agent a session on this machine belongs to, and what is published of its work.
 //!
-//! A session belongs to an onboarded agent when the agent's hooks or runner bound it, else
-//! when it ran in the project an agent was onboarded for, else to the agent onboarded on
-//! its CLI for the whole user. Its task lists, its token deltas and the components its edits
-//! touch are published as `tasks`, `usage` and `arch` events to the agent's home room and
-//! to the rooms the person shares their work with. Each event's `client_key` is derived
-//! from the log file and the offsets its data came from, so publishing again after a crash
-//! stores nothing twice. Pure: targets and changes in, publications out.
+//! A session belongs to the agent that claimed it (see [`crate::session_claims`]: the runner
+//! that started it, else the first hook that saw it start), and to no one otherwise: a
+//! session from before onboarding, or one of a CLI no agent is onboarded on, stays this
+//! machine's own. Its task lists, its token deltas and the components its edits touch are
+//! published as `tasks`, `usage` and `arch` events to the agent's home room and to the rooms
+//! the person shares their work with. Each event's `client_key` is derived from the log file
+//! and the offsets its data came from (or, for the first publication of a session claimed
+//! after its lines were read, from the session), so publishing again after a crash stores
+//! nothing twice. Pure: targets and changes in, publications out; the lookups of claims and
+//! architectures are the caller's.
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::architecture::Architecture;
-use super::events::Framework;
+use super::events::{Billing, Framework, TokenCounts};
 use super::pricing::Pricing;
-use crate::cache::{LocalChanges, Publication};
+use crate::cache::{LocalChanges, Publication, Publishing, ReadSpan};
 
-/// An onboarded agent whose sessions' work is published.
+/// An agent of this person whose sessions' work is published.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentTarget {
     pub agent_id: String,
     pub handle: String,
-    pub framework: Framework,
-    /// Onboarded for this project only (its sessions run under it).
-    pub project: Option<PathBuf>,
-    /// Sessions its hooks or its runner bound to it.
-    pub sessions: HashSet<String>,
     /// Where its work goes: its home room, and the rooms the person shares with.
     pub rooms: Vec<String>,
 }
 
-/// Every target, and how to find a session's.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Who claimed a session (framework, session id): the agent's handle.
+pub type OwnerOf = std::sync::Arc<dyn Fn(Framework, &str) -> Option<String> + Send + Sync>;
+
+/// Every target, and who claimed which session.
+#[derive(Clone, Default)]
 pub struct Targets {
     pub agents: Vec<AgentTarget>,
+    pub owner_of: Option<OwnerOf>,
+}
+
+impl std::fmt::Debug for Targets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Targets")
+            .field("agents", &self.agents)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Targets {
-    /// The agent a session belongs to.
-    pub fn of(
-        &self,
-        framework: Framework,
-        session_id: &str,
-        cwd: Option<&str>,
-    ) -> Option<&AgentTarget> {
-        let same = || {
-            self.agents
-                .iter()
-                .filter(move |agent| agent.framework == framework)
-        };
-        same()
-            .find(|agent| agent.sessions.contains(session_id))
-            .or_else(|| {
-                let cwd = Path::new(cwd?);
-                same()
-                    .filter(|agent| agent.project.as_deref().is_some_and(|p| cwd.starts_with(p)))
-                    .max_by_key(|agent| agent.project.as_ref().map(|p| p.as_os_str().len()))
-            })
-            .or_else(|| same().find(|agent| agent.project.is_none()))
+    /// The agent a session belongs to, when it is one of these.
+    pub fn of(&self, framework: Framework, session_id: &str) -> Option<&AgentTarget> {
+        let owner = (self.owner_of.as_ref()?)(framework, session_id)?;
+        self.agents.iter().find(|agent| agent.handle == owner)
     }
 }
 
@@ -78,47 +70,42 @@ pub fn key(kind: &str, parts: &[&str]) -> String {
     format!("w{kind}-{hex}")
 }
 
-/// What a read of `file` (its data between `from` and `to`) publishes.
-pub struct Publisher<'a> {
+/// The events the work of this machine's claimed sessions becomes.
+pub struct WorkPublisher<'a> {
     pub targets: &'a Targets,
     pub pricing: &'a Pricing,
-    /// Where each session ran, for those the changes do not say.
-    pub cwds: &'a BTreeMap<(Framework, String), String>,
-    /// Architectures of the repositories the edited files are in.
-    pub architectures: &'a [Architecture],
-    /// The read: its file and offsets (so keys differ between reads).
-    pub file: &'a str,
-    pub from: u64,
-    pub to: u64,
+    /// The architecture of the repository a file is in, if it has one.
+    pub architecture_of: &'a mut dyn FnMut(&Path) -> Option<Architecture>,
 }
 
-impl Publisher<'_> {
-    fn target(
-        &self,
-        changes: &LocalChanges,
-        framework: Framework,
-        session: &str,
-    ) -> Option<&AgentTarget> {
-        let cwd = changes
-            .sessions
-            .iter()
-            .rev()
-            .find(|(f, s, cwd)| *f == framework && s == session && cwd.is_some())
-            .and_then(|(_, _, cwd)| cwd.as_deref())
-            .or_else(|| {
-                self.cwds
-                    .get(&(framework, session.to_owned()))
-                    .map(String::as_str)
-            });
-        self.targets.of(framework, session, cwd)
+impl Publishing for WorkPublisher<'_> {
+    fn price(&self, model: &str, tokens: &TokenCounts, billing: &Billing) -> Option<f64> {
+        self.pricing.cost(model, tokens, billing)
     }
 
-    /// The events to publish for `changes`.
-    pub fn publications(&self, changes: &LocalChanges) -> Vec<Publication> {
-        let span = format!("{}-{}", self.from, self.to);
+    fn publishes(&self, framework: Framework, session_id: &str) -> bool {
+        self.targets.of(framework, session_id).is_some()
+    }
+
+    fn publications(
+        &mut self,
+        read: Option<ReadSpan<'_>>,
+        changes: &LocalChanges,
+    ) -> Vec<Publication> {
+        // What makes this publication's keys its own: the read, or the session's first
+        // publication (once per session).
+        let origin: Vec<String> = match read {
+            Some(read) => vec![read.file.to_owned(), format!("{}-{}", read.from, read.to)],
+            None => vec!["first".to_owned()],
+        };
+        let origin: Vec<&str> = origin.iter().map(String::as_str).collect();
+        let keyed = |kind: &str, parts: &[&str]| {
+            let all: Vec<&str> = origin.iter().chain(parts).copied().collect();
+            key(kind, &all)
+        };
         let mut out = Vec::new();
         for delta in &changes.usage {
-            let Some(agent) = self.target(changes, delta.framework, &delta.session_id) else {
+            let Some(agent) = self.targets.of(delta.framework, &delta.session_id) else {
                 continue;
             };
             let now = crate::now_ms();
@@ -134,15 +121,20 @@ impl Publisher<'_> {
                 "from": from,
                 "to": to,
             });
-            if let Some(cost) = self.pricing.cost(&delta.model, &delta.tokens) {
+            if let Some(cost) = delta.cost_usd {
                 body["cost_usd"] = json!(cost);
             }
             for room in &agent.rooms {
                 out.push(Publication {
                     room: room.clone(),
-                    client_key: key(
+                    client_key: keyed(
                         "u",
-                        &[self.file, &span, &delta.session_id, &delta.model, room],
+                        &[
+                            delta.framework.as_str(),
+                            &delta.session_id,
+                            &delta.model,
+                            room,
+                        ],
                     ),
                     kind: "usage".into(),
                     body: body.clone(),
@@ -150,7 +142,7 @@ impl Publisher<'_> {
             }
         }
         for list in &changes.tasks {
-            let Some(agent) = self.target(changes, list.framework, &list.session_id) else {
+            let Some(agent) = self.targets.of(list.framework, &list.session_id) else {
                 continue;
             };
             // A subagent's list is its own lane inside the session.
@@ -181,22 +173,18 @@ impl Publisher<'_> {
             for room in &agent.rooms {
                 out.push(Publication {
                     room: room.clone(),
-                    client_key: key("t", &[self.file, &span, &session_id, room]),
+                    client_key: keyed("t", &[list.framework.as_str(), &session_id, room]),
                     kind: "tasks".into(),
                     body: body.clone(),
                 });
             }
         }
         for touched in &changes.files {
-            let Some(agent) = self.target(changes, touched.framework, &touched.session_id) else {
+            let Some(agent) = self.targets.of(touched.framework, &touched.session_id) else {
                 continue;
             };
             let path = Path::new(&touched.path);
-            let Some(architecture) = self
-                .architectures
-                .iter()
-                .find(|architecture| path.starts_with(&architecture.root))
-            else {
+            let Some(architecture) = (self.architecture_of)(path) else {
                 continue;
             };
             let text_key = key("a", &[&architecture.text]);
@@ -211,9 +199,15 @@ impl Publisher<'_> {
                     });
                     out.push(Publication {
                         room: room.clone(),
-                        client_key: key(
+                        client_key: keyed(
                             "s",
-                            &[self.file, &span, &touched.path, &component.id, room],
+                            &[
+                                touched.framework.as_str(),
+                                &touched.session_id,
+                                &touched.path,
+                                &component.id,
+                                room,
+                            ],
                         ),
                         kind: "arch".into(),
                         body: json!({
@@ -230,61 +224,58 @@ impl Publisher<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use crate::cache::{FileTouch, TaskListChange, UsageDelta};
-    use crate::work::events::{TaskItem, TaskStatus, TokenCounts};
+    use crate::work::events::{TaskItem, TaskStatus};
 
-    fn targets() -> Targets {
+    fn targets(claims: &[(&str, &str)]) -> Targets {
+        let claims: HashMap<String, String> = claims
+            .iter()
+            .map(|(session, handle)| (session.to_string(), handle.to_string()))
+            .collect();
         Targets {
             agents: vec![
                 AgentTarget {
                     agent_id: "p_writer".into(),
                     handle: "dana/writer".into(),
-                    framework: Framework::ClaudeCode,
-                    project: None,
-                    sessions: HashSet::new(),
                     rooms: vec!["r_home".into()],
                 },
                 AgentTarget {
                     agent_id: "p_parser".into(),
                     handle: "dana/parser".into(),
-                    framework: Framework::ClaudeCode,
-                    project: Some("/src/parser".into()),
-                    sessions: HashSet::new(),
                     rooms: vec!["r_parser".into(), "r_team".into()],
                 },
-                AgentTarget {
-                    agent_id: "p_bound".into(),
-                    handle: "dana/bound".into(),
-                    framework: Framework::ClaudeCode,
-                    project: None,
-                    sessions: ["s-bound".to_owned()].into_iter().collect(),
-                    rooms: vec!["r_bound".into()],
-                },
             ],
+            owner_of: Some(std::sync::Arc::new(move |framework, session| {
+                (framework == Framework::ClaudeCode)
+                    .then(|| claims.get(session).cloned())
+                    .flatten()
+            })),
         }
     }
 
     #[test]
-    fn a_session_goes_to_its_binding_then_its_project_then_the_users_agent() {
-        let targets = targets();
-        let of = |session: &str, cwd: Option<&str>| {
+    fn a_session_belongs_to_the_agent_that_claimed_it_and_to_no_one_else() {
+        let targets = targets(&[("s1", "dana/parser"), ("s2", "sam/gone")]);
+        let of = |framework, session: &str| {
             targets
-                .of(Framework::ClaudeCode, session, cwd)
+                .of(framework, session)
                 .map(|agent| agent.handle.as_str())
         };
-        assert_eq!(of("s-bound", Some("/src/parser/x")), Some("dana/bound"));
-        assert_eq!(of("s1", Some("/src/parser/lib")), Some("dana/parser"));
-        assert_eq!(of("s1", Some("/home/dana")), Some("dana/writer"));
-        assert_eq!(of("s1", None), Some("dana/writer"));
-        assert!(targets.of(Framework::Codex, "s1", None).is_none());
+        assert_eq!(of(Framework::ClaudeCode, "s1"), Some("dana/parser"));
+        // Unclaimed, or claimed by no agent of this person: nobody's.
+        assert_eq!(of(Framework::ClaudeCode, "s0"), None);
+        assert_eq!(of(Framework::ClaudeCode, "s2"), None);
+        assert_eq!(of(Framework::Codex, "s1"), None);
+        assert!(Targets::default().of(Framework::ClaudeCode, "s1").is_none());
     }
 
     #[test]
     fn changes_become_events_with_keys_that_repeat_only_for_the_same_read() {
-        let targets = targets();
+        let targets = targets(&[("s1", "dana/writer")]);
         let pricing = Pricing::built_in();
-        let cwds = BTreeMap::new();
         let dir = tempfile::tempdir().unwrap();
         let architecture = Architecture::parse(
             dir.path(),
@@ -301,6 +292,7 @@ mod tests {
                     output: 100,
                     ..TokenCounts::default()
                 },
+                cost_usd: Some(0.0045),
                 first_ms: Some(1_796_029_200_000),
                 last_ms: Some(1_796_029_260_000),
             }],
@@ -329,17 +321,23 @@ mod tests {
                 Some("/home/dana".into()),
             )],
         };
-        let architectures = [architecture];
-        let publisher = |from: u64| Publisher {
+        let mut architecture_of = |_: &Path| Some(architecture.clone());
+        let mut publisher = WorkPublisher {
             targets: &targets,
             pricing: &pricing,
-            cwds: &cwds,
-            architectures: &architectures,
-            file: "/home/dana/.claude/projects/p/s1.jsonl",
-            from,
-            to: 900,
+            architecture_of: &mut architecture_of,
         };
-        let published = publisher(0).publications(&changes);
+        let file = "/home/dana/.claude/projects/p/s1.jsonl";
+        let read = |from: u64| {
+            Some(ReadSpan {
+                file,
+                from,
+                to: 900,
+            })
+        };
+        assert!(publisher.publishes(Framework::ClaudeCode, "s1"));
+        assert!(!publisher.publishes(Framework::ClaudeCode, "s9"));
+        let published = publisher.publications(read(0), &changes);
         let kinds: Vec<(&str, &str)> = published
             .iter()
             .map(|p| (p.kind.as_str(), p.room.as_str()))
@@ -370,15 +368,24 @@ mod tests {
             .unwrap();
             assert!((8..=64).contains(&publication.client_key.len()));
         }
-        // The same read gives the same keys; another read, other keys (but the components'
-        // definition, which depends on the architecture only).
-        let again = publisher(0).publications(&changes);
+        // The same read gives the same keys; another read, or the session's first
+        // publication, other keys (but the components' definition, which depends on the
+        // architecture only).
+        let keys = |published: &[Publication]| {
+            published
+                .iter()
+                .map(|p| p.client_key.clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
-            published.iter().map(|p| &p.client_key).collect::<Vec<_>>(),
-            again.iter().map(|p| &p.client_key).collect::<Vec<_>>()
+            keys(&published),
+            keys(&publisher.publications(read(0), &changes))
         );
-        let later = publisher(900).publications(&changes);
+        let later = publisher.publications(read(900), &changes);
         assert_ne!(published[0].client_key, later[0].client_key);
         assert_eq!(published[2].client_key, later[2].client_key);
+        let first = publisher.publications(None, &changes);
+        assert_ne!(published[0].client_key, first[0].client_key);
+        assert_ne!(later[0].client_key, first[0].client_key);
     }
 }

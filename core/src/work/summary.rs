@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use super::events::{Framework, LogEvent, TaskItem, TokenCounts};
+use super::events::{Billing, Framework, LogEvent, TaskItem, TokenCounts};
 use super::pricing::{PriceMemo, Pricing};
 
 /// One report of a request, as kept for de-duplication.
@@ -17,6 +17,7 @@ struct Request {
     sidechain: bool,
     model: String,
     tokens: TokenCounts,
+    billing: Billing,
 }
 
 /// What one session's logs add up to so far.
@@ -33,7 +34,7 @@ pub struct SessionLog {
     /// Reports of keyed requests, by message id.
     requests: HashMap<String, Vec<Request>>,
     /// Keyless usage (each counts once), by model: each report, priced on its own.
-    deltas: BTreeMap<String, Vec<TokenCounts>>,
+    deltas: BTreeMap<String, Vec<(TokenCounts, Billing)>>,
 }
 
 impl SessionLog {
@@ -94,7 +95,7 @@ impl SessionLog {
         }
         for (model, deltas) in &self.deltas {
             let total = by_model.entry(model.clone()).or_default();
-            for delta in deltas {
+            for (delta, _) in deltas {
                 total.add(delta);
             }
         }
@@ -105,11 +106,11 @@ impl SessionLog {
     pub fn cost(&self, prices: &mut PriceMemo<'_>) -> (f64, BTreeSet<String>) {
         let mut cost = 0.0;
         let mut unpriced = BTreeSet::new();
-        let mut add = |model: &str, tokens: &TokenCounts| {
-            if tokens.total() == 0 {
+        let mut add = |model: &str, tokens: &TokenCounts, billing: &Billing| {
+            if tokens.total() == 0 && billing.web_searches == 0 {
                 return;
             }
-            match prices.cost(model, tokens) {
+            match prices.cost(model, tokens, billing) {
                 Some(charged) => cost += charged,
                 None => {
                     unpriced.insert(model.to_owned());
@@ -117,11 +118,11 @@ impl SessionLog {
             }
         };
         for report in self.requests.values().flatten() {
-            add(&report.model, &report.tokens);
+            add(&report.model, &report.tokens, &report.billing);
         }
         for (model, deltas) in &self.deltas {
-            for delta in deltas {
-                add(model, delta);
+            for (delta, billing) in deltas {
+                add(model, delta, billing);
             }
         }
         (cost, unpriced)
@@ -222,6 +223,7 @@ impl Summary {
                 sidechain,
                 model,
                 tokens,
+                billing,
                 at_ms,
                 ..
             } => {
@@ -237,9 +239,14 @@ impl Summary {
                             sidechain,
                             model,
                             tokens,
+                            billing,
                         },
                     ),
-                    None => session.deltas.entry(model).or_default().push(tokens),
+                    None => session
+                        .deltas
+                        .entry(model)
+                        .or_default()
+                        .push((tokens, billing)),
                 }
             }
         }
@@ -369,6 +376,7 @@ mod tests {
                 output,
                 ..TokenCounts::default()
             },
+            billing: Billing::default(),
             at_ms: Some(1),
         }
     }
@@ -447,6 +455,7 @@ mod tests {
                     input: 100,
                     ..TokenCounts::default()
                 },
+                billing: Billing::default(),
                 at_ms: None,
             },
         );

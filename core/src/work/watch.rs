@@ -18,16 +18,17 @@ use tokio::sync::{mpsc, watch};
 use super::architecture::{self, Architecture};
 use super::events::{Framework, LineOutcome, LogEvent, TaskItem};
 use super::pricing::Pricing;
-use super::publish::{AgentTarget, Publisher, Targets};
+use super::publish::{AgentTarget, Targets, WorkPublisher};
 use super::scan::{self, LineParser, LogFile, LogKind};
-use crate::cache::{LogFileState, LogRead};
+use crate::cache::{LogFileState, LogRead, Publishing};
 use crate::local_agents::Environment;
+use crate::session_claims::SessionClaims;
 use crate::{Change, Core, CoreError, now_ms};
 
 /// How long changes settle before they are read.
 const SETTLE: Duration = Duration::from_millis(30);
 /// How often the directories are looked at again (new directories; missed notifications)
-/// and the onboarded agents reloaded.
+/// and the agents reloaded (a session's claim is read when its lines are, not at rescans).
 const RESCAN: Duration = Duration::from_secs(10);
 
 /// What the watcher is doing, for a view to show.
@@ -93,62 +94,42 @@ impl Drop for LogWatch {
     }
 }
 
-/// The onboarded agents of the person whose profiles are in `profiles`, with their home
-/// rooms and bound sessions.
+/// The agents of the person whose profiles are in `profiles` (onboarded on an agent CLI, or
+/// a team's), with their home rooms, and who claimed which session of this machine.
 pub fn load_targets(profiles: &Path, share_rooms: &[String]) -> Targets {
     let mut agents = Vec::new();
-    let records = crate::local_agents::onboarding::onboarded(profiles);
-    let Ok(entries) = std::fs::read_dir(profiles) else {
-        return Targets::default();
-    };
-    for entry in entries.flatten() {
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        let Ok(profile) = crate::profile::Profile::load(profiles, &name) else {
-            continue;
-        };
-        let record = records
-            .iter()
-            .find(|record| record.handle == profile.handle);
-        let cli = record
-            .map(|record| record.cli)
-            .or_else(|| crate::teams::bound_cli(&profile.dir));
-        let Some(cli) = cli else { continue };
-        let framework = match cli {
-            crate::local_agents::AgentCli::Claude => Framework::ClaudeCode,
-            crate::local_agents::AgentCli::Codex => Framework::Codex,
-            crate::local_agents::AgentCli::Gemini => Framework::Gemini,
-            _ => continue,
-        };
-        let Some(home) = profile.home_room.clone() else {
-            continue;
-        };
-        let mut rooms = vec![home];
-        rooms.extend(share_rooms.iter().cloned());
-        rooms.dedup();
-        agents.push(AgentTarget {
-            agent_id: profile.principal.clone(),
-            handle: profile.handle.clone(),
-            framework,
-            project: record.and_then(|record| record.project.clone()),
-            sessions: bound_sessions(&profile.cache_path()),
-            rooms,
-        });
+    if let Ok(entries) = std::fs::read_dir(profiles) {
+        for entry in entries.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let Ok(profile) = crate::profile::Profile::load(profiles, &name) else {
+                continue;
+            };
+            if !profile.handle.contains('/') {
+                continue;
+            }
+            let Some(home) = profile.home_room.clone() else {
+                continue;
+            };
+            let mut rooms = vec![home];
+            rooms.extend(share_rooms.iter().cloned());
+            rooms.dedup();
+            agents.push(AgentTarget {
+                agent_id: profile.principal.clone(),
+                handle: profile.handle.clone(),
+                rooms,
+            });
+        }
     }
     agents.sort_by(|a, b| a.handle.cmp(&b.handle));
-    Targets { agents }
-}
-
-/// The sessions an agent's hooks and runner bound, read from its cache.
-fn bound_sessions(cache: &Path) -> HashSet<String> {
-    if !cache.exists() {
-        return HashSet::new();
+    let claims = SessionClaims::beside(profiles);
+    Targets {
+        agents,
+        owner_of: Some(Arc::new(move |framework, session| {
+            claims.owner(framework, session)
+        })),
     }
-    crate::cache::CacheView::open_reader(cache)
-        .and_then(|view| view.sessions())
-        .map(|sessions| sessions.into_iter().map(|s| s.session_id).collect())
-        .unwrap_or_default()
 }
 
 fn identity(path: &Path) -> Option<(u64, u64, u64)> {
@@ -305,20 +286,15 @@ fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// The architectures of the repositories the files in `read` are in.
-fn architectures_for(
-    read: &LogRead,
+/// The architecture of the repository `path` is in, looked up once per repository.
+fn architecture_of(
+    path: &Path,
     known: &mut HashMap<PathBuf, Option<Architecture>>,
-) -> Vec<Architecture> {
-    let mut found = Vec::new();
-    for (_, event) in &read.events {
-        let LogEvent::FileTouched { path, .. } = event else {
-            continue;
-        };
-        let Some(root) = architecture::find_root(Path::new(path)) else {
-            continue;
-        };
-        let architecture = known.entry(root.clone()).or_insert_with(|| {
+) -> Option<Architecture> {
+    let root = architecture::find_root(path)?;
+    known
+        .entry(root.clone())
+        .or_insert_with(|| {
             let text = std::fs::read_to_string(root.join(architecture::FILE)).ok()?;
             match Architecture::parse(&root, &text) {
                 Ok(architecture) => Some(architecture),
@@ -327,16 +303,8 @@ fn architectures_for(
                     None
                 }
             }
-        });
-        if let Some(architecture) = architecture
-            && !found
-                .iter()
-                .any(|a: &Architecture| a.root == architecture.root)
-        {
-            found.push(architecture.clone());
-        }
-    }
-    found
+        })
+        .clone()
 }
 
 /// What the watcher carries from one read to the next.
@@ -380,6 +348,30 @@ impl Core {
             task: Some(task),
             state: state_receiver,
         }
+    }
+
+    /// Reads what is new in this machine's agent logs into the cache once (publishing
+    /// claimed sessions' work), without following them: what a one-off view does first, so
+    /// it shows this machine's sessions as they are now, watcher or not.
+    pub async fn read_logs_once(&self, options: WatchOptions) -> Result<(), CoreError> {
+        let roots = scan::roots(&options.env);
+        let positions = self
+            .read(|cache| cache.log_files())
+            .await?
+            .into_iter()
+            .map(|state| (state.path.clone(), state))
+            .collect();
+        let mut following = Following {
+            targets: Arc::new(load_targets(&options.profiles, &options.share_rooms)),
+            options: Arc::new(options),
+            architectures: HashMap::new(),
+            positions,
+        };
+        let (_never, stop) = watch::channel(false);
+        let files = find_blocking(&roots).await?;
+        self.catch_up_files(files, &mut following, &stop, |_| {})
+            .await?;
+        self.publish_claimed(&mut following).await
     }
 
     async fn follow_logs(
@@ -426,6 +418,18 @@ impl Core {
                 watched.insert(root.clone());
             }
         }
+        // Claims of sessions: one that appears publishes what was read of its session.
+        let claims = SessionClaims::beside(&following.options.profiles);
+        if let Err(error) = crate::profile::create_private_dir(claims.dir())
+            .map_err(|error| error.to_string())
+            .and_then(|()| {
+                watcher
+                    .watch(claims.dir(), RecursiveMode::Recursive)
+                    .map_err(|error| error.to_string())
+            })
+        {
+            tracing::warn!(%error, "cannot follow the sessions' claims; they are read at each rescan");
+        }
         let files = find_blocking(&roots).await?;
         let mut progress = WatchState::Scanning {
             files_done: 0,
@@ -451,6 +455,7 @@ impl Core {
         if !finished {
             return Ok(());
         }
+        self.publish_claimed(&mut following).await?;
         let _ = state.send(WatchState::Watching { files: known });
         let mut rescan = tokio::time::interval(RESCAN);
         rescan.tick().await;
@@ -468,6 +473,9 @@ impl Core {
                         .filter_map(|path| scan::log_file_at(&roots, path))
                         .collect();
                     self.catch_up_files(files, &mut following, &stop, |_| {}).await?;
+                    if paths.iter().any(|path| path.starts_with(claims.dir())) {
+                        self.publish_claimed(&mut following).await?;
+                    }
                 }
                 _ = rescan.tick() => {
                     following.targets =
@@ -484,6 +492,7 @@ impl Core {
                     let files = find_blocking(&roots).await?;
                     let found = files.len();
                     self.catch_up_files(files, &mut following, &stop, |_| {}).await?;
+                    self.publish_claimed(&mut following).await?;
                     if found != known {
                         known = found;
                         let _ = state.send(WatchState::Watching { files: known });
@@ -492,6 +501,7 @@ impl Core {
                 () = reload.notified() => {
                     following.targets =
                         Arc::new(load_targets(&following.options.profiles, &following.options.share_rooms));
+                    self.publish_claimed(&mut following).await?;
                 }
                 _ = stop.changed() => return Ok(()),
             }
@@ -557,37 +567,26 @@ impl Core {
         reads: Vec<LogRead>,
         following: &mut Following,
     ) -> Result<(), CoreError> {
-        let found: Vec<Vec<Architecture>> = reads
-            .iter()
-            .map(|read| architectures_for(read, &mut following.architectures))
-            .collect();
         let owner = self.shared.lock.id.clone();
         let (options, targets) = (following.options.clone(), following.targets.clone());
-        let (reads, applied, published) = self
+        let mut architectures = std::mem::take(&mut following.architectures);
+        let (reads, applied, published, architectures) = self
             .write_job(move |cache| {
-                let mut published = 0;
-                let applied = cache.apply_log_reads(
-                    &reads,
-                    now_ms(),
-                    &owner,
-                    |index, read, changes, cwds| {
-                        let publications = Publisher {
-                            targets: &targets,
-                            pricing: &options.pricing,
-                            cwds,
-                            architectures: &found[index],
-                            file: &read.state.path,
-                            from: read.from,
-                            to: read.state.offset,
-                        }
-                        .publications(changes);
-                        published += publications.len();
-                        publications
+                let mut lookup = |path: &Path| architecture_of(path, &mut architectures);
+                let mut publisher = Counted {
+                    inner: WorkPublisher {
+                        targets: &targets,
+                        pricing: &options.pricing,
+                        architecture_of: &mut lookup,
                     },
-                )?;
-                Ok((reads, applied, published))
+                    published: 0,
+                };
+                let applied = cache.apply_log_reads(&reads, now_ms(), &owner, &mut publisher)?;
+                let published = publisher.published;
+                Ok((reads, applied, published, architectures))
             })
             .await?;
+        following.architectures = architectures;
         let mut changed = false;
         for (read, changes) in reads.into_iter().zip(applied) {
             match changes {
@@ -619,11 +618,76 @@ impl Core {
         if changed {
             self.shared.changed(Change::LocalWork);
         }
+        self.published(published);
+        Ok(())
+    }
+
+    /// Publishes what is known of sessions an agent claimed after their lines were read.
+    async fn publish_claimed(&self, following: &mut Following) -> Result<(), CoreError> {
+        let owner = self.shared.lock.id.clone();
+        let (options, targets) = (following.options.clone(), following.targets.clone());
+        let mut architectures = std::mem::take(&mut following.architectures);
+        let (published, architectures) = self
+            .write_job(move |cache| {
+                let mut lookup = |path: &Path| architecture_of(path, &mut architectures);
+                let mut publisher = Counted {
+                    inner: WorkPublisher {
+                        targets: &targets,
+                        pricing: &options.pricing,
+                        architecture_of: &mut lookup,
+                    },
+                    published: 0,
+                };
+                cache.publish_claimed(now_ms(), &owner, &mut publisher)?;
+                let published = publisher.published;
+                Ok((published, architectures))
+            })
+            .await?;
+        following.architectures = architectures;
         if published > 0 {
+            self.shared.changed(Change::LocalWork);
+        }
+        self.published(published);
+        Ok(())
+    }
+
+    /// Wakes the outbox for `count` new publications.
+    fn published(&self, count: usize) {
+        if count > 0 {
             self.shared.changed(Change::Outbox);
             self.shared.outbox_ready.notify_one();
         }
-        Ok(())
+    }
+}
+
+/// A publisher that counts what it publishes.
+struct Counted<P> {
+    inner: P,
+    published: usize,
+}
+
+impl<P: Publishing> Publishing for Counted<P> {
+    fn price(
+        &self,
+        model: &str,
+        tokens: &crate::work::events::TokenCounts,
+        billing: &crate::work::events::Billing,
+    ) -> Option<f64> {
+        self.inner.price(model, tokens, billing)
+    }
+
+    fn publishes(&self, framework: Framework, session_id: &str) -> bool {
+        self.inner.publishes(framework, session_id)
+    }
+
+    fn publications(
+        &mut self,
+        read: Option<crate::cache::ReadSpan<'_>>,
+        changes: &crate::cache::LocalChanges,
+    ) -> Vec<crate::cache::Publication> {
+        let publications = self.inner.publications(read, changes);
+        self.published += publications.len();
+        publications
     }
 }
 

@@ -64,6 +64,7 @@ export function lane(overrides: Partial<TaskLane> & Pick<TaskLane, "key" | "task
     room: null,
     ts_ms: 0,
     source: "TodoWrite",
+    no_list: null,
     ...overrides,
   };
 }

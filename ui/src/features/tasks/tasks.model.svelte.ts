@@ -45,7 +45,10 @@ export type TaskFilters = { room: string | null; agent: string | null; person: s
 
 export const NO_FILTERS: TaskFilters = { room: null, agent: null, person: null, state: null };
 
-/** Lanes and their tasks that pass `filters`; lanes left with no task are left out. Pure. */
+/**
+ * Lanes and their tasks that pass `filters`; lanes left with no task are left out, but for a
+ * session that keeps no list (it says why) when no status is asked for. Pure.
+ */
 export function filterLanes(lanes: readonly TaskLane[], filters: TaskFilters): TaskLane[] {
   const out: TaskLane[] = [];
   for (const lane of lanes) {
@@ -56,6 +59,7 @@ export function filterLanes(lanes: readonly TaskLane[], filters: TaskFilters): T
       filters.state === null ? columnOf(task.status) !== "deleted" : columnOf(task.status) === filters.state,
     );
     if (tasks.length > 0) out.push(tasks.length === lane.tasks.length ? lane : { ...lane, tasks });
+    else if (lane.no_list !== null && filters.state === null) out.push(lane);
   }
   return out;
 }

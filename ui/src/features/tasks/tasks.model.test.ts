@@ -78,6 +78,14 @@ describe("tasks board", () => {
     expect(filterLanes(lanes, { ...NO_FILTERS, state: "deleted" })[0]!.tasks.map((t) => t.title)).toEqual(["old"]);
   });
 
+  it("keeps a session with no list, which says why, unless a status is asked for", () => {
+    const listless = lane({ key: "local:codex:t1", framework: "codex", tasks: [], no_list: "update_plan is off" });
+    const empty = lane({ key: "local:codex:t2", framework: "codex", tasks: [] });
+    expect(filterLanes([listless, empty], NO_FILTERS).map((l) => l.key)).toEqual([listless.key]);
+    expect(filterLanes([listless], { ...NO_FILTERS, state: "pending" })).toEqual([]);
+    expect(boardRows([listless], ["pending", "in_progress", "completed"]).map((row) => row.kind)).toEqual(["lane"]);
+  });
+
   it("offers the rooms, agents and people on the board", () => {
     expect(filterOptions([writer, security, loose])).toEqual({
       rooms: ["r-parser", "r-security"],
