@@ -331,6 +331,10 @@ pub enum AgentsCommand {
         /// How long a permission request waits for your answer before the terminal asks.
         #[arg(long, default_value_t = 120)]
         permission_wait_seconds: u64,
+        /// Leave the CLI's own task tool as it is (by default onboarding turns on Claude
+        /// Code's task tools and Codex's update_plan, which today's default models lack).
+        #[arg(long)]
+        no_task_tools: bool,
     },
     /// Undo an onboarding: remove exactly what it added to the CLI's configuration (the
     /// agent stays registered).
@@ -626,6 +630,7 @@ async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
             description,
             listen_seconds,
             permission_wait_seconds,
+            no_task_tools,
         }) => {
             let options = OnboardOptions {
                 project,
@@ -633,8 +638,10 @@ async fn with_sync(core: &Core, out: &Out, command: ClientCommand) -> Result<(),
                 settings: HookSettings {
                     listen_s: listen_seconds,
                     permission_wait_s: permission_wait_seconds,
+                    listen_unattended: false,
                 },
                 roundtable: None,
+                no_task_tools,
             };
             onboard(core, out, &cli, &name, options).await
         }

@@ -1,32 +1,47 @@
-//! `roundtable hook claude|codex --agent HANDLE …`: what an agent CLI runs at the moments of
-//! a session it reports (see `roundtable_core::hooks`). It always exits 0 and never stalls a
-//! session past its configured wait: a hook that cannot reach the hub says so on stderr and
-//! lets the session go on.
+//! `roundtable hook claude|codex|gemini --agent HANDLE …`: what an agent CLI runs at the
+//! moments of a session it reports (see `roundtable_core::hooks`). It always exits 0 and
+//! never stalls a session past its configured wait: a hook that cannot reach the hub says so
+//! on stderr and lets the session go on.
 //!
-//! - Claude Code: `roundtable hook claude --agent dana/writer [EVENT]` with the hook's JSON on
-//!   stdin; the answer, if any, on stdout in Claude Code's format.
-//! - Codex: `notify = ["roundtable", "hook", "codex", "--agent", "dana/reviewer", "--then",
-//!   PROGRAM…]`; Codex appends the turn's JSON as the last argument. The program the person
-//!   had as `notify` before onboarding (after `--then`) runs first, with that JSON, as Codex
-//!   would have run it.
+//! - Claude Code, Codex and Gemini CLI: `roundtable hook CLI --agent dana/writer [EVENT]` with
+//!   the hook's JSON on stdin; the answer, if any, on stdout in the CLI's format.
+//! - Codex's `notify` (onboarding before Codex had hooks): `notify = ["roundtable", "hook",
+//!   "codex", "--agent", "dana/reviewer", "--then", PROGRAM…]`; Codex appends the turn's JSON
+//!   as the last argument. The program the person had as `notify` before onboarding (after
+//!   `--then`) runs first, with that JSON, as Codex would have run it.
+//! - `roundtable hook codex-wake --agent HANDLE THREAD [ROLLOUT]`: what a Codex session's
+//!   turn end leaves running (detached) to hand it later messages (see
+//!   `Core::wake_codex`).
 
 use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
 
-use roundtable_core::hooks::{self, HookSettings};
+use roundtable_core::hooks::{self, HookContext, HookEvent, HookReply, HookSettings};
+use roundtable_core::local_agents::AgentCli;
+use roundtable_core::local_agents::detect::{find_executable, search_dirs};
 use roundtable_core::session_claims::SessionClaims;
-use roundtable_core::work::events::Framework;
 use roundtable_core::{Core, profile};
 
 /// Runs a hook; returns the text to print on stdout.
 pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
     match cli {
-        "claude" => claude(agent, rest.first().map(String::as_str)).await,
-        "codex" => {
-            codex(agent, rest).await;
+        "claude" => stdin_hook(AgentCli::Claude, agent, rest.first().map(String::as_str)).await,
+        "gemini" => stdin_hook(AgentCli::Gemini, agent, rest.first().map(String::as_str)).await,
+        "codex"
+            if rest
+                .last()
+                .is_some_and(|last| last.trim_start().starts_with('{')) =>
+        {
+            codex_notify(agent, rest).await;
+            None
+        }
+        "codex" => stdin_hook(AgentCli::Codex, agent, rest.first().map(String::as_str)).await,
+        "codex-wake" => {
+            codex_wake(agent, rest).await;
             None
         }
         other => {
-            eprintln!("roundtable hook: no hooks for {other:?} (claude or codex)");
+            eprintln!("roundtable hook: no hooks for {other:?} (claude, codex or gemini)");
             None
         }
     }
@@ -34,11 +49,14 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
 
 /// Claims a session for its agent (see `roundtable_core::session_claims`): the agent a
 /// runner started it for, else this hook's. Whether the session is this hook's agent's.
-fn claim(agent: &str, framework: Framework, session_id: &str) -> bool {
+fn claim(agent: &str, cli: AgentCli, session_id: &str) -> bool {
     let candidate = std::env::var(roundtable_core::runner::AGENT_ENV)
         .ok()
         .filter(|handle| !handle.is_empty())
         .unwrap_or_else(|| agent.to_owned());
+    let Some(framework) = cli.work_framework() else {
+        return candidate == agent;
+    };
     if session_id.is_empty() {
         return candidate == agent;
     }
@@ -70,7 +88,44 @@ async fn open(agent: &str) -> Option<Core> {
     }
 }
 
-async fn claude(agent: &str, event: Option<&str>) -> Option<String> {
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Whether this hook runs under `codex exec` (a run with no person), by its ancestors.
+fn under_codex_exec() -> bool {
+    let mut pid = std::process::id();
+    for _ in 0..6 {
+        let Some(parent) = parent_of(pid) else {
+            return false;
+        };
+        let argv = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
+        let mut words = argv.split(|&b| b == 0).map(String::from_utf8_lossy);
+        let program = words.next().unwrap_or_default();
+        let is_codex = Path::new(program.as_ref())
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("codex"));
+        if is_codex && words.find(|word| !word.starts_with('-')).as_deref() == Some("exec") {
+            return true;
+        }
+        pid = parent;
+    }
+    false
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`: the command may hold spaces and parentheses.
+    let after = &stat[stat.rfind(')')? + 2..];
+    after
+        .split(' ')
+        .nth(1)?
+        .parse()
+        .ok()
+        .filter(|&ppid| ppid > 1)
+}
+
+async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<String> {
     let mut input = Vec::new();
     if let Err(error) = std::io::stdin()
         .take(hooks::MAX_INPUT as u64 + 1)
@@ -79,39 +134,126 @@ async fn claude(agent: &str, event: Option<&str>) -> Option<String> {
         eprintln!("roundtable hook: cannot read the hook's input: {error}");
         return None;
     }
-    let hook = match hooks::parse_claude(&input, event) {
-        Ok(hook) => hook,
+    let event = match hooks::parse(cli, &input, event) {
+        Ok(event) => event,
         Err(error) => {
             eprintln!("roundtable hook: {error}");
             return None;
         }
     };
-    let event_name = match &hook {
-        hooks::ClaudeHook::SessionStart { .. } => "SessionStart",
-        hooks::ClaudeHook::UserPromptSubmit { .. } => "UserPromptSubmit",
-        hooks::ClaudeHook::Notification { .. } => "Notification",
-        hooks::ClaudeHook::PermissionRequest { .. } => "PermissionRequest",
-        hooks::ClaudeHook::Stop { .. } => "Stop",
-        hooks::ClaudeHook::Other(_) => return None,
+    let event_name = match (&event, cli) {
+        (HookEvent::Other(_), _) => return None,
+        (HookEvent::SessionStarted { .. }, _) => "SessionStart",
+        (HookEvent::PromptSubmitted { .. }, AgentCli::Gemini) => "BeforeAgent",
+        (HookEvent::PromptSubmitted { .. }, _) => "UserPromptSubmit",
+        (HookEvent::ToolDone { .. }, AgentCli::Gemini) => "AfterTool",
+        (HookEvent::ToolDone { .. }, _) => "PostToolUse",
+        (HookEvent::Notification { .. }, _) => "Notification",
+        (HookEvent::PermissionRequest { .. }, _) => "PermissionRequest",
+        (HookEvent::TurnEnded { .. }, AgentCli::Gemini) => "AfterAgent",
+        (HookEvent::TurnEnded { .. }, _) => "Stop",
     };
     // The session is one agent's: another's hooks leave it alone.
-    if !claim(agent, Framework::ClaudeCode, hook.session_id()) {
+    if !claim(agent, cli, event.session_id()) {
         return None;
     }
-    // Under `roundtable run`, the runner brings the messages itself.
+    // Under `roundtable run`, the runner brings the messages itself, turn by turn.
     if std::env::var_os(roundtable_core::runner::RUNNER_ENV).is_some()
-        && matches!(event_name, "Stop" | "UserPromptSubmit")
+        && matches!(
+            event,
+            HookEvent::TurnEnded { .. } | HookEvent::PromptSubmitted { .. }
+        )
     {
         return None;
     }
+    let context = match cli {
+        AgentCli::Claude => HookContext::claude(&env),
+        AgentCli::Codex => HookContext {
+            cli,
+            attended: Some(!under_codex_exec()),
+            listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
+        },
+        _ => HookContext {
+            cli,
+            attended: None,
+            listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
+        },
+    };
+    let wake = match (&event, cli) {
+        (
+            HookEvent::TurnEnded {
+                session_id,
+                transcript,
+                ..
+            },
+            AgentCli::Codex,
+        ) if context.attended == Some(true) || context.listen_asked => {
+            Some((session_id.clone(), transcript.clone()))
+        }
+        _ => None,
+    };
     let core = open(agent).await?;
     let settings = HookSettings::load(&core.profile().dir);
-    core.on_claude_hook(hook, &settings)
-        .await
-        .claude_stdout(event_name)
+    let reply = core.on_hook(event, &context, &settings).await;
+    if reply == HookReply::Nothing
+        && let Some((thread, rollout)) = wake
+    {
+        // The turn ends now; messages that come later reach the idle session through
+        // Codex's queue, from a process that outlives this hook.
+        start_codex_wake(agent, &thread, rollout.as_deref());
+    }
+    reply.stdout(event_name)
 }
 
-async fn codex(agent: &str, rest: &[String]) {
+/// Leaves `roundtable hook codex-wake` running for `thread`, detached from this hook.
+fn start_codex_wake(agent: &str, thread: &str, rollout: Option<&str>) {
+    let Ok(roundtable) = std::env::current_exe() else {
+        return;
+    };
+    let mut command = std::process::Command::new(roundtable);
+    command
+        .args(["hook", "codex-wake", "--agent", agent, thread])
+        .args(rollout)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    if let Err(error) = command.spawn() {
+        eprintln!("roundtable hook: cannot leave a waker for the session: {error}");
+    }
+}
+
+async fn codex_wake(agent: &str, rest: &[String]) {
+    let Some(thread) = rest.first() else {
+        eprintln!("roundtable hook codex-wake: give the thread");
+        return;
+    };
+    let rollout = rest.get(1).map(PathBuf::from);
+    let Some(codex) = find_executable(
+        &search_dirs(&roundtable_core::local_agents::Environment::current()),
+        "codex",
+    ) else {
+        eprintln!("roundtable hook codex-wake: codex is not on PATH");
+        return;
+    };
+    let Some(core) = open(agent).await else {
+        return;
+    };
+    let settings = HookSettings::load(&core.profile().dir);
+    if let Err(error) = core
+        .wake_codex(
+            &codex,
+            thread,
+            rollout.as_deref(),
+            std::time::Duration::from_secs(settings.listen_s),
+        )
+        .await
+    {
+        eprintln!("roundtable hook codex-wake: {error}");
+    }
+}
+
+async fn codex_notify(agent: &str, rest: &[String]) {
     // [--then PROGRAM ARGS…] JSON
     let Some((payload, before)) = rest.split_last() else {
         eprintln!("roundtable hook codex: Codex gives the turn's JSON as the last argument");
@@ -144,7 +286,7 @@ async fn codex(agent: &str, rest: &[String]) {
     }
     if !claim(
         agent,
-        Framework::Codex,
+        AgentCli::Codex,
         notify.thread.as_deref().unwrap_or_default(),
     ) {
         return;

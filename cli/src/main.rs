@@ -47,13 +47,14 @@ enum Command {
     Run(run::RunArgs),
     /// What an agent CLI runs at the moments of a session (installed by onboarding).
     Hook {
-        /// `claude` or `codex`.
+        /// `claude`, `codex` or `gemini` (and `codex-wake`, which a Codex hook leaves
+        /// running).
         cli: String,
         /// The agent's handle (`user/name`).
         #[arg(long)]
         agent: String,
-        /// Claude Code: the event (when its JSON does not name it). Codex: `--then PROGRAM…`
-        /// (the person's own notify program) and the turn's JSON, last.
+        /// The event, when its JSON (on stdin) does not name it. Codex's `notify`:
+        /// `--then PROGRAM…` (the person's own notify program) and the turn's JSON, last.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         rest: Vec<String>,
     },

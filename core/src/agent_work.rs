@@ -114,7 +114,10 @@ impl Core {
     }
 
     /// Moves the read markers past `messages`.
-    async fn mark_read_through(&self, messages: &[MessageView]) -> Result<(), CoreError> {
+    pub(crate) async fn mark_read_through(
+        &self,
+        messages: &[MessageView],
+    ) -> Result<(), CoreError> {
         let mut highest: std::collections::BTreeMap<&str, u64> = Default::default();
         for message in messages {
             if let Some(seq) = message.seq {

@@ -1,24 +1,35 @@
-//! Agent CLI hooks: what `roundtable hook claude|codex` does when an agent CLI calls it.
+//! Agent CLI hooks: what `roundtable hook claude|codex|gemini` does when an agent CLI calls
+//! it. Claude Code, Codex and Gemini CLI name their moments differently and say the same
+//! things (a session started, a prompt was submitted, a tool ran, a turn ended); each is read
+//! into one [`HookEvent`] and answered in the CLI's own format.
 //!
 //! A hook runs at every turn of a session, so it must be quick, and it must never fail or
 //! stall the session: when the hub is down it does what it can locally and lets the
 //! session go on. Its writes (a status, a ping) reach the hub through a running process on
 //! the agent's profile (its MCP bridge) when there is one, else by itself.
 //!
-//! - SessionStart binds the session (id, transcript, directory) to the agent.
-//! - UserPromptSubmit adds the agent's unread messages to the prompt's context.
-//! - Notification (a permission prompt, an idle prompt) raises a ping for the agent's person
-//!   and says the agent waits for a human.
-//! - PermissionRequest asks the person (a ping with Allow and Deny) and answers Claude Code
+//! - A session starting is claimed for its agent and bound (id, transcript, directory).
+//! - A prompt submitted gets the agent's unread messages added to its context; so does every
+//!   tool that ends mid-turn, so a mention reaches a working agent at its next tool boundary.
+//! - A notification (Claude: a permission prompt, an idle prompt) raises a ping for the
+//!   agent's person and says the agent waits for a human.
+//! - A permission request asks the person (a ping with Allow and Deny) and answers the CLI
 //!   with the decision; after the configured wait it lets the terminal ask instead.
-//! - Stop: when messages for the agent are unread, or arrive within the listening window,
-//!   the stop is blocked with them as the reason, so the session goes on with them: agents
-//!   prompt each other with no person in the path. A quiet window lets the session rest.
-//! - Codex's `notify` (a turn completed) binds the thread and says the agent is idle.
+//! - A turn ending with messages for the agent unread continues with them (the stop is
+//!   blocked with them as the reason), so agents prompt each other with no person in the
+//!   path. A Claude Code session a person sits at then listens for messages for a while, and
+//!   stops listening the moment the person types (Claude writes the typed prompt to the
+//!   transcript as a `queue-operation` at once); a run with no person (`claude -p`) does not
+//!   listen unless asked. A Codex session waits for nothing: its turn ends at once, and a
+//!   watcher of its own ([`Core::wake_codex`]) hands messages that arrive later to the idle
+//!   session through Codex's queue.
+//! - Codex's `notify` (a turn completed; onboarding before hooks) binds the thread and says
+//!   the agent is idle.
 //!
-//! Parsing is pure ([`parse_claude`], [`parse_codex_notify`]); [`Core::on_claude_hook`]
-//! and [`Core::on_codex_notify`] act.
+//! Parsing is pure ([`parse`], [`parse_codex_notify`]); [`Core::on_hook`] and
+//! [`Core::on_codex_notify`] act.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use roundtable_protocol::bodies::AgentState;
@@ -27,6 +38,7 @@ use serde_json::{Value, json};
 
 use crate::agent_work::HumanAnswer;
 use crate::cache::MessageView;
+use crate::local_agents::AgentCli;
 use crate::{Core, CoreError, now_ms};
 
 /// The largest hook input read: a hook's JSON is small, a tool input can be large.
@@ -34,6 +46,9 @@ pub const MAX_INPUT: usize = 4 * 1024 * 1024;
 
 /// How long a write waits for the hub within a hook before it stays queued.
 const WRITE_PATIENCE: Duration = Duration::from_secs(3);
+
+/// How often a listening hook looks at its transcript for the person's typing.
+const TYPING_CHECK: Duration = Duration::from_millis(100);
 
 /// How a hook behaves; kept in the agent's profile (`hooks.toml`), with defaults.
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
@@ -43,6 +58,9 @@ pub struct HookSettings {
     pub listen_s: u64,
     /// How long a permission request waits for the person before the terminal asks.
     pub permission_wait_s: u64,
+    /// Whether a run with no person at it (`claude -p`) listens too; also asked for with
+    /// `ROUNDTABLE_LISTEN=1` in its environment.
+    pub listen_unattended: bool,
 }
 
 impl Default for HookSettings {
@@ -50,6 +68,7 @@ impl Default for HookSettings {
         HookSettings {
             listen_s: 600,
             permission_wait_s: 120,
+            listen_unattended: false,
         }
     }
 }
@@ -84,18 +103,19 @@ pub enum HookError {
     TooLarge,
 }
 
-/// A Claude Code hook event, with what Roundtable uses of it.
+/// A moment of an agent CLI's session, with what Roundtable uses of it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ClaudeHook {
-    SessionStart {
+pub enum HookEvent {
+    SessionStarted {
         session_id: String,
         transcript: Option<String>,
         cwd: Option<String>,
         source: Option<String>,
     },
-    UserPromptSubmit {
-        session_id: String,
-    },
+    /// Claude's and Codex's `UserPromptSubmit`, Gemini's `BeforeAgent`.
+    PromptSubmitted { session_id: String },
+    /// Claude's and Codex's `PostToolUse`, Gemini's `AfterTool`.
+    ToolDone { session_id: String },
     Notification {
         session_id: String,
         message: String,
@@ -106,31 +126,34 @@ pub enum ClaudeHook {
         tool: String,
         input: Value,
     },
-    Stop {
+    /// Claude's and Codex's `Stop`, Gemini's `AfterAgent`.
+    TurnEnded {
         session_id: String,
-        /// The stop follows a continuation a Stop hook asked for.
+        transcript: Option<String>,
+        /// The turn follows a continuation a hook asked for.
         active: bool,
     },
     /// An event Roundtable does not act on.
     Other(String),
 }
 
-impl ClaudeHook {
+impl HookEvent {
     /// The session the event is about (empty when the input named none).
     pub fn session_id(&self) -> &str {
         match self {
-            ClaudeHook::SessionStart { session_id, .. }
-            | ClaudeHook::UserPromptSubmit { session_id }
-            | ClaudeHook::Notification { session_id, .. }
-            | ClaudeHook::PermissionRequest { session_id, .. }
-            | ClaudeHook::Stop { session_id, .. } => session_id,
-            ClaudeHook::Other(_) => "",
+            HookEvent::SessionStarted { session_id, .. }
+            | HookEvent::PromptSubmitted { session_id }
+            | HookEvent::ToolDone { session_id }
+            | HookEvent::Notification { session_id, .. }
+            | HookEvent::PermissionRequest { session_id, .. }
+            | HookEvent::TurnEnded { session_id, .. } => session_id,
+            HookEvent::Other(_) => "",
         }
     }
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct ClaudeInput {
+struct HookInput {
     #[serde(default)]
     hook_event_name: Option<String>,
     #[serde(default)]
@@ -153,13 +176,13 @@ struct ClaudeInput {
     stop_hook_active: Option<bool>,
 }
 
-/// Reads a Claude Code hook's stdin; `event` (from the command line) is used when the
-/// input does not name its event.
-pub fn parse_claude(input: &[u8], event: Option<&str>) -> Result<ClaudeHook, HookError> {
+/// Reads a hook's stdin as `cli` writes it; `event` (from the command line) is used when
+/// the input does not name its event.
+pub fn parse(cli: AgentCli, input: &[u8], event: Option<&str>) -> Result<HookEvent, HookError> {
     if input.len() > MAX_INPUT {
         return Err(HookError::TooLarge);
     }
-    let parsed: ClaudeInput =
+    let parsed: HookInput =
         serde_json::from_slice(input).map_err(|error| HookError::NotJson(error.to_string()))?;
     let name = parsed
         .hook_event_name
@@ -167,30 +190,68 @@ pub fn parse_claude(input: &[u8], event: Option<&str>) -> Result<ClaudeHook, Hoo
         .or_else(|| event.map(str::to_owned))
         .unwrap_or_default();
     let session_id = parsed.session_id.clone().unwrap_or_default();
+    let gemini = cli == AgentCli::Gemini;
     Ok(match name.as_str() {
-        "SessionStart" => ClaudeHook::SessionStart {
+        "SessionStart" => HookEvent::SessionStarted {
             session_id,
             transcript: parsed.transcript_path,
             cwd: parsed.cwd,
             source: parsed.source,
         },
-        "UserPromptSubmit" => ClaudeHook::UserPromptSubmit { session_id },
-        "Notification" => ClaudeHook::Notification {
+        "UserPromptSubmit" if !gemini => HookEvent::PromptSubmitted { session_id },
+        "BeforeAgent" if gemini => HookEvent::PromptSubmitted { session_id },
+        "PostToolUse" if !gemini => HookEvent::ToolDone { session_id },
+        "AfterTool" if gemini => HookEvent::ToolDone { session_id },
+        "Notification" if cli == AgentCli::Claude => HookEvent::Notification {
             session_id,
             message: parsed.message.unwrap_or_default(),
             kind: parsed.notification_type,
         },
-        "PermissionRequest" => ClaudeHook::PermissionRequest {
+        "PermissionRequest" if !gemini => HookEvent::PermissionRequest {
             session_id,
             tool: parsed.tool_name.unwrap_or_default(),
             input: parsed.tool_input.unwrap_or(Value::Null),
         },
-        "Stop" => ClaudeHook::Stop {
+        "Stop" if !gemini => HookEvent::TurnEnded {
             session_id,
+            transcript: parsed.transcript_path,
             active: parsed.stop_hook_active.unwrap_or(false),
         },
-        other => ClaudeHook::Other(other.to_owned()),
+        "AfterAgent" if gemini => HookEvent::TurnEnded {
+            session_id,
+            transcript: parsed.transcript_path,
+            active: parsed.stop_hook_active.unwrap_or(false),
+        },
+        other => HookEvent::Other(other.to_owned()),
     })
+}
+
+/// Where a hook runs: what of its session the CLI's environment says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookContext {
+    pub cli: AgentCli,
+    /// Whether a person sits at the session (`None`: the CLI does not say).
+    pub attended: Option<bool>,
+    /// Listening was asked for (`ROUNDTABLE_LISTEN=1`) whoever sits at the session.
+    pub listen_asked: bool,
+}
+
+impl HookContext {
+    /// What Claude Code's environment says: `CLAUDE_CODE_SESSION_ATTENDED` is `1` when a
+    /// person sits at the session and `0` for `claude -p` and SDK runs; older versions say
+    /// it with `CLAUDE_CODE_ENTRYPOINT` (`cli` for the terminal, `sdk-…` otherwise).
+    pub fn claude(env: &dyn Fn(&str) -> Option<String>) -> HookContext {
+        let attended = match env("CLAUDE_CODE_SESSION_ATTENDED").as_deref() {
+            Some("1") => Some(true),
+            Some("0") => Some(false),
+            _ => env("CLAUDE_CODE_ENTRYPOINT").map(|entry| entry == "cli"),
+        };
+        HookContext {
+            cli: AgentCli::Claude,
+            attended,
+            listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
+        }
+    }
 }
 
 /// What a hook answers its agent CLI.
@@ -198,9 +259,9 @@ pub fn parse_claude(input: &[u8], event: Option<&str>) -> Result<ClaudeHook, Hoo
 pub enum HookReply {
     /// Nothing: the session goes on as it would have.
     Nothing,
-    /// Text added to the model's context (SessionStart, UserPromptSubmit).
+    /// Text added to the model's context.
     Context(String),
-    /// Do not stop: go on with this (Stop).
+    /// Do not stop: go on with this (a turn's end).
     Block(String),
     /// The person allowed the tool call.
     Allow,
@@ -209,8 +270,9 @@ pub enum HookReply {
 }
 
 impl HookReply {
-    /// What to print on stdout for Claude Code (nothing for [`HookReply::Nothing`]).
-    pub fn claude_stdout(&self, event: &str) -> Option<String> {
+    /// What to print on stdout for the CLI, at `event` (its own name for it); nothing for
+    /// [`HookReply::Nothing`]. Claude Code, Codex and Gemini CLI read the same shapes.
+    pub fn stdout(&self, event: &str) -> Option<String> {
         match self {
             HookReply::Nothing => None,
             HookReply::Context(text) => Some(
@@ -249,6 +311,55 @@ pub fn render_messages(messages: &[MessageView], rooms: &[crate::cache::RoomView
         "Answer with the Roundtable tools (send_message, mentioning who you answer), then go on.",
     );
     text
+}
+
+/// Whether lines appended to a Claude Code transcript show the person typed a prompt: Claude
+/// writes it as a `queue-operation` `enqueue` the moment it is submitted, while a hook runs.
+/// Only whole lines count. Pure.
+pub fn person_typed(appended: &[u8]) -> bool {
+    let whole = match appended.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &appended[..end],
+        None => return false,
+    };
+    whole.split(|&b| b == b'\n').any(|line| {
+        serde_json::from_slice::<Value>(line).is_ok_and(|record| {
+            record["type"] == "queue-operation" && record["operation"] == "enqueue"
+        })
+    })
+}
+
+/// Waits until the person types into the session whose transcript is `path` (after its
+/// first `from` bytes); never returns when there is no transcript to watch.
+async fn person_types(path: Option<PathBuf>, from: u64) {
+    let Some(path) = path else {
+        return std::future::pending().await;
+    };
+    let mut seen = from;
+    loop {
+        tokio::time::sleep(TYPING_CHECK).await;
+        let Ok(metadata) = tokio::fs::metadata(&path).await else {
+            continue;
+        };
+        if metadata.len() <= seen {
+            continue;
+        }
+        let Ok(bytes) = read_range(&path, from).await else {
+            continue;
+        };
+        if person_typed(&bytes) {
+            return;
+        }
+        seen = metadata.len();
+    }
+}
+
+async fn read_range(path: &Path, from: u64) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut file = tokio::fs::File::open(path).await?;
+    file.seek(std::io::SeekFrom::Start(from)).await?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT as u64).read_to_end(&mut bytes).await?;
+    Ok(bytes)
 }
 
 /// Codex's `notify` payload (the JSON appended as the last argument).
@@ -308,10 +419,15 @@ fn describe_call(tool: &str, input: &Value) -> String {
 }
 
 impl Core {
-    /// Acts on a Claude Code hook and says what to answer it. Never fails: what cannot be
-    /// done (the hub down, the profile's home room unknown) is logged and skipped.
-    pub async fn on_claude_hook(&self, hook: ClaudeHook, settings: &HookSettings) -> HookReply {
-        match self.claude_hook(hook, settings).await {
+    /// Acts on a hook and says what to answer it. Never fails: what cannot be done (the hub
+    /// down, the profile's home room unknown) is logged and skipped.
+    pub async fn on_hook(
+        &self,
+        event: HookEvent,
+        context: &HookContext,
+        settings: &HookSettings,
+    ) -> HookReply {
+        match self.hook(event, context, settings).await {
             Ok(reply) => reply,
             Err(error) => {
                 tracing::warn!(%error, "the hook could not do its work; the session goes on");
@@ -320,27 +436,39 @@ impl Core {
         }
     }
 
-    async fn claude_hook(
+    /// The unread messages for us, rendered, if any.
+    async fn unread_rendered(&self) -> Result<Option<String>, CoreError> {
+        let messages = self.read_messages(None).await?;
+        if messages.is_empty() {
+            return Ok(None);
+        }
+        let rooms = self.rooms().await?;
+        Ok(Some(render_messages(&messages, &rooms)))
+    }
+
+    async fn hook(
         &self,
-        hook: ClaudeHook,
+        event: HookEvent,
+        context: &HookContext,
         settings: &HookSettings,
     ) -> Result<HookReply, CoreError> {
-        match hook {
-            ClaudeHook::SessionStart {
+        match event {
+            HookEvent::SessionStarted {
                 session_id,
                 transcript,
                 cwd,
                 source,
             } => {
                 self.bind_session(
-                    "claude-code",
+                    context.cli.framework(),
                     &session_id,
                     transcript.as_deref(),
                     cwd.as_deref(),
                 )
                 .await?;
                 let detail = format!(
-                    "Claude Code session {} ({})",
+                    "{} session {} ({})",
+                    context.cli.display_name(),
                     short(&session_id),
                     source.as_deref().unwrap_or("startup")
                 );
@@ -351,15 +479,11 @@ impl Core {
                     self.profile().handle
                 )))
             }
-            ClaudeHook::UserPromptSubmit { .. } => {
-                let messages = self.read_messages(None).await?;
-                if messages.is_empty() {
-                    return Ok(HookReply::Nothing);
-                }
-                let rooms = self.rooms().await?;
-                Ok(HookReply::Context(render_messages(&messages, &rooms)))
-            }
-            ClaudeHook::Notification {
+            HookEvent::PromptSubmitted { .. } | HookEvent::ToolDone { .. } => Ok(self
+                .unread_rendered()
+                .await?
+                .map_or(HookReply::Nothing, HookReply::Context)),
+            HookEvent::Notification {
                 session_id,
                 message,
                 kind,
@@ -382,7 +506,7 @@ impl Core {
                 }
                 Ok(HookReply::Nothing)
             }
-            ClaudeHook::PermissionRequest {
+            HookEvent::PermissionRequest {
                 session_id,
                 tool,
                 input,
@@ -424,31 +548,49 @@ impl Core {
                     HumanAnswer::TimedOut { .. } => HookReply::Nothing,
                 })
             }
-            ClaudeHook::Stop { .. } => {
-                let messages = self.read_messages(None).await?;
-                if !messages.is_empty() {
-                    let rooms = self.rooms().await?;
-                    return Ok(HookReply::Block(render_messages(&messages, &rooms)));
+            HookEvent::TurnEnded { transcript, .. } => {
+                if let Some(rendered) = self.unread_rendered().await? {
+                    return Ok(HookReply::Block(rendered));
                 }
-                // Listen for a while: another agent may be about to answer.
+                // Listen for a while, where that holds no one up: a Claude Code session a
+                // person sits at (until they type), or a run that asked for it.
+                let listens = context.listen_asked
+                    || settings.listen_unattended
+                    || (context.cli == AgentCli::Claude && context.attended == Some(true));
+                if !listens || settings.listen_s == 0 {
+                    self.status_now(AgentState::Idle, "turn ended").await;
+                    return Ok(HookReply::Nothing);
+                }
                 let sync = self.start();
                 if self.synced(WRITE_PATIENCE).await.is_err() {
                     return Ok(HookReply::Nothing);
                 }
+                let transcript = transcript.map(PathBuf::from);
+                let from = match &transcript {
+                    Some(path) => tokio::fs::metadata(path).await.map_or(0, |m| m.len()),
+                    None => 0,
+                };
                 let listen = Duration::from_secs(settings.listen_s);
-                let messages = self.wait_for_messages(listen).await?;
-                let reply = if messages.is_empty() {
-                    self.status_now(AgentState::Idle, "resting: no messages")
-                        .await;
-                    HookReply::Nothing
-                } else {
-                    let rooms = self.rooms().await?;
-                    HookReply::Block(render_messages(&messages, &rooms))
+                let reply = tokio::select! {
+                    messages = self.wait_for_messages(listen) => {
+                        let messages = messages?;
+                        if messages.is_empty() {
+                            self.status_now(AgentState::Idle, "resting: no messages").await;
+                            HookReply::Nothing
+                        } else {
+                            let rooms = self.rooms().await?;
+                            HookReply::Block(render_messages(&messages, &rooms))
+                        }
+                    }
+                    () = person_types(transcript, from) => {
+                        self.status_now(AgentState::Idle, "the person took the turn").await;
+                        HookReply::Nothing
+                    }
                 };
                 sync.stop().await;
                 Ok(reply)
             }
-            ClaudeHook::Other(_) => Ok(HookReply::Nothing),
+            HookEvent::Other(_) => Ok(HookReply::Nothing),
         }
     }
 
@@ -492,13 +634,163 @@ impl Core {
         .await
     }
 
-    /// Reports a status, waiting briefly for the hub; it stays queued otherwise.
+    /// Reports a status, waiting briefly for the hub (the write is handed to the running
+    /// bridge, or sent by this process); it stays queued otherwise.
     async fn status_now(&self, state: AgentState, detail: &str) {
         let sent =
             tokio::time::timeout(WRITE_PATIENCE, self.set_status(state, Some(detail), None)).await;
         if !matches!(sent, Ok(Ok(_))) {
             tracing::debug!("the status waits in the outbox");
         }
+    }
+}
+
+/// The longest text handed to a Codex session at once (it goes as one argument).
+const QUEUED_TEXT: usize = 64 * 1024;
+
+/// Whether lines appended to a Codex rollout show its next turn began (the person typed, or
+/// anything else started it). Only whole lines count. Pure.
+pub fn codex_turn_began(appended: &[u8]) -> bool {
+    let whole = match appended.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &appended[..end],
+        None => return false,
+    };
+    whole.split(|&b| b == b'\n').any(|line| {
+        serde_json::from_slice::<Value>(line).is_ok_and(|record| {
+            record["type"] == "event_msg"
+                && matches!(
+                    record["payload"]["type"].as_str(),
+                    Some("task_started" | "turn_started" | "user_message")
+                )
+        })
+    })
+}
+
+/// Waits until the Codex session whose rollout is `path` begins a turn (after its first
+/// `from` bytes); never returns without a rollout to watch.
+async fn codex_turn_begins(path: Option<PathBuf>, from: u64) {
+    let Some(path) = path else {
+        return std::future::pending().await;
+    };
+    let mut seen = from;
+    loop {
+        tokio::time::sleep(TYPING_CHECK).await;
+        let Ok(metadata) = tokio::fs::metadata(&path).await else {
+            continue;
+        };
+        if metadata.len() <= seen {
+            continue;
+        }
+        if read_range(&path, from)
+            .await
+            .is_ok_and(|bytes| codex_turn_began(&bytes))
+        {
+            return;
+        }
+        seen = metadata.len();
+    }
+}
+
+/// A file name for a thread id, inside the agent's profile.
+fn thread_file(thread: &str) -> String {
+    thread
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(128)
+        .collect()
+}
+
+impl Core {
+    /// Hands the messages for us that arrive while the Codex session `thread` rests to it,
+    /// through Codex's queue (`codex queue --thread T --message TEXT`: an interactive Codex
+    /// runs it as a new turn at once; otherwise it waits for the thread's next turn).
+    /// Gives up when the session's next turn begins by itself (its rollout says so), after
+    /// `listen`, or when a waker started later for the same session takes over. Returns
+    /// whether it handed the session anything.
+    pub async fn wake_codex(
+        &self,
+        codex: &Path,
+        thread: &str,
+        rollout: Option<&Path>,
+        listen: Duration,
+    ) -> Result<bool, CoreError> {
+        let wakers = self.profile().dir.join("wakers");
+        crate::profile::create_private_dir(&wakers).map_err(|source| CoreError::Io {
+            context: format!("cannot create {}", wakers.display()),
+            source,
+        })?;
+        let marker = wakers.join(thread_file(thread));
+        let me = std::process::id().to_string();
+        crate::profile::write_private(&marker, &me)?;
+        let superseded = {
+            let (marker, me) = (marker.clone(), me.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(TYPING_CHECK).await;
+                    if tokio::fs::read_to_string(&marker).await.ok().as_deref() != Some(&me) {
+                        return;
+                    }
+                }
+            }
+        };
+        let rollout = rollout.map(Path::to_path_buf);
+        let from = match &rollout {
+            Some(path) => tokio::fs::metadata(path).await.map_or(0, |m| m.len()),
+            None => 0,
+        };
+        let sync = self.start();
+        let filter = crate::wait_for::WaitFilter::MessagesFor {
+            principal: self.me().to_owned(),
+        };
+        let arrived = tokio::select! {
+            arrived = self.wait_for(&filter, listen) => Some(arrived?),
+            () = codex_turn_begins(rollout, from) => None,
+            () = superseded => None,
+        };
+        let mut handed = false;
+        if let Some(crate::wait_for::Arrived::Messages { messages }) = arrived {
+            // As many as fit in one argument; the rest stay unread for the next turn.
+            let rooms = self.rooms().await?;
+            let mut taken = messages.len();
+            let mut text = render_messages(&messages, &rooms);
+            while text.len() > QUEUED_TEXT && taken > 1 {
+                taken -= 1;
+                text = render_messages(&messages[..taken], &rooms);
+            }
+            let queued = tokio::process::Command::new(codex)
+                .args(["queue", "--thread", thread, "--message", &text])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .output()
+                .await
+                .map_err(|source| CoreError::Io {
+                    context: format!("cannot run {}", codex.display()),
+                    source,
+                })?;
+            if queued.status.success() {
+                self.mark_read_through(&messages[..taken]).await?;
+                self.status_now(AgentState::Working, "woken by new messages")
+                    .await;
+                handed = true;
+            } else {
+                tracing::warn!(
+                    stderr = %String::from_utf8_lossy(&queued.stderr),
+                    "codex queue refused the messages"
+                );
+            }
+        }
+        if tokio::fs::read_to_string(&marker).await.ok().as_deref() == Some(&me) {
+            let _ = tokio::fs::remove_file(&marker).await;
+        }
+        sync.stop().await;
+        Ok(handed)
     }
 }
 
@@ -519,8 +811,8 @@ mod tests {
     fn claude_hooks_parse_from_their_real_payloads() {
         let start = br#"{"session_id":"c45af7b1-cb7c","transcript_path":"/root/.claude/projects/-w/c45.jsonl","cwd":"/w","hook_event_name":"SessionStart","source":"startup"}"#;
         assert_eq!(
-            parse_claude(start, None).unwrap(),
-            ClaudeHook::SessionStart {
+            parse(AgentCli::Claude, start, None).unwrap(),
+            HookEvent::SessionStarted {
                 session_id: "c45af7b1-cb7c".into(),
                 transcript: Some("/root/.claude/projects/-w/c45.jsonl".into()),
                 cwd: Some("/w".into()),
@@ -528,54 +820,150 @@ mod tests {
             }
         );
         // The event may come from the command line instead.
-        let stop = br#"{"session_id":"s","cwd":"/w","stop_hook_active":true}"#;
+        let stop = br#"{"session_id":"s","cwd":"/w","stop_hook_active":true,"transcript_path":"/t.jsonl"}"#;
         assert_eq!(
-            parse_claude(stop, Some("Stop")).unwrap(),
-            ClaudeHook::Stop {
+            parse(AgentCli::Claude, stop, Some("Stop")).unwrap(),
+            HookEvent::TurnEnded {
                 session_id: "s".into(),
+                transcript: Some("/t.jsonl".into()),
                 active: true
             }
         );
         let permission = br#"{"hook_event_name":"PermissionRequest","session_id":"s","tool_name":"Bash","tool_input":{"command":"rm -rf target"}}"#;
-        let ClaudeHook::PermissionRequest { tool, input, .. } =
-            parse_claude(permission, None).unwrap()
+        let HookEvent::PermissionRequest { tool, input, .. } =
+            parse(AgentCli::Claude, permission, None).unwrap()
         else {
             panic!()
         };
         assert_eq!(describe_call(&tool, &input), "Bash: rm -rf target");
+        let post = br#"{"hook_event_name":"PostToolUse","session_id":"s","tool_name":"Bash","tool_input":{},"tool_response":{"stdout":"hi"}}"#;
         assert_eq!(
-            parse_claude(br#"{"hook_event_name":"PreCompact"}"#, None).unwrap(),
-            ClaudeHook::Other("PreCompact".into())
+            parse(AgentCli::Claude, post, None).unwrap(),
+            HookEvent::ToolDone {
+                session_id: "s".into()
+            }
+        );
+        assert_eq!(
+            parse(
+                AgentCli::Claude,
+                br#"{"hook_event_name":"PreCompact"}"#,
+                None
+            )
+            .unwrap(),
+            HookEvent::Other("PreCompact".into())
         );
         assert!(matches!(
-            parse_claude(b"not json", None),
+            parse(AgentCli::Claude, b"not json", None),
             Err(HookError::NotJson(_))
         ));
     }
 
     #[test]
-    fn replies_print_in_claude_codes_format() {
-        assert_eq!(HookReply::Nothing.claude_stdout("Stop"), None);
-        let block: Value = serde_json::from_str(
-            &HookReply::Block("go on".into())
-                .claude_stdout("Stop")
-                .unwrap(),
-        )
-        .unwrap();
+    fn codex_and_gemini_name_the_same_moments_their_own_way() {
+        let codex_stop = br#"{"session_id":"t1","transcript_path":"/c/rollout.jsonl","cwd":"/w","hook_event_name":"Stop","model":"gpt-5.5","permission_mode":"default","turn_id":"u1","stop_hook_active":false,"last_assistant_message":"done"}"#;
+        assert!(matches!(
+            parse(AgentCli::Codex, codex_stop, None).unwrap(),
+            HookEvent::TurnEnded { session_id, .. } if session_id == "t1"
+        ));
+        let after_agent = br#"{"session_id":"g1","transcript_path":"/g/chat.jsonl","cwd":"/w","hook_event_name":"AfterAgent","timestamp":"2026-12-02T03:00:00Z","prompt":"hi","prompt_response":"ok","stop_hook_active":false}"#;
+        assert!(matches!(
+            parse(AgentCli::Gemini, after_agent, None).unwrap(),
+            HookEvent::TurnEnded { session_id, .. } if session_id == "g1"
+        ));
+        let before_agent = br#"{"session_id":"g1","hook_event_name":"BeforeAgent","prompt":"hi"}"#;
+        assert!(matches!(
+            parse(AgentCli::Gemini, before_agent, None).unwrap(),
+            HookEvent::PromptSubmitted { .. }
+        ));
+        let after_tool = br#"{"session_id":"g1","hook_event_name":"AfterTool","tool_name":"write_file","tool_input":{},"tool_response":{"llmContent":"ok"}}"#;
+        assert!(matches!(
+            parse(AgentCli::Gemini, after_tool, None).unwrap(),
+            HookEvent::ToolDone { .. }
+        ));
+        // A name of one CLI means nothing in another's input.
+        assert!(matches!(
+            parse(AgentCli::Gemini, br#"{"hook_event_name":"Stop"}"#, None).unwrap(),
+            HookEvent::Other(_)
+        ));
+    }
+
+    #[test]
+    fn claudes_environment_says_whether_a_person_sits_at_the_session() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| value.to_string())
+            }
+        };
+        let attended = |pairs| HookContext::claude(&env(pairs)).attended;
+        assert_eq!(
+            attended(&[("CLAUDE_CODE_SESSION_ATTENDED", "1")]),
+            Some(true)
+        );
+        assert_eq!(
+            attended(&[
+                ("CLAUDE_CODE_SESSION_ATTENDED", "0"),
+                ("CLAUDE_CODE_ENTRYPOINT", "cli")
+            ]),
+            Some(false)
+        );
+        assert_eq!(
+            attended(&[("CLAUDE_CODE_ENTRYPOINT", "sdk-cli")]),
+            Some(false)
+        );
+        assert_eq!(attended(&[("CLAUDE_CODE_ENTRYPOINT", "cli")]), Some(true));
+        assert_eq!(attended(&[]), None);
+        assert!(HookContext::claude(&env(&[("ROUNDTABLE_LISTEN", "1")])).listen_asked);
+    }
+
+    #[test]
+    fn the_person_typing_shows_as_an_enqueued_prompt_in_whole_lines() {
+        let enqueue = br#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-02T02:46:14.167Z","sessionId":"d807","content":"third prompt"}"#;
+        let mut lines = b"{\"type\":\"system\",\"subtype\":\"stop_hook_summary\"}\n".to_vec();
+        assert!(!person_typed(&lines));
+        lines.extend_from_slice(enqueue);
+        assert!(!person_typed(&lines), "a torn line does not count yet");
+        lines.push(b'\n');
+        assert!(person_typed(&lines));
+        let dequeue = b"{\"type\":\"queue-operation\",\"operation\":\"dequeue\"}\n";
+        assert!(!person_typed(dequeue));
+        assert!(!person_typed(b"not json\n"));
+    }
+
+    #[test]
+    fn a_codex_rollout_shows_its_next_turn_beginning() {
+        let begun = b"{\"timestamp\":\"t\",\"type\":\"event_msg\",\"payload\":{\"type\":\"task_started\",\"turn_id\":\"u2\"}}\n";
+        assert!(codex_turn_began(begun));
+        assert!(
+            !codex_turn_began(&begun[..begun.len() - 1]),
+            "a torn line waits"
+        );
+        let other = b"{\"type\":\"event_msg\",\"payload\":{\"type\":\"token_count\"}}\n";
+        assert!(!codex_turn_began(other));
+        assert_eq!(thread_file("019c8a4d-8f45/../x"), "019c8a4d-8f45____x");
+    }
+
+    #[test]
+    fn replies_print_in_the_clis_format() {
+        assert_eq!(HookReply::Nothing.stdout("Stop"), None);
+        let block: Value =
+            serde_json::from_str(&HookReply::Block("go on".into()).stdout("Stop").unwrap())
+                .unwrap();
         assert_eq!(block, json!({"decision": "block", "reason": "go on"}));
         let allow: Value =
-            serde_json::from_str(&HookReply::Allow.claude_stdout("PermissionRequest").unwrap())
-                .unwrap();
+            serde_json::from_str(&HookReply::Allow.stdout("PermissionRequest").unwrap()).unwrap();
         assert_eq!(allow["hookSpecificOutput"]["decision"]["behavior"], "allow");
         let context: Value = serde_json::from_str(
             &HookReply::Context("hi".into())
-                .claude_stdout("UserPromptSubmit")
+                .stdout("PostToolUse")
                 .unwrap(),
         )
         .unwrap();
         assert_eq!(
             context["hookSpecificOutput"],
-            json!({"hookEventName": "UserPromptSubmit", "additionalContext": "hi"})
+            json!({"hookEventName": "PostToolUse", "additionalContext": "hi"})
         );
     }
 
@@ -587,6 +975,12 @@ mod tests {
         .unwrap();
         assert_eq!(notify.thread.as_deref(), Some("b5f6"));
         assert_eq!(notify.last_message.as_deref(), Some("done"));
+        assert!(!notify.is_hidden_thread());
+        let title = parse_codex_notify(
+            r#"{"type":"agent-turn-complete","thread-id":"c1","input-messages":["Generate a concise, single-line task title for this: …"]}"#,
+        )
+        .unwrap();
+        assert!(title.is_hidden_thread());
         assert!(parse_codex_notify("{").is_err());
     }
 

@@ -708,7 +708,9 @@ impl Core {
         }
         writing.abort();
         let status = child.wait().await;
-        drop(group);
+        // Ended by itself: what it left running on purpose (Codex's `notify` program, which
+        // reports the turn) finishes on its own.
+        group.release();
         let mut turn = parse_turn(settings.cli, &output);
         let failed = !matches!(&status, Ok(status) if status.success());
         if failed && turn.reply.is_none() && turn.error.is_none() {
@@ -741,8 +743,15 @@ impl Core {
     }
 }
 
-/// A process group started for a turn; dropping it ends whatever is left of it.
+/// A process group started for a turn; dropping it before the CLI ended by itself (a turn
+/// past its limit, a runner stopping) ends whatever is left of it.
 struct ProcessGroup(Option<u32>);
+
+impl ProcessGroup {
+    fn release(mut self) {
+        self.0 = None;
+    }
+}
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {

@@ -1,7 +1,8 @@
 //! Test support shared by the hub's, the CLI's and the end-to-end tests: a real hub on a
 //! free loopback port with its data in a temporary directory, plain HTTP calls, and a
 //! protocol client that speaks raw frames so tests can also send what a good client never
-//! would.
+//! would, and ([`model_server`], [`agent_clis`]) a scripted model server that the real agent
+//! CLIs run against on loopback.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -19,6 +20,8 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+pub mod agent_clis;
+pub mod model_server;
 mod process;
 pub mod seed;
 pub use process::{HubProcess, roundtable_bin};

@@ -128,11 +128,11 @@ async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
         })
         .collect();
     assert!(
-        listed.contains(&("claude", "2.1.240 (Claude Code)")),
+        listed.contains(&("claude", "2.1.328 (Claude Code)")),
         "{listed:?}"
     );
     assert!(
-        listed.contains(&("codex", "codex-cli 0.144.0")),
+        listed.contains(&("codex", "codex-cli 0.169.0")),
         "{listed:?}"
     );
     assert!(
@@ -168,7 +168,8 @@ async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
             )
             .await,
     );
-    assert_eq!(codex["changes"].as_array().unwrap().len(), 1, "{codex}");
+    // config.toml (the server, the plan tool, the hooks' trust) and hooks.json.
+    assert_eq!(codex["changes"].as_array().unwrap().len(), 2, "{codex}");
 
     // What was added, and only that.
     let claude_json: serde_json::Value =
@@ -185,6 +186,7 @@ async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
     for event in [
         "SessionStart",
         "UserPromptSubmit",
+        "PostToolUse",
         "Notification",
         "PermissionRequest",
         "Stop",
@@ -206,14 +208,33 @@ async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
     let config = machine.read(".codex/config.toml");
     assert!(config.starts_with("# Dana's Codex settings\nmodel = \"gpt-5.3-codex\"\n"));
     let parsed: toml::Table = toml::from_str(&config).unwrap();
-    let notify: Vec<&str> = parsed["notify"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let then = notify.iter().position(|word| *word == "--then").unwrap();
-    assert_eq!(notify[then + 1..], ["python3", "/home/dana/bin/notify.py"]);
+    // The person's notify stays theirs: Codex's hooks do Roundtable's work.
+    assert_eq!(parsed["notify"].as_array().unwrap().len(), 2, "{config}");
+    assert_eq!(settings["env"]["CLAUDE_CODE_ENABLE_TODO_TOOLS"], "1");
+    assert_eq!(
+        parsed["tools"]["update_plan"]["enabled"].as_bool(),
+        Some(true)
+    );
+    let hooks: serde_json::Value =
+        serde_json::from_str(&machine.read(".codex/hooks.json")).unwrap();
+    let trusted = parsed["hooks"]["state"].as_table().unwrap();
+    for (event, key) in [
+        ("SessionStart", "session_start"),
+        ("UserPromptSubmit", "user_prompt_submit"),
+        ("PostToolUse", "post_tool_use"),
+        ("PermissionRequest", "permission_request"),
+        ("Stop", "stop"),
+    ] {
+        let command = hooks["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap();
+        assert!(
+            command.contains("hook codex --agent dana/reviewer"),
+            "{command}"
+        );
+        let trust_key = format!("{}:{key}:0:0", machine.file(".codex/hooks.json").display());
+        assert!(trusted.contains_key(&trust_key), "{trust_key}: {trusted:?}");
+    }
     assert_eq!(
         parsed["mcp_servers"]["roundtable"]["args"]
             .as_array()
@@ -232,6 +253,7 @@ async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
         ".claude.json",
         ".claude/settings.json",
         ".codex/config.toml",
+        ".codex/hooks.json",
     ] {
         assert!(!machine.read(file).contains(&token), "{file} holds a token");
     }
@@ -284,6 +306,10 @@ async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
     assert_eq!(machine.read(".claude.json"), CLAUDE_JSON);
     assert_eq!(machine.read(".claude/settings.json"), CLAUDE_SETTINGS);
     assert_eq!(machine.read(".codex/config.toml"), CODEX_CONFIG);
+    assert!(
+        !machine.file(".codex/hooks.json").exists(),
+        "the hooks file onboarding made is gone"
+    );
 
     // A configuration that cannot be parsed is left untouched, with a clear error, and no
     // agent is registered for it.
@@ -338,19 +364,25 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
             ],
         )
         .await;
-    let hook = |event: &'static str| {
-        let machine = &machine;
+    // The session's transcript: where Claude Code writes what the person types.
+    let transcript = machine.file("transcript.jsonl");
+    std::fs::write(&transcript, "").unwrap();
+    let transcript_path = transcript.display().to_string();
+    // As a session a person sits at runs it (`claude` in a terminal), or `claude -p`.
+    let hook_as = |event: &'static str, attended: &'static str| {
+        let (machine, transcript_path) = (&machine, transcript_path.clone());
         async move {
             let started = Instant::now();
             let mut child = machine
                 .command("dana", &["hook", "claude", "--agent", "dana/writer"])
+                .env("CLAUDE_CODE_SESSION_ATTENDED", attended)
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
             let input = serde_json::json!({
                 "session_id": "7d3c1c2e-0000-4000-8000-000000000001",
-                "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": event,
+                "transcript_path": transcript_path, "cwd": "/tmp", "hook_event_name": event,
                 "stop_hook_active": false, "permission_mode": "default",
                 "tool_name": "Bash", "tool_input": {"command": "cargo publish"},
                 "message": "Claude needs your permission to use Bash",
@@ -364,6 +396,7 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
             (String::from_utf8(output.stdout).unwrap(), started.elapsed())
         }
     };
+    let hook = |event: &'static str| hook_as(event, "1");
 
     // Nothing unread: the prompt hook has nothing to do, quickly; the stop hook listens
     // for its window, then lets the session rest.
@@ -374,6 +407,40 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
     let (out, took) = hook("Stop").await;
     assert_eq!(out, "");
     assert!(took >= Duration::from_secs(1), "it listened: {took:?}");
+    // With no one at the session (`claude -p`), a turn's end does not listen: the run ends.
+    std::fs::write(
+        machine.home.profiles().join("dana.writer/hooks.toml"),
+        "listen_s = 600\npermission_wait_s = 120\n",
+    )
+    .unwrap();
+    let (out, took) = hook_as("Stop", "0").await;
+    assert_eq!(out, "");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    // A person at the session types while it listens: the listening ends then, and their
+    // prompt goes through (Claude Code writes it to the transcript at once).
+    let listening = hook("Stop");
+    let person = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        std::fs::write(
+            &transcript,
+            concat!(
+                r#"{"type":"queue-operation","operation":"enqueue","timestamp":"2026-12-02T02:46:14.167Z","sessionId":"7d3c1c2e-0000-4000-8000-000000000001","content":"what about tests?"}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+    };
+    let ((out, took), ()) = tokio::join!(listening, person);
+    assert_eq!(out, "");
+    assert!(
+        took < Duration::from_secs(30),
+        "it stopped listening: {took:?}"
+    );
+    std::fs::write(
+        machine.home.profiles().join("dana.writer/hooks.toml"),
+        "listen_s = 1\npermission_wait_s = 120\n",
+    )
+    .unwrap();
 
     // A mention waits: the stop is blocked with it as the reason, and it counts as read.
     machine
@@ -427,7 +494,7 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
             sessions[0].framework.as_str(),
             sessions[0].transcript.as_deref()
         ),
-        ("claude-code", Some("/tmp/t.jsonl"))
+        ("claude-code", Some(transcript_path.as_str()))
     );
     drop(agent);
 

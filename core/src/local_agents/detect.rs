@@ -201,9 +201,18 @@ mod tests {
         assert_eq!(found[1].version.as_deref(), Some("codex-cli 0.144.0"));
         assert_eq!(
             found[1].config,
-            [home.path().join("codex-home/config.toml")]
+            [
+                home.path().join("codex-home/config.toml"),
+                home.path().join("codex-home/hooks.json")
+            ]
         );
-        assert_eq!(found[1].logs, [home.path().join("codex-home/sessions")]);
+        assert_eq!(
+            found[1].logs,
+            [
+                home.path().join("codex-home/sessions"),
+                home.path().join("codex-home/archived_sessions")
+            ]
+        );
         assert!(found[0].supported && !found[2].supported);
         assert_eq!(found[2].version, None);
         assert!(found.iter().all(|d| !d.onboarded));

@@ -1,8 +1,17 @@
 //! The configuration edits that wire an agent CLI to Roundtable, as pure functions of the
-//! files' text: an MCP server entry that runs `roundtable mcp --agent HANDLE`, and hooks
-//! that run `roundtable hook …`. Each edit keeps every byte it does not own and returns the
-//! record that undoes it exactly ([`Undo`]); a file that cannot be parsed is refused and
-//! left as it is.
+//! files' text: an MCP server entry that runs `roundtable mcp --agent HANDLE`, hooks that run
+//! `roundtable hook …`, and the CLI's own task tool turned on where today's default models
+//! go without one. Each edit keeps every byte it does not own and returns the record that
+//! undoes it exactly ([`Undo`]); a file that cannot be parsed is refused and left as it is.
+//!
+//! Per CLI:
+//! - Claude Code: `mcpServers.roundtable` in `~/.claude.json` (or a project's `.mcp.json`);
+//!   hooks and `env.CLAUDE_CODE_ENABLE_TODO_TOOLS` in `settings.json`.
+//! - Codex: `[mcp_servers.roundtable]` and `[tools.update_plan] enabled = true` in
+//!   `config.toml`; hooks in `hooks.json`, each trusted in `config.toml` (`[hooks.state]`)
+//!   by the hash Codex computes of it, since Codex skips hooks it does not trust.
+//! - Gemini CLI: `mcpServers.roundtable` (trusted, so a run with no person may use it) and
+//!   hooks in `settings.json`.
 
 use std::path::{Path, PathBuf};
 
@@ -16,13 +25,29 @@ use crate::hooks::HookSettings;
 pub const SERVER_NAME: &str = "roundtable";
 
 /// Claude Code hook events Roundtable installs, with their matcher.
-const CLAUDE_HOOKS: [(&str, Option<&str>); 5] = [
+const CLAUDE_HOOKS: [(&str, Option<&str>); 6] = [
     ("SessionStart", None),
     ("UserPromptSubmit", None),
+    ("PostToolUse", None),
     ("Notification", Some("permission_prompt|idle_prompt")),
     ("PermissionRequest", None),
     ("Stop", None),
 ];
+
+/// Codex hook events Roundtable installs, with the name Codex's trust keys use.
+const CODEX_HOOKS: [(&str, &str); 5] = [
+    ("SessionStart", "session_start"),
+    ("UserPromptSubmit", "user_prompt_submit"),
+    ("PostToolUse", "post_tool_use"),
+    ("PermissionRequest", "permission_request"),
+    ("Stop", "stop"),
+];
+
+/// Gemini CLI hook events Roundtable installs.
+const GEMINI_HOOKS: [&str; 4] = ["SessionStart", "BeforeAgent", "AfterTool", "AfterAgent"];
+
+/// The variable that gives Claude Code's current models their task tools.
+const CLAUDE_TASK_TOOLS: &str = "CLAUDE_CODE_ENABLE_TODO_TOOLS";
 
 /// What the entries run.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +59,8 @@ pub struct Wiring {
     /// `ROUNDTABLE_HOME`, when this installation uses one: the entries pass it on.
     pub roundtable_home: Option<PathBuf>,
     pub settings: HookSettings,
+    /// Turn on the CLI's own task tool where it is off.
+    pub task_tools: bool,
 }
 
 /// One recorded edit, to undo.
@@ -107,8 +134,8 @@ impl Wiring {
         }
     }
 
-    /// The shell command a Claude Code hook runs.
-    fn claude_hook_command(&self) -> String {
+    /// The shell command an agent CLI's hook runs: `roundtable hook CLI --agent HANDLE`.
+    fn hook_command(&self, cli: &str) -> String {
         let mut words = Vec::new();
         if let Some(home) = &self.roundtable_home {
             words.push(format!(
@@ -117,39 +144,41 @@ impl Wiring {
             ));
         }
         words.push(shell_word(&self.bin()));
-        words.extend(["hook", "claude", "--agent"].map(str::to_owned));
+        words.extend(["hook", cli, "--agent"].map(str::to_owned));
         words.push(shell_word(&self.handle));
         words.join(" ")
     }
 
-    /// How long Claude Code lets each hook run: the hook's own wait and a margin.
-    fn claude_timeout(&self, event: &str) -> u64 {
+    /// How long a CLI lets each hook run, in seconds: the hook's own wait and a margin.
+    fn hook_timeout(&self, event: &str) -> u64 {
         match event {
-            "Stop" => self.settings.listen_s + 60,
+            "Stop" | "AfterAgent" => self.settings.listen_s + 60,
             "PermissionRequest" => self.settings.permission_wait_s + 30,
             _ => 30,
         }
     }
+}
 
-    /// Codex's `notify` command: ours, then (after `--then`) the one the person had.
-    fn codex_notify(&self, previous: Option<&Value>) -> Value {
-        let mut argv: Vec<Value> = Vec::new();
-        if let Some(home) = &self.roundtable_home {
-            argv.push(json!("env"));
-            argv.push(json!(format!("ROUNDTABLE_HOME={}", home.display())));
-        }
-        argv.push(json!(self.bin()));
-        for word in ["hook", "codex", "--agent", &self.handle] {
-            argv.push(json!(word));
-        }
-        if let Some(Value::Array(previous)) = previous
-            && !previous.is_empty()
-        {
-            argv.push(json!("--then"));
-            argv.extend(previous.iter().cloned());
-        }
-        Value::Array(argv)
+/// The hash Codex trusts a hook by: SHA-256 of the hook's identity as canonical JSON (keys
+/// sorted, no spaces) — its event (as in the trust key), its matcher if any, and its one
+/// command handler with Codex's defaults filled in. Checked against the hashes Codex 0.169
+/// reports for the same hooks (`hooks/list`).
+pub fn codex_hook_hash(event: &str, matcher: Option<&str>, command: &str, timeout: u64) -> String {
+    use sha2::Digest as _;
+    let quote = |text: &str| serde_json::to_string(text).expect("strings serialize");
+    // Written out in key order, so it cannot depend on how serde_json orders maps.
+    let mut identity = format!(
+        r#"{{"event_name":{},"hooks":[{{"async":false,"command":{},"timeout":{timeout},"type":"command"}}]"#,
+        quote(event),
+        quote(command),
+    );
+    if let Some(matcher) = matcher {
+        identity.push_str(&format!(r#","matcher":{}"#, quote(matcher)));
     }
+    identity.push('}');
+    let digest = sha2::Sha256::digest(identity.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 /// Plans the edits onboarding makes for `cli`; `read` gives a file's current text (`None`
@@ -178,12 +207,15 @@ pub fn plan(
             });
             planned.push(json_server(mcp, before, &entry)?);
             let before = read(settings)?;
-            planned.push(claude_hooks(settings, before, wiring)?);
+            planned.push(claude_settings(settings, before, wiring)?);
         }
         AgentCli::Codex => {
-            let config = &files[0];
+            let (config, hooks) = (&files[0], &files[1]);
+            let before = read(hooks)?;
+            let (hooks_file, groups) = codex_hooks(hooks, before, wiring)?;
             let before = read(config)?;
-            planned.push(codex_config(config, before, wiring)?);
+            planned.push(codex_config(config, before, wiring, hooks, &groups)?);
+            planned.push(hooks_file);
         }
         AgentCli::Gemini => {
             let settings = &files[0];
@@ -192,8 +224,20 @@ pub fn plan(
                 "command": wiring.bin(), "args": wiring.mcp_args(), "env": wiring.env(),
                 // Milliseconds: waiting for messages or an answer takes up to ten minutes.
                 "timeout": (crate::agent_work::LONGEST_WAIT.as_millis() as u64) + 60_000,
+                // Gemini CLI offers an untrusted server's tools only to a person at a terminal.
+                "trust": true,
             });
-            planned.push(json_server(settings, before, &entry)?);
+            let mut file = json_server(settings, before, &entry)?;
+            let hooks: Vec<(&str, Option<&str>)> =
+                GEMINI_HOOKS.iter().map(|event| (*event, None)).collect();
+            let command = wiring.hook_command("gemini");
+            let (after, undo, _) = json_hooks(settings, &file.after, &hooks, &command, |event| {
+                // Milliseconds.
+                wiring.hook_timeout(event) * 1000
+            })?;
+            file.after = after;
+            file.undo.extend(undo);
+            planned.push(file);
         }
         other => return Err(EditError::Unsupported(other).into()),
     }
@@ -252,34 +296,40 @@ fn json_server(
     Ok(planned)
 }
 
-/// Claude Code's hooks in a `settings.json`: one group per event, appended after any the
-/// person has.
-fn claude_hooks(
+/// Hook groups in a JSON configuration (`{"hooks": {EVENT: [group…]}}`), one per event,
+/// appended after any the person has, each running `command`; an event that has ours
+/// already is left alone. Returns the text, the undo records, and each event's group index
+/// of ours (what Codex's trust keys name).
+#[allow(clippy::type_complexity)]
+fn json_hooks(
     path: &Path,
-    before: Option<String>,
-    wiring: &Wiring,
-) -> Result<PlannedFile, EditError> {
-    let mut text = before.clone().unwrap_or_default();
-    let command = wiring.claude_hook_command();
+    text: &str,
+    events: &[(&str, Option<&str>)],
+    command: &str,
+    timeout: impl Fn(&str) -> u64,
+) -> Result<(String, Vec<Undo>, Vec<(String, usize)>), EditError> {
+    let mut text = text.to_owned();
     let mut undo = Vec::new();
-    for (event, matcher) in CLAUDE_HOOKS {
+    let mut indexes = Vec::new();
+    for (event, matcher) in events {
         let existing = json_text::value_at(&text, &["hooks", event])
             .map_err(|error| unparsable(path, error))?;
-        let ours_there = existing
+        let groups = existing
             .as_ref()
             .and_then(Value::as_array)
-            .is_some_and(|groups| {
-                groups.iter().any(|group| {
-                    group["hooks"].as_array().is_some_and(|hooks| {
-                        hooks.iter().any(|hook| hook["command"] == json!(command))
-                    })
-                })
-            });
-        if ours_there {
+            .cloned()
+            .unwrap_or_default();
+        let ours = groups.iter().position(|group| {
+            group["hooks"]
+                .as_array()
+                .is_some_and(|hooks| hooks.iter().any(|hook| hook["command"] == json!(command)))
+        });
+        if let Some(index) = ours {
+            indexes.push(((*event).to_owned(), index));
             continue;
         }
         let mut group = json!({
-            "hooks": [{"type": "command", "command": command, "timeout": wiring.claude_timeout(event)}],
+            "hooks": [{"type": "command", "command": command, "timeout": timeout(event)}],
         });
         if let Some(matcher) = matcher {
             group["matcher"] = json!(matcher);
@@ -288,6 +338,33 @@ fn claude_hooks(
             .map_err(|error| unparsable(path, error))?;
         text = after;
         undo.push(Undo::Json { inserted });
+        indexes.push(((*event).to_owned(), groups.len()));
+    }
+    Ok((text, undo, indexes))
+}
+
+/// Claude Code's `settings.json`: our hooks, and its task tools for the current models
+/// (`env.CLAUDE_CODE_ENABLE_TODO_TOOLS`, unless the person set it either way).
+fn claude_settings(
+    path: &Path,
+    before: Option<String>,
+    wiring: &Wiring,
+) -> Result<PlannedFile, EditError> {
+    let text = before.clone().unwrap_or_default();
+    let command = wiring.hook_command("claude");
+    let (mut text, mut undo, _) = json_hooks(path, &text, &CLAUDE_HOOKS, &command, |event| {
+        wiring.hook_timeout(event)
+    })?;
+    if wiring.task_tools {
+        let set = json_text::value_at(&text, &["env", CLAUDE_TASK_TOOLS])
+            .map_err(|error| unparsable(path, error))?;
+        if set.is_none() {
+            let (after, inserted) =
+                json_text::insert_member(&text, &["env"], CLAUDE_TASK_TOOLS, &json!("1"))
+                    .map_err(|error| unparsable(path, error))?;
+            text = after;
+            undo.push(Undo::Json { inserted });
+        }
     }
     Ok(PlannedFile {
         path: path.to_path_buf(),
@@ -297,12 +374,62 @@ fn claude_hooks(
     })
 }
 
-/// Codex's `config.toml`: `[mcp_servers.roundtable]` and `notify`, chained with the
-/// person's own notify program.
+/// One of our hooks in Codex's `hooks.json`, as Codex's trust names it.
+struct CodexHook {
+    /// The event as trust keys spell it (`stop`).
+    event: String,
+    /// Our group's index among the event's groups.
+    index: usize,
+    /// What Codex will compute for it ([`codex_hook_hash`]).
+    hash: String,
+}
+
+/// Codex's `hooks.json`: our hooks. Returns the file and our hooks in it.
+fn codex_hooks(
+    path: &Path,
+    before: Option<String>,
+    wiring: &Wiring,
+) -> Result<(PlannedFile, Vec<CodexHook>), EditError> {
+    let text = before.clone().unwrap_or_default();
+    let command = wiring.hook_command("codex");
+    let events: Vec<(&str, Option<&str>)> = CODEX_HOOKS
+        .iter()
+        .map(|(event, _)| (*event, None))
+        .collect();
+    let (text, undo, indexes) = json_hooks(path, &text, &events, &command, |event| {
+        wiring.hook_timeout(event)
+    })?;
+    let groups = indexes
+        .into_iter()
+        .filter_map(|(event, index)| {
+            let (_, key_name) = CODEX_HOOKS.iter().find(|(name, _)| *name == event)?;
+            let hash = codex_hook_hash(key_name, None, &command, wiring.hook_timeout(&event));
+            Some(CodexHook {
+                event: (*key_name).to_owned(),
+                index,
+                hash,
+            })
+        })
+        .collect();
+    let file = PlannedFile {
+        path: path.to_path_buf(),
+        before,
+        after: text,
+        undo,
+    };
+    Ok((file, groups))
+}
+
+/// Codex's `config.toml`: `[mcp_servers.roundtable]`; `[tools.update_plan] enabled = true`
+/// (unless the person set `tools.update_plan` either way); and `[hooks.state."KEY"]
+/// trusted_hash` for each of our hooks in `hooks_file` (Codex runs no hook it does not
+/// trust).
 fn codex_config(
     path: &Path,
     before: Option<String>,
     wiring: &Wiring,
+    hooks_file: &Path,
+    hooks: &[CodexHook],
 ) -> Result<PlannedFile, EditError> {
     let mut text = before.clone().unwrap_or_default();
     let mut undo = Vec::new();
@@ -343,24 +470,37 @@ fn codex_config(
             undo.push(Undo::TomlTable { appended });
         }
     }
-    let previous = toml_text::top_level_value(&text, "notify")
-        .map_err(|error| unparsable(path, error))?
-        .map(|value| json_of_toml(&value));
-    let ours = wiring.codex_notify(None);
-    let already = previous
-        .as_ref()
-        .and_then(Value::as_array)
-        .is_some_and(|argv| {
-            ours.as_array()
-                .is_some_and(|ours| argv.len() >= ours.len() && argv[..ours.len()] == ours[..])
-        });
-    if !already {
-        let notify = wiring.codex_notify(previous.as_ref());
-        let (after, set) =
-            toml_text::set_top_level(&text, "notify", &toml_value(&notify).to_string())
-                .map_err(|error| unparsable(path, error))?;
+    if wiring.task_tools && !toml_has(&text, &["tools", "update_plan"]) {
+        let (after, appended) = toml_text::append_table(
+            &text,
+            &["tools", "update_plan"],
+            &inline_table(&json!({"enabled": true})),
+        )
+        .map_err(|error| unparsable(path, error))?;
         text = after;
-        undo.push(Undo::TomlKey { set });
+        undo.push(Undo::TomlTable { appended });
+    }
+    for CodexHook { event, index, hash } in hooks {
+        let key = format!("{}:{event}:{index}:0", hooks_file.display());
+        let trusted = toml_text::table_at(&text, &["hooks", "state", &key])
+            .map_err(|error| unparsable(path, error))?
+            .map(|table| json_of_toml_table(&table));
+        match trusted {
+            Some(table) if table["trusted_hash"] == json!(hash.as_str()) => {}
+            // Another hash for the same place: the person's, or ours from an older
+            // command; left as it is, and the hook is not trusted until they look.
+            Some(_) => {}
+            None => {
+                let (after, appended) = toml_text::append_table(
+                    &text,
+                    &["hooks", "state", &key],
+                    &inline_table(&json!({ "trusted_hash": hash })),
+                )
+                .map_err(|error| unparsable(path, error))?;
+                text = after;
+                undo.push(Undo::TomlTable { appended });
+            }
+        }
     }
     Ok(PlannedFile {
         path: path.to_path_buf(),
@@ -368,6 +508,21 @@ fn codex_config(
         after: text,
         undo,
     })
+}
+
+/// Whether `path` names anything in a TOML text (a table, an inline table, a value).
+fn toml_has(text: &str, path: &[&str]) -> bool {
+    let Ok(document) = text.parse::<toml_edit::DocumentMut>() else {
+        return false;
+    };
+    let mut item = document.as_item();
+    for key in path {
+        match item.get(key) {
+            Some(next) => item = next,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Undoes `undo` (edits made in that order) on `text`; the person's later changes stay.
@@ -490,6 +645,7 @@ mod tests {
             roundtable: PathBuf::from("/opt/round table/bin/roundtable"),
             roundtable_home: Some(PathBuf::from("/home/dana/.rt")),
             settings: HookSettings::default(),
+            task_tools: true,
         }
     }
 
@@ -550,6 +706,13 @@ mod tests {
             settings["hooks"]["Notification"][0]["matcher"],
             "permission_prompt|idle_prompt"
         );
+        // A mention reaches a working agent at its next tool boundary.
+        assert_eq!(
+            settings["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
+            stop["command"]
+        );
+        // Today's default models get Claude Code's own task tools.
+        assert_eq!(settings["env"]["CLAUDE_CODE_ENABLE_TODO_TOOLS"], "1");
         // Again: nothing to do.
         assert!(
             onboard(
@@ -582,63 +745,133 @@ mod tests {
     }
 
     #[test]
-    fn gemini_gets_a_server_with_a_timeout_long_enough_to_wait() {
+    fn the_persons_own_task_tool_setting_stays_and_no_task_tools_leaves_it_off() {
+        let mut files = HashMap::new();
+        let settings = PathBuf::from("/home/dana/.claude/settings.json");
+        files.insert(
+            settings.clone(),
+            "{\"env\": {\"CLAUDE_CODE_ENABLE_TODO_TOOLS\": \"0\"}}\n".to_owned(),
+        );
+        onboard(&mut files, AgentCli::Claude, None, &wiring("dana/writer")).unwrap();
+        let value: Value = serde_json::from_str(&files[&settings]).unwrap();
+        assert_eq!(value["env"]["CLAUDE_CODE_ENABLE_TODO_TOOLS"], "0");
+        let mut files = HashMap::new();
+        let without = Wiring {
+            task_tools: false,
+            ..wiring("dana/writer")
+        };
+        onboard(&mut files, AgentCli::Claude, None, &without).unwrap();
+        onboard(&mut files, AgentCli::Codex, None, &without).unwrap();
+        let value: Value = serde_json::from_str(&files[&settings]).unwrap();
+        assert!(value.get("env").is_none(), "{value}");
+        let config = &files[&PathBuf::from("/home/dana/.codex/config.toml")];
+        assert!(!config.contains("update_plan"), "{config}");
+    }
+
+    #[test]
+    fn gemini_gets_a_trusted_server_with_a_timeout_long_enough_to_wait_and_its_hooks() {
         let mut files = HashMap::new();
         let path = PathBuf::from("/home/dana/.gemini/settings.json");
-        files.insert(
-            path.clone(),
-            "// Gemini CLI settings\n{\n  \"theme\": \"GitHub\"\n}\n".to_owned(),
-        );
-        onboard(&mut files, AgentCli::Gemini, None, &wiring("dana/helper")).unwrap();
+        let original = "// Gemini CLI settings\n{\n  \"theme\": \"GitHub\"\n}\n";
+        files.insert(path.clone(), original.to_owned());
+        let planned = onboard(&mut files, AgentCli::Gemini, None, &wiring("dana/helper")).unwrap();
         assert!(files[&path].starts_with("// Gemini CLI settings\n{\n  \"theme\": \"GitHub\""));
         let server = json_text::value_at(&files[&path], &["mcpServers", SERVER_NAME])
             .unwrap()
             .unwrap();
         assert_eq!(server["timeout"], 660_000);
+        assert_eq!(server["trust"], true);
         assert_eq!(server["args"], json!(["mcp", "--agent", "dana/helper"]));
+        for event in GEMINI_HOOKS {
+            let hook = json_text::value_at(&files[&path], &["hooks", event, "0"])
+                .unwrap()
+                .map(|group| group["hooks"][0].clone())
+                .or_else(|| {
+                    json_text::value_at(&files[&path], &["hooks", event])
+                        .unwrap()
+                        .map(|groups| groups[0]["hooks"][0].clone())
+                })
+                .unwrap();
+            assert!(
+                hook["command"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("hook gemini --agent dana/helper"),
+                "{hook}"
+            );
+        }
+        // Milliseconds: the turn's end listens as long as the others'.
+        let after_agent = json_text::value_at(&files[&path], &["hooks", "AfterAgent"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(after_agent[0]["hooks"][0]["timeout"], 660_000);
+        let undone = undo_all(&path, &files[&path], &planned[0].undo).unwrap();
+        assert_eq!(undone, original);
     }
 
     #[test]
-    fn codex_keeps_the_persons_notify_program_after_ours() {
+    fn codex_gets_its_hooks_trusted_by_the_hash_it_computes_and_its_plan_tool() {
         let mut files = HashMap::new();
-        let path = PathBuf::from("/home/dana/.codex/config.toml");
-        let original = "model = \"o3\"\nnotify = [\"notify-send\", \"codex\"]\n";
-        files.insert(path.clone(), original.to_owned());
+        let config_path = PathBuf::from("/home/dana/.codex/config.toml");
+        let hooks_path = PathBuf::from("/home/dana/.codex/hooks.json");
+        let config = "model = \"o3\"\nnotify = [\"notify-send\", \"codex\"]\n";
+        // The person has a Stop hook of their own: ours comes after it.
+        let hooks = "{\"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"say done\"}]}]}}\n";
+        files.insert(config_path.clone(), config.to_owned());
+        files.insert(hooks_path.clone(), hooks.to_owned());
         let planned = onboard(&mut files, AgentCli::Codex, None, &wiring("dana/reviewer")).unwrap();
-        let config: toml::Table = toml::from_str(&files[&path]).unwrap();
-        let notify: Vec<&str> = config["notify"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
+        let parsed: toml::Table = toml::from_str(&files[&config_path]).unwrap();
+        // The person's notify is theirs: Codex's hooks do the work now.
+        assert_eq!(parsed["notify"].as_array().unwrap().len(), 2);
         assert_eq!(
-            notify,
-            [
-                "env",
-                "ROUNDTABLE_HOME=/home/dana/.rt",
-                "/opt/round table/bin/roundtable",
-                "hook",
-                "codex",
-                "--agent",
-                "dana/reviewer",
-                "--then",
-                "notify-send",
-                "codex"
-            ]
-        );
-        assert_eq!(
-            config["mcp_servers"]["roundtable"]["tool_timeout_sec"].as_integer(),
+            parsed["mcp_servers"]["roundtable"]["tool_timeout_sec"].as_integer(),
             Some(660)
         );
-        // Onboarding again neither chains ours after itself nor adds a second table.
+        assert_eq!(
+            parsed["tools"]["update_plan"]["enabled"].as_bool(),
+            Some(true)
+        );
+        let written: Value = serde_json::from_str(&files[&hooks_path]).unwrap();
+        let command = written["hooks"]["Stop"][1]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            command.ends_with("hook codex --agent dana/reviewer"),
+            "{command}"
+        );
+        let state = parsed["hooks"]["state"].as_table().unwrap();
+        let stop = &state["/home/dana/.codex/hooks.json:stop:1:0"];
+        assert_eq!(
+            stop["trusted_hash"].as_str(),
+            Some(codex_hook_hash("stop", None, &command, 660).as_str())
+        );
+        assert_eq!(state.len(), CODEX_HOOKS.len());
+        assert!(state.contains_key("/home/dana/.codex/hooks.json:session_start:0:0"));
+        // Onboarding again changes nothing.
         assert!(
             onboard(&mut files, AgentCli::Codex, None, &wiring("dana/reviewer"))
                 .unwrap()
                 .is_empty()
         );
-        let undone = undo_all(&path, &files[&path], &planned[0].undo).unwrap();
-        assert_eq!(undone, original);
+        for file in &planned {
+            let undone = undo_all(&file.path, &files[&file.path], &file.undo).unwrap();
+            assert_eq!(Some(undone.as_str()), file.before.as_deref());
+        }
+    }
+
+    #[test]
+    fn codexs_trust_hash_is_the_one_codex_reports() {
+        // `hooks/list` of Codex 0.169.0 for these hooks (a research run's hooks.json).
+        let command = "python3 /tmp/research/codex/hooklog.py /tmp/research/codex/r3/hooks.log /tmp/research/codex/r3/resp";
+        assert_eq!(
+            codex_hook_hash("stop", None, command, 30),
+            "sha256:48ce08bd28a08b793fddc32a90a8a6552a19a2317b02e816647671e191b28c9f"
+        );
+        assert_eq!(
+            codex_hook_hash("pre_tool_use", Some("*"), command, 30),
+            "sha256:f63faccac555f6f5a6148721cb87fe8d61b5be0c98a1259bcde72d5a66b8d76a"
+        );
     }
 
     #[test]

@@ -183,7 +183,10 @@ impl Environment {
                 project.join(".mcp.json"),
                 project.join(".claude").join("settings.json"),
             ],
-            (AgentCli::Codex, _) => vec![self.codex_dir().join("config.toml")],
+            (AgentCli::Codex, _) => vec![
+                self.codex_dir().join("config.toml"),
+                self.codex_dir().join("hooks.json"),
+            ],
             (AgentCli::Gemini, None) => vec![self.gemini_dir().join("settings.json")],
             (AgentCli::Gemini, Some(project)) => {
                 vec![project.join(".gemini").join("settings.json")]
@@ -201,7 +204,10 @@ impl Environment {
                 self.claude_dir().join("projects"),
                 self.claude_dir().join("tasks"),
             ],
-            AgentCli::Codex => vec![self.codex_dir().join("sessions")],
+            AgentCli::Codex => vec![
+                self.codex_dir().join("sessions"),
+                self.codex_dir().join("archived_sessions"),
+            ],
             AgentCli::Gemini => vec![self.gemini_dir().join("tmp")],
             AgentCli::Opencode => vec![self.home.join(".local/share/opencode/storage")],
             AgentCli::CursorAgent => vec![self.home.join(".cursor/chats")],

@@ -72,6 +72,9 @@ pub struct OnboardOptions {
     pub settings: HookSettings,
     /// The `roundtable` executable the entries run (default: this program).
     pub roundtable: Option<PathBuf>,
+    /// Leave the CLI's own task tool as it is (onboarding otherwise turns it on where
+    /// today's default models go without one).
+    pub no_task_tools: bool,
 }
 
 /// Every onboarding record in `profiles`.
@@ -196,6 +199,7 @@ impl Core {
             roundtable,
             roundtable_home: std::env::var_os("ROUNDTABLE_HOME").map(PathBuf::from),
             settings: options.settings.clone(),
+            task_tools: !options.no_task_tools,
         };
         // Plan first: a configuration that cannot be parsed stops everything here.
         let planned = edits::plan(env, cli, project.as_deref(), &wiring, read_text)

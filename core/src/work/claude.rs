@@ -176,6 +176,29 @@ impl ClaudeParser {
                     billing: usage.billing(),
                     at_ms,
                 });
+                // An advisor's steps, each at its own model's price (the request's tokens
+                // leave them out), in the request's region.
+                let advisors = usage.iterations.0.iter().filter(|iteration| {
+                    iteration.kind.as_str() == Some("advisor_message")
+                        && iteration.model.as_str().is_some()
+                });
+                for (index, advisor) in advisors.enumerate() {
+                    events.push(LogEvent::Usage {
+                        session_id: session_id.clone().into_owned(),
+                        key: message.id.as_str().map(|message_id| RequestKey {
+                            message_id: format!("{message_id}#advisor-{index}"),
+                            request_id: record.request_id.as_str().map(str::to_owned),
+                        }),
+                        sidechain,
+                        model: advisor.model.as_str().unwrap_or_default().to_owned(),
+                        tokens: advisor.tokens(),
+                        billing: Billing {
+                            geo: usage.billing().geo,
+                            ..Billing::default()
+                        },
+                        at_ms,
+                    });
+                }
             }
         }
 
@@ -355,7 +378,9 @@ impl ClaudeParser {
                 subject,
                 active_form,
             } => {
-                let id = outcome.and_then(|outcome| outcome.task_id.as_str());
+                let id = outcome
+                    .and_then(|outcome| outcome.task_id.as_str())
+                    .or(block.content.0.as_deref());
                 let list = lane_list(&mut self.task_lists, lane.as_deref());
                 match id.and_then(|id| find_task(&mut list.tasks, id)) {
                     // The same creation seen again (a history copied on resume).
@@ -490,7 +515,8 @@ fn is_error_text(text: &str) -> bool {
 
 /// `path` made absolute against `cwd` when it is relative, `.` and `..` resolved (lexically:
 /// no file system here). A path that cannot be resolved (no absolute cwd, `~`) is kept.
-fn absolute_path(path: &str, cwd: Option<&str>) -> String {
+/// `path` made absolute against the working directory `cwd` (of any agent CLI's log).
+pub(super) fn absolute_path(path: &str, cwd: Option<&str>) -> String {
     let Some(cwd) = cwd.filter(|cwd| is_absolute(cwd)) else {
         return path.to_owned();
     };
@@ -601,6 +627,39 @@ struct Usage<'a> {
     #[serde(borrow)]
     inference_geo: Text<'a>,
     server_tool_use: Object<ServerToolUse>,
+    /// The steps of the request; an advisor's (`advisor_message`) ran on its own model and
+    /// is billed at its price, apart from the request's own tokens.
+    #[serde(borrow)]
+    iterations: Iterations<'a>,
+}
+
+#[derive(Default)]
+struct Iterations<'a>(Vec<Iteration<'a>>);
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Iteration<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Text<'a>,
+    #[serde(borrow)]
+    model: Text<'a>,
+    input_tokens: Count,
+    output_tokens: Count,
+    cache_creation_input_tokens: Count,
+    cache_read_input_tokens: Count,
+    cache_creation: Object<CacheCreation>,
+}
+
+impl Iteration<'_> {
+    fn tokens(&self) -> TokenCounts {
+        split_cache_writes(
+            self.input_tokens.0,
+            self.output_tokens.0,
+            self.cache_creation_input_tokens.0,
+            self.cache_read_input_tokens.0,
+            self.cache_creation.0.as_ref(),
+        )
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -636,23 +695,41 @@ impl Usage<'_> {
     }
 
     fn tokens(&self) -> TokenCounts {
-        let breakdown = self.cache_creation.0.as_ref().filter(|cache| {
-            cache.ephemeral_5m_input_tokens.is_some() || cache.ephemeral_1h_input_tokens.is_some()
-        });
-        let (cache_write_5m, cache_write_1h) = match breakdown {
-            Some(cache) => (
-                cache.ephemeral_5m_input_tokens.unwrap_or_default().0,
-                cache.ephemeral_1h_input_tokens.unwrap_or_default().0,
-            ),
-            None => (self.cache_creation_input_tokens.0, 0),
-        };
-        TokenCounts {
-            input: self.input_tokens.0,
-            output: self.output_tokens.0,
-            cache_write_5m,
-            cache_write_1h,
-            cache_read: self.cache_read_input_tokens.0,
-        }
+        split_cache_writes(
+            self.input_tokens.0,
+            self.output_tokens.0,
+            self.cache_creation_input_tokens.0,
+            self.cache_read_input_tokens.0,
+            self.cache_creation.0.as_ref(),
+        )
+    }
+}
+
+/// Tokens of a usage block, cache writes split by how long they are kept (all five-minute
+/// without a breakdown).
+fn split_cache_writes(
+    input: u64,
+    output: u64,
+    cache_write: u64,
+    cache_read: u64,
+    breakdown: Option<&CacheCreation>,
+) -> TokenCounts {
+    let breakdown = breakdown.filter(|cache| {
+        cache.ephemeral_5m_input_tokens.is_some() || cache.ephemeral_1h_input_tokens.is_some()
+    });
+    let (cache_write_5m, cache_write_1h) = match breakdown {
+        Some(cache) => (
+            cache.ephemeral_5m_input_tokens.unwrap_or_default().0,
+            cache.ephemeral_1h_input_tokens.unwrap_or_default().0,
+        ),
+        None => (cache_write, 0),
+    };
+    TokenCounts {
+        input,
+        output,
+        cache_write_5m,
+        cache_write_1h,
+        cache_read,
     }
 }
 
@@ -675,6 +752,27 @@ struct Block<'a> {
     #[serde(borrow)]
     tool_use_id: Text<'a>,
     is_error: Flag,
+    /// A tool result's text, read only for the id a `TaskCreate` got.
+    content: CreatedTask,
+}
+
+/// The id in a `TaskCreate` result's text (`Task #3 created successfully: …`): where a
+/// transcript's `toolUseResult` does not carry it, the text still does.
+#[derive(Default)]
+struct CreatedTask(Option<String>);
+
+/// `Task #N created successfully…` → `N`.
+fn created_task_id(text: &str) -> Option<String> {
+    let rest = text.trim_start().strip_prefix("Task #")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    (digits > 0 && rest[digits..].starts_with(" created")).then(|| rest[..digits].to_owned())
+}
+
+/// A text block of a tool result's content.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ResultText {
+    text: CreatedTask,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
@@ -1015,6 +1113,34 @@ impl<'de: 'a, 'a> Lenient<'de> for Blocks<'a> {
     }
 }
 deserialize_leniently!(Blocks<'a>);
+
+impl<'de: 'a, 'a> Lenient<'de> for Iterations<'a> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut iterations = Vec::new();
+        while let Some(iteration) = seq.next_element::<Object<Iteration<'a>>>()? {
+            iterations.extend(iteration.0);
+        }
+        Ok(Iterations(iterations))
+    }
+}
+deserialize_leniently!(Iterations<'a>);
+
+impl<'de> Lenient<'de> for CreatedTask {
+    fn from_str(value: &str) -> Self {
+        CreatedTask(created_task_id(value))
+    }
+
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut found = None;
+        while let Some(block) = seq.next_element::<Object<ResultText>>()? {
+            if found.is_none() {
+                found = block.0.and_then(|block| block.text.0);
+            }
+        }
+        Ok(CreatedTask(found))
+    }
+}
+deserialize_leniently!(CreatedTask);
 
 impl<'de: 'a, 'a> Lenient<'de> for Todos<'a> {
     fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
@@ -1965,6 +2091,76 @@ mod tests {
                 at_ms: Some(1_770_764_310_100),
             }
         );
+    }
+
+    #[test]
+    fn an_advisors_steps_are_requests_of_their_own_model() {
+        let (_, events) = one_line(
+            r#"{"type":"assistant","sessionId":"s","requestId":"req_1","message":{"id":"msg_1","model":"claude-sonnet-5-5","usage":{"input_tokens":60,"output_tokens":30,"inference_geo":"us","iterations":[{"type":"message","input_tokens":60,"output_tokens":30},{"type":"advisor_message","model":"claude-opus-5-5","input_tokens":40,"output_tokens":12,"cache_read_input_tokens":5}]}}}"#,
+        );
+        let usage: Vec<(&str, Option<&str>, TokenCounts, Option<&str>)> = events
+            .iter()
+            .filter_map(|event| match event {
+                LogEvent::Usage {
+                    model,
+                    key,
+                    tokens,
+                    billing,
+                    ..
+                } => Some((
+                    model.as_str(),
+                    key.as_ref().map(|key| key.message_id.as_str()),
+                    *tokens,
+                    billing.geo.as_deref(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            usage,
+            [
+                (
+                    "claude-sonnet-5-5",
+                    Some("msg_1"),
+                    tokens(60, 30, 0, 0, 0),
+                    Some("us")
+                ),
+                (
+                    "claude-opus-5-5",
+                    Some("msg_1#advisor-0"),
+                    tokens(40, 12, 0, 0, 5),
+                    Some("us")
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_created_tasks_id_comes_from_its_result_text_when_the_record_lacks_it() {
+        assert_eq!(
+            created_task_id("Task #12 created successfully: Write the lexer"),
+            Some("12".to_owned())
+        );
+        assert_eq!(created_task_id("Task #x created successfully"), None);
+        assert_eq!(created_task_id("Updated task #1 status"), None);
+        let lines = [
+            r#"{"type":"assistant","sessionId":"s","message":{"id":"m1","model":"claude-sonnet-4-6","content":[{"type":"tool_use","id":"toolu_1","name":"TaskCreate","input":{"subject":"Write the lexer","activeForm":"Writing the lexer"}}]}}"#,
+            r#"{"type":"user","sessionId":"s","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"Task #7 created successfully: Write the lexer"}]}}"#,
+            r#"{"type":"assistant","sessionId":"s","message":{"id":"m2","model":"claude-sonnet-4-6","content":[{"type":"tool_use","id":"toolu_2","name":"TaskUpdate","input":{"taskId":"7","status":"in_progress"}}]}}"#,
+            r#"{"type":"user","sessionId":"s","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"Updated task #7 status"}]}]}}"#,
+        ]
+        .join("\n");
+        let (events, _) = parse(lines.as_bytes());
+        let lists = last_lists(&events);
+        let (_, tasks) = &lists[&None];
+        assert_eq!(
+            tasks.len(),
+            1,
+            "{tasks:?}: the update found the created task"
+        );
+        assert_eq!(tasks[0].id.as_deref(), Some("7"));
+        assert_eq!(tasks[0].title, "Write the lexer");
+        assert_eq!(tasks[0].status, TaskStatus::InProgress);
     }
 
     #[test]

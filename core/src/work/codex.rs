@@ -51,7 +51,9 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::events::{Billing, LineOutcome, LogEvent, TaskItem, TaskStatus, TokenCounts};
+use super::events::{
+    Billing, LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts,
+};
 use super::lenient::{
     Lenient, LenientBool, LenientCount, LenientInt, LenientStr, drain_map, drain_seq,
     is_json_object, is_uuid, opens_object, other_scalars_are_absent, timestamp_ms, uuid_v7_ms,
@@ -219,6 +221,16 @@ impl CodexParser {
             }
             Some("event_msg") => match payload.kind.0.as_deref() {
                 Some("token_count") => self.token_count(payload, at_ms, events),
+                Some("thread_settings_applied") => {
+                    // Each application states the tier in force: absent, the default.
+                    self.service_tier = payload
+                        .service_tier
+                        .non_empty()
+                        .filter(|tier| !matches!(*tier, "default" | "standard"))
+                        .map(str::to_owned);
+                    let model = payload.model.non_empty();
+                    self.learn(None, model, at_ms, events);
+                }
                 Some("task_started" | "turn_started") => {
                     self.turn_is_replayed(payload.turn_id.0.as_deref());
                 }
@@ -365,9 +377,18 @@ impl CodexParser {
         if tokens.total() == 0 {
             return;
         }
+        // The thread's totals after this increase name it: the same in every copy of the
+        // rollout (archived, compressed), so a copy read twice counts once.
+        let key = total.map(|total| RequestKey {
+            message_id: format!(
+                "totals:{}:{}:{}:{}:{}",
+                total.input, total.cached, total.cache_write, total.output, total.reasoning
+            ),
+            request_id: None,
+        });
         events.push(LogEvent::Usage {
             session_id: self.session_id(),
-            key: None,
+            key,
             sidechain: self.subagent,
             model: self
                 .model
@@ -991,6 +1012,18 @@ struct Payload<'a> {
     input: LenientStr<'a>,
     /// A call output's outcome (read only for a call that is waited for).
     output: Option<CallOutcome>,
+    /// `thread_settings_applied`: the thread's service tier (absent: the default).
+    service_tier: LenientStr<'a>,
+}
+
+/// `thread_settings_applied`'s settings: what is read of them.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ThreadSettings<'a> {
+    #[serde(borrow)]
+    service_tier: LenientStr<'a>,
+    #[serde(borrow)]
+    model: LenientStr<'a>,
 }
 
 #[derive(Deserialize, Default)]
@@ -1137,6 +1170,15 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
                 Some("name") => payload.name = map.next_value()?,
                 Some("call_id") => payload.call_id = map.next_value()?,
                 Some("info") => payload.info = map.next_value()?,
+                Some("thread_settings") => {
+                    let settings: Lenient<ThreadSettings<'de>> = map.next_value()?;
+                    if let Some(settings) = settings.0 {
+                        payload.service_tier = settings.service_tier;
+                        if payload.model.0.is_none() {
+                            payload.model = settings.model;
+                        }
+                    }
+                }
                 Some("collaboration_mode") => {
                     let mode: Lenient<CollaborationMode<'de>> = map.next_value()?;
                     if let Some(settings) = mode.0.and_then(|mode| mode.settings.0) {
@@ -1454,10 +1496,9 @@ mod tests {
                     ..
                 } = event
                 {
-                    assert_eq!(
-                        (model.as_str(), key, sidechain),
-                        ("gpt-5.3-codex", &None, &false)
-                    );
+                    assert_eq!((model.as_str(), sidechain), ("gpt-5.3-codex", &false));
+                    let key = key.as_ref().expect("a total names each advance");
+                    assert!(key.message_id.starts_with("totals:"), "{name}");
                 }
             }
             assert!(matches!(events.last(), Some(LogEvent::Usage { .. })));
@@ -1823,14 +1864,76 @@ mod tests {
             assert_eq!(spent(&events), expected, "{what}");
             for event in &events {
                 if let LogEvent::Usage { key, model, .. } = event {
-                    assert_eq!(
-                        (key, model.as_str()),
-                        (&None, "gpt-5"),
-                        "{what}: no key, ccusage's model"
+                    assert_eq!(model, "gpt-5", "{what}: ccusage's model");
+                    assert!(
+                        key.as_ref()
+                            .is_some_and(|key| key.message_id.starts_with("totals:")),
+                        "{what}: named by the totals"
                     );
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_service_tier_in_force_bills_each_request_and_a_copy_counts_once() {
+        let settings = |tier: Option<&str>| {
+            let mut settings =
+                serde_json::json!({"model": "gpt-5.5", "model_provider_id": "openai"});
+            if let Some(tier) = tier {
+                settings["service_tier"] = serde_json::json!(tier);
+            }
+            serde_json::json!({"timestamp": "2026-12-02T02:56:39.211Z", "type": "event_msg",
+                "payload": {"type": "thread_settings_applied", "thread_id": "t", "thread_settings": settings}})
+            .to_string()
+        };
+        let count = |input: u64| {
+            format!(
+                r#"{{"type":"event_msg","payload":{{"type":"token_count","info":{{"total_token_usage":{{"input_tokens":{input},"output_tokens":1}}}}}}}}"#
+            )
+        };
+        let rollout = [
+            settings(Some("priority")),
+            count(100),
+            settings(None),
+            count(300),
+            settings(Some("default")),
+            count(600),
+        ]
+        .join("\n");
+        let (events, skipped) = lines(&rollout);
+        assert_eq!(skipped, 0);
+        let tiers: Vec<Option<String>> = events
+            .iter()
+            .filter_map(|event| match event {
+                LogEvent::Usage { billing, .. } => Some(billing.service_tier.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tiers, [Some("priority".to_owned()), None, None]);
+        assert!(events.iter().any(|event| matches!(
+            event,
+            LogEvent::Session { model: Some(model), .. } if model == "gpt-5.5"
+        )));
+        // The same rollout twice (archived beside its original): its requests count once.
+        let mut summary = crate::work::summary::Summary::default();
+        for _ in 0..2 {
+            for event in lines(&rollout).0 {
+                summary.add(crate::work::events::Framework::Codex, event);
+            }
+        }
+        let total: u64 = summary
+            .sessions
+            .values()
+            .map(|session| {
+                session
+                    .tokens_by_model()
+                    .values()
+                    .map(TokenCounts::total)
+                    .sum::<u64>()
+            })
+            .sum();
+        assert_eq!(total, 601, "100 + 1, then 200, then 300: once");
     }
 
     #[test]

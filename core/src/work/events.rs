@@ -38,6 +38,23 @@ pub enum TaskStatus {
     InProgress,
     Completed,
     Deleted,
+    /// Given up on (Gemini CLI's `write_todos`).
+    Cancelled,
+    /// Waiting on something else (Gemini CLI's `write_todos`).
+    Blocked,
+}
+
+impl TaskStatus {
+    /// The status as the `tasks` event carries it (pending, in progress, completed,
+    /// deleted): a cancelled task left the list; a blocked one waits.
+    pub fn on_the_wire(self) -> &'static str {
+        match self {
+            TaskStatus::Pending | TaskStatus::Blocked => "pending",
+            TaskStatus::InProgress => "in_progress",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Deleted | TaskStatus::Cancelled => "deleted",
+        }
+    }
 }
 
 /// One task of an agent's own list.

@@ -1,5 +1,5 @@
-//! Gemini CLI chats (`~/.gemini/tmp/<project hash>/chats/`), read whole into [`LogEvent`]s.
-//! Two layouts:
+//! Gemini CLI chats (`~/.gemini/tmp/<project>/chats/`; `<project>` is the project folder's
+//! name, or a hash of its path in older builds), read whole into [`LogEvent`]s. Two layouts:
 //!
 //! - `session-*.json`: one document `{sessionId, projectHash, startTime, lastUpdated, kind?,
 //!   messages: [{id, timestamp, type, content, model?, thoughts?, toolCalls?, tokens?}]}`,
@@ -20,14 +20,22 @@
 //! from the conversation, but their tokens were spent: they still count.
 //!
 //! The session is `sessionId` (the latest a `$set` gave), else the file name's stem; its
-//! model is the last message's; a subagent's chat (`kind: "subagent"`) reports its usage as a
-//! side chain.
+//! model is the last message's; its directory is the project's (Gemini CLI keeps it in
+//! `tmp/<project>/.project_root`; the caller reads it, [`ChatContext`]). A sub-agent's chat
+//! (`chats/<parent session>/<agent>.jsonl`, `kind: "subagent"`) counts under its parent
+//! session: its usage as a side chain, its task list as a lane of its own.
+//!
+//! Tool calls that succeeded say the rest: `write_todos` (the whole list each time;
+//! statuses pending, in progress, completed, cancelled, blocked) and the opt-in tracker's
+//! calls (each carries the whole list in `resultDisplay.todos`) are the session's task list;
+//! `write_file` and `replace` are files touched (`resultDisplay.filePath` is absolute;
+//! `args.file_path` is what the model wrote, resolved against the project).
 
 use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::events::{Billing, LogEvent, RequestKey, TokenCounts};
+use super::events::{Billing, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
 use super::lenient::{Lenient, LenientCount, LenientList, LenientStr, opens_object, timestamp_ms};
 
 /// What a chat file says.
@@ -38,9 +46,23 @@ pub struct GeminiChat {
     pub skipped_lines: u64,
 }
 
+/// Where a chat file is, as far as its contents do not say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChatContext {
+    /// For a sub-agent's chat: the session that started it (its folder's name).
+    pub parent_session: Option<String>,
+    /// The project's directory (`tmp/<project>/.project_root`).
+    pub project_root: Option<String>,
+}
+
 /// Parses a whole Gemini CLI chat file (`session-*.json`, one JSON document; or `*.jsonl`,
 /// one message per line where a repeated message id replaces the earlier one). Pure.
 pub fn parse_chat(bytes: &[u8], file_name: &str) -> GeminiChat {
+    parse_chat_in(bytes, file_name, &ChatContext::default())
+}
+
+/// [`parse_chat`], knowing where the file is. Pure.
+pub fn parse_chat_in(bytes: &[u8], file_name: &str, context: &ChatContext) -> GeminiChat {
     let mut chat = Chat::default();
     let mut skipped_lines = 0;
     if file_name.ends_with(".jsonl") {
@@ -64,7 +86,7 @@ pub fn parse_chat(bytes: &[u8], file_name: &str) -> GeminiChat {
         }
     }
     GeminiChat {
-        events: chat.events(file_name),
+        events: chat.events(file_name, context),
         skipped_lines,
     }
 }
@@ -102,6 +124,70 @@ struct Record<'a> {
     messages: LenientList<Record<'a>>,
     #[serde(borrow, rename = "$set")]
     set: Lenient<Box<Record<'a>>>,
+    #[serde(borrow, rename = "toolCalls")]
+    tool_calls: LenientList<ToolCall<'a>>,
+}
+
+/// A tool call of a `gemini` message, once it ran.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ToolCall<'a> {
+    #[serde(borrow)]
+    name: LenientStr<'a>,
+    /// `success` or `error`.
+    #[serde(borrow)]
+    status: LenientStr<'a>,
+    #[serde(borrow)]
+    args: Lenient<ToolArgs<'a>>,
+    #[serde(borrow, rename = "resultDisplay")]
+    result_display: Lenient<ToolDisplay<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ToolArgs<'a> {
+    #[serde(borrow)]
+    todos: LenientList<Todo<'a>>,
+    #[serde(borrow)]
+    file_path: LenientStr<'a>,
+}
+
+/// What a tool call showed the person: the task list, or the file written.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ToolDisplay<'a> {
+    #[serde(borrow)]
+    todos: LenientList<Todo<'a>>,
+    #[serde(borrow, rename = "filePath")]
+    file_path: LenientStr<'a>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Todo<'a> {
+    #[serde(borrow)]
+    description: LenientStr<'a>,
+    #[serde(borrow)]
+    status: LenientStr<'a>,
+}
+
+impl Todo<'_> {
+    fn to_task(&self) -> Option<TaskItem> {
+        let status = match self.status.0.as_deref()? {
+            "pending" => TaskStatus::Pending,
+            "in_progress" => TaskStatus::InProgress,
+            "completed" => TaskStatus::Completed,
+            "cancelled" => TaskStatus::Cancelled,
+            "blocked" => TaskStatus::Blocked,
+            _ => return None,
+        };
+        Some(TaskItem {
+            id: None,
+            title: self.description.non_empty()?.to_owned(),
+            status,
+            active_form: None,
+        })
+    }
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -135,6 +221,65 @@ struct Message {
     model: Option<String>,
     tokens: Option<TokenCounts>,
     at_ms: Option<i64>,
+    /// The task list its tool calls left (with where it came from), if any.
+    tasks: Option<(&'static str, Vec<TaskItem>)>,
+    /// Files its tool calls wrote (absolute, or as the model wrote them), by which tool.
+    files: Vec<(&'static str, String)>,
+}
+
+/// What a message's successful tool calls say: the last task list, and the files written.
+#[allow(clippy::type_complexity)]
+fn tool_work(
+    calls: Vec<ToolCall<'_>>,
+) -> (
+    Option<(&'static str, Vec<TaskItem>)>,
+    Vec<(&'static str, String)>,
+) {
+    let mut tasks = None;
+    let mut files = Vec::new();
+    for call in calls {
+        if !call.status.is("success") {
+            continue;
+        }
+        let name = call.name.0.as_deref().unwrap_or_default();
+        let display = call.result_display.0;
+        let args = call.args.0;
+        match name {
+            "write_todos"
+            | "tracker_create_task"
+            | "tracker_update_task"
+            | "tracker_add_dependency" => {
+                let shown = display.as_ref().map(|display| &display.todos.0);
+                let todos = match shown {
+                    Some(todos) if !todos.is_empty() => todos,
+                    _ => match &args {
+                        Some(args) => &args.todos.0,
+                        None => continue,
+                    },
+                };
+                let source = if name == "write_todos" {
+                    "write_todos"
+                } else {
+                    "tracker"
+                };
+                tasks = Some((source, todos.iter().filter_map(Todo::to_task).collect()));
+            }
+            "write_file" | "replace" => {
+                let tool = if name == "replace" {
+                    "replace"
+                } else {
+                    "write_file"
+                };
+                let path = display
+                    .as_ref()
+                    .and_then(|display| display.file_path.non_empty())
+                    .or_else(|| args.as_ref().and_then(|args| args.file_path.non_empty()));
+                files.extend(path.map(|path| (tool, path.to_owned())));
+            }
+            _ => {}
+        }
+    }
+    (tasks, files)
 }
 
 #[derive(Default)]
@@ -184,12 +329,15 @@ impl Chat {
     }
 
     fn message(&mut self, record: Record<'_>) {
+        let (tasks, files) = tool_work(record.tool_calls.0);
         let message = Message {
             id: record.id.into_owned(),
             is_gemini: record.message_type.is("gemini"),
             model: record.model.into_owned(),
             tokens: record.tokens.0.map(|tokens| tokens.counts()),
             at_ms: record.timestamp.0.as_deref().and_then(timestamp_ms),
+            tasks,
+            files,
         };
         match message.id.as_ref().and_then(|id| self.by_id.get(id)) {
             Some(&index) => self.messages[index] = message,
@@ -202,30 +350,49 @@ impl Chat {
         }
     }
 
-    fn events(self, file_name: &str) -> Vec<LogEvent> {
-        let session_id = self.session_id.unwrap_or_else(|| {
+    fn events(self, file_name: &str, context: &ChatContext) -> Vec<LogEvent> {
+        let own_id = self.session_id.unwrap_or_else(|| {
             let name = file_name.rsplit(['/', '\\']).next().unwrap_or(file_name);
             let stem = name.strip_suffix(".jsonl").or(name.strip_suffix(".json"));
             stem.unwrap_or(name).to_owned()
         });
+        // A sub-agent's chat counts under the session that started it.
+        let subagent = self.subagent || context.parent_session.is_some();
+        let (session_id, lane) = match &context.parent_session {
+            Some(parent) => (parent.clone(), Some(own_id.clone())),
+            None if subagent => (own_id.clone(), Some(own_id.clone())),
+            None => (own_id.clone(), None),
+        };
         let mut events = Vec::new();
         let model = self
             .messages
             .iter()
             .rev()
             .find_map(|message| message.model.clone());
-        if model.is_some() || self.start_ms.is_some() {
+        if !subagent && (model.is_some() || self.start_ms.is_some()) {
             events.push(LogEvent::Session {
                 session_id: session_id.clone(),
-                cwd: None,
+                cwd: context.project_root.clone(),
                 model: model.clone(),
                 at_ms: self.start_ms,
             });
         }
         let mut last_model = None;
+        let mut last_list: Option<(&'static str, Vec<TaskItem>, Option<i64>)> = None;
         for message in self.messages {
             if message.model.is_some() {
                 last_model = message.model.clone();
+            }
+            if let Some((source, tasks)) = message.tasks {
+                last_list = Some((source, tasks, message.at_ms));
+            }
+            for (tool, path) in message.files {
+                events.push(LogEvent::FileTouched {
+                    session_id: session_id.clone(),
+                    path: super::claude::absolute_path(&path, context.project_root.as_deref()),
+                    tool: tool.to_owned(),
+                    at_ms: message.at_ms,
+                });
             }
             let Some(tokens) = message.tokens.filter(|tokens| tokens.total() > 0) else {
                 continue;
@@ -239,7 +406,7 @@ impl Chat {
                     message_id,
                     request_id: None,
                 }),
-                sidechain: self.subagent,
+                sidechain: subagent,
                 model: message
                     .model
                     .or_else(|| last_model.clone())
@@ -247,6 +414,16 @@ impl Chat {
                 tokens,
                 billing: Billing::default(),
                 at_ms: message.at_ms,
+            });
+        }
+        // The file is read whole: its last list is the list.
+        if let Some((source, tasks, at_ms)) = last_list {
+            events.push(LogEvent::Tasks {
+                session_id,
+                lane,
+                source: source.to_owned(),
+                tasks,
+                at_ms,
             });
         }
         events
@@ -431,6 +608,125 @@ mod tests {
         let chat = parse_chat(text.as_bytes(), "sub-1.jsonl");
         assert!(usage(&chat).iter().all(|u| u.3));
         assert_eq!(usage(&chat).len(), 1);
+    }
+
+    #[test]
+    fn tool_calls_that_ran_give_the_task_list_and_the_files_touched() {
+        let todos = |statuses: [&str; 3]| {
+            json!([
+                {"description": "Write hello.txt", "status": statuses[0]},
+                {"description": "Say hi", "status": statuses[1]},
+                {"description": "Ship it", "status": statuses[2]},
+            ])
+        };
+        let mut first = message("g1", "gemini", tokens(5000, 50, 4000, 30, 0));
+        first["toolCalls"] = json!([{"id": "write_todos_1", "name": "write_todos",
+            "args": {"todos": todos(["in_progress", "pending", "blocked"])}, "status": "success",
+            "resultDisplay": {"todos": todos(["in_progress", "pending", "blocked"])}}]);
+        let mut second = message("g2", "gemini", tokens(6000, 40, 5000, 0, 0));
+        second["toolCalls"] = json!([
+            {"id": "w1", "name": "write_file", "args": {"file_path": "hello.txt", "content": "hi"},
+             "status": "success", "resultDisplay": {"filePath": "/home/dana/proj/hello.txt", "isNewFile": true}},
+            {"id": "r1", "name": "replace", "args": {"file_path": "src/../notes.md", "instruction": "x",
+             "old_string": "a", "new_string": "b"}, "status": "success", "resultDisplay": "Replaced"},
+            {"id": "w2", "name": "write_file", "args": {"file_path": "/etc/denied"},
+             "status": "error", "resultDisplay": "Tool execution blocked: no"},
+            {"id": "t2", "name": "write_todos", "args": {"todos": todos(["completed", "completed", "cancelled"])},
+             "status": "success", "resultDisplay": {"todos": todos(["completed", "completed", "cancelled"])}},
+        ]);
+        let lines = [
+            json!({"sessionId": "s9", "projectHash": "h", "startTime": "2026-12-02T02:46:00Z", "kind": "main"}),
+            message("g1", "gemini", tokens(5000, 50, 4000, 30, 0)),
+            first,
+            message("g2", "gemini", tokens(6000, 40, 5000, 0, 0)),
+            second,
+        ];
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        let context = ChatContext {
+            parent_session: None,
+            project_root: Some("/home/dana/proj".into()),
+        };
+        let chat = parse_chat_in(text.as_bytes(), "session-x.jsonl", &context);
+        let files: Vec<(&str, &str)> = chat
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                LogEvent::FileTouched { path, tool, .. } => Some((tool.as_str(), path.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("write_file", "/home/dana/proj/hello.txt"),
+                ("replace", "/home/dana/proj/notes.md")
+            ]
+        );
+        let lists: Vec<(&Option<String>, &str, Vec<TaskStatus>)> = chat
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                LogEvent::Tasks {
+                    lane,
+                    source,
+                    tasks,
+                    ..
+                } => Some((
+                    lane,
+                    source.as_str(),
+                    tasks.iter().map(|t| t.status).collect(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            lists,
+            [(
+                &None,
+                "write_todos",
+                vec![
+                    TaskStatus::Completed,
+                    TaskStatus::Completed,
+                    TaskStatus::Cancelled
+                ]
+            )]
+        );
+        assert!(chat.events.iter().any(|event| matches!(
+            event,
+            LogEvent::Session { cwd: Some(cwd), .. } if cwd == "/home/dana/proj"
+        )));
+        assert_eq!(usage(&chat).len(), 2);
+    }
+
+    #[test]
+    fn a_subagents_chat_counts_under_the_session_that_started_it() {
+        let mut called = message("c1", "gemini", tokens(200, 20, 0, 0, 0));
+        called["toolCalls"] = json!([{"id": "t", "name": "write_todos", "status": "success",
+            "args": {"todos": [{"description": "look around", "status": "in_progress"}]}}]);
+        let lines = [
+            json!({"sessionId": "4ac07bd6", "projectHash": "h", "startTime": "2026-12-02T02:46:38Z",
+                   "kind": "subagent", "directories": ["/p"]}),
+            called,
+        ];
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        let context = ChatContext {
+            parent_session: Some("parent-1".into()),
+            project_root: None,
+        };
+        let chat = parse_chat_in(text.as_bytes(), "4ac07bd6.jsonl", &context);
+        assert!(chat.events.iter().all(|e| e.session_id() == "parent-1"));
+        assert!(usage(&chat).iter().all(|u| u.3), "a side chain");
+        assert!(
+            !chat
+                .events
+                .iter()
+                .any(|event| matches!(event, LogEvent::Session { .. })),
+            "the parent's session says where and how it ran"
+        );
+        assert!(chat.events.iter().any(|event| matches!(
+            event,
+            LogEvent::Tasks { lane: Some(lane), .. } if lane == "4ac07bd6"
+        )));
     }
 
     #[test]

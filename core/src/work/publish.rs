@@ -17,7 +17,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::architecture::Architecture;
-use super::events::{Billing, Framework, TokenCounts};
+use super::events::{Billing, Framework, TaskStatus, TokenCounts};
 use super::pricing::Pricing;
 use crate::cache::{LocalChanges, Publication, Publishing, ReadSpan};
 
@@ -155,11 +155,17 @@ impl Publishing for WorkPublisher<'_> {
                 .tasks
                 .iter()
                 .map(|task| {
-                    let mut item = json!({"title": task.title, "status": task.status});
+                    let mut item =
+                        json!({"title": task.title, "status": task.status.on_the_wire()});
                     if let Some(id) = &task.id {
                         item["id"] = json!(id);
                     }
-                    if let Some(active) = &task.active_form {
+                    // What the wire has no status for is said in words.
+                    let active = match task.status {
+                        TaskStatus::Blocked => Some("Blocked"),
+                        _ => task.active_form.as_deref(),
+                    };
+                    if let Some(active) = active {
                         item["active_form"] = json!(active);
                     }
                     item
@@ -228,7 +234,7 @@ mod tests {
 
     use super::*;
     use crate::cache::{FileTouch, TaskListChange, UsageDelta};
-    use crate::work::events::{TaskItem, TaskStatus};
+    use crate::work::events::TaskItem;
 
     fn targets(claims: &[(&str, &str)]) -> Targets {
         let claims: HashMap<String, String> = claims

@@ -22,6 +22,8 @@ pub enum LogKind {
     /// A task of Claude Code's Task tools (`tasks/<list>/<id>.json`).
     ClaudeTask,
     CodexRollout,
+    /// A Codex rollout compressed (`rollout-*.jsonl.zst`): read whole, decompressed.
+    CodexCompressed,
     GeminiChat,
 }
 
@@ -29,7 +31,7 @@ impl LogKind {
     pub fn framework(self) -> Framework {
         match self {
             LogKind::ClaudeTranscript | LogKind::ClaudeTask => Framework::ClaudeCode,
-            LogKind::CodexRollout => Framework::Codex,
+            LogKind::CodexRollout | LogKind::CodexCompressed => Framework::Codex,
             LogKind::GeminiChat => Framework::Gemini,
         }
     }
@@ -73,6 +75,10 @@ pub fn roots(env: &Environment) -> Vec<(PathBuf, LogKind)> {
         (claude.join("projects"), LogKind::ClaudeTranscript),
         (claude.join("tasks"), LogKind::ClaudeTask),
         (env.codex_dir().join("sessions"), LogKind::CodexRollout),
+        (
+            env.codex_dir().join("archived_sessions"),
+            LogKind::CodexRollout,
+        ),
         (env.gemini_dir().join("tmp"), LogKind::GeminiChat),
     ];
     // Claude Code also wrote under ~/.config/claude (ccusage reads it too).
@@ -91,13 +97,19 @@ fn wanted(kind: LogKind, path: &Path) -> bool {
     match kind {
         LogKind::ClaudeTranscript => name.ends_with(".jsonl"),
         LogKind::ClaudeTask => name.ends_with(".json"),
-        LogKind::CodexRollout => name.starts_with("rollout-") && name.ends_with(".jsonl"),
+        LogKind::CodexRollout | LogKind::CodexCompressed => {
+            name.starts_with("rollout-")
+                && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
+        }
         LogKind::GeminiChat => {
-            (name.ends_with(".json") || name.ends_with(".jsonl"))
-                && path
-                    .parent()
-                    .and_then(Path::file_name)
+            // A session's chat in `chats/`, a sub-agent's in `chats/<parent session>/`.
+            let in_chats = |dir: Option<&Path>| {
+                dir.and_then(Path::file_name)
                     .is_some_and(|dir| dir == "chats")
+            };
+            let parent = path.parent();
+            (name.ends_with(".json") || name.ends_with(".jsonl"))
+                && (in_chats(parent) || in_chats(parent.and_then(Path::parent)))
         }
     }
 }
@@ -129,6 +141,12 @@ fn entry(canonical_root: &Path, kind: LogKind, path: PathBuf) -> Entry {
         Entry::Dir
     } else if metadata.is_file() && wanted(kind, &path) {
         let (device, inode) = identity(&metadata);
+        let kind = match kind {
+            LogKind::CodexRollout if path.extension().is_some_and(|ext| ext == "zst") => {
+                LogKind::CodexCompressed
+            }
+            kind => kind,
+        };
         Entry::Log(LogFile {
             path,
             kind,
@@ -193,6 +211,22 @@ pub fn complete_lines(bytes: &[u8]) -> (impl Iterator<Item = &[u8]>, usize) {
     (lines, end)
 }
 
+/// The most a compressed log may hold decompressed: more is not a log, and is not read.
+pub const MAX_DECOMPRESSED: u64 = 4 << 30;
+
+/// A compressed log's content; `None` when it is not zstd or holds more than
+/// [`MAX_DECOMPRESSED`] bytes.
+pub fn decompress(bytes: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let decoder = ruzstd::decoding::StreamingDecoder::new(bytes).ok()?;
+    let mut out = Vec::new();
+    decoder
+        .take(MAX_DECOMPRESSED + 1)
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() as u64 <= MAX_DECOMPRESSED).then_some(out)
+}
+
 /// A line-by-line parser of one file.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "parser", rename_all = "snake_case")]
@@ -205,12 +239,13 @@ impl LineParser {
     pub fn for_file(kind: LogKind, path: &Path) -> Option<LineParser> {
         match kind {
             LogKind::ClaudeTranscript => Some(LineParser::Claude(claude::ClaudeParser::new())),
-            LogKind::CodexRollout => {
+            LogKind::CodexRollout | LogKind::CodexCompressed => {
                 let name = path
                     .file_name()
                     .map(|name| name.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                Some(LineParser::Codex(codex::CodexParser::new(&name)))
+                let name = name.strip_suffix(".zst").unwrap_or(&name);
+                Some(LineParser::Codex(codex::CodexParser::new(name)))
             }
             _ => None,
         }
@@ -230,8 +265,20 @@ pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
     let framework = file.kind.framework();
     let mut events = Vec::new();
     let mut skipped = 0;
+    let decompressed;
+    let bytes = if file.kind == LogKind::CodexCompressed {
+        match decompress(bytes) {
+            Some(content) => {
+                decompressed = content;
+                &decompressed[..]
+            }
+            None => return 1,
+        }
+    } else {
+        bytes
+    };
     match file.kind {
-        LogKind::ClaudeTranscript | LogKind::CodexRollout => {
+        LogKind::ClaudeTranscript | LogKind::CodexRollout | LogKind::CodexCompressed => {
             let Some(mut parser) = LineParser::for_file(file.kind, &file.path) else {
                 return 0;
             };
@@ -256,7 +303,7 @@ pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
                 .file_name()
                 .map(|name| name.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let chat = gemini::parse_chat(bytes, &name);
+            let chat = gemini::parse_chat_in(bytes, &name, &gemini_context(&file.path));
             skipped += chat.skipped_lines;
             for event in chat.events {
                 summary.add(framework, event);
@@ -264,6 +311,33 @@ pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
         }
     }
     skipped
+}
+
+/// Where a Gemini CLI chat is: a sub-agent's (`chats/<parent session>/<agent>.jsonl`)
+/// names its parent session; the project's directory is in `tmp/<project>/.project_root`.
+pub fn gemini_context(path: &Path) -> gemini::ChatContext {
+    let dir = path.parent();
+    let sub_agent = dir
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .is_some_and(|name| name == "chats");
+    let chats = if sub_agent {
+        dir.and_then(Path::parent)
+    } else {
+        dir
+    };
+    let project_root = chats
+        .and_then(Path::parent)
+        .and_then(|project| std::fs::read_to_string(project.join(".project_root")).ok())
+        .map(|text| text.trim().to_owned())
+        .filter(|text| text.starts_with('/'));
+    gemini::ChatContext {
+        parent_session: sub_agent
+            .then(|| dir.and_then(Path::file_name))
+            .flatten()
+            .map(|name| name.to_string_lossy().into_owned()),
+        project_root,
+    }
 }
 
 /// How far a scan has come.
@@ -359,5 +433,66 @@ mod tests {
             .collect();
         assert_eq!(names, ["a.jsonl", "in.jsonl"]);
         assert_eq!(skipped, 2);
+    }
+
+    #[test]
+    fn archived_and_compressed_rollouts_are_read_and_a_copy_counts_once() {
+        let home = tempfile::tempdir().unwrap();
+        let codex = home.path().join(".codex");
+        let name = "rollout-2026-11-20T10-00-00-0199a213-81c0-7000-8000-000000000001.jsonl";
+        let lines = concat!(
+            r#"{"timestamp":"2026-11-20T10:00:00.000Z","type":"session_meta","payload":{"id":"0199a213-81c0-7000-8000-000000000001","cwd":"/w"}}"#,
+            "\n",
+            r#"{"timestamp":"2026-11-20T10:00:01.000Z","type":"turn_context","payload":{"cwd":"/w","model":"gpt-5.5"}}"#,
+            "\n",
+            r#"{"timestamp":"2026-11-20T10:00:02.000Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":1000,"cached_input_tokens":400,"output_tokens":50}}}}"#,
+            "\n",
+        );
+        let day = codex.join("sessions/2026/11/20");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::write(day.join(name), lines).unwrap();
+        // The same rollout archived, and another compressed the way Codex does.
+        let archived = codex.join("archived_sessions");
+        std::fs::create_dir_all(&archived).unwrap();
+        std::fs::write(archived.join(name), lines).unwrap();
+        let other = lines.replace("000000000001", "000000000002");
+        let compressed = ruzstd::encoding::compress_to_vec(
+            other.as_bytes(),
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        std::fs::write(
+            archived.join(format!(
+                "{}.zst",
+                name.replace("000000000001", "000000000002")
+            )),
+            compressed,
+        )
+        .unwrap();
+        std::fs::write(archived.join("rollout-broken.jsonl.zst"), b"not zstd").unwrap();
+        let env = Environment {
+            home: home.path().to_path_buf(),
+            ..Environment::default()
+        };
+        let (files, _) = find(&roots(&env));
+        let kinds: Vec<LogKind> = files.iter().map(|file| file.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                LogKind::CodexRollout,
+                LogKind::CodexCompressed,
+                LogKind::CodexCompressed,
+                LogKind::CodexRollout
+            ]
+        );
+        let summary = scan(&files, 2, &|_| {});
+        assert_eq!(summary.sessions.len(), 2, "{:?}", summary.sessions.keys());
+        for session in summary.sessions.values() {
+            let tokens = session.tokens_by_model()["gpt-5.5"];
+            assert_eq!(
+                (tokens.input, tokens.cache_read, tokens.output),
+                (600, 400, 50)
+            );
+        }
+        assert_eq!(summary.skipped_lines, 1, "the broken file");
     }
 }

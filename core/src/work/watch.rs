@@ -157,6 +157,7 @@ fn kind_text(kind: LogKind) -> &'static str {
         LogKind::ClaudeTranscript => "claude_transcript",
         LogKind::ClaudeTask => "claude_task",
         LogKind::CodexRollout => "codex_rollout",
+        LogKind::CodexCompressed => "codex_rollout_zst",
         LogKind::GeminiChat => "gemini_chat",
     }
 }
@@ -229,6 +230,39 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
             state.parser = serde_json::to_string(&parser).ok();
             state.skipped = skipped;
         }
+        LogKind::CodexCompressed => {
+            // Compressed once done with: read whole when it changes, like a chat.
+            let bytes = scan::decompress(&std::fs::read(&file.path).ok()?);
+            let mut parser = LineParser::for_file(file.kind, &file.path)?;
+            let Some(bytes) = bytes else {
+                state.skipped = 1;
+                return Some(LogRead {
+                    framework,
+                    state,
+                    events,
+                    from: 0,
+                    based_on: stored.map(LogFileState::position),
+                });
+            };
+            let (_, end) = scan::complete_lines(&bytes);
+            let mut line_start = 0usize;
+            skipped = 0;
+            for piece in bytes[..end].split_inclusive(|&b| b == b'\n') {
+                let line = piece.strip_suffix(b"\n").unwrap_or(piece);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let at = line_start as u64;
+                line_start += piece.len();
+                if line.is_empty() {
+                    continue;
+                }
+                let mut said = Vec::new();
+                if parser.line(line, &mut said) == LineOutcome::Skipped {
+                    skipped += 1;
+                }
+                events.extend(said.into_iter().map(|event| (at, event)));
+            }
+            state.skipped = skipped;
+        }
         LogKind::GeminiChat => {
             let bytes = std::fs::read(&file.path).ok()?;
             let name = file
@@ -236,7 +270,8 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
                 .file_name()
                 .map(|name| name.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let chat = super::gemini::parse_chat(&bytes, &name);
+            let chat =
+                super::gemini::parse_chat_in(&bytes, &name, &scan::gemini_context(&file.path));
             state.skipped = chat.skipped_lines;
             events.extend(chat.events.into_iter().map(|event| (0, event)));
         }

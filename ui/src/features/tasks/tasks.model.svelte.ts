@@ -27,12 +27,21 @@ export const COLUMNS: readonly { column: Column; label: string; status: StatusLa
   { column: "deleted", label: "Removed", status: { icon: "✕", label: "removed", tone: "neutral" } },
 ];
 
-/** The column of a status; an unknown one goes with the tasks to do. */
+/**
+ * The column of a status: a cancelled task was removed from the plan, a blocked one is still
+ * to do; an unknown one goes with the tasks to do.
+ */
 export function columnOf(status: string): Column {
+  if (status === "cancelled") return "deleted";
   return status === "in_progress" || status === "completed" || status === "deleted" ? status : "pending";
 }
 
+const BLOCKED: StatusLabel = { icon: "⊘", label: "blocked", tone: "attention" };
+const CANCELLED: StatusLabel = { icon: "✕", label: "cancelled", tone: "neutral" };
+
 export function statusLabel(status: string): StatusLabel {
+  if (status === "blocked") return BLOCKED;
+  if (status === "cancelled") return CANCELLED;
   return COLUMNS.find((entry) => entry.column === columnOf(status))!.status;
 }
 

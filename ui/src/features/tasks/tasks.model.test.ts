@@ -54,6 +54,9 @@ describe("tasks board", () => {
     expect(columnOf("completed")).toBe("completed");
     expect(columnOf("deleted")).toBe("deleted");
     expect(columnOf("someday")).toBe("pending");
+    expect(columnOf("cancelled")).toBe("deleted");
+    expect(columnOf("blocked")).toBe("pending");
+    expect(statusLabel("blocked").label).toBe("blocked");
     expect(statusLabel("completed").label).toBe("done");
     expect(statusLabel("in_progress").icon.length).toBeGreaterThan(0);
   });

@@ -1,0 +1,385 @@
+//! Running the real agent CLIs against a [`ModelServer`](crate::model_server::ModelServer): each helper
+//! writes the CLI's configuration into a throwaway HOME and returns the command as data
+//! ([`CliCommand`]), which a test may extend before running it.
+//!
+//! Depends only on the server's base URL, so it can live next to the server in any crate.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+/// Where the CLIs are: `$MODEL_SERVER_CLIS`, else `/tmp/agent-clis/node_modules/.bin`.
+pub fn cli_bin_dir() -> PathBuf {
+    std::env::var_os("MODEL_SERVER_CLIS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/agent-clis/node_modules/.bin"))
+}
+
+/// A stdio MCP server for a CLI to start.
+#[derive(Clone, Debug)]
+pub struct McpServer {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// What a CLI run needs; the helpers write the CLI's config under `home`.
+#[derive(Clone, Debug)]
+pub struct CliSetup {
+    /// The directory holding the `claude`, `codex` and `gemini` launchers.
+    pub bin_dir: PathBuf,
+    /// The throwaway HOME (it must exist).
+    pub home: PathBuf,
+    /// The working directory (it must exist).
+    pub work: PathBuf,
+    pub prompt: String,
+    /// The model to ask for; each helper has a default.
+    pub model: Option<String>,
+    pub mcp_servers: Vec<McpServer>,
+    pub extra_args: Vec<String>,
+    pub extra_env: Vec<(String, String)>,
+    /// More configuration: for Codex TOML appended to `config.toml`; for Claude a JSON object
+    /// merged into `~/.claude/settings.json`; for Gemini into `~/.gemini/settings.json`.
+    pub extra_config: String,
+}
+
+impl CliSetup {
+    pub fn new(
+        home: impl Into<PathBuf>,
+        work: impl Into<PathBuf>,
+        prompt: impl Into<String>,
+    ) -> CliSetup {
+        CliSetup {
+            bin_dir: cli_bin_dir(),
+            home: home.into(),
+            work: work.into(),
+            prompt: prompt.into(),
+            model: None,
+            mcp_servers: Vec::new(),
+            extra_args: Vec::new(),
+            extra_env: Vec::new(),
+            extra_config: String::new(),
+        }
+    }
+}
+
+/// A CLI invocation as data: tests may add arguments or variables before running it.
+#[derive(Clone, Debug)]
+pub struct CliCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The whole environment, apart from `PATH`, which is inherited.
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+}
+
+/// How a CLI run ended.
+#[derive(Clone, Debug)]
+pub struct CliOutput {
+    /// The exit code (`None` when killed by a signal or the timeout).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    pub timed_out: bool,
+}
+
+impl CliCommand {
+    /// The command: a clean environment (`PATH` plus [`CliCommand::env`]), stdin from
+    /// `/dev/null` (Codex waits for EOF otherwise), and a process group of its own.
+    pub fn command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.program);
+        command.args(&self.args).current_dir(&self.cwd).env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            command.env("PATH", path);
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command.process_group(0).kill_on_drop(true);
+        command
+    }
+
+    /// Runs the CLI to its end, or kills its process group after `timeout` (the output so far
+    /// is kept). The group also gets SIGTERM after a normal exit, so nothing outlives the run.
+    pub async fn run(&self, timeout: Duration) -> std::io::Result<CliOutput> {
+        async fn drain(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8> {
+            let mut buf = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = tokio::io::AsyncReadExt::read_to_end(&mut pipe, &mut buf).await;
+            }
+            buf
+        }
+        let started = Instant::now();
+        let mut child = self.command().spawn()?;
+        let stdout = tokio::spawn(drain(child.stdout.take()));
+        let stderr = tokio::spawn(drain(child.stderr.take()));
+        let waited = tokio::time::timeout(timeout, child.wait()).await;
+        if let Some(group) = child.id() {
+            let signal = if waited.is_err() { "-KILL" } else { "-TERM" };
+            let _ = std::process::Command::new("kill")
+                .args([signal, "--", &format!("-{group}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = child.kill().await;
+        let elapsed = started.elapsed();
+        // A process outside the group may still hold a pipe: wait for the rest only briefly.
+        let text = |read: Result<Result<Vec<u8>, _>, _>| {
+            String::from_utf8_lossy(&read.ok().and_then(Result::ok).unwrap_or_default())
+                .into_owned()
+        };
+        let stdout = text(tokio::time::timeout(Duration::from_secs(2), stdout).await);
+        let stderr = text(tokio::time::timeout(Duration::from_secs(2), stderr).await);
+        let timed_out = waited.is_err();
+        let code = match waited {
+            Ok(status) => status?.code(),
+            Err(_) => None,
+        };
+        Ok(CliOutput {
+            code,
+            stdout,
+            stderr,
+            elapsed,
+            timed_out,
+        })
+    }
+}
+
+fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, text)
+}
+
+fn invalid(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
+}
+
+/// `base` with `extra` (JSON object text, may be empty) merged in, objects recursively.
+fn merged_json(base: Value, extra: &str) -> std::io::Result<Value> {
+    fn merge(base: &mut Value, extra: Value) {
+        match (base, extra) {
+            (Value::Object(base), Value::Object(extra)) => {
+                for (k, v) in extra {
+                    merge(base.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (base, extra) => *base = extra,
+        }
+    }
+    let mut base = base;
+    if !extra.trim().is_empty() {
+        let extra = serde_json::from_str(extra)
+            .map_err(|e| invalid(format!("extra_config is not JSON: {e}")))?;
+        merge(&mut base, extra);
+    }
+    Ok(base)
+}
+
+fn mcp_json(servers: &[McpServer], add: &Value) -> Value {
+    let mut out = Map::new();
+    for s in servers {
+        let env: Map<String, Value> = s.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        let mut entry = json!({"command": s.command, "args": s.args, "env": env});
+        if let (Some(entry), Some(add)) = (entry.as_object_mut(), add.as_object()) {
+            entry.extend(add.clone());
+        }
+        out.insert(s.name.clone(), entry);
+    }
+    Value::Object(out)
+}
+
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+fn base_env(setup: &CliSetup) -> Vec<(String, String)> {
+    vec![
+        ("HOME".into(), setup.home.display().to_string()),
+        ("NO_COLOR".into(), "1".into()),
+    ]
+}
+
+fn finish(
+    program: &str,
+    setup: &CliSetup,
+    mut args: Vec<String>,
+    mut env: Vec<(String, String)>,
+) -> CliCommand {
+    args.extend(setup.extra_args.iter().cloned());
+    env.extend(setup.extra_env.iter().cloned());
+    CliCommand {
+        program: setup.bin_dir.join(program),
+        args,
+        env,
+        cwd: setup.work.clone(),
+    }
+}
+
+/// Claude Code (`claude -p PROMPT --output-format stream-json --verbose`). Writes
+/// `~/.claude.json` (onboarding done, `mcpServers`) and `~/.claude/settings.json`. Env:
+/// `ANTHROPIC_BASE_URL`, a dummy key, `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`, one
+/// retry, and `IS_SANDBOX=1` so `--dangerously-skip-permissions` works as root.
+pub fn claude(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+    let servers = mcp_json(&setup.mcp_servers, &json!({"type": "stdio"}));
+    let state = json!({"hasCompletedOnboarding": true, "mcpServers": servers});
+    write(&setup.home.join(".claude.json"), &state.to_string())?;
+    let settings = merged_json(json!({}), &setup.extra_config)?;
+    write(
+        &setup.home.join(".claude/settings.json"),
+        &settings.to_string(),
+    )?;
+    let mut args = vec!["-p".to_owned(), setup.prompt.clone()];
+    args.extend(
+        [
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--dangerously-skip-permissions",
+        ]
+        .map(String::from),
+    );
+    if let Some(model) = &setup.model {
+        args.extend(["--model".to_owned(), model.clone()]);
+    }
+    let mut env = base_env(setup);
+    for (k, v) in [
+        ("ANTHROPIC_BASE_URL", base_url),
+        ("ANTHROPIC_API_KEY", "sk-ant-model-server"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("CLAUDE_CODE_MAX_RETRIES", "1"),
+        ("DISABLE_AUTOUPDATER", "1"),
+        ("IS_SANDBOX", "1"),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    Ok(finish("claude", setup, args, env))
+}
+
+/// Codex (`codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox`).
+/// Writes `~/.codex/config.toml` with a custom Responses provider at `BASE/v1` (no retries),
+/// the model (default `gpt-5.5`, the one that takes plain function calls) and
+/// `[mcp_servers.*]`. Env: `CODEX_HOME`, `MODEL_SERVER_API_KEY`.
+pub fn codex(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+    let codex_home = setup.home.join(".codex");
+    let model = setup.model.clone().unwrap_or_else(|| "gpt-5.5".into());
+    let mut config = format!(
+        "model = {model}\nmodel_provider = \"model_server\"\ncheck_for_update_on_startup = false\n\n\
+         [model_providers.model_server]\nname = \"Model server\"\nbase_url = {url}\n\
+         wire_api = \"responses\"\nenv_key = \"MODEL_SERVER_API_KEY\"\nrequest_max_retries = 0\n\
+         stream_max_retries = 0\n",
+        model = toml_string(&model),
+        url = toml_string(&format!("{base_url}/v1")),
+    );
+    for s in &setup.mcp_servers {
+        let args: Vec<String> = s.args.iter().map(|a| toml_string(a)).collect();
+        let env: Vec<String> = s
+            .env
+            .iter()
+            .map(|(k, v)| format!("{} = {}", toml_string(k), toml_string(v)))
+            .collect();
+        config.push_str(&format!(
+            "\n[mcp_servers.{name}]\ncommand = {command}\nargs = [{args}]\nenv = {{ {env} }}\n",
+            name = toml_string(&s.name),
+            command = toml_string(&s.command),
+            args = args.join(", "),
+            env = env.join(", "),
+        ));
+    }
+    if !setup.extra_config.is_empty() {
+        config.push('\n');
+        config.push_str(&setup.extra_config);
+        config.push('\n');
+    }
+    write(&codex_home.join("config.toml"), &config)?;
+    let mut args: Vec<String> = [
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(setup.prompt.clone());
+    let mut env = base_env(setup);
+    env.push(("CODEX_HOME".into(), codex_home.display().to_string()));
+    env.push(("MODEL_SERVER_API_KEY".into(), "sk-model-server".into()));
+    Ok(finish("codex", setup, args, env))
+}
+
+/// Gemini CLI (`gemini -m MODEL -p PROMPT -o stream-json --approval-mode yolo`; the model
+/// defaults to `gemini-2.5-pro`, and without `-m` the CLI first asks a router model). Writes
+/// `~/.gemini/settings.json` (API-key auth, trusted `mcpServers`) and trusts `work`. Env:
+/// `GEMINI_API_KEY`, `GOOGLE_GEMINI_BASE_URL`, `GEMINI_CLI_TRUST_WORKSPACE=true`.
+pub fn gemini(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+    let servers = mcp_json(&setup.mcp_servers, &json!({"trust": true}));
+    let settings =
+        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}, "mcpServers": servers});
+    let settings = merged_json(settings, &setup.extra_config)?;
+    write(
+        &setup.home.join(".gemini/settings.json"),
+        &settings.to_string(),
+    )?;
+    let trusted = json!({ setup.work.display().to_string(): "TRUST_FOLDER" });
+    write(
+        &setup.home.join(".gemini/trustedFolders.json"),
+        &trusted.to_string(),
+    )?;
+    let model = setup
+        .model
+        .clone()
+        .unwrap_or_else(|| "gemini-2.5-pro".into());
+    let mut args = vec![
+        "-m".to_owned(),
+        model,
+        "-p".to_owned(),
+        setup.prompt.clone(),
+    ];
+    args.extend(["-o", "stream-json", "--approval-mode", "yolo"].map(String::from));
+    let mut env = base_env(setup);
+    env.push(("GEMINI_API_KEY".into(), "model-server-key".into()));
+    env.push(("GOOGLE_GEMINI_BASE_URL".into(), base_url.into()));
+    env.push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
+    Ok(finish("gemini", setup, args, env))
+}
+
+/// A stdio MCP server in Python (stdlib only) with one tool, `ping {text}` → `pong: TEXT`. Run
+/// it as `python3 FILE LOG`: it appends every JSON-RPC message it receives to LOG.
+pub const PING_MCP_SERVER_PY: &str = r#"import json, sys
+log = open(sys.argv[1], "a")
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    log.write(json.dumps(msg) + "\n")
+    log.flush()
+    mid, method = msg.get("id"), msg.get("method")
+    if mid is None:
+        continue
+    if method == "initialize":
+        version = msg.get("params", {}).get("protocolVersion", "2025-06-18")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": version,
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "ping", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "ping",
+              "description": "Replies pong with the given text.",
+              "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                              "required": ["text"]}}]}})
+    elif method == "tools/call":
+        text = (msg.get("params", {}).get("arguments") or {}).get("text")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text",
+              "text": "pong: %s" % text}], "isError": False}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no method " + str(method)}})
+"#;
