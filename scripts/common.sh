@@ -48,6 +48,20 @@ ensure_test_ccusage() {
     export ROUNDTABLE_TEST_CCUSAGE="$PWD/$prefix/node_modules/.bin/ccusage"
 }
 
+# The real agent CLIs the end-to-end tests drive against a scripted model server, from npm at
+# pinned versions, into target/ (again only when the pins change).
+AGENT_CLIS=(@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 @google/gemini-cli@0.61.0)
+ensure_test_agent_clis() {
+    local prefix=target/agent-clis
+    if [ "$(cat "$prefix/.pinned" 2>/dev/null)" != "${AGENT_CLIS[*]}" ]; then
+        echo "installing the agent CLIs for the tests into $prefix: ${AGENT_CLIS[*]}" >&2
+        mkdir -p "$prefix"
+        npm install --prefix "$prefix" --no-audit --no-fund --silent "${AGENT_CLIS[@]}" >/dev/null
+        echo "${AGENT_CLIS[*]}" > "$prefix/.pinned"
+    fi
+    export ROUNDTABLE_TEST_AGENT_CLIS="$PWD/$prefix/node_modules/.bin"
+}
+
 # What the desktop app needs to build and run (WebKitGTK, the tray's indicator library),
 # and, for its tests, an X server, WebKit's WebDriver and a D-Bus daemon.
 DESKTOP_PACKAGES=(libwebkit2gtk-4.1-dev libayatana-appindicator3-dev xdg-utils)

@@ -314,19 +314,24 @@ impl Core {
         if !self.is_syncing()
             && let Some(mut receipt) = crate::hand_off::offer(&self.shared.lock, &[n]).await
         {
-            let outcome = if receipt.state == SyncState::Idle {
+            let handed = if receipt.state == SyncState::Idle {
                 receipt.outcome(n, patience).await
             } else {
-                None
+                crate::hand_off::Handed::Pending
             };
-            return match outcome {
-                Some(outcome) => sent(n, outcome),
-                None => Ok(Delivered::HandedOff {
-                    process: receipt.process,
-                    state: receipt.state,
-                    outbox: n,
-                }),
-            };
+            match handed {
+                crate::hand_off::Handed::Ended(outcome) => return sent(n, outcome),
+                crate::hand_off::Handed::Pending => {
+                    return Ok(Delivered::HandedOff {
+                        process: receipt.process,
+                        state: receipt.state,
+                        outbox: n,
+                    });
+                }
+                // The process that took it is gone (Codex ends its MCP servers the moment it
+                // exits): this one sends it, taking it over with the rest that process left.
+                crate::hand_off::Handed::Abandoned => {}
+            }
         }
         let own_sync = (!self.is_syncing()).then(|| self.start());
         let outcome = tokio::select! {

@@ -176,20 +176,32 @@ pub struct Receipt {
     lines: tokio::io::Lines<BufReader<tokio::io::Take<tokio::net::unix::OwnedReadHalf>>>,
 }
 
+/// What came of an entry handed to another process.
+#[derive(Debug)]
+pub enum Handed {
+    /// It ended (sent, or refused by the hub).
+    Ended(Outcome),
+    /// It had not ended when the wait was over; it is safe in the outbox all the same.
+    Pending,
+    /// The process that took it went away before it ended: the entry waits in the outbox of
+    /// a process that is gone, for another to take over.
+    Abandoned,
+}
+
 impl Receipt {
-    /// Waits for the outcome of entry `n`, at most `timeout`; `None` when it did not come
-    /// (the entry is safe in the outbox all the same).
-    pub async fn outcome(&mut self, n: u64, timeout: Duration) -> Option<Outcome> {
+    /// Waits for the outcome of entry `n`, at most `timeout`.
+    pub async fn outcome(&mut self, n: u64, timeout: Duration) -> Handed {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
-                .await
-                .ok()?
-                .ok()??;
+            let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
+                Err(_) => return Handed::Pending,
+                Ok(Ok(Some(line))) => line,
+                Ok(Ok(None) | Err(_)) => return Handed::Abandoned,
+            };
             match serde_json::from_str::<Ended>(&line) {
-                Ok(ended) if ended.n == n => return Some(ended.outcome),
+                Ok(ended) if ended.n == n => return Handed::Ended(ended.outcome),
                 Ok(_) => continue,
-                Err(_) => return None,
+                Err(_) => return Handed::Pending,
             }
         }
     }

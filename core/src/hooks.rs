@@ -553,10 +553,12 @@ impl Core {
                     return Ok(HookReply::Block(rendered));
                 }
                 // Listen for a while, where that holds no one up: a Claude Code session a
-                // person sits at (until they type), or a run that asked for it.
-                let listens = context.listen_asked
-                    || settings.listen_unattended
-                    || (context.cli == AgentCli::Claude && context.attended == Some(true));
+                // person sits at (until they type), or a run that asked for it. A Codex
+                // turn ends at once: its waker listens instead ([`Core::wake_codex`]).
+                let listens = context.cli != AgentCli::Codex
+                    && (context.listen_asked
+                        || settings.listen_unattended
+                        || (context.cli == AgentCli::Claude && context.attended == Some(true)));
                 if !listens || settings.listen_s == 0 {
                     self.status_now(AgentState::Idle, "turn ended").await;
                     return Ok(HookReply::Nothing);

@@ -10,11 +10,36 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-/// Where the CLIs are: `$MODEL_SERVER_CLIS`, else `/tmp/agent-clis/node_modules/.bin`.
+/// Where the CLIs are: `$ROUNDTABLE_TEST_AGENT_CLIS` (the test command installs them from npm
+/// at pinned versions into `target/agent-clis`), else that place in this checkout.
 pub fn cli_bin_dir() -> PathBuf {
-    std::env::var_os("MODEL_SERVER_CLIS")
+    std::env::var_os("ROUNDTABLE_TEST_AGENT_CLIS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/agent-clis/node_modules/.bin"))
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-clis/node_modules/.bin")
+        })
+}
+
+/// Whether the real CLIs are there. When they are not, a test of them fails with what to do,
+/// unless `ROUNDTABLE_SKIP_REAL_CLIS=1` says to skip it (then this is `false`).
+pub fn real_clis_present() -> bool {
+    let dir = cli_bin_dir();
+    if ["claude", "codex", "gemini"]
+        .iter()
+        .all(|cli| dir.join(cli).exists())
+    {
+        return true;
+    }
+    if std::env::var_os("ROUNDTABLE_SKIP_REAL_CLIS").is_some_and(|value| value == "1") {
+        eprintln!("skipping: the real agent CLIs are not in {}", dir.display());
+        return false;
+    }
+    panic!(
+        "the real agent CLIs are not in {}: run ./scripts/test.sh (it installs them with npm), \
+         point ROUNDTABLE_TEST_AGENT_CLIS at their node_modules/.bin, or set \
+         ROUNDTABLE_SKIP_REAL_CLIS=1 to skip these tests",
+        dir.display()
+    );
 }
 
 /// A stdio MCP server for a CLI to start.
@@ -44,6 +69,9 @@ pub struct CliSetup {
     /// More configuration: for Codex TOML appended to `config.toml`; for Claude a JSON object
     /// merged into `~/.claude/settings.json`; for Gemini into `~/.gemini/settings.json`.
     pub extra_config: String,
+    /// Run every tool without asking (Claude `--dangerously-skip-permissions`, Codex
+    /// `--dangerously-bypass-approvals-and-sandbox`, Gemini yolo); on by default.
+    pub skip_permissions: bool,
 }
 
 impl CliSetup {
@@ -62,6 +90,7 @@ impl CliSetup {
             extra_args: Vec::new(),
             extra_env: Vec::new(),
             extra_config: String::new(),
+            skip_permissions: true,
         }
     }
 }
@@ -223,29 +252,35 @@ fn finish(
     }
 }
 
-/// Claude Code (`claude -p PROMPT --output-format stream-json --verbose`). Writes
-/// `~/.claude.json` (onboarding done, `mcpServers`) and `~/.claude/settings.json`. Env:
-/// `ANTHROPIC_BASE_URL`, a dummy key, `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`, one
-/// retry, and `IS_SANDBOX=1` so `--dangerously-skip-permissions` works as root.
+/// Claude Code: [`prepare_claude`], then [`claude_command`].
 pub fn claude(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+    prepare_claude(setup)?;
+    Ok(claude_command(base_url, setup))
+}
+
+/// Writes Claude Code's `~/.claude.json` (onboarding done, the trust dialog of `work`
+/// accepted, `mcpServers`) and `~/.claude/settings.json`.
+pub fn prepare_claude(setup: &CliSetup) -> std::io::Result<()> {
     let servers = mcp_json(&setup.mcp_servers, &json!({"type": "stdio"}));
-    let state = json!({"hasCompletedOnboarding": true, "mcpServers": servers});
+    let project = json!({ setup.work.display().to_string(): {"hasTrustDialogAccepted": true} });
+    let state = json!({"hasCompletedOnboarding": true, "mcpServers": servers, "projects": project});
     write(&setup.home.join(".claude.json"), &state.to_string())?;
     let settings = merged_json(json!({}), &setup.extra_config)?;
     write(
         &setup.home.join(".claude/settings.json"),
         &settings.to_string(),
-    )?;
+    )
+}
+
+/// `claude -p PROMPT --output-format stream-json --verbose`. Env: `ANTHROPIC_BASE_URL`, a
+/// dummy key, `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`, one retry, and `IS_SANDBOX=1` so
+/// `--dangerously-skip-permissions` works as root.
+pub fn claude_command(base_url: &str, setup: &CliSetup) -> CliCommand {
     let mut args = vec!["-p".to_owned(), setup.prompt.clone()];
-    args.extend(
-        [
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--dangerously-skip-permissions",
-        ]
-        .map(String::from),
-    );
+    args.extend(["--output-format", "stream-json", "--verbose"].map(String::from));
+    if setup.skip_permissions {
+        args.push("--dangerously-skip-permissions".into());
+    }
     if let Some(model) = &setup.model {
         args.extend(["--model".to_owned(), model.clone()]);
     }
@@ -260,14 +295,19 @@ pub fn claude(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
     ] {
         env.push((k.into(), v.into()));
     }
-    Ok(finish("claude", setup, args, env))
+    finish("claude", setup, args, env)
 }
 
-/// Codex (`codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox`).
+/// Codex: [`prepare_codex`], then [`codex_command`].
+pub fn codex(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+    prepare_codex(base_url, setup)?;
+    Ok(codex_command(setup))
+}
+
 /// Writes `~/.codex/config.toml` with a custom Responses provider at `BASE/v1` (no retries),
 /// the model (default `gpt-5.5`, the one that takes plain function calls) and
-/// `[mcp_servers.*]`. Env: `CODEX_HOME`, `MODEL_SERVER_API_KEY`.
-pub fn codex(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+/// `[mcp_servers.*]`.
+pub fn prepare_codex(base_url: &str, setup: &CliSetup) -> std::io::Result<()> {
     let codex_home = setup.home.join(".codex");
     let model = setup.model.clone().unwrap_or_else(|| "gpt-5.5".into());
     let mut config = format!(
@@ -298,27 +338,41 @@ pub fn codex(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
         config.push_str(&setup.extra_config);
         config.push('\n');
     }
-    write(&codex_home.join("config.toml"), &config)?;
-    let mut args: Vec<String> = [
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.push(setup.prompt.clone());
-    let mut env = base_env(setup);
-    env.push(("CODEX_HOME".into(), codex_home.display().to_string()));
-    env.push(("MODEL_SERVER_API_KEY".into(), "sk-model-server".into()));
-    Ok(finish("codex", setup, args, env))
+    write(&codex_home.join("config.toml"), &config)
 }
 
-/// Gemini CLI (`gemini -m MODEL -p PROMPT -o stream-json --approval-mode yolo`; the model
-/// defaults to `gemini-2.5-pro`, and without `-m` the CLI first asks a router model). Writes
-/// `~/.gemini/settings.json` (API-key auth, trusted `mcpServers`) and trusts `work`. Env:
-/// `GEMINI_API_KEY`, `GOOGLE_GEMINI_BASE_URL`, `GEMINI_CLI_TRUST_WORKSPACE=true`.
+/// `codex exec --json --skip-git-repo-check [--dangerously-bypass-approvals-and-sandbox]
+/// PROMPT`. Env: `CODEX_HOME`, `MODEL_SERVER_API_KEY`.
+pub fn codex_command(setup: &CliSetup) -> CliCommand {
+    let mut args: Vec<String> = ["exec", "--json", "--skip-git-repo-check"]
+        .map(String::from)
+        .to_vec();
+    if setup.skip_permissions {
+        args.push("--dangerously-bypass-approvals-and-sandbox".into());
+    }
+    args.push(setup.prompt.clone());
+    finish("codex", setup, args, codex_env(setup))
+}
+
+/// The environment Codex runs in against the server: `CODEX_HOME`, the provider's key.
+pub fn codex_env(setup: &CliSetup) -> Vec<(String, String)> {
+    let mut env = base_env(setup);
+    env.push((
+        "CODEX_HOME".into(),
+        setup.home.join(".codex").display().to_string(),
+    ));
+    env.push(("MODEL_SERVER_API_KEY".into(), "sk-model-server".into()));
+    env
+}
+
+/// Gemini CLI: [`prepare_gemini`], then [`gemini_command`].
 pub fn gemini(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+    prepare_gemini(setup)?;
+    Ok(gemini_command(base_url, setup))
+}
+
+/// Writes `~/.gemini/settings.json` (API-key auth, trusted `mcpServers`) and trusts `work`.
+pub fn prepare_gemini(setup: &CliSetup) -> std::io::Result<()> {
     let servers = mcp_json(&setup.mcp_servers, &json!({"trust": true}));
     let settings =
         json!({"security": {"auth": {"selectedType": "gemini-api-key"}}, "mcpServers": servers});
@@ -331,7 +385,13 @@ pub fn gemini(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
     write(
         &setup.home.join(".gemini/trustedFolders.json"),
         &trusted.to_string(),
-    )?;
+    )
+}
+
+/// `gemini -m MODEL -p PROMPT -o stream-json [--approval-mode yolo]`; the model defaults to
+/// `gemini-2.5-pro` (without `-m` the CLI first asks a router model). Env: `GEMINI_API_KEY`,
+/// `GOOGLE_GEMINI_BASE_URL`, `GEMINI_CLI_TRUST_WORKSPACE=true`.
+pub fn gemini_command(base_url: &str, setup: &CliSetup) -> CliCommand {
     let model = setup
         .model
         .clone()
@@ -342,12 +402,15 @@ pub fn gemini(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
         "-p".to_owned(),
         setup.prompt.clone(),
     ];
-    args.extend(["-o", "stream-json", "--approval-mode", "yolo"].map(String::from));
+    args.extend(["-o", "stream-json"].map(String::from));
+    if setup.skip_permissions {
+        args.extend(["--approval-mode", "yolo"].map(String::from));
+    }
     let mut env = base_env(setup);
     env.push(("GEMINI_API_KEY".into(), "model-server-key".into()));
     env.push(("GOOGLE_GEMINI_BASE_URL".into(), base_url.into()));
     env.push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
-    Ok(finish("gemini", setup, args, env))
+    finish("gemini", setup, args, env)
 }
 
 /// A stdio MCP server in Python (stdlib only) with one tool, `ping {text}` → `pong: TEXT`. Run

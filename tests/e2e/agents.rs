@@ -563,9 +563,19 @@ fn sessions_of(invocations: &[serde_json::Value], cli: &str) -> Vec<(bool, Strin
 }
 
 async fn wait_for_text(hub: &Hub, token: &str, text: &str, patience: Duration) -> Vec<String> {
+    wait_for_text_in(hub, token, "design", text, patience).await
+}
+
+async fn wait_for_text_in(
+    hub: &Hub,
+    token: &str,
+    room: &str,
+    text: &str,
+    patience: Duration,
+) -> Vec<String> {
     let deadline = Instant::now() + patience;
     loop {
-        let texts = room_texts(&hub.ws_url(), token, "design").await;
+        let texts = room_texts(&hub.ws_url(), token, room).await;
         if texts.iter().any(|t| t == text) {
             return texts;
         }
@@ -947,4 +957,319 @@ async fn codex_notify_reaches_roundtable_and_still_runs_the_persons_own_program(
         machine.read(".codex/config.toml"),
         format!("notify = [\"{}\"]\n", program.display())
     );
+}
+
+/// A machine with dana, her writer on Claude Code (onboarded) and a room with it.
+async fn writer_in_a_room(hub: &Hub) -> Machine {
+    let machine = Machine::new();
+    machine.home.signup(hub, "dana").await;
+    machine
+        .ok("dana", &["agents", "onboard", "claude", "--name", "writer"])
+        .await;
+    machine
+        .ok(
+            "dana",
+            &[
+                "room",
+                "create",
+                "--title",
+                "design",
+                "--member",
+                "dana/writer",
+            ],
+        )
+        .await;
+    machine
+}
+
+/// `roundtable run` for the writer, answering `reply` after `delay_ms`.
+fn writer_runner(
+    machine: &Machine,
+    reply: &str,
+    delay_ms: u32,
+    extra: &[&str],
+) -> tokio::process::Child {
+    let workdir = machine.file("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let mut args = vec!["run", "--agent", "dana/writer"];
+    args.extend(extra);
+    machine
+        .command("dana", &args)
+        .current_dir(&workdir)
+        .env("FAKE_AGENT_REPLY", reply)
+        .env("FAKE_AGENT_DELAY_MS", delay_ms.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The writer's statuses in the room, as the hub holds them: (state, detail).
+async fn writer_statuses(hub: &Hub, machine: &Machine) -> Vec<(String, String)> {
+    let token = machine.home.profile("dana").token.expose().to_owned();
+    roundtable_e2e::room_bodies(&hub.ws_url(), &token, "design", "status")
+        .await
+        .into_iter()
+        .map(|body| {
+            (
+                body["state"].as_str().unwrap_or_default().to_owned(),
+                body["detail"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until `check` holds.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_headless_agent_runs_no_turn_until_resumed_then_one_for_all_that_waited() {
+    let hub = Hub::start(&[]).await;
+    let machine = writer_in_a_room(&hub).await;
+    machine
+        .ok("dana", &["agents", "pause", "dana/writer"])
+        .await;
+    let mut runner = writer_runner(&machine, "all read", 0, &[]);
+    // Ten long mentions: more than one argument may hold, together (16 KiB each at most).
+    let long = "x".repeat(15_000);
+    for part in 0..10 {
+        machine
+            .ok(
+                "dana",
+                &[
+                    "send",
+                    "design",
+                    &format!("@dana/writer part {part}: {long}"),
+                ],
+            )
+            .await;
+    }
+    // It says once that it is held, and runs nothing (each turn is a paid model call).
+    until("the writer says it is paused", async || {
+        writer_statuses(&hub, &machine)
+            .await
+            .iter()
+            .any(|(state, detail)| state == "stopped" && detail.contains("paused by"))
+    })
+    .await;
+    let writer = roundtable_core::Core::open(machine.home.profile("dana.writer"))
+        .await
+        .unwrap();
+    let me = writer.me().to_owned();
+    until("the writer's cache holds the ten", async || {
+        let me = me.clone();
+        writer
+            .read(move |cache| cache.unread_messages_for(&me, true, 50))
+            .await
+            .unwrap()
+            .len()
+            == 10
+    })
+    .await;
+    drop(writer);
+    assert!(machine.invocations().is_empty(), "no turn while paused");
+
+    machine
+        .ok("dana", &["agents", "resume", "dana/writer"])
+        .await;
+    let token = machine.home.profile("dana").token.expose().to_owned();
+    wait_for_text(&hub, &token, "all read", Duration::from_secs(60)).await;
+    let invocations = machine.invocations();
+    assert_eq!(
+        invocations.len(),
+        1,
+        "one turn for all ten: {}",
+        invocations.len()
+    );
+    let prompt = invocations[0]["prompt"].as_str().unwrap();
+    assert!(
+        (0..10).all(|part| prompt.contains(&format!("part {part}:"))),
+        "every message in the one turn"
+    );
+    // Longer than one argument may be (Linux: 128 KiB): it went on stdin.
+    assert!(prompt.len() > 128 * 1024, "{}", prompt.len());
+    let paused: Vec<(String, String)> = writer_statuses(&hub, &machine)
+        .await
+        .into_iter()
+        .filter(|(_, detail)| detail.contains("paused"))
+        .collect();
+    assert_eq!(paused.len(), 1, "said once: {paused:?}");
+    runner.start_kill().unwrap();
+    let _ = runner.wait().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_refused_at_the_end_of_a_turn_is_reported_once_and_never_run_again() {
+    let hub = Hub::start(&[]).await;
+    let machine = writer_in_a_room(&hub).await;
+    let mut runner = writer_runner(&machine, "my late answer", 3_000, &[]);
+    machine
+        .ok("dana", &["send", "design", "@dana/writer first question"])
+        .await;
+    // The turn has begun (the prompt is in the session's transcript); the writer is paused
+    // before it answers: its reply is refused.
+    until("the turn began", async || {
+        prompts_in(&machine.file(".claude/projects"), "first question") > 0
+    })
+    .await;
+    machine
+        .ok("dana", &["agents", "pause", "dana/writer"])
+        .await;
+    until("the refusal is reported", async || {
+        writer_statuses(&hub, &machine)
+            .await
+            .iter()
+            .any(|(state, detail)| state == "error" && detail.contains("refused (paused)"))
+    })
+    .await;
+    // Resumed, a new question gets a turn of its own: the first is not run again.
+    machine
+        .ok("dana", &["agents", "resume", "dana/writer"])
+        .await;
+    machine
+        .ok("dana", &["send", "design", "@dana/writer second question"])
+        .await;
+    let token = machine.home.profile("dana").token.expose().to_owned();
+    wait_for_text(&hub, &token, "my late answer", Duration::from_secs(60)).await;
+    let prompts: Vec<String> = machine
+        .invocations()
+        .iter()
+        .map(|call| call["prompt"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert!(prompts[1].contains("second question") && !prompts[1].contains("first question"));
+    let refused = writer_statuses(&hub, &machine)
+        .await
+        .into_iter()
+        .filter(|(_, detail)| detail.contains("refused"))
+        .count();
+    assert_eq!(refused, 1, "reported once");
+    runner.start_kill().unwrap();
+    let _ = runner.wait().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cli_that_cannot_start_is_reported_once_per_batch_and_not_retried() {
+    let hub = Hub::start(&[]).await;
+    let machine = writer_in_a_room(&hub).await;
+    let missing = machine.file("no-such/claude").display().to_string();
+    let mut runner = writer_runner(&machine, "unused", 0, &["--executable", &missing]);
+    for (n, question) in ["@dana/writer one", "@dana/writer two"].iter().enumerate() {
+        machine.ok("dana", &["send", "design", question]).await;
+        until("the failure is reported", async || {
+            writer_statuses(&hub, &machine)
+                .await
+                .iter()
+                .filter(|(state, detail)| {
+                    state == "error" && detail.contains("cannot start claude")
+                })
+                .count()
+                == n + 1
+        })
+        .await;
+    }
+    // Each batch counts as handled: nothing waits to be run again.
+    let writer = roundtable_core::Core::open(machine.home.profile("dana.writer"))
+        .await
+        .unwrap();
+    let me = writer.me().to_owned();
+    until("both count as handled", async || {
+        let me = me.clone();
+        writer
+            .read(move |cache| cache.unread_messages_for(&me, true, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    runner.start_kill().unwrap();
+    let _ = runner.wait().await;
+    let failures = writer_statuses(&hub, &machine)
+        .await
+        .into_iter()
+        .filter(|(state, _)| state == "error")
+        .count();
+    assert_eq!(failures, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_onboarding_for_the_whole_user_a_teams_session_is_its_runners_agents_alone() {
+    let hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    // Claude Code onboarded for the whole user: its hooks run in every session, the team's too.
+    machine
+        .ok("dana", &["agents", "onboard", "claude", "--name", "claude"])
+        .await;
+    machine
+        .ok(
+            "dana",
+            &[
+                "team",
+                "create",
+                "--template",
+                "trio",
+                "--room",
+                "build",
+                "--cli",
+                "claude",
+            ],
+        )
+        .await;
+    let workdir = machine.file("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let mut run = machine
+        .command("dana", &["run", "--agent", "dana/build-manager"])
+        .current_dir(&workdir)
+        .env("FAKE_AGENT_REPLY", "noted")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    machine
+        .ok(
+            "dana",
+            &["send", "build", "build a parser for the config format"],
+        )
+        .await;
+    let token = machine.home.profile("dana").token.expose().to_owned();
+    wait_for_text_in(&hub, &token, "build", "noted", Duration::from_secs(60)).await;
+    run.start_kill().unwrap();
+    let _ = run.wait().await;
+
+    // The session is the manager's: claimed for it, charged to it alone.
+    let claims = machine.home.dir.path().join("sessions/claude-code");
+    let owners: Vec<String> = std::fs::read_dir(&claims)
+        .unwrap()
+        .flatten()
+        .map(|entry| {
+            std::fs::read_to_string(entry.path())
+                .unwrap()
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(owners, ["dana/build-manager"]);
+    let by_agent = json(
+        &machine
+            .ok("dana", &["--json", "usage", "--by", "agent"])
+            .await,
+    );
+    let agents: Vec<&str> = by_agent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["group"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents, ["dana/build-manager"], "{by_agent}");
+    let by_session = json(
+        &machine
+            .ok("dana", &["--json", "usage", "--by", "session"])
+            .await,
+    );
+    assert_eq!(by_session.as_array().unwrap().len(), 1, "{by_session}");
 }

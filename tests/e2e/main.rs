@@ -12,4 +12,5 @@ mod hub_faults;
 mod liveness;
 mod mcp;
 mod offline;
+mod real_clis;
 mod work;

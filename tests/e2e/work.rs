@@ -18,14 +18,30 @@ use roundtable_e2e::{Home, Hub, json};
 use roundtable_testkit::roundtable_bin;
 use serde_json::json as value;
 
-/// The public agent logs the project tests against, when they are here (CI has them).
+/// The public agent logs the project tests against (CI has them beside the checkout).
+/// Missing, a test over them fails with what to do, unless `ROUNDTABLE_SKIP_SHARED_LOGS=1`
+/// says to skip it (then `None`).
 fn real_logs() -> Option<PathBuf> {
     let path = std::env::var_os("ROUNDTABLE_AGENT_LOGS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/agent-logs")
         });
-    path.is_dir().then_some(path)
+    if path.is_dir() {
+        return Some(path);
+    }
+    if std::env::var_os("ROUNDTABLE_SKIP_SHARED_LOGS").is_some_and(|value| value == "1") {
+        eprintln!(
+            "skipping: the shared agent logs are not at {}",
+            path.display()
+        );
+        return None;
+    }
+    panic!(
+        "the shared agent logs are not at {}: put them there (or name them with \
+         ROUNDTABLE_AGENT_LOGS), or set ROUNDTABLE_SKIP_SHARED_LOGS=1 to skip the tests over them",
+        path.display()
+    );
 }
 
 /// The ccusage the tests compare with (installed by `scripts/test.sh`).
@@ -83,7 +99,6 @@ fn within(ours: f64, theirs: f64, what: &str) {
 #[test]
 fn scan_agrees_with_ccusage_on_the_real_logs() {
     let Some(real) = real_logs() else {
-        eprintln!("the shared agent logs are not here: nothing to compare (CI has them)");
         return;
     };
     let home = tempfile::tempdir().unwrap();
@@ -592,4 +607,148 @@ async fn the_digest_says_exactly_what_happened_while_the_person_was_away() {
     let by_agent = json(&home.ok("dana", &["--json", "usage", "--by", "agent"]).await);
     assert_eq!(by_agent[0]["group"]["agent"], "dana/writer");
     assert!((by_agent[0]["cost_usd"].as_f64().unwrap() - 0.0045).abs() < 1e-9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn earlier_sessions_stay_the_persons_own_after_onboarding_with_their_lists_and_costs() {
+    let Some(real) = real_logs() else {
+        return;
+    };
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    copy_tree(
+        &real.join("claude-code"),
+        &home.user_home().join(".claude/projects"),
+    );
+    let scan = json(&home.ok("dana", &["--json", "scan"]).await);
+    let sessions = scan["sessions"].as_array().unwrap();
+    let scanned: f64 = sessions
+        .iter()
+        .map(|session| session["cost_usd"].as_f64().unwrap())
+        .sum();
+    let mut lists: Vec<usize> = sessions
+        .iter()
+        .map(|session| session["tasks"].as_array().unwrap().len())
+        .filter(|tasks| *tasks > 0)
+        .collect();
+    lists.sort();
+    assert!(scanned > 0.0 && !lists.is_empty(), "{scan}");
+
+    // Onboarding Claude Code for the whole user claims none of them: they stay the person's.
+    home.ok("dana", &["agents", "onboard", "claude", "--name", "writer"])
+        .await;
+    let by_agent = json(&home.ok("dana", &["--json", "usage", "--by", "agent"]).await);
+    let rows = by_agent.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{by_agent}");
+    assert_eq!(rows[0]["group"]["agent"], "(local claude-code)");
+    let used = rows[0]["cost_usd"].as_f64().unwrap();
+    assert!(
+        (used - scanned).abs() < 1e-9,
+        "usage {used}, scan {scanned}"
+    );
+    let board = json(&home.ok("dana", &["--json", "tasks"]).await);
+    let mut listed: Vec<usize> = board["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lane| lane["tasks"].as_array().unwrap().len())
+        .filter(|tasks| *tasks > 0)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, lists, "the same lists as scan: {board}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_claimed_after_its_lines_were_read_is_charged_whole_to_its_agent_and_once() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    home.ok("dana", &["agents", "onboard", "claude", "--name", "writer"])
+        .await;
+    home.ok("dana", &["agents", "register", "other"]).await;
+    let mut transcript = Transcript::new(&home.user_home());
+    let first = transcript.todo_write(todos("in_progress", "pending"));
+    transcript.append(&first);
+    // Read before anyone claimed it: the person's own.
+    let before = json(&home.ok("dana", &["--json", "usage", "--by", "agent"]).await);
+    assert_eq!(
+        before[0]["group"]["agent"], "(local claude-code)",
+        "{before}"
+    );
+    let cost = before[0]["cost_usd"].as_f64().unwrap();
+
+    // The writer's hook claims it late (a session that started before its hook could say).
+    let claim = |agent: &'static str| {
+        let home = &home;
+        async move {
+            let mut hook = home
+                .command("dana", &["hook", "claude", "--agent", agent, "Stop"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let input = value!({"session_id": SESSION, "hook_event_name": "SessionStart",
+                "cwd": "/work/parser", "source": "resume"});
+            tokio::io::AsyncWriteExt::write_all(
+                hook.stdin.as_mut().unwrap(),
+                input.to_string().as_bytes(),
+            )
+            .await
+            .unwrap();
+            drop(hook.stdin.take());
+            assert!(hook.wait().await.unwrap().success());
+        }
+    };
+    claim("dana/writer").await;
+    // Another agent's hook later on changes nothing: the first claim stands.
+    claim("dana/other").await;
+    let second = transcript.todo_write(todos("completed", "in_progress"));
+    transcript.append(&second);
+
+    let dana = Core::open(home.profile("dana")).await.unwrap();
+    let sync = dana.start();
+    dana.synced(PATIENCE).await.unwrap();
+    let watcher = dana.watch_logs(WatchOptions {
+        env: Environment {
+            home: home.user_home(),
+            ..Environment::default()
+        },
+        profiles: home.profiles(),
+        pricing: Pricing::built_in(),
+        share_rooms: Vec::new(),
+    });
+    let mut state = watcher.state.clone();
+    tokio::time::timeout(
+        PATIENCE,
+        state.wait_for(|state| matches!(state, WatchState::Watching { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let scanned: f64 = json(&home.ok("dana", &["--json", "scan"]).await)["sessions"][0]["cost_usd"]
+        .as_f64()
+        .unwrap();
+    assert!(scanned > cost);
+    // Its whole usage reaches the writer's room, once, and the writer alone is charged.
+    eventually("the writer's room holds the session's cost", async || {
+        let usage = dana
+            .read(|view| {
+                view.usage(&roundtable_core::cache::UsageQuery {
+                    group_by: vec![roundtable_core::cache::UsageKey::Agent],
+                    ..Default::default()
+                })
+            })
+            .await
+            .unwrap();
+        usage.len() == 1 && (usage[0].cost_usd - scanned).abs() < 1e-9
+    })
+    .await;
+    let by_agent = json(&home.ok("dana", &["--json", "usage", "--by", "agent"]).await);
+    let rows = by_agent.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{by_agent}");
+    assert_eq!(rows[0]["group"]["agent"], "dana/writer");
+    assert!((rows[0]["cost_usd"].as_f64().unwrap() - scanned).abs() < 1e-9);
+    watcher.stop().await;
+    sync.stop().await;
 }

@@ -14,6 +14,7 @@ use roundtable_protocol::ServerFrame;
 use roundtable_protocol::client::{ClientFrame, History, SyncCmd};
 use roundtable_protocol::server::{HistoryOk, SyncOk};
 use roundtable_testkit::{Client, HubProcess, roundtable_bin};
+use serde_json::Value;
 
 /// A hub process over its own data directory, restartable on the same port.
 pub struct Hub {
@@ -504,7 +505,17 @@ pub async fn room_texts_by_id(ws_url: &str, token: &str, room: &str) -> Vec<Stri
 }
 
 async fn texts_of(client: &mut Client, room: &str) -> Vec<String> {
-    let mut texts = Vec::new();
+    events_of(client, room)
+        .await
+        .iter()
+        .filter(|event| event.kind == "message")
+        .filter_map(|event| event.body["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Every event of the room with id `room`, as the hub holds them, oldest first.
+async fn events_of(client: &mut Client, room: &str) -> Vec<roundtable_protocol::server::Event> {
+    let mut events = Vec::new();
     let mut after = 0;
     loop {
         let id = client.id();
@@ -520,16 +531,41 @@ async fn texts_of(client: &mut Client, room: &str) -> Vec<String> {
             .decode()
             .unwrap();
         let Some(last) = page.events.last().map(|event| event.seq) else {
-            return texts;
+            return events;
         };
-        texts.extend(
-            page.events
-                .iter()
-                .filter(|event| event.kind == "message")
-                .filter_map(|event| event.body["text"].as_str().map(str::to_owned)),
-        );
         after = last;
+        events.extend(page.events);
     }
+}
+
+/// The bodies of the events of `kind` in the room titled `title`, as the hub holds them,
+/// oldest first.
+pub async fn room_bodies(ws_url: &str, token: &str, title: &str, kind: &str) -> Vec<Value> {
+    let mut client = Client::connect(ws_url).await.unwrap();
+    client
+        .auth(token, &roundtable_core::random_key("events"))
+        .await
+        .unwrap();
+    let id = client.id();
+    let rooms: roundtable_protocol::server::RoomsOk = client
+        .ok(ClientFrame::Rooms(roundtable_protocol::client::Rooms {
+            id,
+        }))
+        .await
+        .decode()
+        .unwrap();
+    let room = rooms
+        .rooms
+        .into_iter()
+        .find(|room| room.title.as_deref() == Some(title))
+        .unwrap_or_else(|| panic!("no room {title:?}"))
+        .id;
+    events_of(&mut client, &room)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == kind)
+        .map(|event| event.body)
+        .collect()
 }
 
 /// The Python that runs the project's MCP client script: `ROUNDTABLE_TEST_PYTHON`, or the
