@@ -247,3 +247,56 @@ pub(crate) async fn offer(lock: &ProcessLock, entries: &[u64]) -> Option<Receipt
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    /// A receipt over one end of a socket pair, and the other end (the taker's).
+    fn handed_over() -> (Receipt, tokio::net::UnixStream) {
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (read, _) = ours.into_split();
+        let receipt = Receipt {
+            process: "o-taker".into(),
+            adopted: vec![7],
+            state: SyncState::Idle,
+            lines: BufReader::new(read.take(MAX_LINE as u64)).lines(),
+        };
+        (receipt, theirs)
+    }
+
+    #[tokio::test]
+    async fn a_taker_that_goes_away_before_the_end_has_abandoned_the_entry() {
+        // Gone without a word (Codex ends its MCP server the moment it exits).
+        let (mut receipt, taker) = handed_over();
+        drop(taker);
+        assert!(matches!(
+            receipt.outcome(7, Duration::from_secs(5)).await,
+            Handed::Abandoned
+        ));
+        // Gone after the end of another entry only.
+        let (mut receipt, mut taker) = handed_over();
+        let other = serde_json::to_string(&Ended {
+            n: 6,
+            outcome: Outcome::Done("{}".into()),
+        })
+        .unwrap();
+        taker
+            .write_all(format!("{other}\n").as_bytes())
+            .await
+            .unwrap();
+        drop(taker);
+        assert!(matches!(
+            receipt.outcome(7, Duration::from_secs(5)).await,
+            Handed::Abandoned
+        ));
+        // Still there, silent: the wait is over, the entry is its.
+        let (mut receipt, _taker) = handed_over();
+        assert!(matches!(
+            receipt.outcome(7, Duration::from_millis(50)).await,
+            Handed::Pending
+        ));
+    }
+}

@@ -46,6 +46,7 @@ impl Desk {
         self.home.ok("dana", args).await
     }
 
+    /// A file of the CLIs' HOME.
     fn read(&self, relative: &str) -> String {
         std::fs::read_to_string(self.user_home().join(relative)).unwrap()
     }
@@ -212,9 +213,9 @@ async fn scan_reads_exactly_what_each_cli_was_sent_and_prices_it_as_claude_code_
     let billed = std::fs::read_to_string(transcript)
         .unwrap()
         .lines()
+        .rev()
         .map(json)
-        .filter(|record| record["type"] == "cost-state")
-        .last()
+        .find(|record| record["type"] == "cost-state")
         .expect("Claude Code records its cost")["totalCostUSD"]
         .as_f64()
         .unwrap();
@@ -911,4 +912,72 @@ async fn gemini_cli_gets_its_messages_when_a_turn_begins_and_when_it_ends() {
         "{}",
         output.stdout
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codexs_notify_reaches_the_hub_every_time_though_codex_ends_its_mcp_server_at_once() {
+    if !real_clis_present() {
+        return;
+    }
+    let hub = Hub::start(&[]).await;
+    let desk = Desk::new();
+    desk.home.signup(&hub, "dana").await;
+    desk.ok(&["agents", "register", "reviewer"]).await;
+    let server = ModelServer::start(script(|_: &Request| Reply::text("done"))).await;
+    let mut setup = desk.setup("look at the lexer");
+    // Wired as onboarding did before Codex had hooks: the MCP server, and `notify`, which
+    // Codex runs as it exits, fire and forget, while it ends the MCP server at once.
+    let roundtable = roundtable_testkit::roundtable_bin().display().to_string();
+    let home = desk.home.dir.path().display().to_string();
+    setup.extra_config = format!(
+        "[mcp_servers.roundtable]\ncommand = {roundtable:?}\nargs = [\"mcp\", \"--agent\", \"dana/reviewer\"]\nenv = {{ ROUNDTABLE_HOME = {home:?} }}\n"
+    );
+    agent_clis::prepare_codex(&server.base_url(), &setup).unwrap();
+    let config = desk.user_home().join(".codex/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "notify = [\"env\", \"ROUNDTABLE_HOME={home}\", {roundtable:?}, \"hook\", \"codex\", \"--agent\", \"dana/reviewer\"]\n{text}"
+        ),
+    )
+    .unwrap();
+    let runs = 5;
+    for _ in 0..runs {
+        run(&agent_clis::codex_command(&setup)).await;
+    }
+    // Every run's "turn complete" reaches the reviewer's home room.
+    let token = desk.home.profile("dana.reviewer").token.expose().to_owned();
+    let home_room = desk
+        .home
+        .profile("dana.reviewer")
+        .home_room
+        .expect("the agent has a home room");
+    eventually("every turn's status", Duration::from_secs(60), async || {
+        let mut client = roundtable_testkit::Client::connect(&hub.ws_url())
+            .await
+            .ok()?;
+        client.auth(&token, "check").await.ok()?;
+        let id = client.id();
+        let page: roundtable_protocol::server::HistoryOk = client
+            .ok(roundtable_protocol::ClientFrame::History(
+                roundtable_protocol::client::History {
+                    id,
+                    room: home_room.clone(),
+                    before: None,
+                    after: None,
+                    limit: Some(500),
+                },
+            ))
+            .await
+            .decode()
+            .ok()?;
+        let done = page
+            .events
+            .iter()
+            .filter(|event| event.kind == "status" && event.body["detail"] == "turn complete")
+            .count();
+        (done == runs).then_some(())
+    })
+    .await;
 }
