@@ -100,17 +100,62 @@ fn under_codex_exec() -> bool {
             return false;
         };
         let argv = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
-        let mut words = argv.split(|&b| b == 0).map(String::from_utf8_lossy);
-        let program = words.next().unwrap_or_default();
-        let is_codex = Path::new(program.as_ref())
-            .file_name()
-            .is_some_and(|name| name.to_string_lossy().starts_with("codex"));
-        if is_codex && words.find(|word| !word.starts_with('-')).as_deref() == Some("exec") {
+        let words: Vec<String> = argv
+            .split(|&b| b == 0)
+            .map(|word| String::from_utf8_lossy(word).into_owned())
+            .collect();
+        let is_codex = words.first().is_some_and(|program| {
+            Path::new(program)
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("codex"))
+        });
+        if is_codex && codex_subcommand(&words[1..]) == Some("exec") {
             return true;
         }
         pid = parent;
     }
     false
+}
+
+/// The subcommand of a `codex` command line (its arguments after the program), read as
+/// Codex's parser reads it: options that take a value skip it; `e` is `exec`.
+fn codex_subcommand(args: &[String]) -> Option<&str> {
+    const TAKE_A_VALUE: &[&str] = &[
+        "-c",
+        "--config",
+        "--enable",
+        "--disable",
+        "--remote",
+        "--remote-auth-token-env",
+        "-i",
+        "--image",
+        "-m",
+        "--model",
+        "--local-provider",
+        "-p",
+        "--profile",
+        "-s",
+        "--sandbox",
+        "-C",
+        "--cd",
+        "--add-dir",
+        "-a",
+        "--ask-for-approval",
+    ];
+    let mut words = args.iter().map(String::as_str);
+    while let Some(word) = words.next() {
+        if word == "--" {
+            return None;
+        }
+        if word.starts_with('-') {
+            if TAKE_A_VALUE.contains(&word) {
+                words.next();
+            }
+            continue;
+        }
+        return Some(if word == "e" { "exec" } else { word });
+    }
+    None
 }
 
 fn parent_of(pid: u32) -> Option<u32> {
@@ -127,13 +172,17 @@ fn parent_of(pid: u32) -> Option<u32> {
 
 async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<String> {
     let mut input = Vec::new();
-    if let Err(error) = std::io::stdin()
+    let mut stdin = std::io::stdin().lock();
+    if let Err(error) = (&mut stdin)
         .take(hooks::MAX_INPUT as u64 + 1)
         .read_to_end(&mut input)
     {
         eprintln!("roundtable hook: cannot read the hook's input: {error}");
         return None;
     }
+    // Past the limit, the rest is read and dropped: the CLI writing it never meets a closed
+    // pipe.
+    let _ = std::io::copy(&mut stdin, &mut std::io::sink());
     let event = match hooks::parse(cli, &input, event) {
         Ok(event) => event,
         Err(error) => {
@@ -168,16 +217,8 @@ async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<S
     }
     let context = match cli {
         AgentCli::Claude => HookContext::claude(&env),
-        AgentCli::Codex => HookContext {
-            cli,
-            attended: Some(!under_codex_exec()),
-            listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
-        },
-        _ => HookContext {
-            cli,
-            attended: None,
-            listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
-        },
+        AgentCli::Codex => HookContext::from_env(cli, Some(!under_codex_exec()), &env),
+        _ => HookContext::from_env(cli, None, &env),
     };
     let wake = match (&event, cli) {
         (
@@ -302,5 +343,30 @@ pub fn print(answer: Option<String>) {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{answer}");
         let _ = stdout.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::codex_subcommand;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn codex_exec_is_found_after_options_and_their_values() {
+        for (line, expected) in [
+            ("exec --json -", Some("exec")),
+            ("-m gpt-5.5 exec resume T -", Some("exec")),
+            ("-c model=\"o3\" --enable hooks e -", Some("exec")),
+            ("--config=x=1 exec -", Some("exec")),
+            ("-m exec", None),
+            ("--no-daemon", None),
+            ("resume --last", Some("resume")),
+            ("-- exec", None),
+        ] {
+            assert_eq!(codex_subcommand(&words(line)), expected, "{line}");
+        }
     }
 }

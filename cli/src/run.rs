@@ -31,6 +31,10 @@ pub struct RunArgs {
     /// `--arg=--permission-mode --arg=acceptEdits`.
     #[arg(long = "arg", allow_hyphen_values = true)]
     extra_args: Vec<String>,
+    /// Seconds before a turn the model's service turned away (busy, rate limited) is tried
+    /// again; each next pause is four times longer, and the fourth failure is reported.
+    #[arg(long, default_value_t = roundtable_core::runner::FIRST_RETRY.as_secs_f64())]
+    retry_seconds: f64,
 }
 
 /// Runs the agents until interrupted.
@@ -42,6 +46,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(cwd) => cwd,
         None => std::env::current_dir().context("the current directory")?,
     };
+    let first_retry = std::time::Duration::try_from_secs_f64(args.retry_seconds)
+        .ok()
+        .filter(|pause| !pause.is_zero())
+        .context("--retry-seconds takes a positive number of seconds")?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut running = tokio::task::JoinSet::new();
     for handle in &args.agents {
@@ -79,6 +87,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             instructions,
             extra_args: args.extra_args.clone(),
             mcp,
+            first_retry,
         };
         let core = Core::open(profile).await?;
         let sync = core.start_with(SyncOptions {

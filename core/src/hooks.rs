@@ -234,9 +234,26 @@ pub struct HookContext {
     pub attended: Option<bool>,
     /// Listening was asked for (`ROUNDTABLE_LISTEN=1`) whoever sits at the session.
     pub listen_asked: bool,
+    /// The room whose messages the session answers, when `roundtable run` started it for
+    /// one ([`crate::runner::ROOM_ENV`]): other rooms' messages are not handed to it.
+    pub room: Option<String>,
 }
 
 impl HookContext {
+    /// What the environment says besides whether a person sits at the session.
+    pub fn from_env(
+        cli: AgentCli,
+        attended: Option<bool>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> HookContext {
+        HookContext {
+            cli,
+            attended,
+            listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
+            room: env(crate::runner::RUNNER_ENV).and_then(|_| env(crate::runner::ROOM_ENV)),
+        }
+    }
+
     /// What Claude Code's environment says: `CLAUDE_CODE_SESSION_ATTENDED` is `1` when a
     /// person sits at the session and `0` for `claude -p` and SDK runs; older versions say
     /// it with `CLAUDE_CODE_ENTRYPOINT` (`cli` for the terminal, `sdk-…` otherwise).
@@ -246,11 +263,7 @@ impl HookContext {
             Some("0") => Some(false),
             _ => env("CLAUDE_CODE_ENTRYPOINT").map(|entry| entry == "cli"),
         };
-        HookContext {
-            cli: AgentCli::Claude,
-            attended,
-            listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
-        }
+        HookContext::from_env(AgentCli::Claude, attended, env)
     }
 }
 
@@ -436,9 +449,9 @@ impl Core {
         }
     }
 
-    /// The unread messages for us, rendered, if any.
-    async fn unread_rendered(&self) -> Result<Option<String>, CoreError> {
-        let messages = self.read_messages(None).await?;
+    /// The unread messages for us (of `room` only, if given), rendered, if any.
+    async fn unread_rendered(&self, room: Option<&str>) -> Result<Option<String>, CoreError> {
+        let messages = self.read_messages(room).await?;
         if messages.is_empty() {
             return Ok(None);
         }
@@ -480,7 +493,7 @@ impl Core {
                 )))
             }
             HookEvent::PromptSubmitted { .. } | HookEvent::ToolDone { .. } => Ok(self
-                .unread_rendered()
+                .unread_rendered(context.room.as_deref())
                 .await?
                 .map_or(HookReply::Nothing, HookReply::Context)),
             HookEvent::Notification {
@@ -549,7 +562,7 @@ impl Core {
                 })
             }
             HookEvent::TurnEnded { transcript, .. } => {
-                if let Some(rendered) = self.unread_rendered().await? {
+                if let Some(rendered) = self.unread_rendered(context.room.as_deref()).await? {
                     return Ok(HookReply::Block(rendered));
                 }
                 // Listen for a while, where that holds no one up: a Claude Code session a
@@ -573,15 +586,23 @@ impl Core {
                     None => 0,
                 };
                 let listen = Duration::from_secs(settings.listen_s);
+                let filter = crate::wait_for::WaitFilter::MessagesFor {
+                    principal: self.me().to_owned(),
+                };
+                // Waiting marks nothing read: only the branch that hands the messages over
+                // does, so a person typing at the same moment loses none of them.
                 let reply = tokio::select! {
-                    messages = self.wait_for_messages(listen) => {
-                        let messages = messages?;
-                        if messages.is_empty() {
-                            self.status_now(AgentState::Idle, "resting: no messages").await;
-                            HookReply::Nothing
-                        } else {
-                            let rooms = self.rooms().await?;
-                            HookReply::Block(render_messages(&messages, &rooms))
+                    arrived = self.wait_for(&filter, listen.min(crate::agent_work::LONGEST_WAIT)) => {
+                        match arrived? {
+                            crate::wait_for::Arrived::Messages { messages } if !messages.is_empty() => {
+                                self.mark_read_through(&messages).await?;
+                                let rooms = self.rooms().await?;
+                                HookReply::Block(render_messages(&messages, &rooms))
+                            }
+                            _ => {
+                                self.status_now(AgentState::Idle, "resting: no messages").await;
+                                HookReply::Nothing
+                            }
                         }
                     }
                     () = person_types(transcript, from) => {
@@ -727,6 +748,7 @@ impl Core {
             context: format!("cannot create {}", wakers.display()),
             source,
         })?;
+        sweep_old_markers(&wakers, listen).await;
         let marker = wakers.join(thread_file(thread));
         let me = std::process::id().to_string();
         crate::profile::write_private(&marker, &me)?;
@@ -788,11 +810,31 @@ impl Core {
                 );
             }
         }
-        if tokio::fs::read_to_string(&marker).await.ok().as_deref() == Some(&me) {
-            let _ = tokio::fs::remove_file(&marker).await;
-        }
+        // The marker stays: removing it could remove a newer waker's (it writes the same
+        // file); old ones are swept when a waker starts.
         sync.stop().await;
         Ok(handed)
+    }
+}
+
+/// Removes the markers of wakers that have ended for sure: older than the longest a waker
+/// listens, and a day.
+async fn sweep_old_markers(wakers: &Path, listen: Duration) {
+    let Ok(mut entries) = tokio::fs::read_dir(wakers).await else {
+        return;
+    };
+    let old = listen + Duration::from_secs(24 * 3600);
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let stale = entry
+            .metadata()
+            .await
+            .ok()
+            .and_then(|meta| meta.modified().ok())
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age > old);
+        if stale {
+            let _ = tokio::fs::remove_file(entry.path()).await;
+        }
     }
 }
 
@@ -918,6 +960,15 @@ mod tests {
         assert_eq!(attended(&[("CLAUDE_CODE_ENTRYPOINT", "cli")]), Some(true));
         assert_eq!(attended(&[]), None);
         assert!(HookContext::claude(&env(&[("ROUNDTABLE_LISTEN", "1")])).listen_asked);
+        // A session the runner started for one room is handed that room's messages only;
+        // the room alone (no runner) means nothing.
+        let room = |pairs| HookContext::from_env(AgentCli::Codex, None, &env(pairs)).room;
+        assert_eq!(
+            room(&[("ROUNDTABLE_RUN", "1"), ("ROUNDTABLE_ROOM", "r_design")]).as_deref(),
+            Some("r_design")
+        );
+        assert_eq!(room(&[("ROUNDTABLE_ROOM", "r_design")]), None);
+        assert_eq!(room(&[("ROUNDTABLE_RUN", "1")]), None);
     }
 
     #[test]

@@ -43,6 +43,10 @@ use crate::{Core, CoreError, Delivered, now_ms};
 /// Set in the environment of the agent CLIs the runner starts.
 pub const RUNNER_ENV: &str = "ROUNDTABLE_RUN";
 
+/// Names the room a runner's turn answers, in the same environment: the session's hooks
+/// hand it that room's messages only (the runner brings each room's to its own session).
+pub const ROOM_ENV: &str = "ROUNDTABLE_ROOM";
+
 /// Names the agent a session belongs to, in the environment of the agent CLIs the runner
 /// starts: hooks and MCP servers of other agents leave such a session alone.
 pub const AGENT_ENV: &str = "ROUNDTABLE_AGENT";
@@ -50,10 +54,14 @@ pub const AGENT_ENV: &str = "ROUNDTABLE_AGENT";
 /// The longest an agent CLI may take over one turn.
 const TURN_LIMIT: Duration = Duration::from_secs(3600);
 
-/// How many times something transient is tried again, and the first pause (each next one
-/// four times longer).
+/// How many times something transient is tried again, and the first pause by default (each
+/// next one four times longer).
 const RETRIES: u32 = 3;
-const FIRST_RETRY: Duration = Duration::from_secs(5);
+pub const FIRST_RETRY: Duration = Duration::from_secs(5);
+
+/// How much of a failed CLI's stderr is kept (its last line is reported); the rest is read
+/// and dropped, so the CLI never writes into a closed pipe.
+const STDERR_KEPT: usize = 64 * 1024;
 
 /// How an agent is run.
 #[derive(Debug, Clone)]
@@ -70,6 +78,9 @@ pub struct RunSettings {
     /// Roundtable's MCP server for the runs, when the agent CLI's own configuration does not
     /// have it for this agent (a team's agents): given on the command line.
     pub mcp: Option<McpServer>,
+    /// The pause before a turn the model's service turned away is tried again
+    /// ([`FIRST_RETRY`] by default; each next one four times longer).
+    pub first_retry: Duration,
 }
 
 /// How an agent CLI launches `roundtable mcp` for the agent.
@@ -294,25 +305,78 @@ fn reply_key(room: &str, seq: u64) -> String {
 }
 
 /// Whether a CLI's error says the model's service was only busy: worth another turn later.
+/// Status codes count as whole words only (`205293 tokens` is no 529).
 pub fn is_transient(error: &str) -> bool {
     let error = error.to_ascii_lowercase();
-    [
+    let busy_words = [
         "overloaded",
+        "overloaded_error",
         "rate limit",
-        "rate_limit",
-        "429",
-        "529",
-        "503",
+        "rate limited",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "too many requests",
         "temporarily unavailable",
-        "try again",
-    ]
-    .iter()
-    .any(|sign| error.contains(sign))
+        "resource_exhausted",
+        "service unavailable",
+    ];
+    let busy_codes = ["429", "503", "529"];
+    busy_words.iter().any(|sign| error.contains(sign))
+        || error
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| busy_codes.contains(&word))
 }
 
-/// The pause before try number `attempt` (1-based) of something transient.
-fn retry_pause(attempt: u32) -> Duration {
-    FIRST_RETRY * 4u32.pow(attempt.saturating_sub(1))
+/// A CLI's error as the room may read it: short, and with anything that looks like a key or
+/// a token masked (an API's error may quote part of one).
+fn shareable(error: &str) -> String {
+    const LONGEST: usize = 300;
+    let is_uuid = |word: &str| {
+        let groups: Vec<&str> = word.split('-').collect();
+        groups.iter().map(|group| group.len()).eq([8, 4, 4, 4, 12])
+            && groups
+                .iter()
+                .all(|group| group.chars().all(|c| c.is_ascii_hexdigit()))
+    };
+    let looks_secret = |word: &str| {
+        let word = word.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        let known = ["sk-", "sk_", "rt_", "AIza", "ghp_", "gho_", "xoxb-"]
+            .iter()
+            .any(|prefix| word.starts_with(prefix));
+        let random = word.len() >= 32
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+            && word.chars().any(|c| c.is_ascii_digit())
+            && !is_uuid(word);
+        known || random
+    };
+    let mut text = error
+        .split(' ')
+        .map(|word| {
+            if looks_secret(word) {
+                "[redacted]"
+            } else {
+                word
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    if text.len() > LONGEST {
+        let mut cut = LONGEST;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+/// The pause before try number `attempt` (1-based, at most [`RETRIES`]) of something
+/// transient.
+fn retry_pause(first: Duration, attempt: u32) -> Duration {
+    first * 4u32.pow(attempt.clamp(1, RETRIES) - 1)
 }
 
 /// The control in force on us in `room`: a pause or stop there, or everywhere.
@@ -400,10 +464,11 @@ impl Core {
                 }
                 run.busy = true;
                 idle_said = false;
-                let (core, settings) = (self.clone(), settings.clone());
+                let (core, settings, attempt) = (self.clone(), settings.clone(), run.attempts);
                 executions.spawn(async move {
-                    let handled = core.execute(&settings, &room, &messages).await;
-                    (room, handled)
+                    let last = messages.iter().filter_map(|m| m.seq).max();
+                    let handled = core.execute(&settings, &room, &messages, attempt).await;
+                    (room, last, handled)
                 });
             }
             let next_retry = rooms
@@ -419,7 +484,7 @@ impl Core {
                     }
                 }
                 Some(joined) = executions.join_next(), if !executions.is_empty() => {
-                    if let Ok((room, handled)) = joined {
+                    if let Ok((room, last, handled)) = joined {
                         let run = rooms.entry(room.clone()).or_default();
                         run.busy = false;
                         match handled {
@@ -427,23 +492,33 @@ impl Core {
                                 run.attempts = 0;
                                 run.retry_at = None;
                             }
+                            // `execute` says Later only while tries are left.
                             Ok(Handled::Later { reason }) => {
                                 run.attempts += 1;
-                                let pause = retry_pause(run.attempts);
+                                let pause = retry_pause(settings.first_retry, run.attempts);
                                 tracing::info!(%room, %reason, ?pause, "trying again later");
                                 run.retry_at = Some(Instant::now() + pause);
                             }
                             Err(error) => {
                                 // The cache or the hub failed us, not the turn: the messages
-                                // stay unread and run again later, a bounded number of times.
+                                // stay unread and run again later, a bounded number of times;
+                                // then the batch is reported and counted as handled.
                                 run.attempts += 1;
                                 tracing::warn!(%room, %error, "an execution failed");
                                 if run.attempts > RETRIES {
                                     run.attempts = 0;
                                     run.retry_at = None;
-                                    let _ = self.mark_read_batch(&room).await;
+                                    self.report_failure(&room, &format!(
+                                        "gave up on these messages after {} tries: {error}",
+                                        RETRIES + 1
+                                    )).await;
+                                    if let Some(last) = last {
+                                        let _ = self.mark_read(&room, last).await;
+                                    }
                                 } else {
-                                    run.retry_at = Some(Instant::now() + retry_pause(run.attempts));
+                                    run.retry_at = Some(
+                                        Instant::now() + retry_pause(settings.first_retry, run.attempts),
+                                    );
                                 }
                             }
                         }
@@ -487,25 +562,9 @@ impl Core {
         }
     }
 
-    /// Counts every unread message of `room` for us as handled.
-    async fn mark_read_batch(&self, room: &str) -> Result<(), CoreError> {
-        let me = self.me().to_owned();
-        let messages = self
-            .read(move |cache| cache.unread_messages_for(&me, true, 500))
-            .await?;
-        if let Some(last) = messages
-            .iter()
-            .filter(|m| m.room == room)
-            .filter_map(|m| m.seq)
-            .max()
-        {
-            self.mark_read(room, last).await?;
-        }
-        Ok(())
-    }
-
     /// Reports a failure once, in the room where it happened.
     async fn report_failure(&self, room: &str, detail: &str) {
+        let detail = &shareable(detail);
         tracing::warn!(%room, %detail, "a turn failed");
         if self
             .set_status(AgentState::Error, Some(detail), Some(room))
@@ -517,12 +576,15 @@ impl Core {
     }
 
     /// One turn for `messages` of `room`: resume (or start) the bound session, post the
-    /// reply, and count the messages handled, whatever became of them.
+    /// reply, and count the messages handled, whatever became of them. `failures` is how
+    /// many turns for them a busy model service turned away so far: while tries are left,
+    /// such a turn is [`Handled::Later`].
     async fn execute(
         &self,
         settings: &RunSettings,
         room: &str,
         messages: &[MessageView],
+        failures: u32,
     ) -> Result<Handled, CoreError> {
         let Some(last) = messages.iter().filter_map(|m| m.seq).max() else {
             return Ok(Handled::Done);
@@ -566,16 +628,25 @@ impl Core {
             && turn.reply.is_none()
         {
             if is_transient(error) {
-                return Ok(Handled::Later {
-                    reason: error.clone(),
-                });
+                if failures < RETRIES {
+                    return Ok(Handled::Later {
+                        reason: error.clone(),
+                    });
+                }
+                self.report_failure(
+                    room,
+                    &format!("gave up after {} tries: {error}", failures + 1),
+                )
+                .await;
+                self.mark_read(room, last).await?;
+                return Ok(Handled::Done);
             }
             self.report_failure(room, error).await;
             self.mark_read(room, last).await?;
             return Ok(Handled::Done);
         }
         if let Some(reply) = turn.reply.filter(|reply| !reply.trim().is_empty()) {
-            self.post_reply(room, &reply_key(room, last), &reply)
+            self.post_reply(room, &reply_key(room, last), &reply, settings.first_retry)
                 .await?;
         }
         self.mark_read(room, last).await?;
@@ -584,12 +655,18 @@ impl Core {
 
     /// Posts a turn's reply: a refusal is reported once; a rate limit waits and tries again,
     /// a bounded number of times; an unreachable hub leaves it in the outbox.
-    async fn post_reply(&self, room: &str, key: &str, reply: &str) -> Result<(), CoreError> {
+    async fn post_reply(
+        &self,
+        room: &str,
+        key: &str,
+        reply: &str,
+        first_retry: Duration,
+    ) -> Result<(), CoreError> {
+        let n = self
+            .send_with_key(room, key, "message", json!({ "text": reply }))
+            .await?;
         let mut attempt = 0;
         loop {
-            let n = self
-                .send_with_key(room, key, "message", json!({ "text": reply }))
-                .await?;
             match self.deliver(n, crate::client::PATIENCE).await {
                 Ok(Delivered::Queued { reason, .. }) => {
                     // It stays in the outbox; the messages are answered all the same.
@@ -603,7 +680,9 @@ impl Core {
                 }) if attempt < RETRIES => {
                     attempt += 1;
                     tracing::info!(%msg, attempt, "the reply was refused for now; trying again");
-                    tokio::time::sleep(retry_pause(attempt)).await;
+                    tokio::time::sleep(retry_pause(first_retry, attempt)).await;
+                    // The refusal failed the outbox entry: back in the queue, same key.
+                    self.retry(n).await?;
                 }
                 Err(CoreError::Refused { code, msg }) => {
                     self.report_failure(
@@ -638,6 +717,7 @@ impl Core {
             // The session is this agent's: hooks and MCP servers installed for another
             // agent on this CLI leave it alone.
             .env(AGENT_ENV, &handle)
+            .env(ROOM_ENV, room)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -665,12 +745,13 @@ impl Core {
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");
         let errors = tokio::spawn(async move {
-            let mut text = String::new();
+            let mut kept = Vec::new();
             let _ = (&mut stderr)
-                .take(64 * 1024)
-                .read_to_string(&mut text)
+                .take(STDERR_KEPT as u64)
+                .read_to_end(&mut kept)
                 .await;
-            text
+            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+            String::from_utf8_lossy(&kept).into_owned()
         });
         let mut lines = BufReader::new(stdout).lines();
         let mut output = String::new();
@@ -679,7 +760,7 @@ impl Core {
             while let Ok(Some(line)) = lines.next_line().await {
                 if !bound && let Some(session) = session_of(settings.cli, &line) {
                     bound = true;
-                    self.claim_session(settings.cli, &session);
+                    self.claim_session(settings.cli, &session).await;
                     let (room, framework) = (room.to_owned(), settings.cli.framework());
                     if let Err(error) = self
                         .write_job(move |cache| {
@@ -694,7 +775,15 @@ impl Core {
                 output.push('\n');
             }
         };
-        if tokio::time::timeout(TURN_LIMIT, reading).await.is_err() {
+        let deadline = tokio::time::Instant::now() + TURN_LIMIT;
+        let read = tokio::time::timeout_at(deadline, reading).await;
+        writing.abort();
+        // Its output closed: it ends, within what is left of the limit.
+        let status = match read {
+            Ok(()) => tokio::time::timeout_at(deadline, child.wait()).await.ok(),
+            Err(_) => None,
+        };
+        let Some(status) = status else {
             drop(group);
             let _ = child.kill().await;
             return Ok(Turn {
@@ -705,9 +794,7 @@ impl Core {
                     TURN_LIMIT.as_secs() / 60
                 )),
             });
-        }
-        writing.abort();
-        let status = child.wait().await;
+        };
         // Ended by itself: what it left running on purpose (Codex's `notify` program, which
         // reports the turn) finishes on its own.
         group.release();
@@ -732,12 +819,15 @@ impl Core {
     }
 
     /// Claims a session the runner started for this agent (see [`crate::session_claims`]).
-    fn claim_session(&self, cli: AgentCli, session: &str) {
+    async fn claim_session(&self, cli: AgentCli, session: &str) {
         let Some(framework) = cli.work_framework() else {
             return;
         };
         let claims = crate::session_claims::SessionClaims::beside(self.profile().base());
-        if let Err(error) = claims.claim(framework, session, &self.profile().handle) {
+        let (session, handle) = (session.to_owned(), self.profile().handle.clone());
+        let claimed =
+            tokio::task::spawn_blocking(move || claims.claim(framework, &session, &handle)).await;
+        if let Ok(Err(error)) = claimed {
             tracing::warn!(%error, "cannot record whose session this is");
         }
     }
@@ -828,6 +918,7 @@ not json at all
             instructions: None,
             extra_args: vec![],
             mcp: None,
+            first_retry: FIRST_RETRY,
         };
         assert_eq!(
             command_line(&settings, Some("t1")),
@@ -913,9 +1004,52 @@ not json at all
 
     #[test]
     fn transient_failures_wait_longer_each_time() {
-        assert_eq!(retry_pause(1), FIRST_RETRY);
-        assert_eq!(retry_pause(2), FIRST_RETRY * 4);
-        assert!(retry_pause(RETRIES) < Duration::from_secs(600));
+        assert_eq!(retry_pause(FIRST_RETRY, 1), FIRST_RETRY);
+        assert_eq!(retry_pause(FIRST_RETRY, 2), FIRST_RETRY * 4);
+        assert!(retry_pause(FIRST_RETRY, RETRIES) < Duration::from_secs(600));
+        // Never past the last try's pause, whatever it is asked.
+        assert_eq!(
+            retry_pause(FIRST_RETRY, u32::MAX),
+            retry_pause(FIRST_RETRY, RETRIES)
+        );
+    }
+
+    #[test]
+    fn failures_reach_the_room_short_and_without_keys() {
+        let quoted = "Incorrect API key provided: sk-proj-abcd****wxyz. You can find your key";
+        assert_eq!(
+            shareable(quoted),
+            "Incorrect API key provided: [redacted] You can find your key"
+        );
+        let bearer =
+            "401: token 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 refused";
+        assert_eq!(shareable(bearer), "401: token [redacted] refused");
+        // Ordinary words, ids and paths stay.
+        let plain = "No conversation found with session ID: 5290e1c2-7b1d-4c3e-9f2a-1234567890ab /work/app/src/main.rs";
+        assert_eq!(shareable(plain), plain);
+        let long = "x ".repeat(400);
+        assert!(shareable(&long).chars().count() <= 301);
+    }
+
+    #[test]
+    fn only_a_busy_service_is_transient() {
+        for busy in [
+            "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}",
+            "API Error: Request rejected (429) · rate limited",
+            "stream error: 503 Service Unavailable",
+            "[API Error: RESOURCE_EXHAUSTED]",
+            "Too Many Requests",
+        ] {
+            assert!(is_transient(busy), "{busy}");
+        }
+        for lasting in [
+            "prompt is too long: 205293 tokens > 200000 maximum",
+            "No conversation found with session ID: 5290e1c2",
+            "Invalid API key · Fix external API key and try again",
+            "cannot start claude (/no/claude): No such file or directory",
+        ] {
+            assert!(!is_transient(lasting), "{lasting}");
+        }
     }
 
     #[test]

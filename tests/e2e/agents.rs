@@ -1154,6 +1154,79 @@ async fn a_reply_refused_at_the_end_of_a_turn_is_reported_once_and_never_run_aga
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_model_service_gets_three_more_turns_then_the_failure_is_reported_once() {
+    let hub = Hub::start(&[]).await;
+    let machine = writer_in_a_room(&hub).await;
+    // A Claude Code whose model service is always overloaded, as `claude -p` says it; it
+    // counts its runs.
+    let runs = machine.file("busy-runs");
+    let result = machine.file("busy/result.json");
+    let busy = machine.file("busy/claude");
+    std::fs::create_dir_all(busy.parent().unwrap()).unwrap();
+    let overloaded = serde_json::json!({
+        "type": "result",
+        "subtype": "success",
+        "is_error": true,
+        "result": "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}",
+        "session_id": "5a1e0c2d-0000-4000-8000-000000000001",
+    });
+    std::fs::write(&result, format!("{overloaded}\n")).unwrap();
+    std::fs::write(
+        &busy,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho run >> '{}'\ncat '{}'\nexit 1\n",
+            runs.display(),
+            result.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&busy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let busy = busy.display().to_string();
+    let mut runner = writer_runner(
+        &machine,
+        "unused",
+        0,
+        &["--executable", &busy, "--retry-seconds", "0.05"],
+    );
+    machine
+        .ok("dana", &["send", "design", "@dana/writer are you there?"])
+        .await;
+    until("the failure is reported", async || {
+        writer_statuses(&hub, &machine)
+            .await
+            .iter()
+            .any(|(state, detail)| state == "error" && detail.contains("gave up after 4 tries"))
+    })
+    .await;
+    // Counted as handled: nothing waits to be run again.
+    let writer = roundtable_core::Core::open(machine.home.profile("dana.writer"))
+        .await
+        .unwrap();
+    let me = writer.me().to_owned();
+    until("the question counts as handled", async || {
+        let me = me.clone();
+        writer
+            .read(move |cache| cache.unread_messages_for(&me, true, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    runner.start_kill().unwrap();
+    let _ = runner.wait().await;
+    let count = std::fs::read_to_string(&runs).unwrap().lines().count();
+    assert_eq!(count, 4, "one turn and three more");
+    let failures: Vec<String> = writer_statuses(&hub, &machine)
+        .await
+        .into_iter()
+        .filter(|(state, _)| state == "error")
+        .map(|(_, detail)| detail)
+        .collect();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(failures[0].contains("overloaded_error"), "{failures:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_cli_that_cannot_start_is_reported_once_per_batch_and_not_retried() {
     let hub = Hub::start(&[]).await;
     let machine = writer_in_a_room(&hub).await;

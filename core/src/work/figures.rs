@@ -121,9 +121,9 @@ pub type OwnerOf<'a> = &'a dyn Fn(Framework, &str) -> Option<String>;
 /// that claimed the session (`owner_of`) or as the person's own (`me_handle`): the same
 /// figures as `roundtable scan`, at once, whether or not their reports have reached the hub
 /// yet. Reports in rooms count the sessions of other machines (teammates', other devices').
-/// Grouped by room, or for one room, figures are what the rooms hold (a session's share of
-/// each room it is published to), and this machine's unclaimed sessions are
-/// `(this machine)`.
+/// Grouped by room, figures are what the rooms hold (a session's share of each room it is
+/// published to), and this machine's unclaimed sessions are `(this machine)`; for one room,
+/// only what that room holds.
 pub fn figures(
     view: &CacheView,
     grouping: &[Grouping],
@@ -216,8 +216,8 @@ pub fn figures(
                     .and_then(|framework| owner_of(framework, &entry.session_id))
             })
             .clone();
-        if by_room && owner.is_some() {
-            // Its room figures are what its rooms hold.
+        if query.room.is_some() || (by_room && owner.is_some()) {
+            // Its room figures are what its rooms hold; an unclaimed session is in none.
             continue;
         }
         let day = entry

@@ -237,8 +237,12 @@ pub fn canonical_model(name: &str) -> String {
     if let Some(rest) = name.strip_prefix("anthropic.") {
         name = rest.to_owned();
     }
-    // Bedrock's version: `-v1:0`, `-v1`.
+    // Bedrock's version of a Claude model: `-v1:0`, `-v1` (other models keep theirs:
+    // `deepseek-v3` is no `deepseek`).
     strip_end(&mut name, |name| {
+        if !name.starts_with("claude") {
+            return None;
+        }
         let at = name.rfind("-v")?;
         let version = &name[at + 2..];
         let (major, minor) = version.split_once(':').unwrap_or((version, "1"));
@@ -354,7 +358,10 @@ impl Pricing {
             };
             let theirs = Pricing::parse(&text, path)?;
             pricing.models.extend(theirs.models);
-            if text.contains("[rules]") {
+            // However they spell it (`[rules]`, `[rules.geo]`, `rules.web_search = …`).
+            let has_rules =
+                toml::from_str::<toml::Table>(&text).is_ok_and(|table| table.contains_key("rules"));
+            if has_rules {
                 pricing.rules = theirs.rules;
             }
             break;
@@ -464,6 +471,8 @@ mod tests {
             ("gemini-2.5-flash-lite", "gemini-2-5-flash-lite"),
             ("models/gemini-3-pro-preview", "gemini-3-pro-preview"),
             ("codex-mini-latest", "codex-mini-latest"),
+            ("deepseek-v3", "deepseek-v3"),
+            ("mistral-large-v2:1", "mistral-large-v2:1"),
         ] {
             assert_eq!(canonical_model(logged), canonical, "{logged}");
         }
@@ -704,6 +713,20 @@ mod tests {
         assert!(pricing.price("in-house-7b").is_some());
         assert!(pricing.price("claude-opus-4-6").is_some(), "the rest stays");
         assert_eq!(pricing.rules(), Pricing::built_in().rules());
+        // Rules replace the built-in ones however they are spelled; a comment is no rule.
+        for (text, web_search) in [
+            ("[rules]\nweb_search = 0.02\n", 0.02),
+            ("rules.web_search = 0.03\n", 0.03),
+            ("[rules.geo]\neu = 1.2\n", 0.0),
+            (
+                "# no [rules] here\n",
+                Pricing::built_in().rules().web_search,
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let pricing = Pricing::with_overrides(std::slice::from_ref(&path)).unwrap();
+            assert_eq!(pricing.rules().web_search, web_search, "{text}");
+        }
         std::fs::write(&path, "[models.x]\ninput = -1.0\noutput = 1.0\n").unwrap();
         assert!(Pricing::with_overrides(std::slice::from_ref(&path)).is_err());
         std::fs::write(

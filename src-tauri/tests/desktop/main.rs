@@ -89,12 +89,22 @@ async fn on_the_first_run_claude_code_is_onboarded_in_one_click() {
     let settings = json_file(&home.join(".claude/settings.json"));
     let mut without = settings.clone();
     let hooks = without.as_object_mut().unwrap().remove("hooks").unwrap();
+    // Today's Claude models get their task tools only with this switch.
+    let env = without.as_object_mut().unwrap().remove("env").unwrap();
+    assert_eq!(env, json!({"CLAUDE_CODE_ENABLE_TODO_TOOLS": "1"}));
     assert_eq!(
         without,
         serde_json::from_str::<Value>(CLAUDE_SETTINGS).unwrap()
     );
     let events: Vec<&String> = hooks.as_object().unwrap().keys().collect();
-    for event in ["SessionStart", "UserPromptSubmit", "Notification", "Stop"] {
+    for event in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "Notification",
+        "PermissionRequest",
+        "Stop",
+    ] {
         assert!(
             events.iter().any(|e| *e == event),
             "{event} missing: {events:?}"
