@@ -248,14 +248,21 @@ pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival)
     );
     read_frames(&mut stream, &context, &caller, &handle).await;
     control.end(Closing::PeerGone);
-    let _ = sink_task.await;
-    drop(registration);
-    // A hub that is stopping does not wait for its peers.
+    let finished = async {
+        let _ = sink_task.await;
+        drop(registration);
+    };
+    // A hub that is stopping does not wait for its peers. Otherwise the peer is read while
+    // the close frame is written, not only after: a peer still sending what it pipelined
+    // reads nothing until its sends go through, and the close frame would wait for it.
     if control
         .close_code()
         .is_some_and(|code| code != CloseCode::HubRestarting)
     {
-        linger(&mut stream, close_grace(&context.config), &context).await;
+        let grace = close_grace(&context.config);
+        tokio::join!(finished, linger(&mut stream, grace * 2, &context));
+    } else {
+        finished.await;
     }
 }
 
@@ -267,8 +274,8 @@ fn close_grace(config: &HubConfig) -> Duration {
 /// How long a socket refused before `auth` lingers after its close frame.
 const PRE_AUTH_LINGER: Duration = Duration::from_secs(5);
 
-/// Reads and drops what the peer still sends after the hub's close frame, until the peer
-/// closes too or `limit` passes. Why: a socket closed with bytes unread is reset, and a
+/// Reads and drops what the peer still sends while and after the hub writes its close
+/// frame, until the peer closes too or `limit` passes. Why: a socket closed with bytes unread is reset, and a
 /// reset peer loses whatever it had not read yet, the close frame included (a client that
 /// pipelined requests it was never answered would see a reset instead of 4008).
 async fn linger(stream: &mut Stream, limit: Duration, context: &SessionContext) {
