@@ -439,7 +439,7 @@ impl Out {
         text: impl std::fmt::Display,
         value: impl Serialize,
     ) -> Result<(), Failure> {
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
         if self.json {
             serde_json::to_writer(&mut stdout, &value).map_err(std::io::Error::from)?;
             writeln!(stdout)?;

@@ -29,7 +29,7 @@ pub fn scan(out: &Out) -> Result<(), Failure> {
     let (files, links) = scan::find(&scan::roots(&env));
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let last = Mutex::new(0u64);
-    let summary = scan::scan(&files, threads, &|progress| {
+    let mut summary = scan::scan(&files, threads, &|progress| {
         // A line per tenth, to stderr: stdout carries only the result.
         let tenth = progress.bytes_done * 10 / progress.bytes.max(1);
         let mut last = last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -44,7 +44,10 @@ pub fn scan(out: &Out) -> Result<(), Failure> {
             );
         }
     });
-    let report = summary.report(&pricing()?);
+    let report = summary.report(&pricing()?, threads);
+    // Freeing the summary's many small allocations takes longer than the exit that
+    // reclaims them at once.
+    std::mem::forget(summary);
     if links > 0 {
         eprintln!("skipped {links} links that point outside the logs' directories");
     }
@@ -53,38 +56,46 @@ pub fn scan(out: &Out) -> Result<(), Failure> {
         files.len(),
         started.elapsed().as_secs_f64()
     );
-    let text = report
-        .sessions
-        .iter()
-        .map(|session| {
-            let cost = match session.cost_usd {
-                Some(cost) => format!("${cost:.4}"),
-                None => format!("unpriced ({})", session.unpriced_models.join(", ")),
-            };
+    out.show(ScanText(&report), &report)
+}
+
+/// `roundtable scan` as text: a line per session (written only when shown).
+struct ScanText<'a>(&'a roundtable_core::work::summary::ScanReport);
+
+impl std::fmt::Display for ScanText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.sessions.is_empty() {
+            return write!(f, "no agent logs found");
+        }
+        for (n, session) in self.0.sessions.iter().enumerate() {
+            if n > 0 {
+                writeln!(f)?;
+            }
             let tokens = session.tokens.input
                 + session.tokens.output
                 + session.tokens.cache_write
                 + session.tokens.cache_read;
-            format!(
-                "{:<11} {}  {}  {} tokens  {cost}  {} tasks  {} files",
+            write!(
+                f,
+                "{:<11} {}  {}  {} tokens  ",
                 session.framework.as_str(),
                 session.session_id,
                 session.model.as_deref().unwrap_or("-"),
                 tokens,
+            )?;
+            match session.cost_usd {
+                Some(cost) => write!(f, "${cost:.4}")?,
+                None => write!(f, "unpriced ({})", session.unpriced_models.join(", "))?,
+            }
+            write!(
+                f,
+                "  {} tasks  {} files",
                 session.tasks.len(),
                 session.files.len()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    out.show(
-        if text.is_empty() {
-            "no agent logs found".into()
-        } else {
-            text
-        },
-        &report,
-    )
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The watcher's settings for `core`'s person.

@@ -228,13 +228,14 @@ async fn main() -> Result<()> {
             .env_remove("CODEX_HOME");
         command
     };
+    // ccusage finds the Codex rollouts only through CODEX_HOME: both sides read every log.
     let theirs = |what: &[&str]| {
         let mut command = Command::new(&args.ccusage);
         command
             .args(what)
             .env("HOME", &home)
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env_remove("CODEX_HOME");
+            .env("CODEX_HOME", home.join(".codex"))
+            .env_remove("CLAUDE_CONFIG_DIR");
         command
     };
     println!("# round  roundtable_scan_s  ccusage_daily_s");

@@ -3,12 +3,14 @@
 //! Task tools' store (`~/.claude/tasks/<list>/<id>.json`).
 //!
 //! Why it is shaped this way:
-//! - **Fast.** Transcripts add up to gigabytes, so each line is read once by serde_json into
-//!   small borrowed structs that name only the fields used here; everything else (message
-//!   text, tool outputs, `progress` payloads) is skipped by serde's `IgnoredAny`, which
-//!   builds nothing and does not recurse. No `serde_json::Value`, no text patterns. About
-//!   600 MB/s on one core over the benchmark's corpus (`roundtable-bench-scan`, see
-//!   `docs/benchmarks.md`).
+//! - **Fast.** Transcripts add up to gigabytes. A line that can say nothing new (tool
+//!   outputs, prompts, progress: about half a transcript's bytes) is told by a look at its
+//!   bytes (it names the session and directory already known, and no usage, model, tool
+//!   call or awaited result) and not read; any line the look is unsure of is. The others
+//!   are read once by serde_json into small borrowed structs that name only the fields used
+//!   here; everything else (message text, tool outputs) is skipped by serde's `IgnoredAny`,
+//!   which builds nothing and does not recurse. No `serde_json::Value`. See
+//!   `roundtable-bench-scan` in `docs/benchmarks.md`.
 //! - **Lenient.** A field of an unexpected JSON type reads as absent instead of failing the
 //!   line, so one odd field never hides the rest of a record. A line that is not a JSON
 //!   object is [`LineOutcome::Skipped`].
@@ -116,7 +118,12 @@ impl ClaudeParser {
 
     /// One line without its newline. Appends what it says to `events`.
     pub fn line(&mut self, line: &[u8], events: &mut Vec<LogEvent>) -> LineOutcome {
-        let Ok(text) = std::str::from_utf8(line) else {
+        self.read_line(line, events, true)
+    }
+
+    /// [`ClaudeParser::line`], with or without the look that spares reading a line.
+    fn read_line(&mut self, line: &[u8], events: &mut Vec<LogEvent>, look: bool) -> LineOutcome {
+        let Ok(text) = simdutf8::basic::from_utf8(line) else {
             return LineOutcome::Skipped;
         };
         // Any JSON value but an object starts with something else; checking first keeps a
@@ -126,6 +133,9 @@ impl ClaudeParser {
             .find(|byte| !matches!(byte, b' ' | b'\t' | b'\r' | b'\n'));
         if first != Some(b'{') {
             return LineOutcome::Skipped;
+        }
+        if look && self.says_nothing_new(line) {
+            return LineOutcome::Read;
         }
         match serde_json::from_str::<Record<'_>>(text) {
             Ok(record) => {
@@ -137,6 +147,59 @@ impl ClaudeParser {
             Err(_) if serde_json::from_str::<IgnoredAny>(text).is_ok() => LineOutcome::Read,
             Err(_) => LineOutcome::Skipped,
         }
+    }
+
+    /// Whether `line` can tell this parser nothing new, by a look at its bytes: it names
+    /// the session and working directory already announced, as Claude Code writes them, and
+    /// holds no usage, model or tool call, and no result of a call waiting for one. Most of
+    /// a transcript's bytes are such lines (tool outputs, prompts, progress), and a look is
+    /// many times cheaper than reading them. Unsure means no: the line is read in full.
+    fn says_nothing_new(&self, line: &[u8]) -> bool {
+        use memchr::memmem::Finder;
+        use std::sync::LazyLock;
+        static TELLING: LazyLock<[Finder<'static>; 3]> = LazyLock::new(|| {
+            [
+                Finder::new(b"\"usage\""),
+                Finder::new(b"\"model\""),
+                Finder::new(b"\"tool_use\""),
+            ]
+        });
+        static SESSION: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(b"\"sessionId\":"));
+        static CWD: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"cwd\":"));
+        static RESULT: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(b"\"tool_result\""));
+        static RESULT_FOR: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(b"\"tool_use_id\""));
+        let (Some(session), true) = (&self.session_id, self.announced) else {
+            return false;
+        };
+        if line.last() != Some(&b'}') || TELLING.iter().any(|f| f.find(line).is_some()) {
+            return false;
+        }
+        // The session named plainly, once: the line is written as Claude Code writes (a
+        // writer that spaces or escapes its keys hides them from a look; it is read).
+        if SESSION.find(line).is_none()
+            || !names_once(line, &SESSION, Some(session))
+            || !names_once(line, &CWD, self.cwd.as_deref())
+        {
+            return false;
+        }
+        if RESULT.find(line).is_none() {
+            return true;
+        }
+        // Results: each `"tool_use_id":"ID"`, none of them a call waiting for its result.
+        RESULT_FOR.find_iter(line).all(|at| {
+            let rest = &line[at + b"\"tool_use_id\"".len()..];
+            let Some(rest) = rest.strip_prefix(b":\"") else {
+                return false;
+            };
+            let Some(end) = memchr::memchr2(b'"', b'\\', rest) else {
+                return false;
+            };
+            rest[end] == b'"'
+                && std::str::from_utf8(&rest[..end]).is_ok_and(|id| !self.pending.contains_key(id))
+        })
     }
 
     fn record(&mut self, mut record: Record<'_>, events: &mut Vec<LogEvent>) {
@@ -768,11 +831,35 @@ fn created_task_id(text: &str) -> Option<String> {
     (digits > 0 && rest[digits..].starts_with(" created")).then(|| rest[..digits].to_owned())
 }
 
+/// Whether `key` (`"name":`) is in `line` at most once and, where it is, says `value`
+/// (written as JSON writes a string that needs no escapes); with no value known, it must
+/// be absent.
+fn names_once(line: &[u8], key: &memchr::memmem::Finder<'_>, value: Option<&str>) -> bool {
+    let mut found = key.find_iter(line);
+    let Some(at) = found.next() else {
+        return true;
+    };
+    let Some(value) = value else {
+        return false;
+    };
+    if found.next().is_some()
+        || value
+            .bytes()
+            .any(|byte| byte == b'"' || byte == b'\\' || byte < 0x20)
+    {
+        return false;
+    }
+    let rest = &line[at + key.needle().len()..];
+    rest.first() == Some(&b'"')
+        && rest[1..].starts_with(value.as_bytes())
+        && rest.get(1 + value.len()) == Some(&b'"')
+}
+
 /// A text block of a tool result's content.
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct ResultText {
-    text: CreatedTask,
+    text: CreatedTaskText,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
@@ -1125,22 +1212,40 @@ impl<'de: 'a, 'a> Lenient<'de> for Iterations<'a> {
 }
 deserialize_leniently!(Iterations<'a>);
 
-impl<'de> Lenient<'de> for CreatedTask {
+impl<'de> Deserialize<'de> for CreatedTask {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // A result's content is mostly long text (a file, a command's output): it is
+        // skipped as raw JSON, never unescaped, unless it may say `Task #N created`.
+        let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?;
+        if memchr::memmem::find(raw.get().as_bytes(), b"Task #").is_none() {
+            return Ok(CreatedTask(None));
+        }
+        Ok(serde_json::from_str::<CreatedTaskText>(raw.get())
+            .map(|text| text.0)
+            .unwrap_or_default())
+    }
+}
+
+/// A result's content that may hold a created task's id, read leniently.
+#[derive(Default)]
+struct CreatedTaskText(CreatedTask);
+
+impl<'de> Lenient<'de> for CreatedTaskText {
     fn from_str(value: &str) -> Self {
-        CreatedTask(created_task_id(value))
+        CreatedTaskText(CreatedTask(created_task_id(value)))
     }
 
     fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
         let mut found = None;
         while let Some(block) = seq.next_element::<Object<ResultText>>()? {
             if found.is_none() {
-                found = block.0.and_then(|block| block.text.0);
+                found = block.0.and_then(|block| block.text.0.0);
             }
         }
-        Ok(CreatedTask(found))
+        Ok(CreatedTaskText(CreatedTask(found)))
     }
 }
-deserialize_leniently!(CreatedTask);
+deserialize_leniently!(CreatedTaskText);
 
 impl<'de: 'a, 'a> Lenient<'de> for Todos<'a> {
     fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
@@ -1228,6 +1333,65 @@ mod tests {
             }
         }
         (events, skipped)
+    }
+
+    /// Every event and outcome of a file, with the look that spares lines or without.
+    fn parse_looking(bytes: &[u8], look: bool) -> Vec<(LineOutcome, Vec<LogEvent>)> {
+        let mut parser = ClaudeParser::new();
+        lines(bytes)
+            .map(|line| {
+                let mut events = Vec::new();
+                let outcome = parser.read_line(line, &mut events, look);
+                (outcome, events)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_lines_a_look_spares_say_nothing_when_read() {
+        let mut files: Vec<(String, Vec<u8>)> = [
+            ("tasks", TASKS_FIXTURE),
+            ("cleared", CLEARED_FIXTURE),
+            ("edits", EDITS_FIXTURE),
+            ("subagent", SUBAGENT_FIXTURE),
+        ]
+        .iter()
+        .map(|(name, bytes)| ((*name).to_owned(), bytes.to_vec()))
+        .collect();
+        files.extend(shared_transcripts());
+        let mut spared = 0;
+        for (name, bytes) in &files {
+            let looking = parse_looking(bytes, true);
+            assert_eq!(looking, parse_looking(bytes, false), "{name}");
+            // Lines the look spared: read, saying nothing (a read line may say nothing
+            // too; the count is only for the message).
+            spared += looking
+                .iter()
+                .filter(|(outcome, events)| *outcome == LineOutcome::Read && events.is_empty())
+                .count();
+        }
+        assert!(spared > 0, "no line was spared: the look does nothing");
+        // A result awaited is read even when the line looks like any other.
+        let call = br#"{"type":"assistant","sessionId":"s","cwd":"/w","timestamp":"2026-12-02T00:00:00Z","message":{"id":"m","model":"claude-opus-5-5","content":[{"type":"tool_use","id":"toolu_1","name":"Write","input":{"file_path":"a.rs"}}],"usage":{"input_tokens":1,"output_tokens":1}}}"#;
+        let result = br#"{"type":"user","sessionId":"s","cwd":"/w","timestamp":"2026-12-02T00:00:01Z","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"written"}]}}"#;
+        let other = br#"{"type":"user","sessionId":"s","cwd":"/w","timestamp":"2026-12-02T00:00:02Z","message":{"role":"user","content":[{"tool_use_id":"toolu_9","type":"tool_result","content":"unrelated"}]}}"#;
+        let mut parser = ClaudeParser::new();
+        let mut events = Vec::new();
+        parser.line(call, &mut events);
+        assert!(!parser.says_nothing_new(result));
+        assert!(parser.says_nothing_new(other));
+        events.clear();
+        parser.line(result, &mut events);
+        assert!(
+            events.iter().any(
+                |event| matches!(event, LogEvent::FileTouched { path, .. } if path == "/w/a.rs")
+            ),
+            "{events:?}"
+        );
+        // Another directory, or no session known yet: read.
+        let moved = br#"{"type":"user","sessionId":"s","cwd":"/elsewhere","message":{"role":"user","content":"hi"}}"#;
+        assert!(!parser.says_nothing_new(moved));
+        assert!(!ClaudeParser::new().says_nothing_new(other));
     }
 
     fn events_of(bytes: &[u8]) -> Vec<LogEvent> {
@@ -1349,6 +1513,26 @@ mod tests {
             eprintln!("skipped: {SHARED_FIXTURES} is absent (the shared real transcripts)");
             None
         }
+    }
+
+    /// Every shared real transcript (none when they are absent), by name.
+    fn shared_transcripts() -> Vec<(String, Vec<u8>)> {
+        let Some(root) = shared_fixtures() else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        let mut dirs = vec![root];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|ext| ext == "jsonl") {
+                    found.push((path.display().to_string(), read(&path)));
+                }
+            }
+        }
+        found
     }
 
     fn read(path: &Path) -> Vec<u8> {

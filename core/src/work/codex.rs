@@ -95,6 +95,23 @@ pub struct CodexParser {
     service_tier: Option<String>,
 }
 
+/// A record's type and its payload's, off the front of a line written as Codex writes
+/// them (`{"timestamp":"…","type":"…","payload":{"type":"…"`); `None` for any other front.
+fn front_types(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    /// A string's text up to its closing quote, and what follows; `None` at an escape.
+    fn string(rest: &[u8]) -> Option<(&[u8], &[u8])> {
+        let end = memchr::memchr2(b'"', b'\\', rest)?;
+        (rest[end] == b'"').then(|| (&rest[..end], &rest[end + 1..]))
+    }
+    let rest = line.strip_prefix(b"{\"timestamp\":\"")?;
+    let (_, rest) = string(rest)?;
+    let rest = rest.strip_prefix(b",\"type\":\"")?;
+    let (kind, rest) = string(rest)?;
+    let rest = rest.strip_prefix(b",\"payload\":{\"type\":\"")?;
+    let (payload, _) = string(rest)?;
+    Some((kind, payload))
+}
+
 /// A child thread still replaying its parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct ParentReplay {
@@ -180,11 +197,19 @@ impl CodexParser {
 
     /// Reads one line (without its newline) and appends what it says to `events`.
     pub fn line(&mut self, line: &[u8], events: &mut Vec<LogEvent>) -> LineOutcome {
-        let Ok(text) = std::str::from_utf8(line) else {
+        self.read_line(line, events, true)
+    }
+
+    /// [`CodexParser::line`], with or without the look that spares reading a line.
+    fn read_line(&mut self, line: &[u8], events: &mut Vec<LogEvent>, look: bool) -> LineOutcome {
+        let Ok(text) = simdutf8::basic::from_utf8(line) else {
             return LineOutcome::Skipped;
         };
         if !opens_object(line) {
             return LineOutcome::Skipped;
+        }
+        if look && self.says_nothing(line) {
+            return LineOutcome::Read;
         }
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let record = RecordSeed {
@@ -201,6 +226,30 @@ impl CodexParser {
             // saying nothing.
             Err(_) if is_json_object(text) => LineOutcome::Read,
             Err(_) => LineOutcome::Skipped,
+        }
+    }
+
+    /// Whether `line` is a record this parser does nothing with, by its front as Codex
+    /// writes it (`{"timestamp":"…","type":"…","payload":{"type":"…"`): messages,
+    /// reasoning, the events that repeat them, and tool outputs when no patch waits for
+    /// one. A look is many times cheaper than reading them; unsure means no.
+    fn says_nothing(&self, line: &[u8]) -> bool {
+        if line.last() != Some(&b'}') {
+            return false;
+        }
+        match front_types(line) {
+            Some((b"response_item", payload)) => match payload {
+                b"function_call" | b"custom_tool_call" => false,
+                b"function_call_output" | b"custom_tool_call_output" => {
+                    self.pending_patches.is_empty()
+                }
+                _ => true,
+            },
+            Some((b"event_msg", payload)) => !matches!(
+                payload,
+                b"token_count" | b"thread_settings_applied" | b"task_started" | b"turn_started"
+            ),
+            _ => false,
         }
     }
 
@@ -1431,6 +1480,67 @@ mod tests {
             eprintln!("note: shared/fixtures/agent-logs not found: real Codex rollouts not tested");
         }
         found
+    }
+
+    #[test]
+    fn the_lines_a_look_spares_say_nothing_when_read() {
+        let mut files: Vec<(String, Vec<u8>)> = [
+            "patch-forms.jsonl",
+            "plan-and-patch.jsonl",
+            "subagent-replay.jsonl",
+            "totals-drop.jsonl",
+        ]
+        .iter()
+        .map(|name| ((*name).to_owned(), fixture(name)))
+        .collect();
+        if let Some(dir) = real_rollouts() {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                files.push((
+                    entry.path().display().to_string(),
+                    std::fs::read(entry.path()).unwrap(),
+                ));
+            }
+        }
+        let mut spared = 0;
+        for (name, bytes) in &files {
+            let read = |look: bool| {
+                let mut parser = CodexParser::new(
+                    "rollout-2026-02-23T12-00-00-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl",
+                );
+                bytes
+                    .split(|&byte| byte == b'\n')
+                    .filter(|line| !line.is_empty())
+                    .map(|line| {
+                        let mut events = Vec::new();
+                        let spared = look && parser.says_nothing(line);
+                        (parser.read_line(line, &mut events, look), events, spared)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let (looking, reading) = (read(true), read(false));
+            spared += looking.iter().filter(|(_, _, spared)| *spared).count();
+            let strip = |lines: Vec<(LineOutcome, Vec<LogEvent>, bool)>| {
+                lines
+                    .into_iter()
+                    .map(|(outcome, events, _)| (outcome, events))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(strip(looking), strip(reading), "{name}");
+        }
+        assert!(spared > 0, "no line was spared: the look does nothing");
+        // Only Codex's own front is trusted; an output waits while a patch does.
+        assert_eq!(
+            front_types(br#"{"timestamp":"2026-02-23T11:41:32.240Z","type":"response_item","payload":{"type":"reasoning","summary":[]}}"#),
+            Some((b"response_item".as_slice(), b"reasoning".as_slice()))
+        );
+        assert_eq!(
+            front_types(br#"{"type":"response_item","payload":{"type":"reasoning"}}"#),
+            None
+        );
+        assert_eq!(
+            front_types(br#"{"timestamp":"a\"b","type":"event_msg","payload":{"type":"x"}}"#),
+            None
+        );
     }
 
     // ------------------------------------------------------------ golden files

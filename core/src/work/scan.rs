@@ -160,29 +160,85 @@ fn entry(canonical_root: &Path, kind: LogKind, path: PathBuf) -> Entry {
 }
 
 /// Every log file under the roots, and how many links pointing out of them were skipped.
+/// Directories are listed on every core (a listing waits on the file system more than it
+/// computes).
 pub fn find(roots: &[(PathBuf, LogKind)]) -> (Vec<LogFile>, u64) {
-    let mut files = Vec::new();
-    let mut skipped = 0;
-    for (root, kind) in roots {
-        let Ok(canonical_root) = root.canonicalize() else {
-            continue;
-        };
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for dir_entry in entries.flatten() {
-                let path = dir_entry.path();
-                match entry(&canonical_root, *kind, path.clone()) {
-                    Entry::Dir => stack.push(path),
-                    Entry::Log(file) => files.push(file),
-                    Entry::OutOfTree => skipped += 1,
-                    Entry::Other => {}
-                }
-            }
-        }
+    /// The directories left to list (with their root's index), and how many are being
+    /// listed: the walk is over when both are none.
+    struct Walk {
+        dirs: Vec<(PathBuf, usize)>,
+        listing: usize,
     }
+    let canonical: Vec<Option<PathBuf>> = roots
+        .iter()
+        .map(|(root, _)| root.canonicalize().ok())
+        .collect();
+    let walk = Mutex::new(Walk {
+        dirs: roots
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| canonical[*index].is_some())
+            .map(|(index, (root, _))| (root.clone(), index))
+            .collect(),
+        listing: 0,
+    });
+    let more = std::sync::Condvar::new();
+    let lock = || walk.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (mut files, skipped) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut files = Vec::new();
+                    let mut skipped = 0u64;
+                    loop {
+                        let (dir, index) = {
+                            let mut state = lock();
+                            loop {
+                                if let Some(next) = state.dirs.pop() {
+                                    state.listing += 1;
+                                    break next;
+                                }
+                                if state.listing == 0 {
+                                    more.notify_all();
+                                    return (files, skipped);
+                                }
+                                state = more
+                                    .wait(state)
+                                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                            }
+                        };
+                        let (root, kind) = (&canonical[index], roots[index].1);
+                        let mut found = Vec::new();
+                        if let (Ok(entries), Some(root)) = (std::fs::read_dir(&dir), root) {
+                            for dir_entry in entries.flatten() {
+                                let path = dir_entry.path();
+                                match entry(root, kind, path.clone()) {
+                                    Entry::Dir => found.push((path, index)),
+                                    Entry::Log(file) => files.push(file),
+                                    Entry::OutOfTree => skipped += 1,
+                                    Entry::Other => {}
+                                }
+                            }
+                        }
+                        let mut state = lock();
+                        state.listing -= 1;
+                        state.dirs.extend(found);
+                        more.notify_all();
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .fold((Vec::new(), 0), |(mut all, skipped), worker| {
+                let (files, more_skipped) = worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                all.extend(files);
+                (all, skipped + more_skipped)
+            })
+    });
     files.sort_by(|a, b| a.path.cmp(&b.path));
     (files, skipped)
 }
@@ -200,12 +256,15 @@ pub fn log_file_at(roots: &[(PathBuf, LogKind)], path: &Path) -> Option<LogFile>
 /// The complete lines of `bytes` (a last line without its newline is left out), and where
 /// the complete part ends.
 pub fn complete_lines(bytes: &[u8]) -> (impl Iterator<Item = &[u8]>, usize) {
-    let end = bytes
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |newline| newline + 1);
-    let lines = bytes[..end]
-        .split(|&b| b == b'\n')
+    let end = memchr::memrchr(b'\n', bytes).map_or(0, |newline| newline + 1);
+    let complete = &bytes[..end];
+    let mut start = 0;
+    let lines = memchr::memchr_iter(b'\n', complete)
+        .map(move |newline| {
+            let line = &complete[start..newline];
+            start = newline + 1;
+            line
+        })
         .filter(|line| !line.is_empty())
         .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
     (lines, end)

@@ -32,7 +32,8 @@ pub struct SessionLog {
     pub tasks: BTreeMap<String, (String, Vec<TaskItem>)>,
     pub files: BTreeSet<String>,
     /// Reports of keyed requests, by message id.
-    requests: HashMap<String, Vec<Request>>,
+    /// (Most messages have one report: it is kept inline.)
+    requests: HashMap<String, smallvec::SmallVec<[Request; 1]>>,
     /// Keyless usage (each counts once), by model: each report, priced on its own.
     deltas: BTreeMap<String, Vec<(TokenCounts, Billing)>>,
 }
@@ -85,16 +86,16 @@ impl SessionLog {
     }
 
     /// Tokens by model.
-    pub fn tokens_by_model(&self) -> BTreeMap<String, TokenCounts> {
-        let mut by_model: BTreeMap<String, TokenCounts> = BTreeMap::new();
+    pub fn tokens_by_model(&self) -> BTreeMap<&str, TokenCounts> {
+        let mut by_model: BTreeMap<&str, TokenCounts> = BTreeMap::new();
         for report in self.requests.values().flatten() {
             by_model
-                .entry(report.model.clone())
+                .entry(report.model.as_str())
                 .or_default()
                 .add(&report.tokens);
         }
         for (model, deltas) in &self.deltas {
-            let total = by_model.entry(model.clone()).or_default();
+            let total = by_model.entry(model.as_str()).or_default();
             for (delta, _) in deltas {
                 total.add(delta);
             }
@@ -260,7 +261,14 @@ impl Summary {
             self.task_files.entry(list).or_default().extend(tasks);
         }
         for (key, theirs) in other.sessions {
-            let ours = self.sessions.entry(key).or_default();
+            // Most sessions were read by one thread only: taken whole.
+            let ours = match self.sessions.entry(key) {
+                std::collections::btree_map::Entry::Vacant(vacant) => {
+                    vacant.insert(theirs);
+                    continue;
+                }
+                std::collections::btree_map::Entry::Occupied(occupied) => occupied.into_mut(),
+            };
             if theirs.cwd.is_some() {
                 ours.cwd = theirs.cwd;
             }
@@ -284,43 +292,73 @@ impl Summary {
         }
     }
 
-    /// The summary as `roundtable scan --json` prints it.
-    pub fn report(mut self, pricing: &Pricing) -> ScanReport {
+    /// The summary as `roundtable scan --json` prints it, added up on `threads` threads.
+    /// (It is kept: freeing a large summary takes a while, which a program about to end
+    /// can spare itself.)
+    pub fn report(&mut self, pricing: &Pricing, threads: usize) -> ScanReport {
         self.settle_task_files();
-        let mut prices = PriceMemo::new(pricing);
-        let sessions = self
-            .sessions
-            .iter()
-            .map(|((framework, session_id), log)| {
-                let mut tokens = TokenCounts::default();
-                for counts in log.tokens_by_model().values() {
-                    tokens.add(counts);
-                }
-                let (cost, unpriced) = log.cost(&mut prices);
-                ScannedSession {
-                    framework: *framework,
-                    session_id: session_id.clone(),
-                    model: log.model.clone(),
-                    tasks: log
-                        .tasks
-                        .get("")
-                        .map(|(_, tasks)| tasks.clone())
-                        .unwrap_or_default(),
-                    files: log.files.iter().cloned().collect(),
-                    tokens: ScannedTokens {
-                        input: tokens.input,
-                        output: tokens.output,
-                        cache_write: tokens.cache_write(),
-                        cache_read: tokens.cache_read,
-                    },
-                    cost_usd: unpriced.is_empty().then_some(cost),
-                    unpriced_models: unpriced.into_iter().collect(),
-                }
-            })
-            .collect();
+        let logs: Vec<_> = self.sessions.iter().collect();
+        let share = logs.len().div_ceil(threads.max(1)).max(1);
+        let sessions = std::thread::scope(|scope| {
+            let parts: Vec<_> = logs
+                .chunks(share)
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut prices = PriceMemo::new(pricing);
+                        part.iter()
+                            .map(|((framework, session_id), log)| {
+                                log.scanned(*framework, session_id, &mut prices)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|part| {
+                    part.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
         ScanReport {
             sessions,
             skipped_lines: self.skipped_lines,
+        }
+    }
+}
+
+impl SessionLog {
+    /// The session as `roundtable scan` shows it.
+    fn scanned(
+        &self,
+        framework: Framework,
+        session_id: &str,
+        prices: &mut PriceMemo<'_>,
+    ) -> ScannedSession {
+        let mut tokens = TokenCounts::default();
+        for counts in self.tokens_by_model().values() {
+            tokens.add(counts);
+        }
+        let (cost, unpriced) = self.cost(prices);
+        ScannedSession {
+            framework,
+            session_id: session_id.to_owned(),
+            model: self.model.clone(),
+            tasks: self
+                .tasks
+                .get("")
+                .map(|(_, tasks)| tasks.clone())
+                .unwrap_or_default(),
+            files: self.files.iter().cloned().collect(),
+            tokens: ScannedTokens {
+                input: tokens.input,
+                output: tokens.output,
+                cache_write: tokens.cache_write(),
+                cache_read: tokens.cache_read,
+            },
+            cost_usd: unpriced.is_empty().then_some(cost),
+            unpriced_models: unpriced.into_iter().collect(),
         }
     }
 }
@@ -423,10 +461,15 @@ mod tests {
 
     #[test]
     fn summaries_of_separate_files_merge_as_one_pass() {
+        let mut elsewhere = usage("m7", "r7", false, 5);
+        if let LogEvent::Usage { session_id, .. } = &mut elsewhere {
+            *session_id = "another".into();
+        }
         let events = [
             usage("m1", "r1", false, 8),
             usage("m2", "r2", true, 3),
             usage("m1", "r1", false, 40),
+            elsewhere,
         ];
         let mut one = Summary::default();
         for event in events.clone() {
@@ -435,10 +478,14 @@ mod tests {
         let mut first = Summary::default();
         first.add(Framework::ClaudeCode, events[0].clone());
         let mut second = Summary::default();
-        second.add(Framework::ClaudeCode, events[1].clone());
-        second.add(Framework::ClaudeCode, events[2].clone());
+        for event in &events[1..] {
+            second.add(Framework::ClaudeCode, event.clone());
+        }
         first.merge(second);
         assert_eq!(total(&first), total(&one));
+        // A session only the second had is taken as it was.
+        let pricing = Pricing::built_in();
+        assert_eq!(first.report(&pricing, 2), one.report(&pricing, 1));
     }
 
     #[test]
@@ -459,7 +506,7 @@ mod tests {
                 at_ms: None,
             },
         );
-        let report = summary.report(&Pricing::built_in());
+        let report = summary.report(&Pricing::built_in(), 2);
         assert_eq!(report.sessions[0].cost_usd, None);
         assert_eq!(report.sessions[0].unpriced_models, ["homegrown-9"]);
     }
