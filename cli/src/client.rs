@@ -484,6 +484,26 @@ fn warn_if_incomplete(complete: bool) {
     }
 }
 
+/// Refuses to act as a person from inside an agent session (see
+/// `roundtable_core::agent_session`): an agent's profile is its own to use there, a
+/// person's never is.
+fn refuse_in_agent_session(handle: &str) -> Result<(), Failure> {
+    if handle.contains('/') {
+        return Ok(());
+    }
+    match roundtable_core::agent_session::current() {
+        None => Ok(()),
+        Some(evidence) => Err(Failure::new(
+            Exit::Refused,
+            format!(
+                "refused: this runs inside an agent session ({evidence}), and an agent never acts as its person. \
+                 Answer pings and act as yourself from the Roundtable app, its notifications, or a terminal outside any agent session; \
+                 an agent uses its own Roundtable tools (see docs/security.md)"
+            ),
+        )),
+    }
+}
+
 pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> {
     let out = Out { json: global.json };
     let base = profile::profiles_dir();
@@ -548,6 +568,7 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
     }
     let profile = profile::Profile::load(&base, &global.profile)
         .map_err(|error| Failure::new(Exit::Failure, error.to_string()))?;
+    refuse_in_agent_session(&profile.handle)?;
     let core = Core::open(profile).await?;
     match command {
         ClientCommand::Signup { .. } | ClientCommand::Login { .. } => Ok(()),
@@ -1321,6 +1342,8 @@ fn offboard(
     name: &str,
 ) -> Result<(), Failure> {
     let cli = agent_cli(cli)?;
+    // Offboarding edits the person's own configuration: the person's to do.
+    refuse_in_agent_session("")?;
     let handle = if name.contains('/') {
         name.to_owned()
     } else {

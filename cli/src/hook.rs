@@ -72,7 +72,7 @@ fn claim(agent: &str, cli: AgentCli, session_id: &str) -> bool {
 
 async fn open(agent: &str) -> Option<Core> {
     let base = profile::profiles_dir();
-    let profile = match profile::Profile::load(&base, &profile::profile_name_for(agent)) {
+    let profile = match profile::load_agent(&base, agent) {
         Ok(profile) => profile,
         Err(error) => {
             eprintln!("roundtable hook: {error}");
@@ -94,27 +94,17 @@ fn env(name: &str) -> Option<String> {
 
 /// Whether this hook runs under `codex exec` (a run with no person), by its ancestors.
 fn under_codex_exec() -> bool {
-    let mut pid = std::process::id();
-    for _ in 0..6 {
-        let Some(parent) = parent_of(pid) else {
-            return false;
-        };
-        let argv = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
-        let words: Vec<String> = argv
-            .split(|&b| b == 0)
-            .map(|word| String::from_utf8_lossy(word).into_owned())
-            .collect();
-        let is_codex = words.first().is_some_and(|program| {
-            Path::new(program)
-                .file_name()
-                .is_some_and(|name| name.to_string_lossy().starts_with("codex"))
-        });
-        if is_codex && codex_subcommand(&words[1..]) == Some("exec") {
-            return true;
-        }
-        pid = parent;
-    }
-    false
+    roundtable_core::agent_session::ancestors()
+        .iter()
+        .take(6)
+        .any(|ancestor| {
+            let is_codex = ancestor.argv.first().is_some_and(|program| {
+                Path::new(program)
+                    .file_name()
+                    .is_some_and(|name| name.to_string_lossy().starts_with("codex"))
+            });
+            is_codex && codex_subcommand(&ancestor.argv[1..]) == Some("exec")
+        })
 }
 
 /// The subcommand of a `codex` command line (its arguments after the program), read as
@@ -156,18 +146,6 @@ fn codex_subcommand(args: &[String]) -> Option<&str> {
         return Some(if word == "e" { "exec" } else { word });
     }
     None
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`: the command may hold spaces and parentheses.
-    let after = &stat[stat.rfind(')')? + 2..];
-    after
-        .split(' ')
-        .nth(1)?
-        .parse()
-        .ok()
-        .filter(|&ppid| ppid > 1)
 }
 
 async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<String> {

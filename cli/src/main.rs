@@ -101,7 +101,18 @@ fn main() -> std::process::ExitCode {
         }
         Command::Hook { cli, agent, rest } => {
             init_logging();
-            // A hook never fails its session: whatever happens, it exits 0.
+            // A hook installed for something other than an agent is refused outright.
+            if let Err(
+                error @ (roundtable_core::profile::ProfileError::NotAnAgent { .. }
+                | roundtable_core::profile::ProfileError::BadName(_)),
+            ) = roundtable_core::profile::load_agent(
+                &roundtable_core::profile::profiles_dir(),
+                &agent,
+            ) {
+                eprintln!("roundtable hook: {error}");
+                return std::process::ExitCode::FAILURE;
+            }
+            // Otherwise a hook never fails its session: whatever happens, it exits 0.
             if let Some(runtime) = runtime(false) {
                 hook::print(runtime.block_on(hook::run(&cli, &agent, &rest)));
             }

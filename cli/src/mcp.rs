@@ -673,11 +673,11 @@ pub async fn run(agent: &str) -> anyhow::Result<()> {
         );
     }
     let base = profile::profiles_dir();
-    let name = profile::profile_name_for(agent);
-    let profile = profile::Profile::load(&base, &name).map_err(|error| {
-        anyhow::anyhow!(
+    let profile = profile::load_agent(&base, agent).map_err(|error| match error {
+        profile::ProfileError::Missing { .. } => anyhow::anyhow!(
             "{error}; onboard the agent first (`roundtable agents onboard CLI --name NAME`)"
-        )
+        ),
+        error => error.into(),
     })?;
     let core = Core::open(profile).await?;
     let sync = core.start_with(SyncOptions {

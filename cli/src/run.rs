@@ -53,8 +53,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut running = tokio::task::JoinSet::new();
     for handle in &args.agents {
-        let profile = profile::Profile::load(&base, &profile::profile_name_for(handle))
-            .with_context(|| format!("no profile for {handle}: onboard it first"))?;
+        let profile = match profile::load_agent(&base, handle) {
+            Err(error @ profile::ProfileError::Missing { .. }) => {
+                return Err(error)
+                    .with_context(|| format!("no profile for {handle}: onboard it first"));
+            }
+            loaded => loaded?,
+        };
         let onboarded = records.iter().find(|record| &record.handle == handle);
         let cli = match &args.cli {
             Some(cli) => AgentCli::parse(cli).with_context(|| format!("no agent CLI {cli:?}"))?,

@@ -83,6 +83,12 @@ pub enum ProfileError {
     BadName(String),
     #[error("the profile {path} is unreadable: {detail}; fix or remove it")]
     Corrupt { path: String, detail: String },
+    /// `--agent` named something other than an agent: only an agent's own profile may run
+    /// an agent's bridge, hooks or runner, never its person's.
+    #[error(
+        "{given:?} is not an agent: {why}. Give an agent's handle, `owner/name` (`roundtable agents` lists yours); an agent never runs as its person"
+    )]
+    NotAnAgent { given: String, why: String },
     #[error("cannot write the profile in {path}: {source}")]
     Io {
         path: String,
@@ -95,6 +101,32 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ProfileError + '_ {
         path: path.display().to_string(),
         source,
     }
+}
+
+/// Loads the profile of the agent `handle` (`owner/name`) for `--agent`: refused unless the
+/// handle is an agent's and the profile is that agent's own (a person's profile, or one
+/// saved under another name, is never an agent's).
+pub fn load_agent(base: &Path, handle: &str) -> Result<Profile, ProfileError> {
+    let not_an_agent = |why: String| ProfileError::NotAnAgent {
+        given: handle.to_owned(),
+        why,
+    };
+    let Some((owner, name)) = handle.split_once('/') else {
+        return Err(not_an_agent(
+            "an agent's handle is its owner's and its name, joined by '/'".to_owned(),
+        ));
+    };
+    roundtable_protocol::handles::validate_user_handle(owner)
+        .and_then(|()| roundtable_protocol::handles::validate_segment(name, "agent name"))
+        .map_err(|error| not_an_agent(error.to_string()))?;
+    let profile = Profile::load(base, &profile_name_for(handle))?;
+    if profile.handle != handle {
+        return Err(not_an_agent(format!(
+            "its profile holds {:?}'s token",
+            profile.handle
+        )));
+    }
+    Ok(profile)
 }
 
 /// The directory of every profile: `$ROUNDTABLE_HOME/profiles`, else

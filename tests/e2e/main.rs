@@ -7,6 +7,7 @@ mod convergence;
 mod crashes;
 mod engine;
 mod hand_off;
+mod hostile_agents;
 mod hostile_load;
 mod hub_faults;
 mod liveness;

@@ -6,7 +6,9 @@
 //!
 //! Per CLI:
 //! - Claude Code: `mcpServers.roundtable` in `~/.claude.json` (or a project's `.mcp.json`);
-//!   hooks and `env.CLAUDE_CODE_ENABLE_TODO_TOOLS` in `settings.json`.
+//!   hooks, `env.CLAUDE_CODE_ENABLE_TODO_TOOLS`, `env.ROUNDTABLE_AGENT_SESSION` (which keeps
+//!   a `roundtable` run inside the session from acting as the person) and `permissions.deny`
+//!   rules that keep its file tools out of Roundtable's profiles, in `settings.json`.
 //! - Codex: `[mcp_servers.roundtable]` and `[tools.update_plan] enabled = true` in
 //!   `config.toml`; hooks in `hooks.json`, each trusted in `config.toml` (`[hooks.state]`)
 //!   by the hash Codex computes of it, since Codex skips hooks it does not trust.
@@ -49,6 +51,8 @@ const GEMINI_HOOKS: [&str; 4] = ["SessionStart", "BeforeAgent", "AfterTool", "Af
 /// The variable that gives Claude Code's current models their task tools.
 const CLAUDE_TASK_TOOLS: &str = "CLAUDE_CODE_ENABLE_TODO_TOOLS";
 
+use crate::agent_session::SESSION_ENV;
+
 /// What the entries run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wiring {
@@ -61,6 +65,9 @@ pub struct Wiring {
     pub settings: HookSettings,
     /// Turn on the CLI's own task tool where it is off.
     pub task_tools: bool,
+    /// Roundtable's profiles (every token on the machine): the CLI's own file tools are
+    /// denied them where its settings can say so.
+    pub profiles: PathBuf,
 }
 
 /// One recorded edit, to undo.
@@ -355,12 +362,30 @@ fn claude_settings(
     let (mut text, mut undo, _) = json_hooks(path, &text, &CLAUDE_HOOKS, &command, |event| {
         wiring.hook_timeout(event)
     })?;
+    let mut variables = vec![(SESSION_ENV, wiring.handle.as_str())];
     if wiring.task_tools {
-        let set = json_text::value_at(&text, &["env", CLAUDE_TASK_TOOLS])
-            .map_err(|error| unparsable(path, error))?;
+        variables.push((CLAUDE_TASK_TOOLS, "1"));
+    }
+    for (name, value) in variables {
+        let set =
+            json_text::value_at(&text, &["env", name]).map_err(|error| unparsable(path, error))?;
         if set.is_none() {
+            let (after, inserted) = json_text::insert_member(&text, &["env"], name, &json!(value))
+                .map_err(|error| unparsable(path, error))?;
+            text = after;
+            undo.push(Undo::Json { inserted });
+        }
+    }
+    let denied = json_text::value_at(&text, &["permissions", "deny"])
+        .map_err(|error| unparsable(path, error))?;
+    for rule in claude_profile_rules(&wiring.profiles) {
+        let present = denied
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_some_and(|rules| rules.iter().any(|existing| *existing == json!(rule)));
+        if !present {
             let (after, inserted) =
-                json_text::insert_member(&text, &["env"], CLAUDE_TASK_TOOLS, &json!("1"))
+                json_text::append_element(&text, &["permissions", "deny"], &json!(rule))
                     .map_err(|error| unparsable(path, error))?;
             text = after;
             undo.push(Undo::Json { inserted });
@@ -372,6 +397,15 @@ fn claude_settings(
         after: text,
         undo,
     })
+}
+
+/// Claude Code's rules that deny its file tools Roundtable's profiles (`//` starts an
+/// absolute path in its rules).
+fn claude_profile_rules(profiles: &Path) -> [String; 2] {
+    let dir = profiles.display().to_string();
+    let dir = dir.trim_end_matches('/');
+    let pattern = format!("/{dir}/**");
+    [format!("Read({pattern})"), format!("Edit({pattern})")]
 }
 
 /// One of our hooks in Codex's `hooks.json`, as Codex's trust names it.
@@ -646,6 +680,7 @@ mod tests {
             roundtable_home: Some(PathBuf::from("/home/dana/.rt")),
             settings: HookSettings::default(),
             task_tools: true,
+            profiles: PathBuf::from("/home/dana/.rt/profiles"),
         }
     }
 
@@ -713,6 +748,16 @@ mod tests {
         );
         // Today's default models get Claude Code's own task tools.
         assert_eq!(settings["env"]["CLAUDE_CODE_ENABLE_TODO_TOOLS"], "1");
+        // A `roundtable` run in the session knows it is in one, and the file tools are
+        // kept out of every profile.
+        assert_eq!(settings["env"]["ROUNDTABLE_AGENT_SESSION"], "dana/writer");
+        assert_eq!(
+            settings["permissions"]["deny"],
+            json!([
+                "Read(//home/dana/.rt/profiles/**)",
+                "Edit(//home/dana/.rt/profiles/**)"
+            ])
+        );
         // Again: nothing to do.
         assert!(
             onboard(
@@ -763,7 +808,7 @@ mod tests {
         onboard(&mut files, AgentCli::Claude, None, &without).unwrap();
         onboard(&mut files, AgentCli::Codex, None, &without).unwrap();
         let value: Value = serde_json::from_str(&files[&settings]).unwrap();
-        assert!(value.get("env").is_none(), "{value}");
+        assert!(value["env"].get(CLAUDE_TASK_TOOLS).is_none(), "{value}");
         let config = &files[&PathBuf::from("/home/dana/.codex/config.toml")];
         assert!(!config.contains("update_plan"), "{config}");
     }

@@ -200,6 +200,7 @@ impl Core {
             roundtable_home: std::env::var_os("ROUNDTABLE_HOME").map(PathBuf::from),
             settings: options.settings.clone(),
             task_tools: !options.no_task_tools,
+            profiles: std::path::absolute(&base).unwrap_or_else(|_| base.clone()),
         };
         // Plan first: a configuration that cannot be parsed stops everything here.
         let planned = edits::plan(env, cli, project.as_deref(), &wiring, read_text)

@@ -1,0 +1,230 @@
+//! The local trust boundary, tried from the agent's side: a session on the person's own
+//! machine, with the person's Unix user, tries to act as the person or to pass for
+//! another agent. Each case asserts the exact refusal and that nothing was written.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use roundtable_e2e::{Home, Hub, json};
+
+const FAILURE: i32 = 1;
+const REFUSED: i32 = 4;
+
+/// Every file under `dir`, by path, with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.insert(path.display().to_string(), bytes);
+            }
+        }
+    }
+    files
+}
+
+/// Runs `roundtable --profile PROFILE ARGS` the way an agent session would: inside `sh`
+/// started with `env` (`NAME=VALUE` pairs) and named `shell` (argv[0]), the command line
+/// given as `line` with `$RT` for the executable.
+async fn in_session(
+    home: &Home,
+    shell: &str,
+    env: &[(&str, &str)],
+    line: &str,
+) -> std::process::Output {
+    let command = home.command("dana", &[]);
+    let program = command.as_std().get_program().to_owned();
+    let mut sh = tokio::process::Command::new(shell);
+    for (name, value) in command.as_std().get_envs() {
+        match value {
+            Some(value) => sh.env(name, value),
+            None => sh.env_remove(name),
+        };
+    }
+    for (name, value) in env {
+        sh.env(name, value);
+    }
+    // Not the last command of the script: `sh` stays the parent of `roundtable`.
+    sh.args(["-c", &format!("{line}; exit $?")])
+        .env("RT", &program)
+        .kill_on_drop(true);
+    sh.output().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_session_cannot_act_as_its_person_whatever_it_does_with_its_environment() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    let addr = hub.addr();
+    home.ok(
+        "dana",
+        &[
+            "signup",
+            "--hub",
+            &addr,
+            "--handle",
+            "dana",
+            "--discoverable",
+            "public",
+        ],
+    )
+    .await;
+    home.signup(&hub, "sam").await;
+    let asked = json(
+        &home
+            .ok("sam", &["--json", "contacts", "request", "dana"])
+            .await,
+    );
+    let request = asked["id"].as_str().unwrap().to_owned();
+    let before = snapshot(&home.profiles());
+    let accept = format!("\"$RT\" --profile dana contacts accept {request}");
+
+    // Marked in its own environment (onboarding sets it in Claude Code's settings).
+    let marked = in_session(
+        &home,
+        "sh",
+        &[("ROUNDTABLE_AGENT_SESSION", "dana/writer")],
+        &accept,
+    )
+    .await;
+    // The mark dropped on the way: the shell above still has it.
+    let unmarked = in_session(
+        &home,
+        "sh",
+        &[("ROUNDTABLE_AGENT_SESSION", "dana/writer")],
+        &format!("env -u ROUNDTABLE_AGENT_SESSION {accept}"),
+    )
+    .await;
+    // A session `roundtable run` started (it marks the agent it runs).
+    let run = in_session(&home, "sh", &[("ROUNDTABLE_AGENT", "dana/x")], &accept).await;
+    // No mark at all, but an agent CLI above (Codex and Gemini CLI have no setting for it).
+    let bin = tempfile::tempdir().unwrap();
+    let codex = bin.path().join("codex");
+    std::os::unix::fs::symlink("/bin/sh", &codex).unwrap();
+    let under_cli = in_session(&home, codex.to_str().unwrap(), &[], &accept).await;
+    for (case, output, evidence) in [
+        (
+            "marked",
+            &marked,
+            "ROUNDTABLE_AGENT_SESSION=dana/writer is set",
+        ),
+        (
+            "unmarked",
+            &unmarked,
+            "above it has ROUNDTABLE_AGENT_SESSION=dana/writer",
+        ),
+        ("run", &run, "ROUNDTABLE_AGENT=dana/x is set"),
+        ("under a CLI", &under_cli, "above it is Codex"),
+    ] {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(REFUSED), "{case}: {stderr}");
+        assert!(
+            stderr.contains("refused: this runs inside an agent session")
+                && stderr.contains(evidence)
+                && stderr.contains("an agent never acts as its person"),
+            "{case}: {stderr}"
+        );
+    }
+    // Nothing was written: not a byte of any profile or cache, and the request waits.
+    assert_eq!(snapshot(&home.profiles()), before);
+    let pending = json(&home.ok("sam", &["--json", "contacts"]).await);
+    assert_eq!(pending["requests"][0]["id"], request.as_str());
+    // `answer` is refused the same way, before anything is looked up.
+    let answer = in_session(
+        &home,
+        "sh",
+        &[("ROUNDTABLE_AGENT_SESSION", "dana/writer")],
+        "\"$RT\" --profile dana answer q-anything Allow",
+    )
+    .await;
+    assert_eq!(answer.status.code(), Some(REFUSED));
+    // An agent's own profile is its own to use in a session.
+    let registered = json(
+        &home
+            .ok("dana", &["--json", "agents", "register", "writer"])
+            .await,
+    );
+    let agent_profile = registered["profile"].as_str().unwrap().to_owned();
+    let own = in_session(
+        &home,
+        "sh",
+        &[("ROUNDTABLE_AGENT_SESSION", "dana/writer")],
+        &format!("\"$RT\" --profile {agent_profile} --json rooms"),
+    )
+    .await;
+    assert!(
+        own.status.success(),
+        "{}",
+        String::from_utf8_lossy(&own.stderr)
+    );
+    // Outside any session the person accepts.
+    home.ok("dana", &["contacts", "accept", &request]).await;
+}
+
+#[tokio::test]
+async fn agent_commands_take_an_agents_own_profile_only() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    home.ok("dana", &["agents", "register", "writer"]).await;
+    // A person's profile saved under an agent's name is still the person's.
+    let disguised = home.profiles().join("dana.helper");
+    std::fs::create_dir(&disguised).unwrap();
+    for entry in std::fs::read_dir(home.profiles().join("dana")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, disguised.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let before = snapshot(&home.profiles());
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["mcp", "--agent", "dana"],
+            "roundtable mcp: \"dana\" is not an agent",
+        ),
+        (
+            &["mcp", "--agent", "default"],
+            "roundtable mcp: \"default\" is not an agent",
+        ),
+        (
+            &["hook", "claude", "--agent", "dana"],
+            "roundtable hook: \"dana\" is not an agent",
+        ),
+        (
+            &["run", "--agent", "dana", "--cli", "claude"],
+            "roundtable run: \"dana\" is not an agent",
+        ),
+        (
+            &["mcp", "--agent", "dana/helper"],
+            "\"dana/helper\" is not an agent: its profile holds \"dana\"'s token",
+        ),
+        (
+            &["hook", "codex", "--agent", "dana/helper"],
+            "its profile holds \"dana\"'s token",
+        ),
+    ];
+    for (args, expected) in cases {
+        let stderr = home.fails("dana", args, FAILURE).await;
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(stderr.contains("`owner/name`"), "{args:?}: {stderr}");
+    }
+    assert_eq!(snapshot(&home.profiles()), before);
+    // The agent's own profile is taken (a hook with nothing to do exits 0).
+    let output = home
+        .command("dana", &["hook", "claude", "--agent", "dana/writer"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
