@@ -309,17 +309,18 @@ impl HookReply {
     }
 }
 
-/// Messages as the model reads them: who wrote, where, what.
+/// Messages as the model reads them: who wrote, where, what (see [`crate::room_text`]).
 pub fn render_messages(messages: &[MessageView], rooms: &[crate::cache::RoomView]) -> String {
-    let mut text = String::from("New Roundtable messages for you:\n");
-    for message in messages {
-        let room = rooms
-            .iter()
-            .find(|room| room.id == message.room)
-            .map_or(message.room.as_str(), |room| room.label());
-        let who = message.from_handle.as_deref().unwrap_or(&message.from);
-        text.push_str(&format!("- in {room:?}, {who} wrote: {}\n", message.text));
-    }
+    let mut text = String::from("New Roundtable messages for you.\n");
+    text.push_str(&crate::room_text::messages_block(messages.iter().map(
+        |message| {
+            let room = rooms
+                .iter()
+                .find(|room| room.id == message.room)
+                .map_or(message.room.as_str(), |room| room.label());
+            (message, room)
+        },
+    )));
     text.push_str(
         "Answer with the Roundtable tools (send_message, mentioning who you answer), then go on.",
     );

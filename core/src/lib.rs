@@ -41,6 +41,7 @@ pub mod pings;
 pub mod process_lock;
 pub mod profile;
 pub mod projection;
+pub mod room_text;
 pub mod runner;
 pub mod screens;
 pub mod session_claims;

@@ -283,12 +283,11 @@ pub fn prompt(
         text.push_str("\n\n");
     }
     text.push_str(&format!(
-        "[Roundtable] You are {handle}. New messages in the room {room_title:?}:\n"
+        "[Roundtable] You are {handle}. New messages for you.\n"
     ));
-    for message in messages {
-        let who = message.from_handle.as_deref().unwrap_or(&message.from);
-        text.push_str(&format!("- {who}: {}\n", message.text));
-    }
+    text.push_str(&crate::room_text::messages_block(
+        messages.iter().map(|message| (message, room_title)),
+    ));
     text.push_str(
         "\nYour answer is posted to the room as your message. Mention a member with @handle \
          to ask them something; mention no one when you are done.",

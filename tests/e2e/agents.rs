@@ -452,13 +452,21 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
     let (out, _) = hook("Stop").await;
     let reply = json(&out);
     assert_eq!(reply["decision"], "block");
-    assert!(
-        reply["reason"]
-            .as_str()
-            .unwrap()
-            .contains("dana wrote: @dana/writer review the lexer please"),
+    // Handed over as room content: one JSON line per message, inside its markers.
+    let reason = reply["reason"].as_str().unwrap();
+    let item = reason
+        .lines()
+        .skip_while(|line| *line != "<roundtable-messages>")
+        .nth(1)
+        .unwrap();
+    let item: serde_json::Value = serde_json::from_str(item).unwrap();
+    assert_eq!(item["from"], "dana", "{reply}");
+    assert_eq!(item["room"], "work", "{reply}");
+    assert_eq!(
+        item["text"], "@dana/writer review the lexer please",
         "{reply}"
     );
+    assert!(item["seq"].as_u64().is_some(), "{reply}");
     // One that arrives while the hook listens blocks the stop as well.
     let listening = hook("Stop");
     let writer = async {
