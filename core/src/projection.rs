@@ -147,6 +147,18 @@ fn body<T: DeserializeOwned>(event: &Event) -> Option<T> {
     serde_json::from_value(event.body.clone()).ok()
 }
 
+impl Write {
+    /// The agent whose work this write reports, when the event's body named it (and it
+    /// may be someone other than the sender): see the cache's `may_report`.
+    pub fn reported_agent(&self) -> Option<&str> {
+        match self {
+            Write::Tasks { agent, .. } | Write::Usage { agent, .. } => Some(agent),
+            Write::ComponentStatus { by, .. } => Some(by),
+            _ => None,
+        }
+    }
+}
+
 fn json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("JSON values serialize")
 }

@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::Client;
 use measure::{
-    intervals, launch, new_room, numbers, open_app_hub, person_token, quantile, run_async, sorted,
-    tree, wait_css,
+    intervals, launch, new_room_by, numbers, open_app_hub, person_token, quantile, run_async,
+    sorted, tree, wait_css,
 };
 use roundtable_protocol::client::{ClientFrame, SendCmd};
 use serde_json::{Value, json};
@@ -344,7 +344,10 @@ async fn seed_tasks(machine: &Machine, args: &Args) -> Result<()> {
 
 /// The tasks, as `tasks` events of `args.lanes` sessions in a new room.
 async fn write_tasks(address: &str, token: &str, args: &Args) -> Result<()> {
-    let (mut client, room) = new_room(address, token, "Five thousand tasks").await?;
+    let (mut client, room) = new_room_by(address, token, "Five thousand tasks").await?;
+    // The lanes are the person's own sessions: the hub takes work reports only from the
+    // agent named or its owner.
+    let (room, me) = (room.id, room.creator);
     let statuses = ["pending", "in_progress", "completed", "completed"];
     for lane in 0..args.lanes {
         let count = args.tasks / args.lanes + usize::from(lane < args.tasks % args.lanes);
@@ -361,7 +364,7 @@ async fn write_tasks(address: &str, token: &str, args: &Args) -> Result<()> {
                 room: room.clone(),
                 client_key: format!("bench-tasks-{lane:04}"),
                 kind: "tasks".into(),
-                body: json!({"session": {"agent": format!("p_bench_{lane}"), "framework": "claude-code",
+                body: json!({"session": {"agent": me, "framework": "claude-code",
                     "session_id": format!("s-{lane}")}, "source": "TodoWrite", "tasks": tasks}),
             }))
             .await?;

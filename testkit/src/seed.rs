@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use anyhow::{Result, bail};
 use roundtable_protocol::client::{ClientFrame, RoomCreate, SendCmd, SyncCmd};
-use roundtable_protocol::server::{RoomOk, SyncOk};
+use roundtable_protocol::server::{AuthOk, RoomOk, SyncOk};
 use serde_json::json;
 
 use crate::Client;
@@ -15,7 +15,13 @@ use crate::Client;
 /// the user can see in all (the hub's `room` and `member` events and the inbox included).
 pub async fn seed(ws_url: &str, token: &str, rooms: usize, events: usize) -> Result<usize> {
     let mut client = Client::connect(ws_url).await?;
-    client.auth(token, "seeder").await?;
+    // Work reports name their sender (the hub refuses reports about anyone else's agent).
+    let me = client
+        .auth(token, "seeder")
+        .await?
+        .decode::<AuthOk>()?
+        .principal
+        .id;
     let mut ids = Vec::new();
     for n in 0..rooms {
         let id = client.id();
@@ -34,7 +40,7 @@ pub async fn seed(ws_url: &str, token: &str, rooms: usize, events: usize) -> Res
     for n in 0..events {
         let id = client.id();
         let room = ids[n % rooms].clone();
-        let (kind, body) = seed_event(n);
+        let (kind, body) = seed_event(n, &me);
         client
             .send_frame(&ClientFrame::Send(SendCmd {
                 id,
@@ -74,10 +80,11 @@ async fn confirm(client: &mut Client, id: u64) -> Result<()> {
 }
 
 /// The n-th seeded event: mostly messages (every tenth mentions the user), and per twenty
-/// one task snapshot, one usage delta and one status, as an agent's reporter writes them.
-pub fn seed_event(n: usize) -> (&'static str, serde_json::Value) {
+/// one task snapshot, one usage delta and one status, as an agent's reporter writes them
+/// (the work of `sender`).
+pub fn seed_event(n: usize, sender: &str) -> (&'static str, serde_json::Value) {
     let session =
-        json!({"agent": "p_seed", "framework": "claude-code", "session_id": format!("s{}", n % 7)});
+        json!({"agent": sender, "framework": "claude-code", "session_id": format!("s{}", n % 7)});
     match n % 20 {
         0 => (
             "tasks",

@@ -521,11 +521,51 @@ fn apply_event(
         count_message(tx, me, stream, event)?;
     }
     for write in writes {
+        if let Some(agent) = write.reported_agent()
+            && !may_report(tx, agent, &event.from)?
+        {
+            continue;
+        }
         if let Some(moved) = apply_write(tx, write)? {
             changes.insert(moved);
         }
     }
     Ok(true)
+}
+
+/// Whether `reporter` may report the work (usage, tasks, a component's status) of `agent`:
+/// the agent itself or its owner. A hub refuses anyone else's report; this keeps one that
+/// a hub stored before it did (or a hub that does not check) off the boards. An agent this
+/// cache does not know yet is taken on the hub's word.
+fn may_report(
+    tx: &rusqlite::Transaction<'_>,
+    agent: &str,
+    reporter: &str,
+) -> Result<bool, CacheError> {
+    if agent == reporter {
+        return Ok(true);
+    }
+    let known: Option<(Option<String>, String, Option<String>)> = tx
+        .prepare_cached(
+            "SELECT p.owner, p.handle, (SELECT handle FROM principals WHERE id = ?2)
+             FROM principals p WHERE p.id = ?1",
+        )?
+        .query_row(params![agent, reporter], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    let Some((owner, handle, reporter_handle)) = known else {
+        return Ok(true);
+    };
+    Ok(match (owner, handle.split_once('/')) {
+        (Some(owner), _) => owner == reporter,
+        // An agent's handle starts with its owner's.
+        (None, Some((owner_handle, _))) => {
+            reporter_handle.is_none_or(|reporter_handle| reporter_handle == owner_handle)
+        }
+        // A person's work is their own to report.
+        (None, None) => false,
+    })
 }
 
 /// Moves the read marker of `stream` up to `seq` (never back), counting the messages it

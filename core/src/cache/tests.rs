@@ -1343,3 +1343,100 @@ fn the_digest_begins_where_the_person_last_looked_and_the_boards_read_their_rows
     assert!(arch[1].body.contains("working") && arch[2].body.contains("shipped"));
     assert_eq!(arch[0].sender, "p_agent");
 }
+
+#[test]
+fn work_reported_by_anyone_but_the_agent_or_its_owner_stays_off_the_boards() {
+    let (_dir, mut cache) = open();
+    let principal = |id: &str, kind: &str, handle: &str, owner: Option<&str>| PrincipalRow {
+        id: id.into(),
+        kind: kind.into(),
+        handle: handle.into(),
+        name: handle.into(),
+        owner: owner.map(str::to_owned),
+    };
+    cache
+        .remember_principals([
+            principal("p_dana", "user", "dana", None),
+            principal("p_sam", "user", "sam", None),
+            // Known with its owner, and known only by its handle (a room member).
+            principal("p_agent", "agent", "dana/writer", Some("p_dana")),
+            principal("p_helper", "agent", "dana/helper", None),
+            principal("p_samsbot", "agent", "sam/bot", None),
+        ])
+        .unwrap();
+    let t = |minute: u32| format!("2026-11-30T09:{minute:02}:00.000Z");
+    let usage = |agent: &str| {
+        json!({"session": {"agent": agent, "framework": "claude-code", "session_id": "s1"},
+               "model": "m", "input": 10, "output": 1, "cache_write": 0, "cache_read": 0,
+               "cost_usd": 1.0, "from": t(0), "to": t(1)})
+    };
+    let cases = [
+        ("p_sam", "p_agent", false),
+        ("p_samsbot", "p_agent", false),
+        ("p_sam", "p_helper", false),
+        ("p_sam", "p_dana", false),
+        ("p_agent", "p_agent", true),
+        ("p_dana", "p_agent", true),
+        ("p_dana", "p_helper", true),
+        ("p_sam", "p_samsbot", true),
+        // Not known here: the hub's word stands.
+        ("p_sam", "p_unknown", true),
+    ];
+    for (n, (from, agent, _)) in cases.iter().enumerate() {
+        let seq = n as u64 + 1;
+        cache
+            .apply(
+                "p_dana",
+                "r",
+                &[event("r", seq, &t(2), from, "usage", usage(agent))],
+                None,
+            )
+            .unwrap();
+        let tasks = json!({"session": {"agent": agent, "framework": "claude-code", "session_id": format!("s{seq}")},
+                           "source": "TodoWrite", "tasks": [{"title": "x", "status": "pending"}]});
+        cache
+            .apply(
+                "p_dana",
+                "r",
+                &[event("r", seq + 100, &t(2), from, "tasks", tasks)],
+                None,
+            )
+            .unwrap();
+        let status = json!({"component": format!("c{seq}"), "status": "working", "agent": agent});
+        cache
+            .apply(
+                "p_dana",
+                "r",
+                &[event("r", seq + 200, &t(2), from, "arch", status)],
+                None,
+            )
+            .unwrap();
+    }
+    let count = |sql: &str, seq: i64| -> i64 {
+        cache.conn.query_row(sql, [seq], |row| row.get(0)).unwrap()
+    };
+    for (n, (from, agent, projected)) in cases.iter().enumerate() {
+        let seq = n as i64 + 1;
+        let expected = i64::from(*projected);
+        assert_eq!(
+            count("SELECT count(*) FROM usage WHERE seq = ?1", seq),
+            expected,
+            "usage of {agent} by {from}"
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM tasks WHERE seq = ?1", seq + 100),
+            expected,
+            "tasks of {agent} by {from}"
+        );
+        assert_eq!(
+            count(
+                "SELECT count(*) FROM component_agents WHERE seq = ?1",
+                seq + 200
+            ),
+            expected,
+            "status of {agent} by {from}"
+        );
+        // The event itself stays in the log, as any event does.
+        assert_eq!(count("SELECT count(*) FROM events WHERE seq = ?1", seq), 1);
+    }
+}

@@ -53,6 +53,8 @@ enum SendDetail {
     Message(MessageBody, Candidates),
     Ping(PingBody),
     Answer(AnswerBody),
+    /// `usage`, `tasks` or an `arch` status that names the agent whose work it reports.
+    WorkOf(String),
     Other,
 }
 
@@ -135,6 +137,10 @@ pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
         EventKind::Answer => {
             SendDetail::Answer(AnswerBody::deserialize(&send.body).expect("validated"))
         }
+        EventKind::Usage | EventKind::Tasks | EventKind::Arch => match named_agent(&send.body) {
+            Some(agent) => SendDetail::WorkOf(agent),
+            None => SendDetail::Other,
+        },
         _ => SendDetail::Other,
     };
     Ok(PreparedSend {
@@ -146,6 +152,16 @@ pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
         body_text,
         detail,
     })
+}
+
+/// The agent a work report names: `session.agent` of `usage` and `tasks`, `agent` of an
+/// `arch` status (absent there: the sender's own).
+fn named_agent(body: &Value) -> Option<String> {
+    body.get("session")
+        .and_then(|session| session.get("agent"))
+        .or_else(|| body.get("agent"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 fn too_many_mentions(count: usize) -> Refusal {
@@ -320,6 +336,23 @@ impl Engine {
                 let mut ping = self.check_answer(tx, now_ms, caller, &send.room, answer)?;
                 ping.answered_by = Some(caller.id.clone());
                 plan.ping = Some(ping);
+            }
+            SendDetail::WorkOf(agent) => {
+                // Work is reported by the agent that did it or by its owner (whose machine
+                // reads its logs), never by another member on its behalf.
+                let owned = self
+                    .state
+                    .principal(agent)
+                    .is_some_and(|named| named.owner.as_deref() == Some(caller.id.as_str()));
+                if *agent != caller.id && !owned {
+                    return refuse(
+                        ErrorCode::Forbidden,
+                        format!(
+                            "this {} names {agent:?}: only that agent or its owner reports its work",
+                            send.kind.as_str()
+                        ),
+                    );
+                }
             }
             SendDetail::Other => {}
         }

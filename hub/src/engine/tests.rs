@@ -760,3 +760,86 @@ fn what_time_ends_leaves_the_writers_memory_and_is_still_answered_from_the_store
     assert_eq!(again.code, ErrorCode::Conflict);
     assert!(fixture.engine.state.pings.is_empty());
 }
+
+#[test]
+fn work_is_reported_by_the_agent_that_did_it_or_its_owner_only() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let writer = register(&mut fixture, &dana, "writer");
+    let reviewer = register(&mut fixture, &dana, "reviewer");
+    let room = create_room(&mut fixture, &dana, &["dana/writer", "dana/reviewer"]);
+    let session =
+        |agent: &str| json!({"agent": agent, "framework": "claude-code", "session_id": "s-1"});
+    let usage = |agent: &str| {
+        json!({"session": session(agent), "model": "claude-opus-5-5", "input": 1, "output": 2,
+               "cache_write": 0, "cache_read": 0, "from": "2026-12-02T06:00:00Z",
+               "to": "2026-12-02T06:01:00Z"})
+    };
+    let tasks = |agent: &str| {
+        json!({"session": session(agent), "source": "TodoWrite",
+               "tasks": [{"title": "ship it", "status": "completed"}]})
+    };
+    let status = |agent: &str| json!({"component": "parser", "status": "working", "agent": agent});
+    let mut key = 0;
+    let mut send = |fixture: &mut Fixture, caller: &Caller, kind: &str, body: serde_json::Value| {
+        key += 1;
+        fixture.run(
+            caller,
+            ClientFrame::Send(SendCmd {
+                id: key,
+                room: room.clone(),
+                client_key: format!("work-report-{key:04}"),
+                kind: kind.into(),
+                body,
+            }),
+        )
+    };
+    // A sibling agent, however it words it, cannot charge or credit the writer.
+    for (kind, body) in [
+        ("usage", usage(&writer.id)),
+        ("tasks", tasks(&writer.id)),
+        ("arch", status(&writer.id)),
+    ] {
+        let refused = send(&mut fixture, &reviewer, kind, body).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Forbidden, "{kind}");
+        assert!(
+            refused.msg.contains("only that agent or its owner"),
+            "{kind}: {}",
+            refused.msg
+        );
+    }
+    // The agent itself and its owner may.
+    for caller in [&writer, &dana] {
+        for (kind, body) in [
+            ("usage", usage(&writer.id)),
+            ("tasks", tasks(&writer.id)),
+            ("arch", status(&writer.id)),
+        ] {
+            let (event, _) = sent(send(&mut fixture, caller, kind, body).unwrap());
+            assert_eq!(event.kind, kind);
+        }
+    }
+    // An owner cannot report for someone else's agent: here, another user's id.
+    let sam = fixture.signup("sam");
+    let refused = send(&mut fixture, &dana, "usage", usage(&sam.id)).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Forbidden);
+    // A status about the sender itself, and definitions, name no one.
+    sent(
+        send(
+            &mut fixture,
+            &reviewer,
+            "arch",
+            json!({"component": "parser", "status": "idle"}),
+        )
+        .unwrap(),
+    );
+    sent(
+        send(
+            &mut fixture,
+            &reviewer,
+            "arch",
+            json!({"define": [{"id": "parser", "name": "Parser", "paths": ["src/parser/**"], "depends_on": []}]}),
+        )
+        .unwrap(),
+    );
+}

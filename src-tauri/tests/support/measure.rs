@@ -33,6 +33,17 @@ pub async fn new_room(
     token: &str,
     title: &str,
 ) -> Result<(roundtable_testkit::Client, String)> {
+    let (client, room) = new_room_by(ws_url, token, title).await?;
+    Ok((client, room.id))
+}
+
+/// As [`new_room`], with the room as the hub describes it (its creator is the token's
+/// principal).
+pub async fn new_room_by(
+    ws_url: &str,
+    token: &str,
+    title: &str,
+) -> Result<(roundtable_testkit::Client, roundtable_protocol::model::Room)> {
     use roundtable_protocol::client::{ClientFrame, RoomCreate};
     use roundtable_protocol::server::RoomOk;
     let mut client = roundtable_testkit::Client::connect(ws_url).await?;
@@ -48,8 +59,7 @@ pub async fn new_room(
         .await?
         .map_err(|err| anyhow::anyhow!("room_create refused: {}", err.msg))?
         .decode::<RoomOk>()?
-        .room
-        .id;
+        .room;
     Ok((client, room))
 }
 
