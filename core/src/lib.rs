@@ -37,6 +37,7 @@ pub mod http;
 pub mod hub_address;
 pub mod link;
 pub mod local_agents;
+pub mod notification_text;
 pub mod pings;
 pub mod process_lock;
 pub mod profile;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use roundtable_core::cache::{PingState, PingView};
 use roundtable_core::work::watch::WatchState;
-use roundtable_core::{Change, Core};
+use roundtable_core::{Change, Core, notification_text};
 use serde::{Deserialize, Serialize};
 use tauri::{AppHandle, Manager};
 use tauri_specta::Event as _;
@@ -274,15 +274,17 @@ impl Alerts {
             .clone()
             .unwrap_or(message.message.from.clone());
         let title = self.room_title(room).await;
-        let summary = format!("{who} mentioned you in {title}");
+        let text = notification_text::of(
+            &format!("{who} mentioned you in {title}"),
+            &message.message.text,
+        );
         let app = self.app.clone();
         let room = room.to_owned();
-        let body = message.message.text;
         tokio::spawn(async move {
             let shown = notify_rust::Notification::new()
                 .appname("Roundtable")
-                .summary(&summary)
-                .body(&body)
+                .summary(&text.summary)
+                .body(&text.body)
                 .action("default", "Open")
                 .show_async()
                 .await;
@@ -313,17 +315,20 @@ async fn notify_ping(
     closed: oneshot::Receiver<()>,
 ) {
     let asker = ping.asker_handle.clone().unwrap_or(ping.asker.clone());
+    // Answerable here only when the whole question shows (see `notification_text`).
+    let text = notification_text::of(&format!("{asker} asks, in {room_title}"), &ping.question);
     let mut notification = notify_rust::Notification::new();
     notification
         .appname("Roundtable")
-        .summary(&format!("{asker} asks, in {room_title}"))
-        .body(&ping.question)
+        .summary(&text.summary)
+        .body(&text.body)
         .hint(notify_rust::Hint::Category("im.received".into()))
         .hint(notify_rust::Hint::Resident(true))
         .timeout(notify_rust::Timeout::Never)
         .action("default", "Open");
-    for (index, option) in ping.options.iter().take(NOTIFIED_OPTIONS).enumerate() {
-        notification.action(&format!("answer:{index}"), option);
+    let buttons = notification_text::answer_buttons(&text, &ping.options);
+    for (index, label) in buttons.iter().take(NOTIFIED_OPTIONS) {
+        notification.action(&format!("answer:{index}"), label);
     }
     let handle = match notification.show_async().await {
         Ok(handle) => handle,

