@@ -228,3 +228,104 @@ async fn agent_commands_take_an_agents_own_profile_only() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// A `PATH` with the project's fake agent CLIs first.
+fn fake_clis_path() -> std::ffi::OsString {
+    let mut dirs = vec![roundtable_e2e::fixtures().join("agent-clis")];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
+}
+
+#[tokio::test]
+async fn onboarding_never_edits_through_a_link_out_of_a_project() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    let user_home = home.user_home();
+    // The person's account file, with what must never leave it.
+    let account = user_home.join(".claude.json");
+    std::fs::write(
+        &account,
+        "{\n  \"oauthAccount\": {\"accessToken\": \"sk-secret\"}\n}\n",
+    )
+    .unwrap();
+    // A repository someone else wrote: its `.mcp.json` is a link to the account file.
+    let project = user_home.join("work/repo");
+    std::fs::create_dir_all(&project).unwrap();
+    std::os::unix::fs::symlink("../../.claude.json", project.join(".mcp.json")).unwrap();
+    // Another: its `.claude` directory is a link out of it.
+    let other = user_home.join("work/other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::create_dir_all(user_home.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink("../../elsewhere", other.join(".claude")).unwrap();
+    let before = snapshot(&user_home);
+    for (dir, link) in [
+        (&project, project.join(".mcp.json")),
+        (&other, other.join(".claude")),
+    ] {
+        let output = home
+            .command(
+                "dana",
+                &[
+                    "agents",
+                    "onboard",
+                    "claude",
+                    "--name",
+                    "writer",
+                    "--project",
+                    dir.to_str().unwrap(),
+                ],
+            )
+            .env("PATH", fake_clis_path())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{} is a symbolic link", link.display()))
+                && stderr.contains("does not edit configurations through links"),
+            "{stderr}"
+        );
+    }
+    // Not a byte changed, no file added; the links are still links.
+    assert_eq!(snapshot(&user_home), before);
+    assert!(
+        std::fs::symlink_metadata(project.join(".mcp.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // A project of plain files is onboarded.
+    let plain = user_home.join("work/plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let output = home
+        .command(
+            "dana",
+            &[
+                "agents",
+                "onboard",
+                "claude",
+                "--name",
+                "writer",
+                "--project",
+                plain.to_str().unwrap(),
+            ],
+        )
+        .env("PATH", fake_clis_path())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(plain.join(".mcp.json"))
+            .unwrap()
+            .contains("dana/writer")
+    );
+}

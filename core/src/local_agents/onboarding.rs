@@ -108,8 +108,44 @@ fn read_text(path: &Path) -> std::io::Result<Option<String>> {
     }
 }
 
-/// Replaces `path` with `text` whole: a temporary file beside it, synced, renamed over it,
-/// with the original's permissions (0600 for a new file).
+/// Refuses a configuration file that is a symbolic link, or (in a project) that lies under
+/// a linked directory inside the project: edited through a link, a project's `.mcp.json`
+/// pointing at `~/.claude.json` would copy the person's account file into the repository.
+fn refuse_links(path: &Path, project: Option<&Path>) -> Result<(), CoreError> {
+    let linked = |at: &Path| {
+        std::fs::symlink_metadata(at).is_ok_and(|metadata| metadata.file_type().is_symlink())
+    };
+    let refusal = |at: &Path| {
+        let target = std::fs::read_link(at)
+            .map(|target| format!(" (to {})", target.display()))
+            .unwrap_or_default();
+        CoreError::Invalid(format!(
+            "{} is a symbolic link{target}; Roundtable does not edit configurations through links. \
+             Replace the link with the file itself (or onboard in another place), then onboard again",
+            at.display()
+        ))
+    };
+    if linked(path) {
+        return Err(refusal(path));
+    }
+    if let Some(project) = project {
+        let mut at = path.parent();
+        while let Some(dir) = at {
+            if dir == project || !dir.starts_with(project) {
+                break;
+            }
+            if linked(dir) {
+                return Err(refusal(dir));
+            }
+            at = dir.parent();
+        }
+    }
+    Ok(())
+}
+
+/// Replaces `path` with `text` whole: a temporary file beside it (made new, never one that
+/// was there), synced, renamed over it, with the original's permissions (0600 for a new
+/// file).
 fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -118,15 +154,29 @@ fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temporary = dir.join(format!(".{name}.roundtable-{}", std::process::id()));
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut file = options.open(&temporary)?;
+    let (temporary, mut file) = {
+        let mut attempt = 0;
+        loop {
+            let temporary = dir.join(format!(
+                ".{name}.roundtable-{}",
+                crate::random_key(&std::process::id().to_string())
+            ));
+            match options.open(&temporary) {
+                Ok(file) => break (temporary, file),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    };
     if let Ok(metadata) = std::fs::metadata(path) {
         file.set_permissions(metadata.permissions())?;
     }
@@ -202,9 +252,16 @@ impl Core {
             task_tools: !options.no_task_tools,
             profiles: std::path::absolute(&base).unwrap_or_else(|_| base.clone()),
         };
-        // Plan first: a configuration that cannot be parsed stops everything here.
-        let planned = edits::plan(env, cli, project.as_deref(), &wiring, read_text)
-            .map_err(|error| CoreError::Invalid(error.to_string()))?;
+        // Plan first: a configuration that cannot be parsed, or that is a link, stops
+        // everything here.
+        for path in env.config_files(cli, project.as_deref()) {
+            refuse_links(&path, project.as_deref())?;
+        }
+        let plan = || {
+            edits::plan(env, cli, project.as_deref(), &wiring, read_text)
+                .map_err(|error| CoreError::Invalid(error.to_string()))
+        };
+        let mut planned = plan()?;
         let profile = match Profile::load(&base, &profile_name_for(&handle)) {
             Ok(profile) => profile,
             Err(_) => {
@@ -236,37 +293,59 @@ impl Core {
                 at_ms: now_ms(),
             });
         let mut changes = Vec::new();
-        for PlannedFile {
-            path,
-            before,
-            after,
-            undo,
-        } in planned
-        {
-            let backup = match &before {
-                Some(text) => Some(back_up(&profile.dir, &path, text)?),
-                None => None,
-            };
-            replace_file(&path, &after)
-                .map_err(io_error(format!("cannot write {}", path.display())))?;
-            let (added, removed) = edits::changed_lines(before.as_deref().unwrap_or(""), &after);
-            changes.push(FileChange {
-                path: path.clone(),
-                added,
-                removed,
-                backup: backup.clone(),
-            });
-            match record.files.iter_mut().find(|file| file.path == path) {
-                Some(file) => file.undo.extend(undo),
-                None => record.files.push(EditedFile {
-                    path,
-                    created: before.is_none(),
-                    backup,
-                    undo,
-                }),
+        let mut replans = 0;
+        'plan: loop {
+            for PlannedFile {
+                path,
+                before,
+                after,
+                undo,
+            } in planned
+            {
+                // The CLI may have written the file since it was read: then the plan is
+                // made again from what is there now (what was written so far is recorded,
+                // and planning again finds it done).
+                refuse_links(&path, project.as_deref())?;
+                let now = read_text(&path)
+                    .map_err(io_error(format!("cannot read {}", path.display())))?;
+                if now != before {
+                    replans += 1;
+                    if replans > 3 {
+                        return Err(CoreError::Invalid(format!(
+                            "{} keeps changing while Roundtable edits it (is the agent CLI running and writing it?); try again",
+                            path.display()
+                        )));
+                    }
+                    planned = plan()?;
+                    continue 'plan;
+                }
+                let backup = match &before {
+                    Some(text) => Some(back_up(&profile.dir, &path, text)?),
+                    None => None,
+                };
+                replace_file(&path, &after)
+                    .map_err(io_error(format!("cannot write {}", path.display())))?;
+                let (added, removed) =
+                    edits::changed_lines(before.as_deref().unwrap_or(""), &after);
+                changes.push(FileChange {
+                    path: path.clone(),
+                    added,
+                    removed,
+                    backup: backup.clone(),
+                });
+                match record.files.iter_mut().find(|file| file.path == path) {
+                    Some(file) => file.undo.extend(undo),
+                    None => record.files.push(EditedFile {
+                        path,
+                        created: before.is_none(),
+                        backup,
+                        undo,
+                    }),
+                }
+                // Recorded after each file, so a crash leaves nothing unrecorded behind.
+                write_record(&profile.dir, &record)?;
             }
-            // Recorded after each file, so a crash leaves nothing unrecorded behind.
-            write_record(&profile.dir, &record)?;
+            break;
         }
         write_record(&profile.dir, &record)?;
         Ok(Report {
@@ -299,6 +378,7 @@ pub fn offboard(profiles: &Path, cli: AgentCli, handle: &str) -> Result<Report, 
     // Every file is undone in memory first: one that no longer parses stops everything.
     let mut undone = Vec::new();
     for file in record.files.iter().rev() {
+        refuse_links(&file.path, record.project.as_deref())?;
         let Some(before) = read_text(&file.path)
             .map_err(io_error(format!("cannot read {}", file.path.display())))?
         else {
