@@ -247,10 +247,115 @@ pub fn find(roots: &[(PathBuf, LogKind)]) -> (Vec<LogFile>, u64) {
 /// [`find`]).
 pub fn log_file_at(roots: &[(PathBuf, LogKind)], path: &Path) -> Option<LogFile> {
     let (root, kind) = roots.iter().find(|(root, _)| path.starts_with(root))?;
-    match entry(&root.canonicalize().ok()?, *kind, path.to_path_buf()) {
+    let canonical_root = root.canonicalize().ok()?;
+    // Its directory, links resolved, is inside the logs (a listing never walks into a
+    // linked directory; a path reported by a watch must not either).
+    if !path
+        .parent()?
+        .canonicalize()
+        .ok()?
+        .starts_with(&canonical_root)
+    {
+        return None;
+    }
+    match entry(&canonical_root, *kind, path.to_path_buf()) {
         Entry::Log(file) => Some(file),
         _ => None,
     }
+}
+
+/// The longest line read: a longer one (an agent pasting a disk image into a log) is
+/// skipped and counted, never held in memory.
+pub const MAX_LINE: u64 = 16 << 20;
+/// How much of a log is read at once (more only for one line up to [`MAX_LINE`]).
+const READ_CHUNK: u64 = 4 << 20;
+
+/// What [`read_lines`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinesRead {
+    /// Where the next line starts (past the last complete line).
+    pub offset: u64,
+    /// Lines over [`MAX_LINE`], skipped.
+    pub too_long: u64,
+}
+
+/// Reads the complete lines of `file` from `offset` (where a line starts) to `size`, in
+/// chunks, handing each to `each` with its offset; a line over [`MAX_LINE`] is skipped
+/// unread. `clear_to`: the file holds no newline in `offset..clear_to` (what an earlier read
+/// of a last line without its newline learned), so a line that grows slowly is not read
+/// again from its start each time, only once it is whole.
+pub fn read_lines(
+    file: &mut std::fs::File,
+    mut offset: u64,
+    clear_to: u64,
+    size: u64,
+    mut each: impl FnMut(u64, &[u8]),
+) -> std::io::Result<LinesRead> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut too_long = 0;
+    let mut clear_to = clear_to.max(offset);
+    let mut buffer = Vec::new();
+    while offset < size {
+        let mut wanted = READ_CHUNK.min(size - offset);
+        if clear_to > offset {
+            // The line at `offset` is longer than what was looked at: where it ends is
+            // looked for past that, and it is read only if it is not too long.
+            let Some(newline) = next_newline(file, clear_to, size)? else {
+                break;
+            };
+            if newline - offset > MAX_LINE {
+                too_long += 1;
+                offset = newline + 1;
+                clear_to = offset;
+                continue;
+            }
+            wanted = wanted.max(newline + 1 - offset);
+        }
+        buffer.clear();
+        file.seek(SeekFrom::Start(offset))?;
+        file.by_ref().take(wanted).read_to_end(&mut buffer)?;
+        let (_, end) = complete_lines(&buffer);
+        let mut start = 0;
+        for piece in buffer[..end].split_inclusive(|&b| b == b'\n') {
+            let line = piece.strip_suffix(b"\n").unwrap_or(piece);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let at = offset + start as u64;
+            start += piece.len();
+            if line.len() as u64 > MAX_LINE {
+                too_long += 1;
+            } else if !line.is_empty() {
+                each(at, line);
+            }
+        }
+        // No newline past the last complete line, up to what was read.
+        clear_to = offset + buffer.len() as u64;
+        offset += end as u64;
+        if (buffer.len() as u64) < wanted {
+            // The file was cut short while it was read: what is there is read.
+            break;
+        }
+    }
+    Ok(LinesRead { offset, too_long })
+}
+
+/// The position of the first newline of `file` in `from..to`.
+fn next_newline(file: &mut std::fs::File, from: u64, to: u64) -> std::io::Result<Option<u64>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut block = vec![0u8; 64 << 10];
+    let mut at = from;
+    file.seek(SeekFrom::Start(at))?;
+    while at < to {
+        let wanted = block.len().min((to - at) as usize);
+        let read = file.read(&mut block[..wanted])?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if let Some(index) = memchr::memchr(b'\n', &block[..read]) {
+            return Ok(Some(at + index as u64));
+        }
+        at += read as u64;
+    }
+    Ok(None)
 }
 
 /// The complete lines of `bytes` (a last line without its newline is left out), and where
@@ -343,7 +448,9 @@ pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
             };
             let (lines, _) = complete_lines(bytes);
             for line in lines {
-                if parser.line(line, &mut events) == LineOutcome::Skipped {
+                if line.len() as u64 > MAX_LINE
+                    || parser.line(line, &mut events) == LineOutcome::Skipped
+                {
                     skipped += 1;
                 }
                 for event in events.drain(..) {
@@ -410,6 +517,30 @@ pub struct Progress {
 
 /// Reads every file on `threads` threads and adds them up; `progress` hears of each file
 /// read (from any thread).
+/// Logs up to this size are read whole; larger ones a chunk at a time.
+const READ_WHOLE: u64 = 64 << 20;
+
+/// [`read_file`] for a log too large to hold at once, read through [`read_lines`]; the
+/// lines it skipped.
+fn read_large_file(file: &LogFile, summary: &mut Summary) -> std::io::Result<u64> {
+    let framework = file.kind.framework();
+    let Some(mut parser) = LineParser::for_file(file.kind, &file.path) else {
+        return Ok(0);
+    };
+    let mut opened = std::fs::File::open(&file.path)?;
+    let mut events = Vec::new();
+    let mut skipped = 0;
+    let read = read_lines(&mut opened, 0, 0, file.size, |_, line| {
+        if parser.line(line, &mut events) == LineOutcome::Skipped {
+            skipped += 1;
+        }
+        for event in events.drain(..) {
+            summary.add(framework, event);
+        }
+    })?;
+    Ok(skipped + read.too_long)
+}
+
 pub fn scan(files: &[LogFile], threads: usize, progress: &(dyn Fn(Progress) + Sync)) -> Summary {
     let bytes_total: u64 = files.iter().map(|file| file.size).sum();
     // Largest first, so no thread is left with one big file at the end.
@@ -426,10 +557,14 @@ pub fn scan(files: &[LogFile], threads: usize, progress: &(dyn Fn(Progress) + Sy
                 loop {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     let Some(file) = order.get(index) else { break };
-                    match std::fs::read(&file.path) {
-                        Ok(bytes) => {
-                            summary.skipped_lines += read_file(file, &bytes, &mut summary);
-                        }
+                    let read = if file.size > READ_WHOLE && file.kind.by_line() {
+                        read_large_file(file, &mut summary)
+                    } else {
+                        std::fs::read(&file.path)
+                            .map(|bytes| read_file(file, &bytes, &mut summary))
+                    };
+                    match read {
+                        Ok(skipped) => summary.skipped_lines += skipped,
                         Err(error) => {
                             tracing::debug!(%error, path = %file.path.display(), "cannot read a log");
                         }
@@ -471,6 +606,51 @@ mod tests {
     }
 
     #[test]
+    fn lines_are_read_in_chunks_past_what_was_looked_at_and_long_ones_skipped() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut file = std::fs::File::create(&path).unwrap();
+        // Lines across several chunks, one over the limit among them.
+        let line = format!("{{\"pad\":\"{}\"}}\n", "p".repeat(1000));
+        let mut expected = Vec::new();
+        let mut at = 0u64;
+        for n in 0..6000 {
+            if n == 3000 {
+                let long = format!("{{\"x\":\"{}\"}}\n", "x".repeat(MAX_LINE as usize));
+                file.write_all(long.as_bytes()).unwrap();
+                at += long.len() as u64;
+            }
+            file.write_all(line.as_bytes()).unwrap();
+            expected.push(at);
+            at += line.len() as u64;
+        }
+        file.write_all(b"{\"torn\":").unwrap();
+        drop(file);
+        let size = std::fs::metadata(&path).unwrap().len();
+        let mut seen = Vec::new();
+        let mut opened = std::fs::File::open(&path).unwrap();
+        let read = read_lines(&mut opened, 0, 0, size, |at, text| {
+            assert_eq!(text, line.trim_end().as_bytes());
+            seen.push(at);
+        })
+        .unwrap();
+        assert_eq!(seen, expected);
+        assert_eq!(
+            read,
+            LinesRead {
+                offset: at,
+                too_long: 1
+            }
+        );
+        // What is known to hold no newline is not looked at again: told (wrongly) that
+        // the last lines hold none, the reader finds nothing there.
+        let mut none = 0;
+        let read = read_lines(&mut opened, expected[5990], size, size, |_, _| none += 1).unwrap();
+        assert_eq!((none, read.offset), (0, expected[5990]));
+    }
+
+    #[test]
     fn links_out_of_the_logs_are_skipped_and_links_within_followed() {
         let home = tempfile::tempdir().unwrap();
         let projects = home.path().join(".claude/projects/p");
@@ -492,6 +672,17 @@ mod tests {
             .collect();
         assert_eq!(names, ["a.jsonl", "in.jsonl"]);
         assert_eq!(skipped, 2);
+        // A path a watch reports under a linked directory is no log either, nor is a
+        // file linked out; one inside is.
+        let outside = home.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("b.jsonl"), "{}\n").unwrap();
+        std::os::unix::fs::symlink(&outside, projects.join("linked")).unwrap();
+        let roots = roots(&env);
+        assert_eq!(log_file_at(&roots, &projects.join("linked/b.jsonl")), None);
+        assert_eq!(log_file_at(&roots, &projects.join("out.jsonl")), None);
+        assert!(log_file_at(&roots, &projects.join("a.jsonl")).is_some());
+        assert!(log_file_at(&roots, &projects.join("in.jsonl")).is_some());
     }
 
     #[test]

@@ -145,11 +145,8 @@ pub fn has_news(file: &LogFile, stored: Option<&LogFileState>) -> bool {
     if (stored.device, stored.inode) != (file.device, file.inode) {
         return true;
     }
-    if file.kind.by_line() {
-        file.size != stored.offset
-    } else {
-        file.size != stored.size
-    }
+    // By line too: a last line without its newline was looked at up to `size`.
+    file.size != stored.size
 }
 
 fn kind_text(kind: LogKind) -> &'static str {
@@ -173,10 +170,9 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
     });
     let (offset, parser) = match stored {
         Some(stored) if same_file => {
-            if file.kind.by_line() && stored.offset == size {
-                return None;
-            }
-            if !file.kind.by_line() && stored.size == size {
+            // Nothing written since (by line: a last line without its newline was looked
+            // at up to `size`, and waits for more).
+            if stored.size == size || (file.kind.by_line() && stored.offset == size) {
                 return None;
             }
             let parser = stored
@@ -209,26 +205,24 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
                 Some(parser) if offset > 0 => parser,
                 _ => LineParser::for_file(file.kind, &file.path)?,
             };
-            let bytes = read_from(&file.path, offset)?;
-            let (_, end) = scan::complete_lines(&bytes);
-            let mut line_start = 0usize;
-            for piece in bytes[..end].split_inclusive(|&b| b == b'\n') {
-                let line = piece.strip_suffix(b"\n").unwrap_or(piece);
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                let at = offset + line_start as u64;
-                line_start += piece.len();
-                if line.is_empty() {
-                    continue;
-                }
-                let mut said = Vec::new();
+            // No newline in `offset..clear_to`: what the last read looked at of a last
+            // line without one.
+            let clear_to = match stored {
+                Some(stored) if same_file => stored.size,
+                _ => offset,
+            };
+            let mut opened = std::fs::File::open(&file.path).ok()?;
+            let mut said = Vec::new();
+            let read = scan::read_lines(&mut opened, offset, clear_to, size, |at, line| {
                 if parser.line(line, &mut said) == LineOutcome::Skipped {
                     skipped += 1;
                 }
-                events.extend(said.into_iter().map(|event| (at, event)));
-            }
-            state.offset = offset + end as u64;
+                events.extend(said.drain(..).map(|event| (at, event)));
+            })
+            .ok()?;
+            state.offset = read.offset;
             state.parser = serde_json::to_string(&parser).ok();
-            state.skipped = skipped;
+            state.skipped = skipped + read.too_long;
         }
         LogKind::CodexCompressed => {
             // Compressed once done with: read whole when it changes, like a chat.
@@ -310,15 +304,6 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
         from: offset,
         based_on: stored.map(LogFileState::position),
     })
-}
-
-fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path).ok()?;
-    file.seek(SeekFrom::Start(offset)).ok()?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
-    Some(bytes)
 }
 
 /// The architecture of the repository `path` is in, looked up once per repository.
@@ -418,21 +403,26 @@ impl Core {
     ) -> Result<(), CoreError> {
         let roots = scan::roots(&options.env);
         let (changed, mut changes) = mpsc::unbounded_channel::<PathBuf>();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                use notify::event::{AccessKind, AccessMode, EventKind};
-                // Opening and reading a file is no change (and the watcher's own reads
-                // would wake it again); closing it after writing is.
-                if let Ok(event) = event
-                    && (!matches!(event.kind, EventKind::Access(_))
-                        || event.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)))
-                {
-                    for path in event.paths {
-                        let _ = changed.send(path);
-                    }
+        let handler = move |event: notify::Result<notify::Event>| {
+            use notify::event::{AccessKind, AccessMode, EventKind};
+            // Opening and reading a file is no change (and the watcher's own reads would
+            // wake it again); closing it after writing is.
+            if let Ok(event) = event
+                && (!matches!(event.kind, EventKind::Access(_))
+                    || event.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)))
+            {
+                for path in event.paths {
+                    let _ = changed.send(path);
                 }
-            })
-            .map_err(|error| CoreError::Invalid(format!("cannot watch the logs: {error}")))?;
+            }
+        };
+        // A linked directory in the logs is not walked into (`~/.claude/projects/x -> /`
+        // would watch the whole file system and use up the inotify watches).
+        let mut watcher = notify::RecommendedWatcher::new(
+            handler,
+            notify::Config::default().with_follow_symlinks(false),
+        )
+        .map_err(|error| CoreError::Invalid(format!("cannot watch the logs: {error}")))?;
         let mut watched: HashSet<PathBuf> = HashSet::new();
         let positions = self
             .read(|cache| cache.log_files())
@@ -774,21 +764,51 @@ mod tests {
         assert_eq!(first.based_on, None);
         assert_eq!(first.state.offset, LINE.len() as u64 + 1);
         assert!(!first.events.is_empty());
-        // The torn line is news (the file is longer than what was read), but nothing yet.
+        // The torn line was looked at: no news until the file grows.
+        let file = found(&path);
+        assert!(!has_news(&file, Some(&first.state)));
+        assert!(read_new(&file, Some(&first.state)).is_none());
+        // It grows, still without its newline: news, but nothing yet.
+        append(&path, &LINE[20..40]);
         let file = found(&path);
         assert!(has_news(&file, Some(&first.state)));
         let waiting = read_new(&file, Some(&first.state)).unwrap();
         assert_eq!(waiting.state.offset, first.state.offset);
+        assert_eq!(waiting.state.size, file.size);
         assert!(waiting.events.is_empty());
         // Its end arrives: the line is read from its start, once.
-        append(&path, &format!("{}\n", &LINE[20..]));
-        let second = read_new(&found(&path), Some(&first.state)).unwrap();
+        append(&path, &format!("{}\n", &LINE[40..]));
+        let second = read_new(&found(&path), Some(&waiting.state)).unwrap();
         assert_eq!(second.from, first.state.offset);
-        assert_eq!(second.based_on, Some(first.state.position()));
+        assert_eq!(second.based_on, Some(waiting.state.position()));
         assert_eq!(second.state.offset, 2 * (LINE.len() as u64 + 1));
         assert_eq!(second.state.skipped, 0);
         assert!(!has_news(&found(&path), Some(&second.state)));
         assert!(read_new(&found(&path), Some(&second.state)).is_none());
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_skipped_counted_and_never_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s1.jsonl");
+        // A huge line written in pieces, between two ordinary ones.
+        append(&path, &format!("{LINE}\n"));
+        let first = read_new(&found(&path), None).unwrap();
+        let piece = "x".repeat(1 << 20);
+        let mut state = first.state.clone();
+        for _ in 0..=(scan::MAX_LINE >> 20) {
+            append(&path, &piece);
+            let read = read_new(&found(&path), Some(&state)).unwrap();
+            assert!(read.events.is_empty());
+            assert_eq!(read.state.offset, first.state.offset);
+            state = read.state;
+        }
+        append(&path, &format!("\n{LINE}\n"));
+        let last = read_new(&found(&path), Some(&state)).unwrap();
+        assert_eq!(last.state.skipped, 1);
+        assert_eq!(last.state.offset, found(&path).size);
+        // The line after it was read (it repeats the first line, so it says nothing new).
+        assert_eq!(last.from, first.state.offset);
     }
 
     #[test]
