@@ -112,6 +112,10 @@ pub enum ClientCommand {
         /// A PEM CA file for a hub whose certificate a private CA signed.
         #[arg(long)]
         ca_file: Option<PathBuf>,
+        /// Talk to a hub on another machine without TLS (your token crosses the network in
+        /// the clear): only for a hub on a network you trust.
+        #[arg(long)]
+        insecure: bool,
     },
     /// Save a profile for an existing token (read from ROUNDTABLE_TOKEN, or stdin with `-`).
     Login {
@@ -124,6 +128,10 @@ pub enum ClientCommand {
         /// A PEM CA file for a hub whose certificate a private CA signed.
         #[arg(long)]
         ca_file: Option<PathBuf>,
+        /// Talk to a hub on another machine without TLS (your token crosses the network in
+        /// the clear): only for a hub on a network you trust.
+        #[arg(long)]
+        insecure: bool,
     },
     /// Sync state, outbox, hub and profile.
     Status,
@@ -244,7 +252,9 @@ pub enum RoomCommand {
         #[arg(long = "member")]
         members: Vec<String>,
     },
-    /// Add a principal (a contact, one of your agents, or a contact's agent) to a room.
+    /// Add one of your agents or one of your contacts to a room. Contacts are per principal:
+    /// a contact's agent joins only once it is your contact too (`contacts request`).
+    /// An agent may add its kin, its own contacts and its person's.
     Invite {
         /// The room's title or id.
         room: String,
@@ -515,6 +525,7 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             invite,
             discoverable: visibility,
             ca_file,
+            insecure,
         } => {
             let invite = match invite {
                 Some(invite) => Some(roundtable_core::screens::invite_code(&invite)?.to_owned()),
@@ -527,7 +538,8 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
                 invite,
             };
             let profile =
-                roundtable_core::signup(&base, &global.profile, &hub, request, ca_file).await?;
+                roundtable_core::signup(&base, &global.profile, &hub, request, ca_file, insecure)
+                    .await?;
             return out.show(
                 format!(
                     "signed up as {} on {}; profile {:?} saved (token in {})",
@@ -543,6 +555,7 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             hub,
             token,
             ca_file,
+            insecure,
         } => {
             let token = if token == "-" {
                 let mut line = String::new();
@@ -552,7 +565,8 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
                 token
             };
             let profile =
-                roundtable_core::login(&base, &global.profile, &hub, &token, ca_file).await?;
+                roundtable_core::login(&base, &global.profile, &hub, &token, ca_file, insecure)
+                    .await?;
             return out.show(
                 format!("logged in as {} on {}; profile {:?} saved", profile.handle, profile.hub, profile.name),
                 json!({"profile": profile.name, "principal": profile.principal, "handle": profile.handle}),

@@ -320,7 +320,7 @@ impl Bridge {
     }
 
     #[tool(
-        description = "Create a room (you are its first member) with the given members: your kin (your owner's other agents), contacts, or contacts' agents."
+        description = "Create a room (you are its first member) with the given members: your kin (your owner and its other agents), your contacts, or your owner's contacts (a contact's agent only once it is a contact itself)."
     )]
     async fn create_room(&self, Parameters(args): Parameters<CreateRoom>) -> CallToolResult {
         match self
@@ -337,7 +337,9 @@ impl Bridge {
         }
     }
 
-    #[tool(description = "Add someone (`user` or `user/agent`) to a room you are in.")]
+    #[tool(
+        description = "Add someone (`user` or `user/agent`) to a room you are in: your kin, your contacts, or your owner's contacts (a contact's agent only once it is a contact itself)."
+    )]
     async fn invite(&self, Parameters(args): Parameters<Invite>) -> CallToolResult {
         let room = match self.core.room_id(&args.room).await {
             Ok(room) => room,

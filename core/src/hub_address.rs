@@ -60,6 +60,29 @@ impl HubAddress {
         })
     }
 
+    /// Whether the hub is on this machine: `localhost` or a loopback address.
+    pub fn is_loopback(&self) -> bool {
+        self.host.eq_ignore_ascii_case("localhost")
+            || self
+                .host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// Refuses a hub reached without TLS from another machine unless the person said it
+    /// is fine (`insecure`): its token would cross the network in the clear.
+    pub fn check_plain(&self, insecure: bool) -> Result<(), String> {
+        if self.tls || insecure || self.is_loopback() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} is not on this machine and has no TLS: your token would cross the network in the clear. \
+             Use wss:// or https:// (a hub behind TLS); for a hub on a network you trust, pass --insecure \
+             (in the app: tick \"No TLS: a hub on my own network\")",
+            self.authority
+        ))
+    }
+
     pub fn ws_url(&self) -> String {
         format!(
             "{}://{}{}",
@@ -129,6 +152,27 @@ mod tests {
             "localhost:7300"
         );
         assert!(HubAddress::parse("ftp://x").is_err());
+        // Plain text only on this machine, unless the person says so.
+        for (address, refused) in [
+            ("127.0.0.1:7300", false),
+            ("127.8.0.1:7300", false),
+            ("[::1]:7300", false),
+            ("localhost:7300", false),
+            ("192.168.1.20:7300", true),
+            ("hub.example.com:7300", true),
+            ("localhost.evil.example:7300", true),
+            ("wss://hub.example.com", false),
+            ("https://192.168.1.20:7300", false),
+        ] {
+            let parsed = HubAddress::parse(address).unwrap();
+            assert_eq!(parsed.check_plain(false).is_err(), refused, "{address}");
+            assert!(parsed.check_plain(true).is_ok(), "{address}");
+        }
+        let error = HubAddress::parse("10.0.0.2:7300")
+            .unwrap()
+            .check_plain(false)
+            .unwrap_err();
+        assert!(error.contains("--insecure"), "{error}");
         assert!(HubAddress::parse("host:notaport").is_err());
         assert!(HubAddress::parse("").is_err());
     }

@@ -632,14 +632,17 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(reply: &str) -> Resul
 }
 
 /// Creates a user on a hub (`POST /v1/signup`) and saves it as profile `name` in `base`.
+/// A hub on another machine without TLS is refused unless `insecure`.
 pub async fn signup(
     base: &std::path::Path,
     name: &str,
     hub: &str,
     request: SignupRequest,
     ca_file: Option<std::path::PathBuf>,
+    insecure: bool,
 ) -> Result<Profile, CoreError> {
     let address = HubAddress::parse(hub).map_err(CoreError::Invalid)?;
+    address.check_plain(insecure).map_err(CoreError::Invalid)?;
     let tls = if address.tls {
         Some(hub_address::tls_config(ca_file.as_deref()).map_err(CoreError::Invalid)?)
     } else {
@@ -678,8 +681,10 @@ pub async fn login(
     hub: &str,
     token: &str,
     ca_file: Option<std::path::PathBuf>,
+    insecure: bool,
 ) -> Result<Profile, CoreError> {
     let address = HubAddress::parse(hub).map_err(CoreError::Invalid)?;
+    address.check_plain(insecure).map_err(CoreError::Invalid)?;
     let tls = if address.tls {
         Some(hub_address::tls_config(ca_file.as_deref()).map_err(CoreError::Invalid)?)
     } else {

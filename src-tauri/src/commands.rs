@@ -473,7 +473,12 @@ pub enum RemoteLogin {
 
 #[tauri::command]
 #[specta::specta]
-pub async fn connect_remote(app: App<'_>, address: String, how: RemoteLogin) -> Reply<AppState> {
+pub async fn connect_remote(
+    app: App<'_>,
+    address: String,
+    how: RemoteLogin,
+    insecure: bool,
+) -> Reply<AppState> {
     let address = address.trim();
     let profiles = app.places.profiles.clone();
     let signup = |handle: String, name: String, invite: Option<String>| {
@@ -492,6 +497,7 @@ pub async fn connect_remote(app: App<'_>, address: String, how: RemoteLogin) -> 
                 address,
                 signup(handle, name, None),
                 None,
+                insecure,
             )
             .await?;
         }
@@ -503,11 +509,20 @@ pub async fn connect_remote(app: App<'_>, address: String, how: RemoteLogin) -> 
                 address,
                 signup(handle, name, Some(code)),
                 None,
+                insecure,
             )
             .await?;
         }
         RemoteLogin::Token { token } => {
-            roundtable_core::login(&profiles, REMOTE_PROFILE, address, token.trim(), None).await?;
+            roundtable_core::login(
+                &profiles,
+                REMOTE_PROFILE,
+                address,
+                token.trim(),
+                None,
+                insecure,
+            )
+            .await?;
         }
     }
     let settings = Settings {

@@ -329,3 +329,97 @@ async fn onboarding_never_edits_through_a_link_out_of_a_project() {
             .contains("dana/writer")
     );
 }
+
+#[tokio::test]
+async fn a_token_never_crosses_a_network_in_the_clear_unless_the_person_says_so() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    // TEST-NET-1: no machine answers there; the refusal comes before any connection.
+    for args in [
+        &["signup", "--hub", "192.0.2.1:7300", "--handle", "dana"][..],
+        &["login", "--hub", "hub.example.com:7300", "--token", "rt_x"][..],
+        &["signup", "--hub", "ws://192.0.2.1:7300", "--handle", "dana"][..],
+    ] {
+        let stderr = home.fails("dana", args, FAILURE).await;
+        assert!(
+            stderr.contains("has no TLS: your token would cross the network in the clear")
+                && stderr.contains("--insecure"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(!home.profiles().join("dana").exists());
+    // This machine's hub, by name or address, needs no TLS.
+    let port = hub.addr().rsplit_once(':').unwrap().1.to_owned();
+    home.ok(
+        "dana",
+        &[
+            "signup",
+            "--hub",
+            &format!("localhost:{port}"),
+            "--handle",
+            "dana",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_contacts_agent_is_invited_only_once_it_is_a_contact_itself_as_the_help_says() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    let addr = hub.addr();
+    for handle in ["dana", "sam"] {
+        home.ok(
+            handle,
+            &[
+                "signup",
+                "--hub",
+                &addr,
+                "--handle",
+                handle,
+                "--discoverable",
+                "public",
+            ],
+        )
+        .await;
+    }
+    let asked = json(
+        &home
+            .ok("dana", &["--json", "contacts", "request", "sam"])
+            .await,
+    );
+    home.ok(
+        "sam",
+        &["contacts", "accept", asked["id"].as_str().unwrap()],
+    )
+    .await;
+    home.ok(
+        "sam",
+        &["agents", "register", "bot", "--discoverable", "public"],
+    )
+    .await;
+    home.ok("dana", &["room", "create", "--title", "Design"]).await;
+    let help = home.ok("dana", &["room", "invite", "--help"]).await;
+    assert!(
+        help.contains("a contact's agent joins only once it is your contact too"),
+        "{help}"
+    );
+    // The contact joins; the contact's agent does not, until it is a contact itself.
+    home.ok("dana", &["room", "invite", "Design", "sam"]).await;
+    let stderr = home
+        .fails("dana", &["room", "invite", "Design", "sam/bot"], REFUSED)
+        .await;
+    assert!(stderr.contains("not your kin nor a contact"), "{stderr}");
+    let asked = json(
+        &home
+            .ok("dana", &["--json", "contacts", "request", "sam/bot"])
+            .await,
+    );
+    home.ok(
+        "sam",
+        &["contacts", "accept", asked["id"].as_str().unwrap()],
+    )
+    .await;
+    home.ok("dana", &["room", "invite", "Design", "sam/bot"])
+        .await;
+}

@@ -31,7 +31,7 @@ export const commands = {
 	agents: () => typedError<AgentView[], ErrorReport>(__TAURI_INVOKE("agents")),
 	controlAgent: (agent: string, action: AgentControl) => typedError<null, ErrorReport>(__TAURI_INVOKE("control_agent", { agent, action })),
 	agentToken: (agent: string, action: TokenChangeKind) => typedError<TokenChanged, ErrorReport>(__TAURI_INVOKE("agent_token", { agent, action })),
-	connectRemote: (address: string, how: RemoteLogin) => typedError<AppState, ErrorReport>(__TAURI_INVOKE("connect_remote", { address, how })),
+	connectRemote: (address: string, how: RemoteLogin, insecure: boolean) => typedError<AppState, ErrorReport>(__TAURI_INVOKE("connect_remote", { address, how, insecure })),
 	useEmbedded: () => typedError<AppState, ErrorReport>(__TAURI_INVOKE("use_embedded")),
 	/**  The tasks board: a lane per agent session, each task with when it changed state. */
 	taskBoard: () => typedError<TaskBoard, ErrorReport>(__TAURI_INVOKE("task_board")),

@@ -42,6 +42,10 @@ pub fn search_dirs(env: &Environment) -> Vec<PathBuf> {
         .as_ref()
         .map(|path| std::env::split_paths(path).collect())
         .unwrap_or_default();
+    // A relative entry (`.`, `node_modules/.bin`, an empty one) names whatever directory
+    // this runs in: a repository could plant a `claude` there, and onboarding would wire
+    // Roundtable to it.
+    dirs.retain(|dir| dir.is_absolute());
     let home = &env.home;
     for relative in [
         ".local/bin",
@@ -216,6 +220,23 @@ mod tests {
         assert!(found[0].supported && !found[2].supported);
         assert_eq!(found[2].version, None);
         assert!(found.iter().all(|d| !d.onboarded));
+    }
+
+    #[test]
+    fn relative_path_entries_are_not_searched() {
+        let env = Environment {
+            home: PathBuf::from("/home/dana"),
+            path: Some(std::ffi::OsString::from(
+                "/usr/bin:.:node_modules/.bin::/opt/tools/bin",
+            )),
+            ..Environment::default()
+        };
+        let dirs = search_dirs(&env);
+        assert!(dirs.iter().all(|dir| dir.is_absolute()), "{dirs:?}");
+        assert_eq!(
+            dirs[..2],
+            [PathBuf::from("/usr/bin"), PathBuf::from("/opt/tools/bin")]
+        );
     }
 
     #[test]

@@ -105,17 +105,44 @@ impl Architecture {
     }
 }
 
-/// The repository root above `file` that has an architecture file, if any.
+/// The repository root above `file` (the nearest directory with a `.git`), when it has an
+/// architecture file. Never looked for above the repository: a file in `/tmp` or a home
+/// directory must not take its components from whoever wrote `/tmp/.roundtable/…`.
 pub fn find_root(file: &Path) -> Option<PathBuf> {
-    file.ancestors()
+    let root = file
+        .ancestors()
         .skip(1)
-        .find(|dir| dir.join(FILE).is_file())
-        .map(Path::to_path_buf)
+        .find(|dir| dir.join(".git").exists())?;
+    root.join(FILE).is_file().then(|| root.to_path_buf())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_architecture_file_is_looked_for_at_the_repository_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let planted = dir.path().join(FILE);
+        std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+        std::fs::write(&planted, "[[components]]\n").unwrap();
+        // A file in no repository, under a directory with an architecture file: none.
+        let loose = dir.path().join("notes/todo.md");
+        assert_eq!(find_root(&loose), None);
+        // In a repository without one: none, though a directory above has one.
+        let repo = dir.path().join("work/repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        assert_eq!(find_root(&repo.join("src/lib.rs")), None);
+        // The repository's own.
+        std::fs::create_dir_all(repo.join(".roundtable")).unwrap();
+        std::fs::write(repo.join(FILE), "[[components]]\n").unwrap();
+        assert_eq!(find_root(&repo.join("src/lib.rs")), Some(repo.clone()));
+        // A worktree or submodule has a `.git` file: it is a root too.
+        let sub = repo.join("vendor/sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join(".git"), "gitdir: ../../.git/modules/sub\n").unwrap();
+        assert_eq!(find_root(&sub.join("x.rs")), None);
+    }
 
     const ARCHITECTURE: &str = r#"
 [[components]]

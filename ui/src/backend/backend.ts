@@ -92,7 +92,7 @@ export interface Backend {
   /** Where the agent-log watcher is (its first pass over the logs shows progress). */
   workScan(): Promise<WatchState>;
 
-  connectRemote(address: string, how: RemoteLogin): Promise<AppState>;
+  connectRemote(address: string, how: RemoteLogin, insecure: boolean): Promise<AppState>;
   useEmbedded(): Promise<AppState>;
 
   /** Where the window should go first (the `roundtable://` link the app was started with), once. */

@@ -548,10 +548,17 @@ export class FakeBackend implements Backend {
     return copy(this.world.boards.scan);
   }
 
-  async connectRemote(address: string, how: RemoteLogin): Promise<AppState> {
-    this.enter("connectRemote", [address, how]);
-    if (!/^[^\s:]+:\d+$/.test(address.trim())) {
+  async connectRemote(address: string, how: RemoteLogin, insecure: boolean): Promise<AppState> {
+    this.enter("connectRemote", [address, how, insecure]);
+    // As the core reads it: wss:// and https:// are TLS; host:port and ws:// or http:// are not.
+    const parsed = /^(?:(wss|https|ws|http):\/\/)?([^\s:/]+)(?::\d+)?(?:\/\S*)?$/.exec(address.trim());
+    if (parsed === null) {
       throw new BackendError("invalid_address", "Write the hub address as host:port, for example hub.example.com:443.");
+    }
+    const tls = parsed[1] === "wss" || parsed[1] === "https";
+    const host = parsed[2] ?? "";
+    if (!tls && !insecure && host !== "localhost" && !host.startsWith("127.")) {
+      throw new BackendError("invalid", `${address.trim()} is not on this machine and has no TLS: tick "No TLS: a hub on my own network" only for a network you trust.`);
     }
     this.world.hub_mode = "remote";
     this.world.hub_address = address.trim();

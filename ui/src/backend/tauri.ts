@@ -96,7 +96,7 @@ export function tauriBackend(): Backend {
     away: () => unwrap(commands.away()),
     markLooked: () => unwrap(commands.markLooked()),
     workScan: () => unwrap(commands.workScan()),
-    connectRemote: (address, how) => unwrap(commands.connectRemote(address, how)),
+    connectRemote: (address, how, insecure) => unwrap(commands.connectRemote(address, how, insecure)),
     useEmbedded: () => unwrap(commands.useEmbedded()),
     takeStartTarget: () => plain(commands.takeStartTarget()),
     onChanged: (listener) => subscribe((handler) => events.coreChanged.listen(handler), listener),

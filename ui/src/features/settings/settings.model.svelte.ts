@@ -59,6 +59,8 @@ export class SettingsModel {
   busy = $state(false);
 
   address = $state("");
+  /** The person says the hub is on a network they trust and has no TLS. */
+  insecure = $state(false);
   loginKind = $state<LoginKind>("signup");
   handle = $state("");
   name = $state("");
@@ -99,7 +101,7 @@ export class SettingsModel {
       this.deps.errors.report({ code: "invalid_input", message: login });
       return false;
     }
-    return this.switchHub(() => this.deps.backend.connectRemote(this.address.trim(), login));
+    return this.switchHub(() => this.deps.backend.connectRemote(this.address.trim(), login, this.insecure));
   }
 
   async useEmbedded(): Promise<boolean> {

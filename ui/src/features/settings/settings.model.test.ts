@@ -32,12 +32,24 @@ describe("settings model", () => {
 
   it("connects to a remote hub by signing up", async () => {
     const { model, backend } = setup();
-    model.address = "hub.example.com:443";
+    model.address = "wss://hub.example.com";
     model.loginKind = "signup";
     model.handle = "dana";
     expect(await model.connectRemote()).toBe(true);
-    expect(backend.calls.at(-2)?.args).toEqual(["hub.example.com:443", { kind: "signup", handle: "dana", name: "dana" }]);
-    expect(model.state).toMatchObject({ hub_mode: "remote", hub_address: "hub.example.com:443" });
+    expect(backend.calls.at(-2)?.args).toEqual(["wss://hub.example.com", { kind: "signup", handle: "dana", name: "dana" }, false]);
+    expect(model.state).toMatchObject({ hub_mode: "remote", hub_address: "wss://hub.example.com" });
+  });
+
+  it("reaches a hub on another machine without TLS only when the person says so", async () => {
+    const { model, toasts } = setup();
+    model.address = "192.168.1.20:7300";
+    model.loginKind = "signup";
+    model.handle = "dana";
+    expect(await model.connectRemote()).toBe(false);
+    expect(toasts.items[0]?.message).toContain("no TLS");
+    model.insecure = true;
+    expect(await model.connectRemote()).toBe(true);
+    expect(model.state).toMatchObject({ hub_mode: "remote", hub_address: "192.168.1.20:7300" });
   });
 
   it("says what is missing before asking the core", async () => {
