@@ -1,7 +1,8 @@
 //! The sync task: keeps the cache in step with the hub and drains the outbox.
 //!
-//! One task per core owns the connection. It connects, checks the hub's epoch (a different
-//! one empties the cache), authenticates and syncs from the cache's cursors; while
+//! One task per core owns the connection. It connects, authenticates, then checks the hub's
+//! epoch (a different one empties the cache: never before the hub showed it knows this
+//! profile) and syncs from the cache's cursors; while
 //! replaying it buffers events and applies each stream's in one transaction with its cursor,
 //! so a crash at any point leaves the cache consistent. It then asks for the `rooms`
 //! snapshot, so a room whose early history is still a gap is known by title and members at
@@ -235,7 +236,6 @@ impl Session {
             link = Link::connect(&profile.hub, self.shared.tls.clone()) => link?,
             _ = stop.changed() => return Ok(()),
         };
-        self.check_epoch(&link).await?;
         let principal = link
             .auth(profile.token.expose(), &shared.lock.device)
             .await?;
@@ -246,6 +246,9 @@ impl Session {
             ))
             .into());
         }
+        // Only a hub that knew this profile's token and principal may have the cache
+        // emptied for its new history: whatever answers at the address before that cannot.
+        self.check_epoch(&link).await?;
         self.me_is_user = principal.kind == roundtable_protocol::model::PrincipalKind::User;
         self.recover_orphans().await?;
         self.remember(&principal).await?;

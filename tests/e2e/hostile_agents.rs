@@ -398,7 +398,8 @@ async fn a_contacts_agent_is_invited_only_once_it_is_a_contact_itself_as_the_hel
         &["agents", "register", "bot", "--discoverable", "public"],
     )
     .await;
-    home.ok("dana", &["room", "create", "--title", "Design"]).await;
+    home.ok("dana", &["room", "create", "--title", "Design"])
+        .await;
     let help = home.ok("dana", &["room", "invite", "--help"]).await;
     assert!(
         help.contains("a contact's agent joins only once it is your contact too"),
@@ -422,4 +423,76 @@ async fn a_contacts_agent_is_invited_only_once_it_is_a_contact_itself_as_the_hel
     .await;
     home.ok("dana", &["room", "invite", "Design", "sam/bot"])
         .await;
+}
+
+/// Answers at `addr` as a hub would, with a history of its own: reads the `auth` it is
+/// sent, refuses it, and closes. Returns the frames it was sent.
+async fn squat(addr: std::net::SocketAddr) -> tokio::task::JoinHandle<Vec<String>> {
+    use futures_util::{SinkExt, StreamExt};
+    use roundtable_protocol::server::{Hello, ServerFrame};
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let hello = ServerFrame::Hello(Hello {
+            proto: 1,
+            hub: "h_stranger".into(),
+            epoch: "ep_stranger".into(),
+            hb_ms: 30_000,
+            max_frame: 1 << 20,
+            max_queue: 1000,
+            replay_max: None,
+            max_queue_bytes: None,
+        });
+        socket
+            .send(tokio_tungstenite::tungstenite::Message::Text(
+                hello.to_json().into(),
+            ))
+            .await
+            .unwrap();
+        let mut received = Vec::new();
+        if let Some(Ok(tokio_tungstenite::tungstenite::Message::Text(frame))) = socket.next().await
+        {
+            received.push(frame.to_string());
+            let id = serde_json::from_str::<serde_json::Value>(&frame).unwrap()["id"].clone();
+            let refusal =
+                serde_json::json!({"t": "err", "re": id, "code": "unauthorized", "msg": "no"});
+            let _ = socket
+                .send(tokio_tungstenite::tungstenite::Message::Text(
+                    refusal.to_string().into(),
+                ))
+                .await;
+        }
+        let _ = socket.close(None).await;
+        received
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_at_the_hubs_address_empties_no_cache() {
+    let mut hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    home.ok("dana", &["room", "create", "--title", "plans"])
+        .await;
+    home.ok("dana", &["send", "plans", "the plan"]).await;
+    let (core, sync) = roundtable_e2e::synced_core(home.profile("dana")).await;
+    let epoch = core.read_blocking(|cache| cache.meta("epoch")).unwrap();
+    let before = roundtable_e2e::cache_view(&core);
+    sync.stop().await;
+    // Another process takes the hub's port while the hub is down.
+    let addr: std::net::SocketAddr = hub.addr().parse().unwrap();
+    hub.stop().await;
+    let stranger = squat(addr).await;
+    let sync = core.start();
+    let received = stranger.await.unwrap();
+    sync.stop().await;
+    // It was asked to authenticate (the token went to it: reaching the hub over TCP cannot
+    // tell it from the hub), and refused; the cache is as it was.
+    assert!(received[0].contains("\"auth\""), "{received:?}");
+    assert_eq!(
+        core.read_blocking(|cache| cache.meta("epoch")).unwrap(),
+        epoch
+    );
+    assert_eq!(roundtable_e2e::cache_view(&core), before);
 }
