@@ -1,12 +1,11 @@
-//! The few HTTP requests a client makes (signup, health): HTTP/1.1 over plain TCP or
-//! rustls, one request per connection. A full HTTP client would be a large dependency for
+//! The few HTTP requests a client makes (signup, health): HTTP/1.1 over plain TCP, rustls
+//! or a Unix socket, one request per connection. A full HTTP client would be a large dependency for
 //! two endpoints.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::hub_address::HubAddress;
 
@@ -42,27 +41,16 @@ pub async fn request(
     path: &str,
     body: Option<&str>,
 ) -> Result<Response, HttpError> {
-    let unreachable = |source| HttpError::Unreachable {
-        address: hub.authority.clone(),
-        source,
-    };
     let exchange = async {
-        let stream = TcpStream::connect(&hub.authority)
+        let stream = crate::transport::open(hub, tls)
             .await
-            .map_err(unreachable)?;
-        let _ = stream.set_nodelay(true);
-        if hub.tls {
-            let config = tls.ok_or_else(|| HttpError::Tls("no TLS configuration".into()))?;
-            let name = rustls_pki_types::ServerName::try_from(hub.host.clone())
-                .map_err(|error| HttpError::Tls(error.to_string()))?;
-            let stream = tokio_rustls::TlsConnector::from(config)
-                .connect(name, stream)
-                .await
-                .map_err(|error| HttpError::Tls(error.to_string()))?;
-            exchange(stream, hub, method, path, body).await
-        } else {
-            exchange(stream, hub, method, path, body).await
-        }
+            .map_err(|error| match error {
+                crate::transport::OpenError::Unreachable { address, source } => {
+                    HttpError::Unreachable { address, source }
+                }
+                crate::transport::OpenError::Tls(detail) => HttpError::Tls(detail),
+            })?;
+        exchange(stream, hub, method, path, body).await
     };
     tokio::time::timeout(TIMEOUT, exchange)
         .await
@@ -79,7 +67,7 @@ async fn exchange(
     let body = body.unwrap_or("");
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        hub.authority,
+        hub.host_header(),
         body.len()
     );
     let io = |source| HttpError::Unreachable {

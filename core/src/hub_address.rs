@@ -1,6 +1,6 @@
 //! Where a hub is: what people type (`127.0.0.1:7300`, `https://hub.example.com`,
-//! `wss://…/v1/ws`) turned into the WebSocket and HTTP addresses the core uses, and the TLS
-//! setup for `wss`/`https`.
+//! `wss://…/v1/ws`), or the embedded hub's Unix socket (`unix:/…/hub.sock`), turned into the
+//! WebSocket and HTTP addresses the core uses, and the TLS setup for `wss`/`https`.
 
 use std::sync::Arc;
 
@@ -9,16 +9,32 @@ use rustls::ClientConfig;
 /// A hub's addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HubAddress {
-    /// `host:port`.
+    /// `host:port` (`unix:PATH` for a Unix socket): which hub this is.
     pub authority: String,
     pub host: String,
     pub tls: bool,
+    /// The Unix socket the hub is reached at, instead of TCP.
+    pub unix: Option<std::path::PathBuf>,
 }
 
 impl HubAddress {
     /// Parses `host:port`, `ws://host:port[/…]`, `wss://…`, `http://…` or `https://…`.
     pub fn parse(text: &str) -> Result<HubAddress, String> {
         let text = text.trim();
+        if let Some(path) = text.strip_prefix("unix:") {
+            let path = std::path::PathBuf::from(path);
+            if !path.is_absolute() {
+                return Err(format!(
+                    "the hub socket {text:?} is not an absolute path: write unix:/path/to/hub.sock"
+                ));
+            }
+            return Ok(HubAddress {
+                authority: text.to_owned(),
+                host: "localhost".to_owned(),
+                tls: false,
+                unix: Some(path),
+            });
+        }
         let (tls, rest) = if let Some(rest) = text.strip_prefix("wss://") {
             (true, rest)
         } else if let Some(rest) = text.strip_prefix("https://") {
@@ -57,12 +73,15 @@ impl HubAddress {
                 .trim_end_matches(']')
                 .to_owned(),
             tls,
+            unix: None,
         })
     }
 
-    /// Whether the hub is on this machine: `localhost` or a loopback address.
+    /// Whether the hub is on this machine: its Unix socket, `localhost` or a loopback
+    /// address.
     pub fn is_loopback(&self) -> bool {
-        self.host.eq_ignore_ascii_case("localhost")
+        self.unix.is_some()
+            || self.host.eq_ignore_ascii_case("localhost")
             || self
                 .host
                 .parse::<std::net::IpAddr>()
@@ -83,7 +102,19 @@ impl HubAddress {
         ))
     }
 
+    /// What HTTP's `Host` names: the authority, or `localhost` over a Unix socket.
+    pub fn host_header(&self) -> &str {
+        if self.unix.is_some() {
+            "localhost"
+        } else {
+            &self.authority
+        }
+    }
+
     pub fn ws_url(&self) -> String {
+        if self.unix.is_some() {
+            return format!("ws://localhost{}", roundtable_protocol::WS_PATH);
+        }
         format!(
             "{}://{}{}",
             if self.tls { "wss" } else { "ws" },
@@ -103,6 +134,9 @@ impl HubAddress {
 
 impl std::fmt::Display for HubAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.unix.is_some() {
+            return f.write_str(&self.authority);
+        }
         f.write_str(&self.http_base())
     }
 }
@@ -168,6 +202,15 @@ mod tests {
             assert_eq!(parsed.check_plain(false).is_err(), refused, "{address}");
             assert!(parsed.check_plain(true).is_ok(), "{address}");
         }
+        let socket =
+            HubAddress::parse("unix:/home/dana/.local/share/roundtable/hub/hub.sock").unwrap();
+        assert!(socket.is_loopback() && !socket.tls);
+        assert_eq!(socket.ws_url(), "ws://localhost/v1/ws");
+        assert_eq!(
+            socket.to_string(),
+            "unix:/home/dana/.local/share/roundtable/hub/hub.sock"
+        );
+        assert!(HubAddress::parse("unix:hub.sock").is_err());
         let error = HubAddress::parse("10.0.0.2:7300")
             .unwrap()
             .check_plain(false)

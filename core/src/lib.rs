@@ -48,6 +48,7 @@ pub mod screens;
 pub mod session_claims;
 pub mod sync;
 pub mod teams;
+pub mod transport;
 pub mod wait_for;
 pub mod work;
 

@@ -9,10 +9,9 @@ use roundtable_protocol::ClientFrame;
 use roundtable_protocol::client::{Auth, ClientInfo};
 use roundtable_protocol::model::Principal;
 use roundtable_protocol::server::{AuthOk, Hello, ServerFrame};
-use tokio::net::TcpStream;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::hub_address::HubAddress;
 
@@ -46,7 +45,7 @@ impl LinkError {
 }
 
 pub struct Link {
-    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    socket: WebSocketStream<crate::transport::HubStream>,
     pub hello: Hello,
     next_id: u64,
     /// When the hub was last heard from (a frame or a ping).
@@ -80,21 +79,21 @@ impl Link {
         hub: &HubAddress,
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<Link, LinkError> {
-        let connector = tls.map(tokio_tungstenite::Connector::Rustls);
         let config = WebSocketConfig::default()
             .read_buffer_size(16 * 1024)
             .max_message_size(Some(roundtable_protocol::defaults::MAX_FRAME * 4))
             .max_frame_size(Some(roundtable_protocol::defaults::MAX_FRAME * 4));
-        let connect = tokio_tungstenite::connect_async_tls_with_config(
-            hub.ws_url(),
-            Some(config),
-            true,
-            connector,
-        );
+        let connect = async {
+            let stream = crate::transport::open(hub, tls)
+                .await
+                .map_err(|error| LinkError::Unreachable(error.to_string()))?;
+            tokio_tungstenite::client_async_with_config(hub.ws_url(), stream, Some(config))
+                .await
+                .map_err(|error| LinkError::Unreachable(format!("{}: {error}", hub.authority)))
+        };
         let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, connect)
             .await
-            .map_err(|_| LinkError::Unreachable(hub.authority.clone()))?
-            .map_err(|error| LinkError::Unreachable(format!("{}: {error}", hub.authority)))?;
+            .map_err(|_| LinkError::Unreachable(hub.authority.clone()))??;
         let mut link = Link {
             socket,
             hello: Hello {

@@ -20,19 +20,24 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::config::ConnectionLimits;
 
-/// The address a client is counted by: its IPv4 address, or its IPv6 /64.
+/// What a client is counted by: its IPv4 address, its IPv6 /64, or, on the hub's Unix
+/// socket, its user id (so one local process failing to authenticate locks out its own
+/// user, never every local client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClientAddress(IpAddr);
+pub enum ClientAddress {
+    Ip(IpAddr),
+    LocalUser(u32),
+}
 
 impl ClientAddress {
     pub fn of(ip: IpAddr) -> ClientAddress {
         match ip {
-            IpAddr::V4(v4) => ClientAddress(IpAddr::V4(v4)),
+            IpAddr::V4(v4) => ClientAddress::Ip(IpAddr::V4(v4)),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => ClientAddress(IpAddr::V4(v4)),
+                Some(v4) => ClientAddress::Ip(IpAddr::V4(v4)),
                 None => {
                     let bits = u128::from(v6) & !((1u128 << 64) - 1);
-                    ClientAddress(IpAddr::V6(bits.into()))
+                    ClientAddress::Ip(IpAddr::V6(bits.into()))
                 }
             },
         }
@@ -41,9 +46,10 @@ impl ClientAddress {
 
 impl std::fmt::Display for ClientAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            IpAddr::V4(v4) => write!(f, "{v4}"),
-            IpAddr::V6(v6) => write!(f, "{v6}/64"),
+        match self {
+            ClientAddress::Ip(IpAddr::V4(v4)) => write!(f, "{v4}"),
+            ClientAddress::Ip(IpAddr::V6(v6)) => write!(f, "{v6}/64"),
+            ClientAddress::LocalUser(uid) => write!(f, "local user {uid}"),
         }
     }
 }
@@ -172,9 +178,8 @@ impl Admission {
         self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Admits a newly accepted TCP connection, or says why not.
-    pub fn connect(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionPermit, Turned> {
-        let address = ClientAddress::of(ip);
+    /// Admits a newly accepted connection, or says why not.
+    pub fn connect(self: &Arc<Self>, address: ClientAddress) -> Result<ConnectionPermit, Turned> {
         let mut counts = self.lock();
         let from_address = counts
             .per_address
@@ -306,8 +311,8 @@ mod tests {
         }
     }
 
-    fn ip(text: &str) -> IpAddr {
-        text.parse().unwrap()
+    fn ip(text: &str) -> ClientAddress {
+        ClientAddress::of(text.parse().unwrap())
     }
 
     #[test]
@@ -333,18 +338,9 @@ mod tests {
 
     #[test]
     fn an_ipv6_host_is_counted_by_its_64_and_a_mapped_ipv4_as_ipv4() {
-        assert_eq!(
-            ClientAddress::of(ip("2001:db8::1")),
-            ClientAddress::of(ip("2001:db8::ffff:1234"))
-        );
-        assert_ne!(
-            ClientAddress::of(ip("2001:db8::1")),
-            ClientAddress::of(ip("2001:db8:0:1::1"))
-        );
-        assert_eq!(
-            ClientAddress::of(ip("::ffff:10.0.0.1")),
-            ClientAddress::of(ip("10.0.0.1"))
-        );
+        assert_eq!(ip("2001:db8::1"), ip("2001:db8::ffff:1234"));
+        assert_ne!(ip("2001:db8::1"), ip("2001:db8:0:1::1"));
+        assert_eq!(ip("::ffff:10.0.0.1"), ip("10.0.0.1"));
         let admission = Admission::new(limits());
         let _one = admission.connect(ip("2001:db8::1")).unwrap();
         let _two = admission.connect(ip("2001:db8::2")).unwrap();
@@ -355,9 +351,9 @@ mod tests {
     fn unauthenticated_sockets_are_capped_per_address_and_in_total() {
         let admission = Admission::new(limits());
         let now = Instant::now();
-        let a = ClientAddress::of(ip("10.0.0.1"));
-        let b = ClientAddress::of(ip("10.0.0.2"));
-        let c = ClientAddress::of(ip("10.0.0.3"));
+        let a = ip("10.0.0.1");
+        let b = ip("10.0.0.2");
+        let c = ip("10.0.0.3");
         let first = admission.upgrade(a, now).unwrap();
         let _second = admission.upgrade(a, now).unwrap();
         assert_eq!(
@@ -377,7 +373,7 @@ mod tests {
     fn a_bucket_per_address_refills_with_time_and_forgets_addresses_past_its_bound() {
         let start = Instant::now();
         let mut buckets = AddressBuckets::new(2, Duration::from_secs(60));
-        let a = ClientAddress::of(ip("10.0.0.1"));
+        let a = ip("10.0.0.1");
         assert!(buckets.try_take(a, start).is_ok());
         assert!(buckets.try_take(a, start).is_ok());
         assert_eq!(
@@ -401,8 +397,8 @@ mod tests {
     fn failed_auths_past_the_burst_turn_an_address_away_until_the_bucket_refills() {
         let admission = Admission::new(limits());
         let start = Instant::now();
-        let a = ClientAddress::of(ip("10.0.0.1"));
-        let b = ClientAddress::of(ip("10.0.0.2"));
+        let a = ip("10.0.0.1");
+        let b = ip("10.0.0.2");
         admission.auth_failed(a, start);
         assert!(
             admission.upgrade(a, start).is_ok(),
@@ -418,5 +414,17 @@ mod tests {
         assert!(admission.upgrade(b, start).is_ok(), "other addresses go on");
         let later = start + Duration::from_secs(10);
         assert!(admission.upgrade(a, later).is_ok(), "one token back");
+        // On the Unix socket, each local user is counted apart.
+        let (mallory, dana) = (
+            ClientAddress::LocalUser(1001),
+            ClientAddress::LocalUser(1000),
+        );
+        admission.auth_failed(mallory, start);
+        admission.auth_failed(mallory, start);
+        assert!(admission.upgrade(mallory, start).is_err());
+        assert!(
+            admission.upgrade(dana, start).is_ok(),
+            "another user goes on"
+        );
     }
 }

@@ -20,6 +20,9 @@ const WORKERS: usize = 2;
 pub struct EmbeddedHub {
     /// Where it listens (its port chosen by the system when asked for port 0).
     pub addr: SocketAddr,
+    /// Its Unix socket, where this machine's clients reach it (see
+    /// [`crate::Hub::bind_socket`]).
+    pub socket: Option<std::path::PathBuf>,
     pub hub_id: String,
     pub epoch: String,
     stop: Option<oneshot::Sender<()>>,
@@ -27,7 +30,8 @@ pub struct EmbeddedHub {
 }
 
 /// Starts a hub over `config.data_dir` listening on `listen` (`127.0.0.1:0` picks a free
-/// port). Invite links name `config.public_address`, or the address it listens on.
+/// port) and on its Unix socket in the data directory. Invite links name
+/// `config.public_address`, or the address it listens on.
 pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, HubError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
@@ -42,7 +46,15 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
     if config.public_address.is_none() {
         config.public_address = Some(addr.to_string());
     }
+    let socket_path = config.data_dir.join(crate::SOCKET);
     let hub = Hub::open(config)?;
+    #[cfg(unix)]
+    let (socket, unix) = (Some(socket_path), Some(hub.bind_socket()?));
+    #[cfg(not(unix))]
+    let socket = {
+        let _ = socket_path;
+        None
+    };
     let hub_id = hub.hub_id().to_owned();
     let epoch = hub.epoch().to_owned();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -50,8 +62,12 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
         .name("roundtable-hub-main".into())
         .spawn(move || {
             let served = runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener)?;
-                hub.serve(listener, async {
+                let listeners = crate::listener::Listeners {
+                    tcp: Some(tokio::net::TcpListener::from_std(listener)?),
+                    #[cfg(unix)]
+                    unix: unix.map(tokio::net::UnixListener::from_std).transpose()?,
+                };
+                hub.serve_on(listeners, async {
                     let _ = stopped.await;
                 })
                 .await
@@ -62,6 +78,7 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
         })?;
     Ok(EmbeddedHub {
         addr,
+        socket,
         hub_id,
         epoch,
         stop: Some(stop),
@@ -124,14 +141,40 @@ mod tests {
         stream.read_to_string(&mut response).unwrap();
         assert!(response.starts_with("HTTP/1.1 200"), "{response}");
         assert!(response.contains(&hub.epoch), "{response}");
+        // And on its Unix socket, which only its user may use.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let socket = hub.socket.clone().unwrap();
+            assert_eq!(socket, dir.path().join("hub").join(crate::SOCKET));
+            let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+            let dir_mode = std::fs::metadata(socket.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(dir_mode & 0o777, 0o700);
+            let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+            write!(
+                stream,
+                "GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        }
         drop(hub);
         // Stopped: the port no longer answers, and the data directory can be opened again.
         assert!(std::net::TcpStream::connect(addr).is_err());
+        // The socket it leaves behind is replaced by the next hub's.
         let again = start(
             HubConfig::new(dir.path().join("hub")),
             "127.0.0.1:0".parse().unwrap(),
         )
         .unwrap();
+        #[cfg(unix)]
+        assert!(std::os::unix::net::UnixStream::connect(again.socket.as_ref().unwrap()).is_ok());
         again.stop().unwrap();
     }
 }

@@ -56,6 +56,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use config::{HubConfig, SignupMode};
+
+/// The hub's Unix socket, in its data directory (see [`Hub::bind_socket`]).
+pub const SOCKET: &str = "hub.sock";
 use tokio::net::TcpListener;
 use tracing::info;
 
@@ -264,6 +267,22 @@ impl Hub {
         &self.context.epoch
     }
 
+    /// Binds the hub's Unix socket, [`SOCKET`] in its data directory (which only its
+    /// user may enter): local clients reach the hub there, where no other local user can
+    /// stand in for it. A socket left by a hub that stopped is replaced.
+    #[cfg(unix)]
+    pub fn bind_socket(&self) -> Result<std::os::unix::net::UnixListener, HubError> {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let path = self.context.config.data_dir.join(SOCKET);
+        if std::fs::symlink_metadata(&path).is_ok_and(|metadata| metadata.file_type().is_socket()) {
+            std::fs::remove_file(&path)?;
+        }
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        Ok(listener)
+    }
+
     /// `wss` when the hub serves TLS, else `ws`.
     pub fn scheme(&self) -> &'static str {
         if self.tls.is_some() { "wss" } else { "ws" }
@@ -276,18 +295,35 @@ impl Hub {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), HubError> {
+        let listeners = listener::Listeners {
+            tcp: Some(listener),
+            ..listener::Listeners::default()
+        };
+        self.serve_on(listeners, shutdown).await
+    }
+
+    /// Serves on `listeners` (a TCP port, the Unix socket of [`Hub::bind_socket`], or
+    /// both) until `shutdown` resolves; see [`Hub::serve`].
+    pub async fn serve_on(
+        self,
+        listeners: listener::Listeners,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), HubError> {
         let Hub {
             context,
             lock,
             tls,
             public_address,
         } = self;
-        let address = listener.local_addr().unwrap_or_else(|error| {
-            // Never seen for a bound socket; without the address, only loopback names and
-            // the public address are let in, which is the stricter side.
-            tracing::warn!(%error, "cannot read the listening address");
-            std::net::SocketAddr::from(([127, 0, 0, 1], 0))
-        });
+        // Without a TCP address, only loopback names and the public address are let in
+        // (the stricter side).
+        let address = match &listeners.tcp {
+            Some(listener) => listener.local_addr().unwrap_or_else(|error| {
+                tracing::warn!(%error, "cannot read the listening address");
+                std::net::SocketAddr::from(([127, 0, 0, 1], 0))
+            }),
+            None => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
         info!(%address, hub = %context.hub_id, "hub serving");
         let browsers = browsers::BrowserPolicy::new(
             tls.is_some(),
@@ -320,7 +356,7 @@ impl Hub {
             (stop, task)
         };
         listener::serve(
-            listener,
+            listeners,
             tls,
             router,
             context.admission.clone(),

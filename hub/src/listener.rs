@@ -1,5 +1,7 @@
-//! The hub's one listener: accepts TCP connections, counts them ([`Admission`]), completes
-//! TLS handshakes, and serves HTTP/1.1 on each with hyper, with a timer.
+//! The hub's listeners: accepts TCP connections (and, for the app's own hub, connections on
+//! a Unix socket in its data directory), counts them ([`Admission`]: by address, or by
+//! local user on the socket), completes TLS handshakes, and serves HTTP/1.1 on each with
+//! hyper, with a timer.
 //!
 //! Why not `axum::serve`: it runs hyper without a timer, so a client that sends half a
 //! request line is held forever, and a thousand such clients hold a thousand sockets. Here
@@ -26,7 +28,7 @@ use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 use tracing::{debug, warn};
 
-use crate::admission::{Admission, ConnectionPermit};
+use crate::admission::{Admission, ClientAddress, ConnectionPermit};
 use crate::metrics::Metrics;
 
 /// How long a client has to complete its TLS handshake.
@@ -41,6 +43,55 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub enum Conn {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+    #[cfg(unix)]
+    Unix(tokio::net::UnixStream),
+}
+
+/// Where the hub accepts connections: a TCP port, a Unix socket, or both.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    pub tcp: Option<TcpListener>,
+    #[cfg(unix)]
+    pub unix: Option<tokio::net::UnixListener>,
+}
+
+/// A connection just accepted, before TLS.
+enum Accepted {
+    Tcp(TcpStream, SocketAddr),
+    #[cfg(unix)]
+    Unix(tokio::net::UnixStream),
+}
+
+impl Listeners {
+    async fn accept(&self) -> io::Result<Accepted> {
+        async fn tcp(listener: &Option<TcpListener>) -> io::Result<Accepted> {
+            match listener {
+                Some(listener) => listener
+                    .accept()
+                    .await
+                    .map(|(stream, addr)| Accepted::Tcp(stream, addr)),
+                None => std::future::pending().await,
+            }
+        }
+        #[cfg(unix)]
+        {
+            let unix = async {
+                match &self.unix {
+                    Some(listener) => listener
+                        .accept()
+                        .await
+                        .map(|(stream, _)| Accepted::Unix(stream)),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                accepted = tcp(&self.tcp) => accepted,
+                accepted = unix => accepted,
+            }
+        }
+        #[cfg(not(unix))]
+        tcp(&self.tcp).await
+    }
 }
 
 impl AsyncRead for Conn {
@@ -52,6 +103,8 @@ impl AsyncRead for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+            #[cfg(unix)]
+            Conn::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
         }
     }
 }
@@ -65,6 +118,8 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+            #[cfg(unix)]
+            Conn::Unix(stream) => Pin::new(stream).poll_write(cx, buf),
         }
     }
 
@@ -72,6 +127,8 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_flush(cx),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+            #[cfg(unix)]
+            Conn::Unix(stream) => Pin::new(stream).poll_flush(cx),
         }
     }
 
@@ -79,6 +136,8 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+            #[cfg(unix)]
+            Conn::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
         }
     }
 
@@ -90,6 +149,8 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
+            #[cfg(unix)]
+            Conn::Unix(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -97,6 +158,8 @@ impl AsyncWrite for Conn {
         match self {
             Conn::Plain(stream) => stream.is_write_vectored(),
             Conn::Tls(stream) => stream.is_write_vectored(),
+            #[cfg(unix)]
+            Conn::Unix(stream) => stream.is_write_vectored(),
         }
     }
 }
@@ -105,7 +168,8 @@ impl AsyncWrite for Conn {
 /// comes from, and the count it holds, which a WebSocket takes over.
 #[derive(Debug)]
 pub struct Peer {
-    pub addr: SocketAddr,
+    /// Its TCP address (none on the Unix socket).
+    pub addr: Option<SocketAddr>,
     pub permit: ConnectionPermit,
 }
 
@@ -113,7 +177,7 @@ pub struct Peer {
 /// open requests finish (at most [`DRAIN`]) and returns. WebSockets are not waited for:
 /// the hub closes them itself (1012).
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Listeners,
     tls: Option<Arc<rustls::ServerConfig>>,
     router: Router,
     admission: Arc<Admission>,
@@ -131,9 +195,9 @@ pub async fn serve(
     let serving = Arc::new(());
     tokio::pin!(shutdown);
     loop {
-        let (stream, addr) = tokio::select! {
+        let accepted = tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
+            accepted = listeners.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of file descriptors, most likely: give connections time to close.
@@ -143,24 +207,37 @@ pub async fn serve(
                 }
             },
         };
-        let permit = match admission.connect(addr.ip()) {
+        let (address, addr) = match &accepted {
+            Accepted::Tcp(stream, addr) => {
+                // Frames are small and latency matters: never hold them back for Nagle.
+                if let Err(error) = stream.set_nodelay(true) {
+                    debug!(%error, "cannot set TCP_NODELAY");
+                }
+                (ClientAddress::of(addr.ip()), Some(*addr))
+            }
+            #[cfg(unix)]
+            Accepted::Unix(stream) => match stream.peer_cred() {
+                Ok(credentials) => (ClientAddress::LocalUser(credentials.uid()), None),
+                Err(error) => {
+                    debug!(%error, "a local peer without credentials; turned away");
+                    continue;
+                }
+            },
+        };
+        let permit = match admission.connect(address) {
             Ok(permit) => permit,
             Err(turned) => {
                 metrics
                     .connections_turned_away
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                debug!(%addr, ?turned, "connection turned away");
+                debug!(%address, ?turned, "connection turned away");
                 continue;
             }
         };
-        // Frames are small and latency matters: never hold them back for Nagle.
-        if let Err(error) = stream.set_nodelay(true) {
-            debug!(%error, "cannot set TCP_NODELAY");
-        }
         let peer = Arc::new(Peer { addr, permit });
         let serving = serving.clone();
         let connection = serve_connection(
-            stream,
+            accepted,
             peer,
             tls.clone(),
             http.clone(),
@@ -172,7 +249,7 @@ pub async fn serve(
             drop(serving);
         });
     }
-    drop(listener);
+    drop(listeners);
     let _ = stopping.send(true);
     let deadline = tokio::time::Instant::now() + DRAIN;
     while Arc::strong_count(&serving) > 1 && tokio::time::Instant::now() < deadline {
@@ -183,24 +260,27 @@ pub async fn serve(
 /// One connection: the TLS handshake, then HTTP until the client leaves, falls silent,
 /// upgrades, or the hub stops.
 async fn serve_connection(
-    stream: TcpStream,
+    accepted: Accepted,
     peer: Arc<Peer>,
     tls: Option<TlsAcceptor>,
     http: Arc<hyper::server::conn::http1::Builder>,
     router: Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let conn = match tls {
-        None => Conn::Plain(stream),
-        Some(acceptor) => {
+    let conn = match (accepted, tls) {
+        // The socket in the data directory needs no TLS: only its user reaches it.
+        #[cfg(unix)]
+        (Accepted::Unix(stream), _) => Conn::Unix(stream),
+        (Accepted::Tcp(stream, _), None) => Conn::Plain(stream),
+        (Accepted::Tcp(stream, addr), Some(acceptor)) => {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => Conn::Tls(Box::new(stream)),
                 Ok(Err(error)) => {
-                    debug!(peer = %peer.addr, %error, "TLS handshake failed");
+                    debug!(peer = %addr, %error, "TLS handshake failed");
                     return;
                 }
                 Err(_) => {
-                    debug!(peer = %peer.addr, "TLS handshake timed out");
+                    debug!(peer = %addr, "TLS handshake timed out");
                     return;
                 }
             }

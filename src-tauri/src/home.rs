@@ -208,9 +208,19 @@ pub fn start_local_hub(
     };
     settings.embedded_port = hub.addr.port();
     settings.save(places)?;
-    let address = hub.addr.to_string();
+    // This machine's clients (the app, the CLI, agents' bridges and hooks) reach it on its
+    // Unix socket, which no other local user can take over; the port is for invite links.
+    let address = local_address(&hub);
     let profile = readdress(places, profile, &address)?;
     Ok((hub, profile))
+}
+
+/// Where this machine's clients reach the app's hub.
+pub fn local_address(hub: &EmbeddedHub) -> String {
+    match &hub.socket {
+        Some(socket) => format!("unix:{}", socket.display()),
+        None => hub.addr.to_string(),
+    }
 }
 
 /// Points the person's profile, and those of their agents on the same hub, at `address`.
@@ -269,7 +279,12 @@ mod tests {
         let mut settings = Settings::load(&places).unwrap();
         assert_eq!(settings.hub, HubMode::Embedded);
         let (hub, profile) = start_local_hub(&places, &mut settings).unwrap();
-        assert_eq!(profile.hub.authority, hub.addr.to_string());
+        // The person's clients use the hub's socket in its data directory.
+        assert_eq!(
+            profile.hub.authority,
+            format!("unix:{}", places.hub_data.join("hub.sock").display())
+        );
+        assert_eq!(profile.hub.authority, local_address(&hub));
         let port = hub.addr.port();
         hub.stop().unwrap();
         let mut again = Settings::load(&places).unwrap();
@@ -281,13 +296,16 @@ mod tests {
     }
 
     #[test]
-    fn when_its_port_is_taken_the_hub_moves_and_the_profiles_follow() {
+    fn profiles_on_the_port_move_to_the_socket_and_a_taken_port_leaves_them_there() {
         let dir = tempfile::tempdir().unwrap();
         let places = Places::under(dir.path(), dir.path().join("profiles"));
         let mut settings = Settings::load(&places).unwrap();
-        let (hub, person) = start_local_hub(&places, &mut settings).unwrap();
+        let (hub, mut person) = start_local_hub(&places, &mut settings).unwrap();
         let old = hub.addr;
-        // An agent of the person's, on the same hub.
+        hub.stop().unwrap();
+        // As a version that reached the hub on its port left them: the person, and an
+        // agent of theirs on the same hub.
+        person.set_hub(&old.to_string()).unwrap();
         let agent_handle = format!("{}/writer", person.handle);
         let agent_name = roundtable_core::profile::profile_name_for(&agent_handle);
         Profile::save(
@@ -300,13 +318,13 @@ mod tests {
             None,
         )
         .unwrap();
-        hub.stop().unwrap();
+        // Someone took the port meanwhile: the hub moves, the clients are on the socket.
         let squatter = std::net::TcpListener::bind(old).unwrap();
         let (hub, moved) = start_local_hub(&places, &mut settings).unwrap();
         assert_ne!(hub.addr, old);
-        assert_eq!(moved.hub.authority, hub.addr.to_string());
+        assert_eq!(moved.hub.authority, local_address(&hub));
         let agent = Profile::load(&places.profiles, &agent_name).unwrap();
-        assert_eq!(agent.hub.authority, hub.addr.to_string());
+        assert_eq!(agent.hub.authority, local_address(&hub));
         drop(squatter);
         hub.stop().unwrap();
     }

@@ -177,6 +177,7 @@ pub async fn https(
         authority: addr.to_string(),
         host: server_name.to_owned(),
         tls: true,
+        unix: None,
     };
     let response = roundtable_core::http::request(&hub, Some(tls), method, path, body).await?;
     Ok(HttpResponse {

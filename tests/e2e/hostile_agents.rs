@@ -496,3 +496,41 @@ async fn a_stranger_at_the_hubs_address_empties_no_cache() {
     );
     assert_eq!(roundtable_e2e::cache_view(&core), before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apps_hub_is_reached_on_its_socket_and_a_taken_port_gets_no_token() {
+    use roundtable_core::profile::{Profile, Secret};
+    let dir = tempfile::tempdir().unwrap();
+    let config = roundtable_hub::HubConfig::new(dir.path().join("hub"));
+    let created = roundtable_hub::admin::add_user(&config, "dana", "Dana").unwrap();
+    let hub = roundtable_hub::embedded::start(config, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let socket = hub.socket.clone().unwrap();
+    let home = Home::default();
+    Profile::save(
+        &home.profiles(),
+        "dana",
+        &format!("unix:{}", socket.display()),
+        &created.principal.id,
+        &created.principal.handle,
+        &Secret::new(created.token.clone()),
+        None,
+    )
+    .unwrap();
+    // The person's CLI works over the socket.
+    home.ok("dana", &["room", "create", "--title", "plans"])
+        .await;
+    home.ok("dana", &["send", "plans", "over the socket"]).await;
+    let rooms = json(&home.ok("dana", &["--json", "rooms"]).await);
+    assert_eq!(rooms[0]["title"], "plans", "{rooms}");
+    // The hub is down and another process holds its port: the CLI does not go there.
+    let port = hub.addr;
+    tokio::task::spawn_blocking(move || hub.stop())
+        .await
+        .unwrap()
+        .unwrap();
+    let squatter = tokio::net::TcpListener::bind(port).await.unwrap();
+    let output = home.run("dana", &["sync"]).await;
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    let knocked = tokio::time::timeout(std::time::Duration::ZERO, squatter.accept()).await;
+    assert!(knocked.is_err(), "a client knocked at the port");
+}

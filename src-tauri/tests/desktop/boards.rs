@@ -21,6 +21,7 @@ const SESSION: &str = "5b0c2d9e-4f7a-4c21-9d3e-2a6b8c0f1e7d";
 /// A repository with an architecture: the lexer, and the parser that uses it.
 fn with_repository(home: &Path) -> PathBuf {
     let repo = home.join("work/app");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
     std::fs::create_dir_all(repo.join(".roundtable")).unwrap();
     std::fs::write(
         repo.join(".roundtable/architecture.toml"),

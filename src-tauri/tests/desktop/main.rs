@@ -90,8 +90,26 @@ async fn on_the_first_run_claude_code_is_onboarded_in_one_click() {
     let mut without = settings.clone();
     let hooks = without.as_object_mut().unwrap().remove("hooks").unwrap();
     // Today's Claude models get their task tools only with this switch.
+    // And a `roundtable` run in a session knows it is in one.
     let env = without.as_object_mut().unwrap().remove("env").unwrap();
-    assert_eq!(env, json!({"CLAUDE_CODE_ENABLE_TODO_TOOLS": "1"}));
+    assert_eq!(
+        env,
+        json!({"ROUNDTABLE_AGENT_SESSION": "dana/claude", "CLAUDE_CODE_ENABLE_TODO_TOOLS": "1"})
+    );
+    // Its file tools are kept out of Roundtable's profiles; the person's own rules stay.
+    let deny = without["permissions"]
+        .as_object_mut()
+        .unwrap()
+        .remove("deny")
+        .unwrap();
+    let profiles = desk.machine.roundtable_home().join("profiles");
+    assert_eq!(
+        deny,
+        json!([
+            format!("Read(/{}/**)", profiles.display()),
+            format!("Edit(/{}/**)", profiles.display())
+        ])
+    );
     assert_eq!(
         without,
         serde_json::from_str::<Value>(CLAUDE_SETTINGS).unwrap()
