@@ -61,6 +61,7 @@ impl HubProcess {
             .expect("a first line");
         let addr = first
             .strip_prefix("listening on ws://")
+            .or_else(|| first.strip_prefix("listening on wss://"))
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .parse()
             .unwrap();
