@@ -64,8 +64,8 @@ ensure_test_agent_clis() {
 
 # What the desktop app needs to build and run (WebKitGTK, the tray's indicator library),
 # and, for its tests, an X server, WebKit's WebDriver and a D-Bus daemon.
-DESKTOP_PACKAGES=(libwebkit2gtk-4.1-dev libayatana-appindicator3-dev xdg-utils)
-DESKTOP_TEST_PACKAGES=(xvfb xauth webkit2gtk-driver dbus-daemon)
+DESKTOP_PACKAGES=(libwebkit2gtk-4.1-dev libayatana-appindicator3-dev libdbus-1-dev xdg-utils)
+DESKTOP_TEST_PACKAGES=(xvfb xauth webkit2gtk-driver dbus-daemon gnome-keyring libsecret-tools)
 
 # Node.js 20.19 or newer with npm, for the UI's build (Vite 8) and tests: Debian's packages
 # when there is no Node.js at all, and npm's `node` package when the one there is older.

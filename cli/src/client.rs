@@ -546,7 +546,11 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
                     profile.handle,
                     profile.hub,
                     profile.name,
-                    profile.dir.join("token").display()
+                    if profile.in_secret_store {
+                        "the OS secret store".to_owned()
+                    } else {
+                        profile.dir.join("token").display().to_string()
+                    }
                 ),
                 json!({"profile": profile.name, "principal": profile.principal, "handle": profile.handle}),
             );

@@ -45,6 +45,7 @@ pub mod projection;
 pub mod room_text;
 pub mod runner;
 pub mod screens;
+pub mod secret_store;
 pub mod session_claims;
 pub mod sync;
 pub mod teams;

@@ -50,6 +50,10 @@ struct ProfileFile {
     /// Rooms (ids) this person shares their agents' work with, besides each home room.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     share_rooms: Vec<String>,
+    /// The token is in the OS secret store, not in the `token` file (a person's profile,
+    /// where a store answered; see [`crate::secret_store`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    secret_store: bool,
 }
 
 /// One identity on one hub.
@@ -67,6 +71,8 @@ pub struct Profile {
     /// [`Profile::set_share_rooms`]).
     pub share_rooms: Vec<String>,
     pub token: Secret,
+    /// Whether the token is kept in the OS secret store rather than the `token` file.
+    pub in_secret_store: bool,
     /// Stable per profile: the hub keeps one connection per (principal, device).
     pub device: String,
 }
@@ -231,8 +237,18 @@ impl Profile {
         let file: ProfileFile =
             toml::from_str(&text).map_err(|error| corrupt(error.to_string()))?;
         let hub = HubAddress::parse(&file.hub).map_err(corrupt)?;
-        let token = std::fs::read_to_string(dir.join("token"))
-            .map_err(|error| corrupt(format!("its token: {error}")))?;
+        let token = if file.secret_store {
+            crate::secret_store::fetch(&dir).map_err(|error| {
+                corrupt(format!(
+                    "its token is in the OS secret store, which did not give it ({error}); \
+                     unlock the store (your desktop's keyring), or log in again with {}=file to keep it in a file",
+                    crate::secret_store::STORE_ENV
+                ))
+            })?
+        } else {
+            std::fs::read_to_string(dir.join("token"))
+                .map_err(|error| corrupt(format!("its token: {error}")))?
+        };
         let device = std::fs::read_to_string(dir.join("device"))
             .map_err(|error| corrupt(format!("its device id: {error}")))?;
         Ok(Profile {
@@ -244,6 +260,7 @@ impl Profile {
             home_room: file.home_room,
             share_rooms: file.share_rooms,
             token: Secret::new(token.trim()),
+            in_secret_store: file.secret_store,
             device: device.trim().to_owned(),
             dir,
         })
@@ -267,6 +284,10 @@ impl Profile {
         let dir = base.join(name);
         create_private_dir(base).map_err(io(base))?;
         create_private_dir(&dir).map_err(io(&dir))?;
+        // A person's token goes to the OS secret store when one answers; an agent's stays
+        // in its file, for its bridge and hooks.
+        let secret_store =
+            !handle.contains('/') && crate::secret_store::store(&dir, token.expose());
         let file = ProfileFile {
             hub: hub.to_owned(),
             principal: principal.to_owned(),
@@ -274,11 +295,22 @@ impl Profile {
             ca_file: ca_file.clone(),
             home_room: None,
             share_rooms: Vec::new(),
+            secret_store,
         };
         let path = dir.join("profile.toml");
         let text = toml::to_string(&file).expect("profiles serialize");
-        write_private(&path, &text)?;
-        write_private(&dir.join("token"), token.expose())?;
+        if secret_store {
+            // Said first, then the file goes: a crash between leaves a stale file, unread.
+            write_private(&path, &text)?;
+            match std::fs::remove_file(dir.join("token")) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(io(&dir.join("token"))(error)),
+            }
+        } else {
+            write_private(&dir.join("token"), token.expose())?;
+            write_private(&path, &text)?;
+        }
         let device_path = dir.join("device");
         let device = match std::fs::read_to_string(&device_path) {
             Ok(device) if !device.trim().is_empty() => device.trim().to_owned(),
@@ -298,6 +330,7 @@ impl Profile {
             home_room: None,
             share_rooms: Vec::new(),
             token: token.clone(),
+            in_secret_store: secret_store,
             device,
         })
     }
@@ -351,7 +384,17 @@ impl Profile {
 
     /// Replaces this profile's token (a rotated one), atomically.
     pub fn replace_token(&mut self, token: &Secret) -> Result<(), ProfileError> {
-        write_private(&self.dir.join("token"), token.expose())?;
+        let path = self.dir.join("profile.toml");
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let in_store = toml::from_str::<ProfileFile>(&text).is_ok_and(|file| file.secret_store);
+        if !(in_store && crate::secret_store::store(&self.dir, token.expose())) {
+            write_private(&self.dir.join("token"), token.expose())?;
+            if in_store {
+                // The store no longer answers: the file holds it from now on.
+                self.update(|file| file.secret_store = false)?;
+                self.in_secret_store = false;
+            }
+        }
         self.token = token.clone();
         Ok(())
     }

@@ -534,3 +534,139 @@ async fn the_apps_hub_is_reached_on_its_socket_and_a_taken_port_gets_no_token() 
     let knocked = tokio::time::timeout(std::time::Duration::ZERO, squatter.accept()).await;
     assert!(knocked.is_err(), "a client knocked at the port");
 }
+
+/// A Secret Service of its own (gnome-keyring on a private session bus), as a desktop
+/// session has; both stop when it is dropped.
+struct SecretService {
+    bus: std::process::Child,
+    address: String,
+    _home: tempfile::TempDir,
+}
+
+impl SecretService {
+    fn start() -> SecretService {
+        use std::io::{BufRead, Write};
+        use std::process::{Command, Stdio};
+        let home = tempfile::tempdir().unwrap();
+        let mut bus = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--nopidfile", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon (scripts/test.sh installs it)");
+        let mut address = String::new();
+        std::io::BufReader::new(bus.stdout.take().unwrap())
+            .read_line(&mut address)
+            .unwrap();
+        let address = address.trim().to_owned();
+        // Unlocked with a password on its standard input; it stays, on the bus, once its
+        // first process returns.
+        let mut keyring = Command::new("gnome-keyring-daemon")
+            .args(["--unlock", "--components=secrets"])
+            .env("DBUS_SESSION_BUS_ADDRESS", &address)
+            .env("HOME", home.path())
+            .env("XDG_RUNTIME_DIR", home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gnome-keyring-daemon (scripts/test.sh installs it)");
+        keyring
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"a password")
+            .unwrap();
+        assert!(keyring.wait().unwrap().success());
+        SecretService {
+            bus,
+            address,
+            _home: home,
+        }
+    }
+
+    /// Every secret Roundtable keeps there.
+    fn roundtable_secrets(&self) -> String {
+        let output = std::process::Command::new("secret-tool")
+            .args(["search", "--all", "--unlock", "service", "roundtable"])
+            .env("DBUS_SESSION_BUS_ADDRESS", &self.address)
+            .output()
+            .expect("secret-tool (scripts/test.sh installs it)");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr)
+    }
+}
+
+impl Drop for SecretService {
+    fn drop(&mut self) {
+        let _ = self.bus.kill();
+        let _ = self.bus.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_persons_token_is_kept_in_the_secret_store_where_one_answers() {
+    let store = SecretService::start();
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    let with_store = |args: &[&str]| {
+        let mut command = home.command("dana", args);
+        command
+            .env("DBUS_SESSION_BUS_ADDRESS", &store.address)
+            .env_remove("ROUNDTABLE_TOKEN_STORE");
+        command
+    };
+    let output = with_store(&["signup", "--hub", &hub.addr(), "--handle", "dana"])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("token in the OS secret store"),
+        "{output:?}"
+    );
+    // No file holds it; the store does.
+    let dir = home.profiles().join("dana");
+    assert!(!dir.join("token").exists());
+    let secrets = store.roundtable_secrets();
+    let token = secrets
+        .lines()
+        .find_map(|line| line.strip_prefix("secret = "))
+        .unwrap_or_else(|| panic!("no secret in the store: {secrets}"))
+        .to_owned();
+    assert!(token.starts_with("rt_"), "{secrets}");
+    for (path, bytes) in snapshot(&home.profiles()) {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(&token),
+            "{path} holds the token"
+        );
+    }
+    // The person's commands take it from there.
+    let output = with_store(&["room", "create", "--title", "kept"])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    // With no store answering, the profile says where its token is and what to do.
+    let output = home
+        .command("dana", &["rooms"])
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env_remove("ROUNDTABLE_TOKEN_STORE")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(FAILURE), "{stderr}");
+    assert!(
+        stderr.contains("its token is in the OS secret store")
+            && stderr.contains("ROUNDTABLE_TOKEN_STORE=file"),
+        "{stderr}"
+    );
+    // An agent's token stays in its own profile's file, for its bridge and hooks.
+    let registered = with_store(&["--json", "agents", "register", "writer"])
+        .output()
+        .await
+        .unwrap();
+    assert!(registered.status.success(), "{registered:?}");
+    assert!(home.profiles().join("dana.writer/token").exists());
+}

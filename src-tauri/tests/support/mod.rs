@@ -237,6 +237,8 @@ impl Machine {
         vec![
             ("HOME".into(), self.home().display().to_string()),
             ("USER".into(), "dana".into()),
+            // Tokens in profile files: the private bus has no secret store to keep them.
+            ("ROUNDTABLE_TOKEN_STORE".into(), "file".into()),
             (
                 "ROUNDTABLE_HOME".into(),
                 self.roundtable_home().display().to_string(),
