@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
-ensure_packages build-essential pkg-config ca-certificates
+# libdbus: the CLI keeps a person's token in the Secret Service when one runs.
+ensure_packages build-essential pkg-config ca-certificates libdbus-1-dev
 ensure_rust
 
 if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
