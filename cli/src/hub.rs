@@ -343,11 +343,21 @@ async fn serve(data: PathBuf, args: ServeArgs) -> Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr()?;
     config.public_address = Some(args.public_address.unwrap_or_else(|| address.to_string()));
+    let pinnable = config.tls.clone();
     let hub = Hub::open(config)
         .with_context(|| format!("cannot open the hub's data in {}", data.display()))?;
     // The first line on stdout tells scripts and tests where to connect.
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on {}://{address}", hub.scheme())?;
+    // What clients that do not trust the certificate's issuer pin (a certificate of its own).
+    if let Some(files) = &pinnable {
+        let pin =
+            roundtable_core::hub_address::pin_of(&roundtable_hub::tls::leaf_certificate(files)?);
+        writeln!(
+            stdout,
+            "certificate {pin}: clients that do not trust its issuer reach the hub as wss://HOST:PORT#{pin}"
+        )?;
+    }
     stdout.flush()?;
     drop(stdout);
     hub.serve(listener, shutdown_signal()).await?;

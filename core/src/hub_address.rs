@@ -15,12 +15,31 @@ pub struct HubAddress {
     pub tls: bool,
     /// The Unix socket the hub is reached at, instead of TCP.
     pub unix: Option<std::path::PathBuf>,
+    /// The SHA-256 of the hub's certificate (`#sha256=HEX` after a `wss://` or `https://`
+    /// address): that certificate, and no other, is the hub, whoever signed it.
+    pub pin: Option<[u8; 32]>,
 }
 
 impl HubAddress {
-    /// Parses `host:port`, `ws://host:port[/…]`, `wss://…`, `http://…` or `https://…`.
+    /// Parses `host:port`, `ws://host:port[/…]`, `wss://…`, `http://…` or `https://…`
+    /// (the last two optionally pinned, `…#sha256=HEX`), or `unix:/path`.
     pub fn parse(text: &str) -> Result<HubAddress, String> {
         let text = text.trim();
+        if let Some((address, fragment)) = text.split_once('#') {
+            let pin = parse_pin(fragment).ok_or_else(|| {
+                format!(
+                    "{text:?} ends in {fragment:?}: a pinned hub is written ADDRESS#sha256= and the 64 hex digits of its certificate's SHA-256 (`roundtable hub` prints them)"
+                )
+            })?;
+            let mut parsed = HubAddress::parse(address)?;
+            if !parsed.tls {
+                return Err(format!(
+                    "{text:?} pins a certificate for a hub without TLS: write wss:// or https://"
+                ));
+            }
+            parsed.pin = Some(pin);
+            return Ok(parsed);
+        }
         if let Some(path) = text.strip_prefix("unix:") {
             let path = std::path::PathBuf::from(path);
             if !path.is_absolute() {
@@ -33,6 +52,7 @@ impl HubAddress {
                 host: "localhost".to_owned(),
                 tls: false,
                 unix: Some(path),
+                pin: None,
             });
         }
         let (tls, rest) = if let Some(rest) = text.strip_prefix("wss://") {
@@ -74,6 +94,7 @@ impl HubAddress {
                 .to_owned(),
             tls,
             unix: None,
+            pin: None,
         })
     }
 
@@ -139,6 +160,103 @@ impl std::fmt::Display for HubAddress {
         }
         f.write_str(&self.http_base())
     }
+}
+
+/// `sha256=HEX` (64 hex digits).
+fn parse_pin(fragment: &str) -> Option<[u8; 32]> {
+    let hex = fragment.strip_prefix("sha256=")?;
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut pin = [0u8; 32];
+    for (byte, pair) in pin.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(pin)
+}
+
+/// How a certificate is pinned: `sha256=` and its SHA-256 in hex.
+pub fn pin_of(certificate_der: &[u8]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(certificate_der);
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// Trusts exactly the certificate whose SHA-256 is pinned, whoever signed it (a hub with a
+/// certificate of its own, on a network): the hub is authenticated before any token is
+/// sent to it. Handshake signatures are checked as usual.
+#[derive(Debug)]
+struct PinnedCertificate {
+    pin: [u8; 32],
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::client::danger::ServerCertVerifier for PinnedCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls_pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(end_entity.as_ref());
+        if digest.as_slice() == self.pin {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(format!(
+                "the hub's certificate is not the one pinned (it is {})",
+                pin_of(end_entity.as_ref())
+            )))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        certificate: &rustls_pki_types::CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, certificate, signature, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        certificate: &rustls_pki_types::CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, certificate, signature, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// TLS trust for `hub`: its pinned certificate when its address pins one, else the public
+/// web roots plus a PEM CA file when the hub uses a private CA.
+pub fn tls_config_for(
+    hub: &HubAddress,
+    extra_ca: Option<&std::path::Path>,
+) -> Result<Arc<ClientConfig>, String> {
+    let Some(pin) = hub.pin else {
+        return tls_config(extra_ca);
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = PinnedCertificate {
+        pin,
+        algorithms: provider.signature_verification_algorithms,
+    };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| error.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// TLS trust: the public web roots, plus a PEM CA file when the hub uses a private CA.
@@ -211,6 +329,16 @@ mod tests {
             "unix:/home/dana/.local/share/roundtable/hub/hub.sock"
         );
         assert!(HubAddress::parse("unix:hub.sock").is_err());
+        // A pinned certificate, after a TLS address only.
+        let hex = "ab".repeat(32);
+        let pinned = HubAddress::parse(&format!("wss://192.168.1.20:7300#sha256={hex}")).unwrap();
+        assert_eq!(pinned.pin, Some([0xab; 32]));
+        assert_eq!(pinned.authority, "192.168.1.20:7300");
+        assert!(pinned.check_plain(false).is_ok());
+        assert!(HubAddress::parse(&format!("192.168.1.20:7300#sha256={hex}")).is_err());
+        assert!(HubAddress::parse("wss://h:1#sha256=abc").is_err());
+        assert!(HubAddress::parse(&format!("wss://h:1#md5={hex}")).is_err());
+        assert_eq!(pin_of(b"x").len(), "sha256=".len() + 64);
         let error = HubAddress::parse("10.0.0.2:7300")
             .unwrap()
             .check_plain(false)

@@ -287,7 +287,10 @@ impl Core {
         cache.forget_done_before(now_ms() - sync::DONE_KEPT_MS)?;
         cache.set_meta("principal", &profile.principal)?;
         let tls = if profile.hub.tls {
-            Some(hub_address::tls_config(profile.ca_file.as_deref()).map_err(CoreError::Invalid)?)
+            Some(
+                hub_address::tls_config_for(&profile.hub, profile.ca_file.as_deref())
+                    .map_err(CoreError::Invalid)?,
+            )
         } else {
             None
         };
@@ -646,7 +649,10 @@ pub async fn signup(
     let address = HubAddress::parse(hub).map_err(CoreError::Invalid)?;
     address.check_plain(insecure).map_err(CoreError::Invalid)?;
     let tls = if address.tls {
-        Some(hub_address::tls_config(ca_file.as_deref()).map_err(CoreError::Invalid)?)
+        Some(
+            hub_address::tls_config_for(&address, ca_file.as_deref())
+                .map_err(CoreError::Invalid)?,
+        )
     } else {
         None
     };
@@ -688,7 +694,10 @@ pub async fn login(
     let address = HubAddress::parse(hub).map_err(CoreError::Invalid)?;
     address.check_plain(insecure).map_err(CoreError::Invalid)?;
     let tls = if address.tls {
-        Some(hub_address::tls_config(ca_file.as_deref()).map_err(CoreError::Invalid)?)
+        Some(
+            hub_address::tls_config_for(&address, ca_file.as_deref())
+                .map_err(CoreError::Invalid)?,
+        )
     } else {
         None
     };

@@ -13,6 +13,17 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use crate::HubError;
 use crate::config::TlsFiles;
 
+/// The hub's own certificate (the first of the chain), DER-encoded: what a client that
+/// does not trust its issuer pins.
+pub fn leaf_certificate(files: &TlsFiles) -> Result<Vec<u8>, HubError> {
+    let certificate = CertificateDer::pem_file_iter(&files.cert)
+        .map_err(|error| HubError::Tls(format!("cannot read {}: {error}", files.cert.display())))?
+        .next()
+        .ok_or_else(|| HubError::Tls(format!("{} holds no certificate", files.cert.display())))?
+        .map_err(|error| HubError::Tls(format!("cannot read {}: {error}", files.cert.display())))?;
+    Ok(certificate.as_ref().to_vec())
+}
+
 /// Loads a PEM certificate chain and private key into a server configuration.
 pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, HubError> {
     let read_error = |what: &str, path: &Path, error: &dyn std::fmt::Display| {

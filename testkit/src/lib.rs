@@ -178,6 +178,7 @@ pub async fn https(
         host: server_name.to_owned(),
         tls: true,
         unix: None,
+        pin: None,
     };
     let response = roundtable_core::http::request(&hub, Some(tls), method, path, body).await?;
     Ok(HttpResponse {

@@ -670,3 +670,81 @@ async fn the_persons_token_is_kept_in_the_secret_store_where_one_answers() {
     assert!(registered.status.success(), "{registered:?}");
     assert!(home.profiles().join("dana.writer/token").exists());
 }
+
+/// A certificate for `localhost` that signs itself, as PEM files in `dir`; its pin.
+fn self_signed(
+    dir: &std::path::Path,
+    name: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (cert_path, key_path) = (
+        dir.join(format!("{name}.crt")),
+        dir.join(format!("{name}.key")),
+    );
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let pin = roundtable_core::hub_address::pin_of(cert.der());
+    (cert_path, key_path, pin)
+}
+
+#[tokio::test]
+async fn a_hub_reached_over_the_network_is_its_pinned_certificate_or_gets_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, pin) = self_signed(dir.path(), "hub");
+    let (other_cert, other_key, _) = self_signed(dir.path(), "impostor");
+    let start = |cert: &std::path::Path, key: &std::path::Path| {
+        let args = [
+            "--tls-cert".to_owned(),
+            cert.display().to_string(),
+            "--tls-key".to_owned(),
+            key.display().to_string(),
+        ];
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            Hub::start(&args).await
+        }
+    };
+    let hub = start(&cert, &key).await;
+    let impostor = start(&other_cert, &other_key).await;
+    let port = |hub: &Hub| hub.addr().rsplit_once(':').unwrap().1.to_owned();
+    let home = Home::default();
+    // Its certificate signs itself: without the pin, no client trusts it.
+    let plain = format!("wss://localhost:{}", port(&hub));
+    let stderr = home
+        .fails("dana", &["signup", "--hub", &plain, "--handle", "dana"], 3)
+        .await;
+    assert!(stderr.contains("TLS"), "{stderr}");
+    // Pinned, it is the hub.
+    let pinned = format!("wss://localhost:{}#{pin}", port(&hub));
+    home.ok("dana", &["signup", "--hub", &pinned, "--handle", "dana"])
+        .await;
+    home.ok("dana", &["room", "create", "--title", "pinned"])
+        .await;
+    // Another hub with another certificate, where the pinned one was expected, gets no
+    // token: the handshake fails before one could be sent.
+    let token = home.profile("dana").token.expose().to_owned();
+    let elsewhere = format!("wss://localhost:{}#{pin}", port(&impostor));
+    let mut login = home.command("sam", &["login", "--hub", &elsewhere, "--token", "-"]);
+    let mut child = login
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncWriteExt as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{token}\n").as_bytes())
+        .await
+        .unwrap();
+    let output = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("not the one pinned"), "{stderr}");
+    assert!(!home.profiles().join("sam").exists());
+}
