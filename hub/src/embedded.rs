@@ -48,8 +48,16 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
     }
     let socket_path = config.data_dir.join(crate::SOCKET);
     let hub = Hub::open(config)?;
+    // A socket that cannot be made (a data directory whose path is longer than a socket
+    // address holds) leaves the hub on its port alone, and says why.
     #[cfg(unix)]
-    let (socket, unix) = (Some(socket_path), Some(hub.bind_socket()?));
+    let (socket, unix) = match hub.bind_socket() {
+        Ok(listener) => (Some(socket_path), Some(listener)),
+        Err(error) => {
+            tracing::warn!(%error, path = %socket_path.display(), "no Unix socket for the hub; its clients use its port");
+            (None, None)
+        }
+    };
     #[cfg(not(unix))]
     let socket = {
         let _ = socket_path;
@@ -167,6 +175,15 @@ mod tests {
         drop(hub);
         // Stopped: the port no longer answers, and the data directory can be opened again.
         assert!(std::net::TcpStream::connect(addr).is_err());
+        // A data directory too deep for a socket address: the hub serves on its port.
+        #[cfg(unix)]
+        {
+            let deep = dir.path().join("d".repeat(120)).join("hub");
+            let hub = start(HubConfig::new(&deep), "127.0.0.1:0".parse().unwrap()).unwrap();
+            assert_eq!(hub.socket, None);
+            assert!(std::net::TcpStream::connect(hub.addr).is_ok());
+            hub.stop().unwrap();
+        }
         // The socket it leaves behind is replaced by the next hub's.
         let again = start(
             HubConfig::new(dir.path().join("hub")),
