@@ -221,11 +221,16 @@ async fn the_tasks_and_architecture_boards_follow_a_fake_agent_live() {
         .await;
     let key = lane.attr("data-lane").await.unwrap().unwrap_or_default();
     assert!(key.ends_with(&format!(":claude-code:{SESSION}")), "{key}");
-    let facts = lane.text().await.unwrap();
-    assert!(
-        facts.contains("claude-code") && facts.contains("this machine") && facts.contains("dana"),
-        "{facts}"
-    );
+    desk.wait_for_element_text(
+        "[data-testid='task-lane'][data-agent='dana/claude']",
+        "the lane says which CLI, which machine and whose",
+        |facts| {
+            facts.contains("claude-code")
+                && facts.contains("this machine")
+                && facts.contains("dana")
+        },
+    )
+    .await;
     desk.screenshot("tasks").await;
 
     // Each list the agent writes appears within moments; a task marked completed moves.

@@ -345,6 +345,26 @@ impl Desk {
         }
     }
 
+    /// Waits until `check` holds of the text of the element `css` selects (polled: an
+    /// element may be in the page before its text is shown).
+    pub async fn wait_for_element_text(
+        &self,
+        css: &str,
+        what: &str,
+        check: impl Fn(&str) -> bool,
+    ) -> String {
+        eprintln!("[harness] waiting until {what}");
+        let started = Instant::now();
+        loop {
+            let text = self.wait_css(css).await.text().await.unwrap_or_default();
+            if check(&text) {
+                return text;
+            }
+            assert!(started.elapsed() < PATIENCE, "{what}; {css} shows:\n{text}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Everything the window shows, as text.
     pub async fn window_text(&self) -> String {
         let body = tokio::time::timeout(PATIENCE, self.client.find(Locator::Css("body")))
