@@ -584,9 +584,16 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
         }
         _ => {}
     }
+    // Refused before the token is read (from the secret store, perhaps with a prompt).
+    let checked = profile::Profile::handle_of(&base, &global.profile);
+    if let Some(handle) = &checked {
+        refuse_in_agent_session(handle)?;
+    }
     let profile = profile::Profile::load(&base, &global.profile)
         .map_err(|error| Failure::new(Exit::Failure, error.to_string()))?;
-    refuse_in_agent_session(&profile.handle)?;
+    if checked.is_none() {
+        refuse_in_agent_session(&profile.handle)?;
+    }
     let core = Core::open(profile).await?;
     match command {
         ClientCommand::Signup { .. } | ClientCommand::Login { .. } => Ok(()),

@@ -215,6 +215,16 @@ fn write_private_in_place(path: &Path, contents: &str) -> Result<(), ProfileErro
 }
 
 impl Profile {
+    /// The handle the profile `name` in `base` belongs to, read without its token (which
+    /// may sit in the OS secret store): to decide whether it may be loaded at all.
+    pub fn handle_of(base: &Path, name: &str) -> Option<String> {
+        check_name(name).ok()?;
+        let text = std::fs::read_to_string(base.join(name).join("profile.toml")).ok()?;
+        toml::from_str::<ProfileFile>(&text)
+            .ok()
+            .map(|file| file.handle)
+    }
+
     /// Loads the profile `name` from `base` (see [`profiles_dir`]).
     pub fn load(base: &Path, name: &str) -> Result<Profile, ProfileError> {
         check_name(name)?;
