@@ -16,6 +16,11 @@ use crate::ids::IdSource;
 use crate::store::{Store, StoreError};
 use crate::{HubError, unix_ms};
 
+/// How often, and how long apart, a held data directory is tried again before it counts
+/// as another hub's.
+const LOCK_TRIES: u32 = 10;
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The data directory, held exclusively while the value lives.
 #[derive(Debug)]
 pub struct DataLock {
@@ -36,12 +41,24 @@ impl DataLock {
             .truncate(false)
             .write(true)
             .open(&path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(DataLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(HubError::Locked {
-                dir: config.data_dir.display().to_string(),
-            }),
-            Err(std::fs::TryLockError::Error(error)) => Err(HubError::Io(error)),
+        // A lock just let go of can still be held for a moment: a process that forks
+        // while it holds the lock leaves the child a share of it until the child execs
+        // (the app probing agent CLIs as it creates the person, then starts its hub).
+        let mut tries = 0;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(DataLock { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) if tries < LOCK_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(LOCK_RETRY);
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(HubError::Locked {
+                        dir: config.data_dir.display().to_string(),
+                    });
+                }
+                Err(std::fs::TryLockError::Error(error)) => return Err(HubError::Io(error)),
+            }
         }
     }
 }
@@ -161,4 +178,28 @@ pub fn verify_audit(
     };
     crate::store::sqlite::read_audit_log(&path, |entry| check.feed(&entry))?;
     check.finish().map_err(AdminError::Broken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_let_go_of_a_moment_later_is_taken_and_one_kept_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = HubConfig::new(dir.path().join("hub"));
+        let held = DataLock::acquire(&config).unwrap();
+        // Kept: refused, once the retries are over.
+        assert!(matches!(
+            DataLock::acquire(&config),
+            Err(HubError::Locked { .. })
+        ));
+        // Let go of while the next one waits (as a forked child's share is, at its exec).
+        let releasing = std::thread::spawn(move || {
+            std::thread::sleep(LOCK_RETRY * 3);
+            drop(held);
+        });
+        assert!(DataLock::acquire(&config).is_ok());
+        releasing.join().unwrap();
+    }
 }

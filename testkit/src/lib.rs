@@ -22,6 +22,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub mod agent_clis;
 pub mod model_server;
+pub mod pki;
 mod process;
 pub mod seed;
 pub use process::{HubProcess, roundtable_bin};

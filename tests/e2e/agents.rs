@@ -1012,6 +1012,16 @@ fn writer_runner(
 }
 
 /// The writer's statuses in the room, as the hub holds them: (state, detail).
+/// How many messages wait unread for the writer, in its own cache (up to `limit`).
+async fn writer_unread(writer: &roundtable_core::Core, limit: u32) -> usize {
+    let me = writer.me().to_owned();
+    writer
+        .read(move |cache| cache.unread_messages_for(&me, true, limit))
+        .await
+        .unwrap()
+        .len()
+}
+
 async fn writer_statuses(hub: &Hub, machine: &Machine) -> Vec<(String, String)> {
     let token = machine.home.profile("dana").token.expose().to_owned();
     roundtable_e2e::room_bodies(&hub.ws_url(), &token, "design", "status")
@@ -1068,15 +1078,8 @@ async fn a_paused_headless_agent_runs_no_turn_until_resumed_then_one_for_all_tha
     let writer = roundtable_core::Core::open(machine.home.profile("dana.writer"))
         .await
         .unwrap();
-    let me = writer.me().to_owned();
     until("the writer's cache holds the ten", async || {
-        let me = me.clone();
-        writer
-            .read(move |cache| cache.unread_messages_for(&me, true, 50))
-            .await
-            .unwrap()
-            .len()
-            == 10
+        writer_unread(&writer, 50).await == 10
     })
     .await;
     drop(writer);
@@ -1210,14 +1213,8 @@ async fn a_busy_model_service_gets_three_more_turns_then_the_failure_is_reported
     let writer = roundtable_core::Core::open(machine.home.profile("dana.writer"))
         .await
         .unwrap();
-    let me = writer.me().to_owned();
     until("the question counts as handled", async || {
-        let me = me.clone();
-        writer
-            .read(move |cache| cache.unread_messages_for(&me, true, 10))
-            .await
-            .unwrap()
-            .is_empty()
+        writer_unread(&writer, 10).await == 0
     })
     .await;
     runner.start_kill().unwrap();
@@ -1258,14 +1255,8 @@ async fn an_agent_cli_that_cannot_start_is_reported_once_per_batch_and_not_retri
     let writer = roundtable_core::Core::open(machine.home.profile("dana.writer"))
         .await
         .unwrap();
-    let me = writer.me().to_owned();
     until("both count as handled", async || {
-        let me = me.clone();
-        writer
-            .read(move |cache| cache.unread_messages_for(&me, true, 10))
-            .await
-            .unwrap()
-            .is_empty()
+        writer_unread(&writer, 10).await == 0
     })
     .await;
     runner.start_kill().unwrap();

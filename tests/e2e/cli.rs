@@ -495,35 +495,16 @@ async fn the_operator_revokes_tokens_online_and_verifies_the_log_against_a_recor
     );
 }
 
-/// A CA, and a certificate for `localhost` it signed, as PEM files in `dir`: (CA, cert, key).
-fn test_pki(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let ca = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let paths = (dir.join("ca.pem"), dir.join("hub.crt"), dir.join("hub.key"));
-    std::fs::write(&paths.0, ca_cert.pem()).unwrap();
-    std::fs::write(&paths.1, cert.pem()).unwrap();
-    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
-    paths
-}
-
 #[tokio::test]
 async fn the_cli_signs_up_and_syncs_with_a_hub_over_tls_trusting_its_ca() {
     let pki = tempfile::tempdir().unwrap();
-    let (ca, cert, key) = test_pki(pki.path());
+    let pki = roundtable_testkit::pki::signed_by_ca(pki.path());
+    let ca = pki.ca;
     let hub = Hub::start(&[
         "--tls-cert",
-        cert.to_str().unwrap(),
+        pki.hub.cert.to_str().unwrap(),
         "--tls-key",
-        key.to_str().unwrap(),
+        pki.hub.key.to_str().unwrap(),
     ])
     .await;
     let port = hub.addr().rsplit_once(':').unwrap().1.to_owned();

@@ -261,27 +261,27 @@ async fn onboarding_never_edits_through_a_link_out_of_a_project() {
     std::fs::create_dir_all(user_home.join("elsewhere")).unwrap();
     std::os::unix::fs::symlink("../../elsewhere", other.join(".claude")).unwrap();
     let before = snapshot(&user_home);
+    let onboard = |dir: &std::path::Path| {
+        let mut command = home.command(
+            "dana",
+            &[
+                "agents",
+                "onboard",
+                "claude",
+                "--name",
+                "writer",
+                "--project",
+                dir.to_str().unwrap(),
+            ],
+        );
+        command.env("PATH", fake_clis_path());
+        command
+    };
     for (dir, link) in [
         (&project, project.join(".mcp.json")),
         (&other, other.join(".claude")),
     ] {
-        let output = home
-            .command(
-                "dana",
-                &[
-                    "agents",
-                    "onboard",
-                    "claude",
-                    "--name",
-                    "writer",
-                    "--project",
-                    dir.to_str().unwrap(),
-                ],
-            )
-            .env("PATH", fake_clis_path())
-            .output()
-            .await
-            .unwrap();
+        let output = onboard(dir).output().await.unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_ne!(output.status.code(), Some(0), "{stderr}");
         assert!(
@@ -301,23 +301,7 @@ async fn onboarding_never_edits_through_a_link_out_of_a_project() {
     // A project of plain files is onboarded.
     let plain = user_home.join("work/plain");
     std::fs::create_dir_all(&plain).unwrap();
-    let output = home
-        .command(
-            "dana",
-            &[
-                "agents",
-                "onboard",
-                "claude",
-                "--name",
-                "writer",
-                "--project",
-                plain.to_str().unwrap(),
-            ],
-        )
-        .env("PATH", fake_clis_path())
-        .output()
-        .await
-        .unwrap();
+    let output = onboard(&plain).output().await.unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -671,45 +655,26 @@ async fn the_persons_token_is_kept_in_the_secret_store_where_one_answers() {
     assert!(home.profiles().join("dana.writer/token").exists());
 }
 
-/// A certificate for `localhost` that signs itself, as PEM files in `dir`; its pin.
-fn self_signed(
-    dir: &std::path::Path,
-    name: &str,
-) -> (std::path::PathBuf, std::path::PathBuf, String) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let (cert_path, key_path) = (
-        dir.join(format!("{name}.crt")),
-        dir.join(format!("{name}.key")),
-    );
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    let pin = roundtable_core::hub_address::pin_of(cert.der());
-    (cert_path, key_path, pin)
-}
-
 #[tokio::test]
 async fn a_hub_reached_over_the_network_is_its_pinned_certificate_or_gets_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key, pin) = self_signed(dir.path(), "hub");
-    let (other_cert, other_key, _) = self_signed(dir.path(), "impostor");
-    let start = |cert: &std::path::Path, key: &std::path::Path| {
+    let ours = roundtable_testkit::pki::self_signed(dir.path(), "hub");
+    let other = roundtable_testkit::pki::self_signed(dir.path(), "impostor");
+    let pin = roundtable_core::hub_address::pin_of(&ours.der);
+    let start = |certificate: &roundtable_testkit::pki::HubCertificate| {
         let args = [
             "--tls-cert".to_owned(),
-            cert.display().to_string(),
+            certificate.cert.display().to_string(),
             "--tls-key".to_owned(),
-            key.display().to_string(),
+            certificate.key.display().to_string(),
         ];
         async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             Hub::start(&args).await
         }
     };
-    let hub = start(&cert, &key).await;
-    let impostor = start(&other_cert, &other_key).await;
+    let hub = start(&ours).await;
+    let impostor = start(&other).await;
     let port = |hub: &Hub| hub.addr().rsplit_once(':').unwrap().1.to_owned();
     let home = Home::default();
     // Its certificate signs itself: without the pin, no client trusts it.

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use roundtable_hub::config::TlsFiles;
 use roundtable_protocol::client::{ClientFrame, Rooms};
 use roundtable_testkit::{Client, TestHub, http, https};
@@ -11,25 +10,13 @@ use roundtable_testkit::{Client, TestHub, http, https};
 /// A test CA and a server certificate for localhost signed by it; returns the client
 /// configuration that trusts the CA.
 fn test_pki(dir: &std::path::Path) -> (TlsFiles, Arc<rustls::ClientConfig>) {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let ca = Issuer::new(ca_params, ca_key);
-    let server_key = KeyPair::generate().unwrap();
-    let server_cert = CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&server_key, &ca)
-        .unwrap();
+    let pki = roundtable_testkit::pki::signed_by_ca(dir);
     let files = TlsFiles {
-        cert: dir.join("hub.crt"),
-        key: dir.join("hub.key"),
+        cert: pki.hub.cert,
+        key: pki.hub.key,
     };
-    std::fs::write(&files.cert, server_cert.pem()).unwrap();
-    std::fs::write(&files.key, server_key.serialize_pem()).unwrap();
-
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca_cert.der().clone()).unwrap();
+    roots.add(pki.ca_der.into()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let client = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
