@@ -29,6 +29,7 @@ fn main() {
             "agent_token",
             "connect_remote",
             "use_embedded",
+            "share_on_network",
             "task_board",
             "architecture",
             "component_history",

@@ -224,7 +224,8 @@ impl FromStr for PublicAddress {
             }
             None => (None, text),
         };
-        let authority = rest.split('/').next().unwrap_or_default();
+        // A pinned address (`wss://host:port#sha256=…`) names its host before the pin.
+        let authority = rest.split(['/', '#', '?']).next().unwrap_or_default();
         Ok(PublicAddress {
             authority: Authority::parse(authority)?,
             scheme,
@@ -704,6 +705,15 @@ mod tests {
         ] {
             assert!(good.parse::<PublicAddress>().is_ok(), "{good}");
         }
+        // A pinned address names its host before the pin.
+        let pinned: PublicAddress = format!("wss://192.168.1.20:7300#sha256={}", "ab".repeat(32))
+            .parse()
+            .unwrap();
+        assert_eq!(
+            pinned.authority.host,
+            HostName::Ip("192.168.1.20".parse().unwrap())
+        );
+        assert_eq!(pinned.authority.port, Some(7300));
         for bad in [
             "ftp://hub.example.com",
             "hub.example.com:https",

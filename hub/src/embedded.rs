@@ -1,7 +1,8 @@
 //! A hub inside another program (the desktop app, a test): on a runtime and threads of its
 //! own, so the host's async workers never run the hub's tasks and the hub's never run the
-//! host's. One person with local agents needs nothing else: the app starts this on
-//! 127.0.0.1 and talks to it like to any other hub.
+//! host's. One person with local agents needs nothing else: the app starts this on a Unix
+//! socket in its data directory (a TCP port only when the person lets teammates in) and
+//! talks to it like to any other hub.
 
 use std::net::SocketAddr;
 use std::thread::JoinHandle;
@@ -18,50 +19,90 @@ const WORKERS: usize = 2;
 /// commit.
 #[derive(Debug)]
 pub struct EmbeddedHub {
-    /// Where it listens (its port chosen by the system when asked for port 0).
-    pub addr: SocketAddr,
+    /// Its TCP address, when it has a port: one it was given, or, when it could not make
+    /// its Unix socket, one on 127.0.0.1 the system chose.
+    pub tcp: Option<SocketAddr>,
     /// Its Unix socket, where this machine's clients reach it (see
     /// [`crate::Hub::bind_socket`]).
     pub socket: Option<std::path::PathBuf>,
+    /// Where this machine's clients reach it: `unix:PATH` on its socket, else `HOST:PORT`.
+    pub local_address: String,
     pub hub_id: String,
     pub epoch: String,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), HubError>>>,
 }
 
-/// Starts a hub over `config.data_dir` listening on `listen` (`127.0.0.1:0` picks a free
-/// port) and on its Unix socket in the data directory. Invite links name
-/// `config.public_address`, or the address it listens on.
-pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, HubError> {
+/// Binds `addr` for [`start`] (`127.0.0.1:0` picks a free port): bound by the caller, so
+/// it knows the port before the hub starts (to name it in `config.public_address`).
+pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind(addr)
+}
+
+/// Starts a hub over `config.data_dir` on its Unix socket in the data directory, and on
+/// `tcp` when given. A hub that cannot make its socket (a data directory whose path is
+/// longer than a socket address holds) and has no port listens on one of 127.0.0.1 instead,
+/// and says why. Invite links name `config.public_address`, else its port, else its socket
+/// (which reaches it from this machine's user only).
+pub fn start(
+    mut config: HubConfig,
+    tcp: Option<std::net::TcpListener>,
+) -> Result<EmbeddedHub, HubError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .thread_name("roundtable-hub")
         .enable_all()
         .build()?;
-    // Bound here, so the caller learns the port (and a busy port fails here); adopted by
-    // the hub's own runtime on its thread (the caller may be inside a runtime of its own).
-    let listener = std::net::TcpListener::bind(listen)?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-    if config.public_address.is_none() {
-        config.public_address = Some(addr.to_string());
-    }
     let socket_path = config.data_dir.join(crate::SOCKET);
-    let hub = Hub::open(config)?;
-    // A socket that cannot be made (a data directory whose path is longer than a socket
-    // address holds) leaves the hub on its port alone, and says why.
+    // The one way a socket cannot be made that is known before the hub opens: a path
+    // longer than a socket address holds.
     #[cfg(unix)]
-    let (socket, unix) = match hub.bind_socket() {
-        Ok(listener) => (Some(socket_path), Some(listener)),
-        Err(error) => {
-            tracing::warn!(%error, path = %socket_path.display(), "no Unix socket for the hub; its clients use its port");
-            (None, None)
+    let socket_fits = std::os::unix::net::SocketAddr::from_pathname(&socket_path).is_ok();
+    #[cfg(not(unix))]
+    let socket_fits = false;
+    let tcp = match tcp {
+        Some(listener) => Some(listener),
+        None if !socket_fits => {
+            tracing::warn!(path = %socket_path.display(), "the hub's Unix socket path is too long; its clients use a port on 127.0.0.1");
+            Some(bind(SocketAddr::from(([127, 0, 0, 1], 0)))?)
         }
+        None => None,
+    };
+    let tcp_addr = tcp
+        .as_ref()
+        .map(std::net::TcpListener::local_addr)
+        .transpose()?;
+    if let Some(listener) = &tcp {
+        // Adopted by the hub's own runtime on its thread (the caller may be inside a
+        // runtime of its own).
+        listener.set_nonblocking(true)?;
+    }
+    if config.public_address.is_none() {
+        config.public_address = match tcp_addr {
+            Some(addr) => Some(addr.to_string()),
+            None => Some(format!("unix:{}", socket_path.display())),
+        };
+    }
+    let hub = Hub::open(config)?;
+    #[cfg(unix)]
+    let (socket, unix) = if socket_fits {
+        (Some(socket_path), Some(hub.bind_socket()?))
+    } else {
+        (None, None)
     };
     #[cfg(not(unix))]
-    let socket = {
+    let socket: Option<std::path::PathBuf> = {
         let _ = socket_path;
         None
+    };
+    let local_address = match (&socket, tcp_addr) {
+        (Some(path), _) => format!("unix:{}", path.display()),
+        (None, Some(addr)) => addr.to_string(),
+        (None, None) => {
+            return Err(HubError::Io(std::io::Error::other(
+                "the embedded hub has neither a socket nor a port",
+            )));
+        }
     };
     let hub_id = hub.hub_id().to_owned();
     let epoch = hub.epoch().to_owned();
@@ -71,7 +112,7 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
         .spawn(move || {
             let served = runtime.block_on(async move {
                 let listeners = crate::listener::Listeners {
-                    tcp: Some(tokio::net::TcpListener::from_std(listener)?),
+                    tcp: tcp.map(tokio::net::TcpListener::from_std).transpose()?,
                     #[cfg(unix)]
                     unix: unix.map(tokio::net::UnixListener::from_std).transpose()?,
                 };
@@ -85,8 +126,9 @@ pub fn start(mut config: HubConfig, listen: SocketAddr) -> Result<EmbeddedHub, H
             served
         })?;
     Ok(EmbeddedHub {
-        addr,
+        tcp: tcp_addr,
         socket,
+        local_address,
         hub_id,
         epoch,
         stop: Some(stop),
@@ -129,14 +171,11 @@ mod tests {
     #[test]
     fn an_embedded_hub_serves_health_and_stops_on_drop() {
         let dir = tempfile::tempdir().unwrap();
-        let hub = start(
-            HubConfig::new(dir.path().join("hub")),
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .unwrap();
-        assert!(hub.addr.ip().is_loopback());
-        assert_ne!(hub.addr.port(), 0);
-        let addr = hub.addr;
+        let port = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let hub = start(HubConfig::new(dir.path().join("hub")), Some(port)).unwrap();
+        let addr = hub.tcp.unwrap();
+        assert!(addr.ip().is_loopback());
+        assert_ne!(addr.port(), 0);
         // A plain HTTP request from a thread that is not on any runtime.
         let mut stream = std::net::TcpStream::connect(addr).unwrap();
         use std::io::{Read, Write};
@@ -179,17 +218,17 @@ mod tests {
         #[cfg(unix)]
         {
             let deep = dir.path().join("d".repeat(120)).join("hub");
-            let hub = start(HubConfig::new(&deep), "127.0.0.1:0".parse().unwrap()).unwrap();
+            let hub = start(HubConfig::new(&deep), None).unwrap();
             assert_eq!(hub.socket, None);
-            assert!(std::net::TcpStream::connect(hub.addr).is_ok());
+            let addr = hub.tcp.expect("a port instead");
+            assert!(addr.ip().is_loopback());
+            assert!(std::net::TcpStream::connect(addr).is_ok());
             hub.stop().unwrap();
         }
-        // The socket it leaves behind is replaced by the next hub's.
-        let again = start(
-            HubConfig::new(dir.path().join("hub")),
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .unwrap();
+        // The socket it leaves behind is replaced by the next hub's, which, asked for no
+        // port, has none.
+        let again = start(HubConfig::new(dir.path().join("hub")), None).unwrap();
+        assert_eq!(again.tcp, None);
         #[cfg(unix)]
         assert!(std::os::unix::net::UnixStream::connect(again.socket.as_ref().unwrap()).is_ok());
         again.stop().unwrap();

@@ -55,7 +55,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use config::{HubConfig, SignupMode};
+pub use config::{HubConfig, SignupMode, TlsFiles};
 
 /// The hub's Unix socket, in its data directory (see [`Hub::bind_socket`]).
 pub const SOCKET: &str = "hub.sock";
@@ -182,9 +182,11 @@ pub(crate) fn unix_ms() -> i64 {
 impl Hub {
     /// Opens (or creates) the store in `config.data_dir` and starts the writer.
     pub fn open(config: HubConfig) -> Result<Hub, HubError> {
+        // A hub reached on its Unix socket alone has no name for browsers to use.
         let public_address = config
             .public_address
             .as_deref()
+            .filter(|address| !address.starts_with("unix:"))
             .map(|address| {
                 address
                     .parse::<browsers::PublicAddress>()

@@ -335,7 +335,10 @@ async fn visit_every_board(client: &Client) -> Result<()> {
 async fn seed_tasks(machine: &Machine, args: &Args) -> Result<()> {
     let token = person_token(machine)?;
     let hub = open_app_hub(machine, PATIENCE).await?;
-    let address = format!("ws://{}/v1/ws", hub.addr);
+    let addr = hub
+        .tcp
+        .context("the bench opens the app's hub with a port")?;
+    let address = format!("ws://{addr}/v1/ws");
     let seeded = write_tasks(&address, &token, args).await;
     // Stopped (off the async workers) whatever happened, then the seeding's outcome.
     tokio::task::spawn_blocking(move || hub.stop()).await??;

@@ -558,7 +558,10 @@ async fn scroll(machine: &Machine, display: &Display, args: &Args, log: &Path) -
     let token = person_token(machine)?;
     let seeding = Instant::now();
     let hub = open_app_hub(machine, PATIENCE).await?;
-    let seeded_room = seed(&format!("ws://{}/v1/ws", hub.addr), &token, args.messages).await;
+    let addr = hub
+        .tcp
+        .context("the bench opens the app's hub with a port")?;
+    let seeded_room = seed(&format!("ws://{addr}/v1/ws"), &token, args.messages).await;
     // Stopped (off the async workers) whatever happened, then the seeding's outcome.
     tokio::task::spawn_blocking(move || hub.stop()).await??;
     let room = seeded_room?;

@@ -38,6 +38,7 @@ pub fn builder() -> tauri_specta::Builder<tauri::Wry> {
             agent_token,
             connect_remote,
             use_embedded,
+            share_on_network,
             task_board,
             architecture,
             component_history,

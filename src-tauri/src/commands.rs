@@ -57,7 +57,11 @@ pub struct SyncView {
 pub struct AppState {
     pub me: Option<Me>,
     pub hub_mode: HubMode,
+    /// Where this app reaches its hub (`unix:PATH` for its own).
     pub hub_address: String,
+    /// Where teammates on the network reach the app's own hub (`wss://HOST:PORT#sha256=…`),
+    /// when the person lets them in.
+    pub network_address: Option<String>,
     pub sync: SyncView,
     /// Questions waiting for the person.
     pub open_pings: u32,
@@ -105,6 +109,7 @@ pub async fn app_state(app: App<'_>) -> Reply<AppState> {
         }),
         hub_mode: session.mode,
         hub_address: profile.hub.authority.clone(),
+        network_address: session.network_address.clone(),
         sync,
         open_pings: core.open_pings().await?.len() as u32,
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -539,6 +544,25 @@ pub async fn use_embedded(app: App<'_>) -> Reply<AppState> {
     let settings = Settings {
         hub: HubMode::Embedded,
         ..Settings::load(&app.places)?
+    };
+    app.switch(settings).await?;
+    app_state(app).await
+}
+
+/// Lets teammates on the network reach the app's own hub (a port with TLS, pinned by the
+/// invite links), or stops letting them: the hub restarts either way.
+#[tauri::command]
+#[specta::specta]
+pub async fn share_on_network(app: App<'_>, on: bool) -> Reply<AppState> {
+    let settings = Settings::load(&app.places)?;
+    if settings.hub != HubMode::Embedded {
+        return Err(invalid(
+            "Only the app's own hub lets teammates in: use the embedded hub first.",
+        ));
+    }
+    let settings = Settings {
+        share_on_network: on,
+        ..settings
     };
     app.switch(settings).await?;
     app_state(app).await

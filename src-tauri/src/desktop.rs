@@ -20,6 +20,9 @@ use tokio::sync::{Mutex, watch};
 use crate::alerts::Alerts;
 use crate::home::{HomeError, HubMode, Places, Settings};
 
+/// How long a switch waits for the old session's commands and hub to let go.
+const SESSION_RELEASE: Duration = Duration::from_secs(10);
+
 /// Everything that runs for one profile on one hub; dropping it stops it all.
 pub struct Session {
     pub core: Core,
@@ -32,18 +35,26 @@ pub struct Session {
     /// while) and a way to tell it of a newly onboarded agent.
     pub watch: LogWatch,
     forwarding: tokio::task::JoinHandle<()>,
+    /// Where teammates on the network reach the app's own hub, when let in.
+    pub network_address: Option<String>,
     /// Last: the hub stops after the core let go of it.
     hub: Option<EmbeddedHub>,
+    /// Told when the hub has stopped (so the next one can open its data directory).
+    hub_stopped: Option<std::sync::mpsc::Sender<()>>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.forwarding.abort();
         if let Some(hub) = self.hub.take() {
+            let stopped = self.hub_stopped.take();
             // Waits for its last commit: off the async workers.
             std::thread::spawn(move || {
                 if let Err(error) = hub.stop() {
                     tracing::warn!(%error, "the local hub did not stop cleanly");
+                }
+                if let Some(stopped) = stopped {
+                    let _ = stopped.send(());
                 }
             });
         }
@@ -65,6 +76,8 @@ pub struct Desktop {
     phase: watch::Sender<Phase>,
     /// Serializes hub switches.
     switching: Mutex<()>,
+    /// Told when the current session's hub has stopped.
+    hub_stopped: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
 fn report(error: impl std::fmt::Display, code: &str) -> ErrorReport {
@@ -88,6 +101,7 @@ impl Desktop {
             app,
             phase: watch::channel(Phase::Starting).0,
             switching: Mutex::new(()),
+            hub_stopped: std::sync::Mutex::new(None),
         });
         let starting = desktop.clone();
         tauri::async_runtime::spawn(async move {
@@ -137,22 +151,30 @@ impl Desktop {
     async fn open(&self, settings: Settings) -> Result<Session, ErrorReport> {
         let places = self.places.clone();
         let mode = settings.hub;
-        let (hub, profile) = match mode {
+        let (hub, profile, network_address) = match mode {
             HubMode::Embedded => {
-                let (hub, profile) = tokio::task::spawn_blocking(move || {
+                let local = tokio::task::spawn_blocking(move || {
                     let mut settings = settings;
                     crate::home::start_local_hub(&places, &mut settings)
                 })
                 .await
                 .map_err(|error| report(error, "setup"))??;
-                (Some(hub), profile)
+                (Some(local.hub), local.profile, local.network_address)
             }
             HubMode::Remote => {
                 let profile = Profile::load(&places.profiles, settings.profile_name())
                     .map_err(|error| report(error, "profile"))?;
-                (None, profile)
+                (None, profile, None)
             }
         };
+        let hub_stopped = hub.is_some().then(|| {
+            let (tell, told) = std::sync::mpsc::channel();
+            *self
+                .hub_stopped
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner()) = Some(told);
+            tell
+        });
         let share_rooms = profile.share_rooms.clone();
         let core = Core::open(profile)
             .await
@@ -179,7 +201,9 @@ impl Desktop {
             _sync: sync,
             watch,
             forwarding,
+            network_address,
             hub,
+            hub_stopped,
         })
     }
 
@@ -188,8 +212,31 @@ impl Desktop {
         let _switching = self.switching.lock().await;
         settings.save(&self.places)?;
         let old = self.phase.send_replace(Phase::Starting);
-        drop(old);
-        // Let the old hub's port and the cache's lock go.
+        // Commands still running hold the old session a moment; then it stops, and its
+        // hub lets go of its data directory and port before the next one opens them.
+        if let Phase::Ready(session) = old {
+            let deadline = tokio::time::Instant::now() + SESSION_RELEASE;
+            while std::sync::Arc::strong_count(&session) > 1
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tracing::info!(
+                holders = std::sync::Arc::strong_count(&session) - 1,
+                "the old session stops"
+            );
+            drop(session);
+        }
+        let stopped = self
+            .hub_stopped
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .take();
+        if let Some(stopped) = stopped {
+            let _ =
+                tokio::task::spawn_blocking(move || stopped.recv_timeout(SESSION_RELEASE)).await;
+        }
+        // Let the cache's lock go.
         tokio::time::sleep(Duration::from_millis(50)).await;
         let opened = self.open(settings).await;
         let failed = opened.as_ref().err().cloned();

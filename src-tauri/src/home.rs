@@ -3,11 +3,14 @@
 //! The app shares its profiles with the `roundtable` CLI (`$ROUNDTABLE_HOME/profiles`, else
 //! `$XDG_DATA_HOME/roundtable/profiles`), so the agents it onboards run `roundtable mcp` as
 //! the same person, and a person can use the CLI beside it. With no hub chosen, the app runs
-//! one itself on 127.0.0.1, over the same data directory `roundtable hub` uses by default,
-//! and creates the person on it on the first run: one person with local agents needs nothing
-//! else. A remote hub is a second profile; switching back and forth loses nothing.
+//! one itself, over the same data directory `roundtable hub` uses by default, and creates the
+//! person on it on the first run: one person with local agents needs nothing else. That hub
+//! listens on a Unix socket in its data directory, which no other local user can take over
+//! or reach; a TCP port (with TLS, under a certificate of its own that invite links pin)
+//! only when the person lets teammates on the network in. A remote hub is a second profile;
+//! switching back and forth loses nothing.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use roundtable_core::profile::{Profile, Secret, profiles_dir};
@@ -83,9 +86,17 @@ pub enum HubMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     pub hub: HubMode,
-    /// The port the app's own hub listens on (kept, so agents' profiles stay right).
+    /// Whether teammates on the network may reach the app's own hub (on
+    /// [`Settings::embedded_port`], with TLS).
+    #[serde(default)]
+    pub share_on_network: bool,
+    /// The port teammates reach the app's own hub at (kept, so invite links stay right).
     #[serde(default)]
     pub embedded_port: u16,
+    /// The host invite links name, when the address found is not the one teammates reach
+    /// (a machine on several networks): a name or an IP address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_host: Option<String>,
 }
 
 impl Settings {
@@ -99,7 +110,9 @@ impl Settings {
             }),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Settings {
                 hub: HubMode::Embedded,
+                share_on_network: false,
                 embedded_port: 0,
+                network_host: None,
             }),
             Err(source) => Err(HomeError::Io {
                 context: format!("cannot read {}", places.settings.display()),
@@ -166,11 +179,19 @@ fn login() -> (String, String) {
     (handle, name)
 }
 
-/// The app's own hub, with the person's profile on it (created on the first run).
-pub fn start_local_hub(
-    places: &Places,
-    settings: &mut Settings,
-) -> Result<(EmbeddedHub, Profile), HomeError> {
+/// The app's own hub, running.
+#[derive(Debug)]
+pub struct LocalHub {
+    pub hub: EmbeddedHub,
+    /// The person on it.
+    pub profile: Profile,
+    /// Where teammates on the network reach it (`wss://HOST:PORT#sha256=…`), when let in.
+    pub network_address: Option<String>,
+}
+
+/// The app's own hub, with the person's profile on it (created on the first run), and a
+/// port for teammates when [`Settings::share_on_network`].
+pub fn start_local_hub(places: &Places, settings: &mut Settings) -> Result<LocalHub, HomeError> {
     let hub_error = |detail: String| HomeError::Hub {
         dir: places.hub_data.display().to_string(),
         detail,
@@ -185,7 +206,7 @@ pub fn start_local_hub(
             let (handle, name) = login();
             let created = roundtable_hub::admin::add_user(&config, &handle, &name)
                 .map_err(|error| hub_error(error.to_string()))?;
-            // The port is known once the hub listens; the profile is pointed at it below.
+            // Where the hub is known once it runs; the profile is pointed there below.
             Profile::save(
                 &places.profiles,
                 LOCAL_PROFILE,
@@ -197,29 +218,76 @@ pub fn start_local_hub(
             )?
         }
     };
-    let listen = |port| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let hub = match embedded::start(config.clone(), listen(settings.embedded_port)) {
-        Ok(hub) => hub,
-        // The port it had is taken: another one, and the profiles follow.
-        Err(_) if settings.embedded_port != 0 => {
-            embedded::start(config, listen(0)).map_err(|error| hub_error(error.to_string()))?
-        }
-        Err(error) => return Err(hub_error(error.to_string())),
+    let mut network_address = None;
+    let port = if settings.share_on_network {
+        let listen = |port| SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
+        // The port it had, unless taken meanwhile: then another (and links made before
+        // name the old one).
+        let listener = embedded::bind(listen(settings.embedded_port))
+            .or_else(|_| embedded::bind(listen(0)))
+            .map_err(|error| hub_error(format!("cannot open a port for teammates: {error}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|error| hub_error(error.to_string()))?
+            .port();
+        settings.embedded_port = port;
+        let host = settings
+            .network_host
+            .clone()
+            .unwrap_or_else(|| network_host().to_string());
+        std::fs::create_dir_all(&places.hub_data).map_err(|source| HomeError::Io {
+            context: format!("cannot create {}", places.hub_data.display()),
+            source,
+        })?;
+        let tls =
+            roundtable_hub::tls::own_certificate(&places.hub_data, std::slice::from_ref(&host))
+                .map_err(|error| hub_error(error.to_string()))?;
+        let certificate = roundtable_hub::tls::leaf_certificate(&tls)
+            .map_err(|error| hub_error(error.to_string()))?;
+        let authority = match host.parse::<IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, port).to_string(),
+            Err(_) => format!("{host}:{port}"),
+        };
+        let address = format!(
+            "wss://{authority}#{}",
+            roundtable_core::hub_address::pin_of(&certificate)
+        );
+        config.tls = Some(tls);
+        config.public_address = Some(address.clone());
+        network_address = Some(address);
+        Some(listener)
+    } else {
+        None
     };
-    settings.embedded_port = hub.addr.port();
+    let hub = embedded::start(config, port).map_err(|error| hub_error(error.to_string()))?;
     settings.save(places)?;
     // This machine's clients (the app, the CLI, agents' bridges and hooks) reach it on its
-    // Unix socket, which no other local user can take over; the port is for invite links.
-    let address = local_address(&hub);
-    let profile = readdress(places, profile, &address)?;
-    Ok((hub, profile))
+    // Unix socket, which no other local user can take over; the port is for teammates.
+    let profile = readdress(places, profile, &hub.local_address)?;
+    Ok(LocalHub {
+        hub,
+        profile,
+        network_address,
+    })
 }
 
-/// Where this machine's clients reach the app's hub.
-pub fn local_address(hub: &EmbeddedHub) -> String {
-    match &hub.socket {
-        Some(socket) => format!("unix:{}", socket.display()),
-        None => hub.addr.to_string(),
+/// The address of this machine that teammates most likely reach: the one it would send
+/// from to the rest of the network (found by a UDP `connect`, which sends nothing), else
+/// 127.0.0.1.
+fn network_host() -> IpAddr {
+    let found = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).and_then(|socket| {
+        // TEST-NET-1 (RFC 5737): routed like any outside address, never reached.
+        socket.connect((Ipv4Addr::new(192, 0, 2, 1), 9))?;
+        socket.local_addr()
+    });
+    match found {
+        Ok(addr) if !addr.ip().is_unspecified() => addr.ip(),
+        Ok(_) | Err(_) => {
+            tracing::warn!(
+                "no network address found; invite links name 127.0.0.1 (set network_host in desktop.toml)"
+            );
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        }
     }
 }
 
@@ -273,60 +341,157 @@ mod tests {
     }
 
     #[test]
-    fn the_first_run_creates_the_person_and_a_restart_keeps_them_and_the_port() {
+    fn the_first_run_creates_the_person_on_a_socket_and_no_port() {
         let dir = tempfile::tempdir().unwrap();
         let places = Places::under(dir.path(), dir.path().join("profiles"));
         let mut settings = Settings::load(&places).unwrap();
         assert_eq!(settings.hub, HubMode::Embedded);
-        let (hub, profile) = start_local_hub(&places, &mut settings).unwrap();
-        // The person's clients use the hub's socket in its data directory.
+        assert!(!settings.share_on_network);
+        let local = start_local_hub(&places, &mut settings).unwrap();
+        // The person's clients use the hub's socket in its data directory, and nothing
+        // listens on a port: no other local user can stand in for the hub, or reach it.
         assert_eq!(
-            profile.hub.authority,
+            local.profile.hub.authority,
             format!("unix:{}", places.hub_data.join("hub.sock").display())
         );
-        assert_eq!(profile.hub.authority, local_address(&hub));
-        let port = hub.addr.port();
-        hub.stop().unwrap();
+        assert_eq!(local.hub.tcp, None);
+        assert_eq!(local.network_address, None);
+        let principal = local.profile.principal.clone();
+        local.hub.stop().unwrap();
         let mut again = Settings::load(&places).unwrap();
-        assert_eq!(again.embedded_port, port);
-        let (hub, same) = start_local_hub(&places, &mut again).unwrap();
-        assert_eq!(same.principal, profile.principal);
-        assert_eq!(hub.addr.port(), port);
-        hub.stop().unwrap();
+        let local = start_local_hub(&places, &mut again).unwrap();
+        assert_eq!(local.profile.principal, principal);
+        local.hub.stop().unwrap();
     }
 
-    #[test]
-    fn profiles_on_the_port_move_to_the_socket_and_a_taken_port_leaves_them_there() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn teammates_on_the_network_reach_the_hub_only_when_let_in_and_only_pinned() {
         let dir = tempfile::tempdir().unwrap();
         let places = Places::under(dir.path(), dir.path().join("profiles"));
         let mut settings = Settings::load(&places).unwrap();
-        let (hub, mut person) = start_local_hub(&places, &mut settings).unwrap();
-        let old = hub.addr;
-        hub.stop().unwrap();
+        settings.share_on_network = true;
+        // 127.0.0.1 stands for the network address this machine has.
+        settings.network_host = Some("127.0.0.1".into());
+        let start = |places: &Places, settings: &Settings| {
+            let places = places.clone();
+            let mut settings = settings.clone();
+            tokio::task::spawn_blocking(move || {
+                let local = start_local_hub(&places, &mut settings).unwrap();
+                (local, settings)
+            })
+        };
+        let (local, saved) = start(&places, &settings).await.unwrap();
+        let port = local.hub.tcp.unwrap();
+        assert!(port.ip().is_unspecified(), "{port}");
+        assert_eq!(saved.embedded_port, port.port());
+        let address = local.network_address.clone().unwrap();
+        let certificate = roundtable_hub::tls::leaf_certificate(&roundtable_hub::TlsFiles {
+            cert: places.hub_data.join("network.crt"),
+            key: places.hub_data.join("network.key"),
+        })
+        .unwrap();
+        assert_eq!(
+            address,
+            format!(
+                "wss://127.0.0.1:{}#{}",
+                port.port(),
+                roundtable_core::hub_address::pin_of(&certificate)
+            )
+        );
+        // The person still works on the socket, and the invite they make names the
+        // pinned address, with which a teammate signs up.
+        assert!(local.profile.hub.authority.starts_with("unix:"));
+        let person = roundtable_core::Core::open(local.profile.clone())
+            .await
+            .unwrap();
+        let sync = person.start();
+        let invite = person.create_invite(None, None, None).await.unwrap();
+        assert!(
+            invite.link.ends_with(&format!("?hub={address}")),
+            "{}",
+            invite.link
+        );
+        let signup = |handle: &'static str, hub: String| {
+            let profiles = places.profiles.clone();
+            let code = invite.code.clone();
+            async move {
+                roundtable_core::signup(
+                    &profiles,
+                    handle,
+                    &hub,
+                    roundtable_protocol::client::SignupRequest {
+                        handle: handle.into(),
+                        name: handle.into(),
+                        discoverable: None,
+                        invite: Some(code),
+                    },
+                    None,
+                    false,
+                )
+                .await
+            }
+        };
+        // Without the pin, a self-signed hub is refused before anything is sent.
+        let unpinned = format!("wss://127.0.0.1:{}", port.port());
+        assert!(signup("sam", unpinned).await.is_err());
+        let sam = signup("sam", address.clone()).await.unwrap();
+        assert_eq!(
+            sam.hub,
+            roundtable_core::hub_address::HubAddress::parse(&address).unwrap()
+        );
+        assert!(sam.hub.tls && sam.hub.pin.is_some());
+        drop(sync);
+        drop(person);
+        local.hub.stop().unwrap();
+
+        // A restart keeps the port and the certificate, so the link still works.
+        let (local, _) = start(&places, &saved).await.unwrap();
+        assert_eq!(local.hub.tcp.unwrap().port(), port.port());
+        assert_eq!(local.network_address.as_deref(), Some(address.as_str()));
+        local.hub.stop().unwrap();
+
+        // Let out again: no port.
+        let closed = Settings {
+            share_on_network: false,
+            ..saved
+        };
+        let (local, _) = start(&places, &closed).await.unwrap();
+        assert_eq!(local.hub.tcp, None);
+        assert_eq!(local.network_address, None);
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port.port())).is_err());
+        local.hub.stop().unwrap();
+    }
+
+    #[test]
+    fn profiles_on_a_port_move_to_the_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let places = Places::under(dir.path(), dir.path().join("profiles"));
+        let mut settings = Settings::load(&places).unwrap();
+        let local = start_local_hub(&places, &mut settings).unwrap();
+        let mut person = local.profile;
+        local.hub.stop().unwrap();
         // As a version that reached the hub on its port left them: the person, and an
         // agent of theirs on the same hub.
-        person.set_hub(&old.to_string()).unwrap();
+        let old = "127.0.0.1:47300";
+        person.set_hub(old).unwrap();
         let agent_handle = format!("{}/writer", person.handle);
         let agent_name = roundtable_core::profile::profile_name_for(&agent_handle);
         Profile::save(
             &places.profiles,
             &agent_name,
-            &old.to_string(),
+            old,
             "p_agent",
             &agent_handle,
             &Secret::new("rt_agent"),
             None,
         )
         .unwrap();
-        // Someone took the port meanwhile: the hub moves, the clients are on the socket.
-        let squatter = std::net::TcpListener::bind(old).unwrap();
-        let (hub, moved) = start_local_hub(&places, &mut settings).unwrap();
-        assert_ne!(hub.addr, old);
-        assert_eq!(moved.hub.authority, local_address(&hub));
+        let local = start_local_hub(&places, &mut settings).unwrap();
+        assert_eq!(local.profile.hub.authority, local.hub.local_address);
+        assert!(local.hub.local_address.starts_with("unix:"));
         let agent = Profile::load(&places.profiles, &agent_name).unwrap();
-        assert_eq!(agent.hub.authority, local_address(&hub));
-        drop(squatter);
-        hub.stop().unwrap();
+        assert_eq!(agent.hub.authority, local.hub.local_address);
+        local.hub.stop().unwrap();
     }
 
     #[test]

@@ -42,14 +42,26 @@ async fn reads_stay_fast_while_the_core_catches_up_a_hundred_thousand_events() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = roundtable_hub::HubConfig::new(dir.path().join("hub"));
     config.rate_limits = None;
-    let hub = roundtable_hub::embedded::start(config, "127.0.0.1:0".parse().unwrap()).unwrap();
-    let user = roundtable_testkit::signup(hub.addr, "dana").await.unwrap();
-    let ws_url = format!("ws://{}/v1/ws", hub.addr);
+    let hub = roundtable_hub::embedded::start(
+        config,
+        Some(roundtable_hub::embedded::bind("127.0.0.1:0".parse().unwrap()).unwrap()),
+    )
+    .unwrap();
+    let user = roundtable_testkit::signup(hub.tcp.unwrap(), "dana")
+        .await
+        .unwrap();
+    let ws_url = format!("ws://{}/v1/ws", hub.tcp.unwrap());
     let total = roundtable_testkit::seed::seed(&ws_url, &user.token, 10, 100_000)
         .await
         .unwrap();
 
-    let profile = profile_for(&dir.path().join("profiles"), "dana", hub.addr, &user).await;
+    let profile = profile_for(
+        &dir.path().join("profiles"),
+        "dana",
+        hub.tcp.unwrap(),
+        &user,
+    )
+    .await;
     let core = Core::open(profile).await.unwrap();
     let started = Instant::now();
     let sync = core.start();

@@ -487,7 +487,11 @@ async fn the_apps_hub_is_reached_on_its_socket_and_a_taken_port_gets_no_token() 
     let dir = tempfile::tempdir().unwrap();
     let config = roundtable_hub::HubConfig::new(dir.path().join("hub"));
     let created = roundtable_hub::admin::add_user(&config, "dana", "Dana").unwrap();
-    let hub = roundtable_hub::embedded::start(config, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let hub = roundtable_hub::embedded::start(
+        config,
+        Some(roundtable_hub::embedded::bind("127.0.0.1:0".parse().unwrap()).unwrap()),
+    )
+    .unwrap();
     let socket = hub.socket.clone().unwrap();
     let home = Home::default();
     Profile::save(
@@ -507,7 +511,7 @@ async fn the_apps_hub_is_reached_on_its_socket_and_a_taken_port_gets_no_token() 
     let rooms = json(&home.ok("dana", &["--json", "rooms"]).await);
     assert_eq!(rooms[0]["title"], "plans", "{rooms}");
     // The hub is down and another process holds its port: the CLI does not go there.
-    let port = hub.addr;
+    let port = hub.tcp.unwrap();
     tokio::task::spawn_blocking(move || hub.stop())
         .await
         .unwrap()

@@ -33,6 +33,11 @@ export const commands = {
 	agentToken: (agent: string, action: TokenChangeKind) => typedError<TokenChanged, ErrorReport>(__TAURI_INVOKE("agent_token", { agent, action })),
 	connectRemote: (address: string, how: RemoteLogin, insecure: boolean) => typedError<AppState, ErrorReport>(__TAURI_INVOKE("connect_remote", { address, how, insecure })),
 	useEmbedded: () => typedError<AppState, ErrorReport>(__TAURI_INVOKE("use_embedded")),
+	/**
+	 *  Lets teammates on the network reach the app's own hub (a port with TLS, pinned by the
+	 *  invite links), or stops letting them: the hub restarts either way.
+	 */
+	shareOnNetwork: (on: boolean) => typedError<AppState, ErrorReport>(__TAURI_INVOKE("share_on_network", { on })),
 	/**  The tasks board: a lane per agent session, each task with when it changed state. */
 	taskBoard: () => typedError<TaskBoard, ErrorReport>(__TAURI_INVOKE("task_board")),
 	/**  The architecture board of every room that has components. */
@@ -91,7 +96,13 @@ export type AgentView = {
 export type AppState = {
 	me: Me | null,
 	hub_mode: HubMode,
+	/**  Where this app reaches its hub (`unix:PATH` for its own). */
 	hub_address: string,
+	/**
+	 *  Where teammates on the network reach the app's own hub (`wss://HOST:PORT#sha256=…`),
+	 *  when the person lets them in.
+	 */
+	network_address: string | null,
 	sync: SyncView,
 	/**  Questions waiting for the person. */
 	open_pings: number,

@@ -253,9 +253,40 @@ impl Desk {
         self.machine.home()
     }
 
-    /// The port of the app's own hub.
+    /// Where this machine's clients reach the app's own hub (its socket).
     pub fn hub_address(&self) -> String {
-        self.machine.hub_address().expect("the app's hub port")
+        self.machine.hub_address().expect("the app's hub address")
+    }
+
+    /// The TCP ports the app listens on, but for the inspector server WebKitWebDriver has
+    /// it open to drive it (named in its environment).
+    pub fn app_ports(&self) -> Vec<u16> {
+        let pid = self
+            ._driver
+            .launched(&support::app_bin())
+            .expect("the app runs");
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let inspector: Option<u16> = environ
+            .split(|byte| *byte == 0)
+            .filter_map(|entry| std::str::from_utf8(entry).ok())
+            .find_map(|entry| entry.strip_prefix("WEBKIT_INSPECTOR_SERVER="))
+            .and_then(|address| address.rsplit_once(':')?.1.parse().ok());
+        support::Driver::listening_ports(pid)
+            .into_iter()
+            .filter(|port| Some(*port) != inspector)
+            .collect()
+    }
+
+    /// Lets teammates on the network in from Settings; the address it shows them.
+    pub async fn let_teammates_in(&self) -> String {
+        self.go("settings").await;
+        self.click("share-network").await;
+        self.wait_for_element_text(
+            &Desk::css("network-address"),
+            "the hub shows where teammates reach it",
+            |text| text.starts_with("wss://"),
+        )
+        .await
     }
 
     /// `roundtable ARGS` in this machine's environment; its stdout.

@@ -47,9 +47,9 @@ fn json_file(path: &std::path::Path) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_first_run_claude_code_is_onboarded_in_one_click() {
     let desk = Desk::start("first-run", with_claude_config).await;
-    // Local mode: the app's own hub, the person created on it.
+    // Local mode: the app's own hub, the person created on it, reached on its socket.
     let address = desk.hub_address();
-    assert!(address.starts_with("127.0.0.1:"), "{address}");
+    assert!(address.starts_with("unix:"), "{address}");
     desk.go("settings").await;
     desk.wait_for_text("the settings name the person", |text| text.contains("dana"))
         .await;
@@ -240,7 +240,10 @@ async fn a_teammate_redeems_an_invite_link_from_the_app_and_they_talk_both_ways(
     desk.wait_for_text("the room is listed", |text| text.contains("Design"))
         .await;
 
-    // An invite into it, from the app: a link to paste to a teammate.
+    // An invite into it, from the app: a link to paste to a teammate, who is on another
+    // machine; so the person lets teammates on the network in first.
+    let network = desk.let_teammates_in().await;
+    assert!(network.contains("#sha256="), "{network}");
     desk.go("contacts").await;
     let room = desk.cli(&["--json", "rooms"]);
     let rooms: Value = serde_json::from_str(&room).unwrap();
@@ -274,14 +277,12 @@ async fn a_teammate_redeems_an_invite_link_from_the_app_and_they_talk_both_ways(
         assert!(started.elapsed() < PATIENCE, "no invite link: {value:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(
-        link.contains(&format!("hub={}", desk.hub_address())),
-        "{link}"
-    );
+    assert!(link.ends_with(&format!("?hub={network}")), "{link}");
     desk.screenshot("contacts-invite").await;
 
-    // Sam, on their own profile, redeems the link when signing up, and is in the room.
-    let hub = desk.hub_address();
+    // Sam, on their own profile, redeems the link when signing up at the hub it names
+    // (over TLS, the hub's certificate pinned), and is in the room.
+    let hub = link.split_once("?hub=").unwrap().1.to_owned();
     desk.cli(&[
         "--profile",
         "sam",
@@ -336,9 +337,9 @@ async fn a_teammate_redeems_an_invite_link_from_the_app_and_they_talk_both_ways(
     desk.finish().await;
 }
 
-/// A raw HTTP request to `address`; the status code and the whole answer.
-fn request(address: &str, head: &str, body: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
+/// A raw HTTP request on the Unix socket at `path`; the status code and the whole answer.
+fn request(path: &str, head: &str, body: &str) -> (u16, String) {
+    let mut stream = std::os::unix::net::UnixStream::connect(path).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -351,56 +352,107 @@ fn request(address: &str, head: &str, body: &str) -> (u16, String) {
     .unwrap();
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
-    let status = answer
+    (status_of(&answer), answer)
+}
+
+/// A raw plain-HTTP request to a TCP `address`; the status code (0 for no HTTP answer)
+/// and the whole answer.
+fn request_tcp(address: &str, head: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    use std::io::Write as _;
+    write!(stream, "{head}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    (status_of(&answer), answer)
+}
+
+fn status_of(answer: &str) -> u16 {
+    if !answer.starts_with("HTTP/") {
+        return 0;
+    }
+    answer
         .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    (status, answer)
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_web_page_cannot_sign_up_on_the_apps_hub_or_open_its_socket() {
     let desk = Desk::start("browsers", |_| {}).await;
+    // The app's hub listens on no port until the person lets teammates in: a page has
+    // nowhere to send anything.
+    assert_eq!(desk.app_ports(), Vec::<u16>::new());
     let hub = desk.hub_address();
+    let socket = hub.strip_prefix("unix:").unwrap().to_owned();
     let signup = r#"{"handle":"mallory","name":"Mallory"}"#;
-    // What a page on another site would send with fetch().
+    // Were a page's requests to reach it (through a proxy of the person's, say), they would
+    // still be refused: what a page on another site would send with fetch().
     let (status, answer) = request(
-        &hub,
-        &format!(
-            "POST /v1/signup HTTP/1.1\r\nHost: {hub}\r\nOrigin: https://evil.example\r\nContent-Type: application/json"
-        ),
+        &socket,
+        "POST /v1/signup HTTP/1.1\r\nHost: localhost\r\nOrigin: https://evil.example\r\nContent-Type: application/json",
         signup,
     );
     assert_eq!(status, 403, "{answer}");
     let (status, answer) = request(
-        &hub,
-        &format!(
-            "GET /v1/ws HTTP/1.1\r\nHost: {hub}\r\nOrigin: https://evil.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
-        ),
+        &socket,
+        "GET /v1/ws HTTP/1.1\r\nHost: localhost\r\nOrigin: https://evil.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
         "",
     );
     assert_eq!(status, 403, "{answer}");
     // A form post (no preflight) without an Origin is refused for its type.
     let (status, answer) = request(
-        &hub,
-        &format!("POST /v1/signup HTTP/1.1\r\nHost: {hub}\r\nContent-Type: text/plain"),
+        &socket,
+        "POST /v1/signup HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain",
         signup,
     );
     assert_eq!(status, 415, "{answer}");
-    // A rebinding name for 127.0.0.1.
-    let (status, answer) = request(&hub, "GET /v1/health HTTP/1.1\r\nHost: evil.example", "");
+    // A rebinding name.
+    let (status, answer) = request(&socket, "GET /v1/health HTTP/1.1\r\nHost: evil.example", "");
     assert_eq!(status, 421, "{answer}");
-    // The app's own page cannot reach it either: its content policy allows only the app.
-    let fetched = desk
-        .script(
-            "return fetch('http://' + arguments[0] + '/v1/health').then(() => 'reached', () => 'blocked');",
-            vec![json!(hub)],
-        )
-        .await;
-    assert_eq!(fetched, json!("blocked"));
-    // The app itself still reaches it, as a client.
-    let (status, answer) = request(&hub, &format!("GET /v1/health HTTP/1.1\r\nHost: {hub}"), "");
+    // The app itself reaches it, as a client.
+    let (status, answer) = request(&socket, "GET /v1/health HTTP/1.1\r\nHost: localhost", "");
     assert_eq!(status, 200, "{answer}");
+
+    // Teammates let in: one port, TLS only, and the app's own page cannot reach it either
+    // (its content policy allows only the app).
+    let network = desk.let_teammates_in().await;
+    let ports = desk.app_ports();
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    assert!(
+        network.contains(&format!(":{}#sha256=", ports[0])),
+        "{network}"
+    );
+    let port = ports[0];
+    let (status, answer) = request_tcp(
+        &format!("127.0.0.1:{port}"),
+        &format!("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:{port}"),
+    );
+    assert_eq!(status, 0, "plain HTTP answered on the TLS port: {answer}");
+    for url in [
+        format!("https://127.0.0.1:{port}/v1/health"),
+        format!("http://127.0.0.1:{port}/v1/health"),
+    ] {
+        let fetched = desk
+            .script(
+                "return fetch(arguments[0]).then(() => 'reached', () => 'blocked');",
+                vec![json!(url)],
+            )
+            .await;
+        assert_eq!(fetched, json!("blocked"), "{url}");
+    }
+    // And out again: no port.
+    desk.click("share-network").await;
+    desk.wait_for_element_text(
+        "[data-testid='network-summary']",
+        "the hub is on its socket alone again",
+        |text| text.contains("you alone"),
+    )
+    .await;
+    assert_eq!(desk.app_ports(), Vec::<u16>::new());
     desk.finish().await;
 }

@@ -191,8 +191,11 @@ pub async fn open_app_hub(
     loop {
         let config = config.clone();
         let started = tokio::task::spawn_blocking(move || {
-            roundtable_hub::embedded::start(config, "127.0.0.1:0".parse()?)
-                .context("the app's hub, opened by the bench")
+            roundtable_hub::embedded::start(
+                config,
+                Some(roundtable_hub::embedded::bind("127.0.0.1:0".parse()?)?),
+            )
+            .context("the app's hub, opened by the bench")
         })
         .await?;
         match started {

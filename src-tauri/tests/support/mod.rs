@@ -256,13 +256,20 @@ impl Machine {
         ]
     }
 
-    /// The address of the app's own hub (`127.0.0.1:PORT`), once it has started it.
+    /// Where this machine's clients reach the app's own hub (its socket, `unix:PATH`), as
+    /// the person's profile says once the app has started it.
     pub fn hub_address(&self) -> Option<String> {
-        let settings = std::fs::read_to_string(self.roundtable_home().join("desktop.toml")).ok()?;
-        let port = settings
+        let profile = std::fs::read_to_string(
+            self.roundtable_home()
+                .join("profiles")
+                .join("default")
+                .join("profile.toml"),
+        )
+        .ok()?;
+        let line = profile
             .lines()
-            .find_map(|line| line.strip_prefix("embedded_port = "))?;
-        Some(format!("127.0.0.1:{}", port.trim()))
+            .find_map(|line| line.strip_prefix("hub = "))?;
+        Some(line.trim().trim_matches('"').to_owned())
     }
 }
 
@@ -343,6 +350,53 @@ impl Driver {
             .capabilities(capabilities)
             .connect(&format!("http://127.0.0.1:{}", self.port))
             .await
+    }
+
+    /// The TCP ports process `pid` listens on (read from `/proc`: its sockets, matched
+    /// against the listening ones of its network namespace).
+    pub fn listening_ports(pid: u32) -> Vec<u16> {
+        let sockets: std::collections::HashSet<String> =
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+                        .filter_map(|target| {
+                            let target = target.to_string_lossy().into_owned();
+                            Some(
+                                target
+                                    .strip_prefix("socket:[")?
+                                    .strip_suffix(']')?
+                                    .to_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+        let mut ports = Vec::new();
+        for table in ["tcp", "tcp6"] {
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+                continue;
+            };
+            for line in text.lines().skip(1) {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                // local_address, rem_address, st (0A: LISTEN), …, inode (the tenth).
+                let (Some(local), Some(state), Some(inode)) =
+                    (fields.get(1), fields.get(3), fields.get(9))
+                else {
+                    continue;
+                };
+                if *state == "0A"
+                    && sockets.contains(*inode)
+                    && let Some(port) = local
+                        .rsplit_once(':')
+                        .and_then(|(_, port)| u16::from_str_radix(port, 16).ok())
+                {
+                    ports.push(port);
+                }
+            }
+        }
+        ports
     }
 
     /// The process of `binary` that this driver launched, if it runs.

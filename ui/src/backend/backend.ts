@@ -94,6 +94,8 @@ export interface Backend {
 
   connectRemote(address: string, how: RemoteLogin, insecure: boolean): Promise<AppState>;
   useEmbedded(): Promise<AppState>;
+  /** Lets teammates on the network reach the app's own hub (TLS, pinned), or stops letting them. */
+  shareOnNetwork(on: boolean): Promise<AppState>;
 
   /** Where the window should go first (the `roundtable://` link the app was started with), once. */
   takeStartTarget(): Promise<OpenTarget | null>;

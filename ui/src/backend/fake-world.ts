@@ -44,6 +44,8 @@ export type FakeWorld = {
   me: Me | null;
   hub_mode: HubMode;
   hub_address: string;
+  /** Where teammates reach the embedded hub, when the person lets them in. */
+  network_address: string | null;
   sync: SyncView;
   version: string;
   detected: Detected[];
@@ -63,6 +65,11 @@ export type FakeWorld = {
   boards: FakeBoards;
 };
 
+/** Where the app reaches its own hub: the socket in its data folder. */
+export const EMBEDDED_HUB = "unix:/home/dana/.local/share/roundtable/hub/hub.sock";
+/** Where teammates reach it once let in. */
+export const NETWORK_HUB = `wss://192.168.1.20:47300#sha256=${"5e".repeat(32)}`;
+
 export const DANA: Me = { id: "u-dana", handle: "dana", name: "Dana" };
 
 /** A fresh install: signed in to the embedded hub, nothing detected, nothing shared. */
@@ -70,7 +77,8 @@ export function emptyWorld(): FakeWorld {
   return {
     me: { ...DANA },
     hub_mode: "embedded",
-    hub_address: "127.0.0.1:48213",
+    hub_address: EMBEDDED_HUB,
+    network_address: null,
     sync: { state: "idle", detail: null },
     version: "0.1.0-dev",
     detected: [],

@@ -39,7 +39,7 @@ import type {
   WatchState,
 } from "../bindings";
 import { BackendError, type Backend, type Unsubscribe } from "./backend";
-import { DANA, emptyWorld, member, type FakeRoom, type FakeWorld } from "./fake-world";
+import { DANA, EMBEDDED_HUB, NETWORK_HUB, emptyWorld, member, type FakeRoom, type FakeWorld } from "./fake-world";
 
 export type FakeOptions = {
   world?: FakeWorld;
@@ -128,6 +128,7 @@ export class FakeBackend implements Backend {
       me,
       hub_mode: this.world.hub_mode,
       hub_address: this.world.hub_address,
+      network_address: this.world.hub_mode === "embedded" ? this.world.network_address : null,
       sync: this.world.sync,
       open_pings: this.world.pings.filter((ping) => this.isOpenForMe(ping)).length,
       version: this.world.version,
@@ -406,7 +407,7 @@ export class FakeBackend implements Backend {
       created_at: new Date(now).toISOString(),
     });
     this.changed({ contacts: true });
-    return { code, link: `roundtable://invite/${code}?hub=${this.world.hub_address}`, invite: id };
+    return { code, link: `roundtable://invite/${code}?hub=${this.inviteHub()}`, invite: id };
   }
 
   async invites(): Promise<InviteView[]> {
@@ -572,9 +573,20 @@ export class FakeBackend implements Backend {
   async useEmbedded(): Promise<AppState> {
     this.enter("useEmbedded", []);
     this.world.hub_mode = "embedded";
-    this.world.hub_address = "127.0.0.1:48213";
+    this.world.hub_address = EMBEDDED_HUB;
     this.world.me = { ...DANA };
     // As the desktop shell does when the session switches hubs.
+    this.changed({ sync: true, everything: true });
+    return this.appState();
+  }
+
+  async shareOnNetwork(on: boolean): Promise<AppState> {
+    this.enter("shareOnNetwork", [on]);
+    if (this.world.hub_mode !== "embedded") {
+      throw new BackendError("invalid", "Only the app's own hub lets teammates in: use the embedded hub first.");
+    }
+    this.world.network_address = on ? NETWORK_HUB : null;
+    // The hub restarts: as the desktop shell does when the session switches.
     this.changed({ sync: true, everything: true });
     return this.appState();
   }
@@ -587,6 +599,12 @@ export class FakeBackend implements Backend {
   }
 
   // ---- internals -----------------------------------------------------------------------
+
+  /** Where invite links send teammates: as the hub's public address names it. */
+  private inviteHub(): string {
+    if (this.world.hub_mode === "embedded" && this.world.network_address !== null) return this.world.network_address;
+    return this.world.hub_address;
+  }
 
   private enter(command: CommandName, args: unknown[]): void {
     this.calls.push({ command, args });

@@ -98,6 +98,7 @@ export function tauriBackend(): Backend {
     workScan: () => unwrap(commands.workScan()),
     connectRemote: (address, how, insecure) => unwrap(commands.connectRemote(address, how, insecure)),
     useEmbedded: () => unwrap(commands.useEmbedded()),
+    shareOnNetwork: (on) => unwrap(commands.shareOnNetwork(on)),
     takeStartTarget: () => plain(commands.takeStartTarget()),
     onChanged: (listener) => subscribe((handler) => events.coreChanged.listen(handler), listener),
     onOpenTarget: (listener) => subscribe((handler) => events.openTarget.listen(handler), listener),

@@ -38,6 +38,14 @@ export function inviteLink(code: string, hub: string): string {
   return `roundtable://invite/${encodeURIComponent(code)}?hub=${hub}`;
 }
 
+/** Whether an invite link names the app's own hub on its socket, which no other machine reaches. */
+export function reachesThisComputerOnly(link: string): boolean {
+  return /[?&]hub=unix:/.test(link);
+}
+
+export const LOCAL_ONLY_INVITE =
+  "This link reaches your hub from this computer only. To invite a teammate on another machine, let teammates on your network in (Settings), then create the invite again.";
+
 /**
  * What redeeming an invite did, in words. Redeeming always makes its creator a contact (the
  * hub does it unless you already were), and joins the invite's room when it names one.

@@ -4,7 +4,7 @@ import { FakeBackend } from "../../backend/fake";
 import { emptyWorld } from "../../backend/fake-world";
 import { Toasts } from "../../app/toasts.svelte";
 import { settle } from "../../testing/settle";
-import { ContactsModel, optionalPositive, redeemedSummary, splitRequests } from "./contacts.model.svelte";
+import { ContactsModel, optionalPositive, reachesThisComputerOnly, redeemedSummary, splitRequests } from "./contacts.model.svelte";
 import { contactLabel } from "./directory-search.svelte";
 
 function request(id: string, overrides: Partial<ContactRequest>): ContactRequest {
@@ -80,10 +80,21 @@ describe("contacts model", () => {
     model.inviteHours = "24";
     const created = await model.createInvite();
     expect(backend.calls.find((call) => call.command === "createInvite")?.args).toEqual(["r-1", 3, 24]);
-    expect(created?.link).toMatch(/^roundtable:\/\/invite\/\w+\?hub=127\.0\.0\.1:48213$/);
+    // The app's own hub, not yet open to the network: the link reaches this computer only.
+    expect(created?.link).toMatch(/^roundtable:\/\/invite\/\w+\?hub=unix:\/\S+\/hub\.sock$/);
+    expect(reachesThisComputerOnly(created!.link)).toBe(true);
     expect(model.created).toEqual(created);
     expect(model.invites).toHaveLength(1);
     expect(model.invites[0]).toMatchObject({ room: "r-1", uses_left: 3 });
+  });
+
+  it("makes links teammates on the network reach once the person lets them in", async () => {
+    const { model, backend } = setup();
+    await backend.shareOnNetwork(true);
+    const created = await model.createInvite();
+    expect(created?.link).toMatch(/\?hub=wss:\/\/192\.168\.1\.20:47300#sha256=[0-9a-f]{64}$/);
+    expect(reachesThisComputerOnly(created!.link)).toBe(false);
+    expect(reachesThisComputerOnly("roundtable://invite/abc?hub=hub.example.com:443")).toBe(false);
   });
 
   it("refuses invite numbers that are not whole and positive", async () => {

@@ -25,6 +25,15 @@ export function syncStateLabel(state: string): StatusLabel {
     : { icon: "?", label: state.replaceAll("_", " "), tone: "neutral" };
 }
 
+/** What the hub's section says about who can reach the app's own hub. */
+export function reachSummary(state: AppState): string {
+  if (state.hub_mode !== "embedded") return "";
+  if (state.network_address === null) {
+    return "Your hub listens only on a socket in its data folder: you alone, on this computer, reach it. Let teammates in to invite someone on another machine.";
+  }
+  return "Teammates on your network reach your hub at this address. Invite links carry it with the fingerprint of your hub's certificate, so their apps trust this hub and no other there.";
+}
+
 export type LoginKind = RemoteLogin["kind"];
 
 /** The login the form describes, or a sentence saying what is missing. */
@@ -106,6 +115,11 @@ export class SettingsModel {
 
   async useEmbedded(): Promise<boolean> {
     return this.switchHub(() => this.deps.backend.useEmbedded());
+  }
+
+  /** Lets teammates on the network reach the app's own hub, or stops letting them (it restarts). */
+  async shareOnNetwork(on: boolean): Promise<boolean> {
+    return this.switchHub(() => this.deps.backend.shareOnNetwork(on));
   }
 
   async applyChange(change: CoreChanged): Promise<void> {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { FakeBackend } from "../../backend/fake";
 import { emptyWorld } from "../../backend/fake-world";
 import { Toasts } from "../../app/toasts.svelte";
-import { SettingsModel, remoteLogin, syncStateLabel } from "./settings.model.svelte";
+import { SettingsModel, reachSummary, remoteLogin, syncStateLabel } from "./settings.model.svelte";
 
 function setup() {
   const world = emptyWorld();
@@ -19,6 +19,25 @@ describe("settings model", () => {
     expect(model.me?.handle).toBe("dana");
     expect(model.state?.hub_mode).toBe("embedded");
     expect(model.sync?.label).toBe("up to date");
+  });
+
+  it("lets teammates on the network in, and out, on the app's own hub only", async () => {
+    const { model, toasts } = setup();
+    await model.load();
+    expect(model.state?.network_address).toBeNull();
+    expect(model.state?.hub_address).toMatch(/^unix:/);
+    expect(reachSummary(model.state!)).toContain("you alone");
+    expect(await model.shareOnNetwork(true)).toBe(true);
+    expect(model.state?.network_address).toMatch(/^wss:\/\/.+#sha256=[0-9a-f]{64}$/);
+    expect(reachSummary(model.state!)).toContain("fingerprint");
+    expect(await model.shareOnNetwork(false)).toBe(true);
+    expect(model.state?.network_address).toBeNull();
+    model.address = "wss://hub.example.com";
+    model.handle = "dana";
+    await model.connectRemote();
+    expect(reachSummary(model.state!)).toBe("");
+    expect(await model.shareOnNetwork(true)).toBe(false);
+    expect(toasts.items.at(-1)?.message).toContain("embedded hub first");
   });
 
   it("names every sync state the core reports, and one it does not know yet", () => {
