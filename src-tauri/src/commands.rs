@@ -33,10 +33,7 @@ type App<'a> = State<'a, Arc<Desktop>>;
 const PATIENCE: Duration = Duration::from_secs(15);
 
 fn invalid(message: impl Into<String>) -> ErrorReport {
-    ErrorReport {
-        code: "invalid".into(),
-        message: message.into(),
-    }
+    ErrorReport::new(roundtable_core::ReportCode::Invalid, message)
 }
 
 #[derive(Debug, Clone, Serialize, specta::Type)]
@@ -46,11 +43,35 @@ pub struct Me {
     pub name: String,
 }
 
+/// Where syncing with the hub is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, specta::Type)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncPhase {
+    NotStarted,
+    Syncing,
+    Idle,
+    Offline,
+    Failed,
+}
+
 #[derive(Debug, Clone, Serialize, specta::Type)]
 pub struct SyncView {
-    /// `not_started`, `syncing`, `idle`, `offline` or `failed`.
-    pub state: String,
+    pub state: SyncPhase,
+    /// Why it is offline or failed.
     pub detail: Option<String>,
+}
+
+impl From<&SyncState> for SyncView {
+    fn from(state: &SyncState) -> SyncView {
+        let (state, detail) = match state {
+            SyncState::NotStarted => (SyncPhase::NotStarted, None),
+            SyncState::Idle => (SyncPhase::Idle, None),
+            SyncState::Syncing => (SyncPhase::Syncing, None),
+            SyncState::Offline { reason } => (SyncPhase::Offline, Some(reason.clone())),
+            SyncState::Error { reason } => (SyncPhase::Failed, Some(reason.clone())),
+        };
+        SyncView { state, detail }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, specta::Type)]
@@ -79,28 +100,7 @@ pub async fn app_state(app: App<'_>) -> Reply<AppState> {
         .read(move |cache| Ok(cache.principal(&me)?.map(|row| row.name)))
         .await?
         .unwrap_or_else(|| profile.handle.clone());
-    let sync = match &*core.sync_state().borrow() {
-        SyncState::NotStarted => SyncView {
-            state: "not_started".into(),
-            detail: None,
-        },
-        SyncState::Idle => SyncView {
-            state: "idle".into(),
-            detail: None,
-        },
-        SyncState::Syncing => SyncView {
-            state: "syncing".into(),
-            detail: None,
-        },
-        SyncState::Offline { reason } => SyncView {
-            state: "offline".into(),
-            detail: Some(reason.clone()),
-        },
-        SyncState::Error { reason } => SyncView {
-            state: "failed".into(),
-            detail: Some(reason.clone()),
-        },
-    };
+    let sync = SyncView::from(&*core.sync_state().borrow());
     Ok(AppState {
         me: Some(Me {
             id: profile.principal.clone(),

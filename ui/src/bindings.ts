@@ -230,14 +230,14 @@ export type CostBoard = {
 
 /**  Figures at their finest: one row per room, day, agent, person and model. */
 export type CostRow = {
-	/**  A room id, or `(this machine)` for sessions no onboarded agent publishes. */
-	room: string,
+	/**  A room id; none for sessions of this machine no onboarded agent publishes. */
+	room: string | null,
 	/**  The UTC day (`2026-11-30`). */
 	day: string,
 	/**  The agent's handle, or `(local claude-code)` for a session of no onboarded agent. */
 	agent: string,
 	person: string,
-	/**  The person's teams (from `teams.toml`), or `(no team)`. */
+	/**  The person's teams (from `teams.toml`); empty when in none. */
 	teams: string[],
 	model: string,
 	input: number,
@@ -311,7 +311,7 @@ export type DirectoryView = {
 
 /**  An error as it crosses IPC: a stable code and a message that says what to do. */
 export type ErrorReport = {
-	code: string,
+	code: ReportCode,
 	message: string,
 };
 
@@ -463,6 +463,43 @@ export type Report = {
 	changes: FileChange[],
 };
 
+/**
+ *  Every code an error can carry across IPC, `--json` and the MCP bridge: the hub's own
+ *  ([`ErrorCode`], which it keeps the names of) and the client's. Closed, so the window's
+ *  types name each one and a code nothing emits does not type-check there.
+ */
+export type ReportCode = "bad_frame" | "unsupported" | 
+/**  The hub refused the token (or the hub's `unauthorized`). */
+"unauthorized" | "forbidden" | "not_found" | "not_member" | "no_consent" | "conflict" | "rate_limited" | "paused" | "too_large" | "busy" | "internal" | 
+/**  A hub's code this client does not know. */
+"unknown" | 
+/**  The local cache failed. */
+"cache" | 
+/**  A profile is missing or unreadable. */
+"profile" | 
+/**  The hub could not be reached. */
+"unreachable" | 
+/**  The hub answered HTTP with something unexpected. */
+"http" | 
+/**  The connection ended while a command was in flight. */
+"interrupted" | 
+/**  Sent, not answered in time (it may still apply). */
+"timeout" | 
+/**  Not sent: the hub was not reached in time. */
+"not_sent" | 
+/**  The agent is stopped by its owner. */
+"stopped" | 
+/**  A name matched several things. */
+"ambiguous" | 
+/**  The input is not valid; the message says what to give instead. */
+"invalid" | 
+/**  A local file could not be read or written. */
+"io" | 
+/**  The app could not start its session (its hub, its settings). */
+"setup" | 
+/**  The app is quitting. */
+"shutting_down";
+
 export type RequestView = {
 	id: string,
 	from: string,
@@ -548,9 +585,12 @@ export type SessionView = {
 	needs_you: boolean,
 };
 
+/**  Where syncing with the hub is. */
+export type SyncPhase = "not_started" | "syncing" | "idle" | "offline" | "failed";
+
 export type SyncView = {
-	/**  `not_started`, `syncing`, `idle`, `offline` or `failed`. */
-	state: string,
+	state: SyncPhase,
+	/**  Why it is offline or failed. */
 	detail: string | null,
 };
 

@@ -373,14 +373,14 @@ pub fn component_history_from(
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct CostRow {
-    /// A room id, or `(this machine)` for sessions no onboarded agent publishes.
-    pub room: String,
+    /// A room id; none for sessions of this machine no onboarded agent publishes.
+    pub room: Option<String>,
     /// The UTC day (`2026-11-30`).
     pub day: String,
     /// The agent's handle, or `(local claude-code)` for a session of no onboarded agent.
     pub agent: String,
     pub person: String,
-    /// The person's teams (from `teams.toml`), or `(no team)`.
+    /// The person's teams (from `teams.toml`); empty when in none.
     pub teams: Vec<String>,
     pub model: String,
     pub input: u64,
@@ -426,7 +426,8 @@ pub fn cost_rows_from(figures: Vec<Figure>, teams: &Teams) -> Vec<CostRow> {
             let value = |key: Grouping| figure.group.get(&key).cloned().unwrap_or_default();
             let person = value(Grouping::Person);
             CostRow {
-                room: value(Grouping::Room),
+                room: Some(value(Grouping::Room))
+                    .filter(|room| room != super::figures::THIS_MACHINE),
                 day: value(Grouping::Day),
                 agent: value(Grouping::Agent),
                 teams: teams.of(&person),
@@ -1228,14 +1229,14 @@ mod tests {
         };
         let rows = cost_rows_from(vec![figure("sam", 0), figure("lee", 2)], &teams);
         assert_eq!(rows[0].teams, ["core", "sec"]);
-        assert_eq!(rows[1].teams, ["(no team)"]);
+        assert_eq!(rows[1].teams, Vec::<String>::new());
         assert_eq!(
             (
                 rows[0].agent.as_str(),
                 rows[0].day.as_str(),
-                rows[0].room.as_str()
+                rows[0].room.as_deref()
             ),
-            ("sam/bot", "2026-11-30", "r")
+            ("sam/bot", "2026-11-30", Some("r"))
         );
         assert_eq!(
             (rows[1].unpriced_entries, rows[1].unpriced_models.clone()),

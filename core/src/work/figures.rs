@@ -39,21 +39,30 @@ impl Teams {
         }
     }
 
-    /// The teams of a person (a handle), or `(no team)`.
+    /// The teams of a person (a handle); none when `teams.toml` names them in none.
     pub fn of(&self, person: &str) -> Vec<String> {
-        let teams: Vec<String> = self
-            .teams
+        self.teams
             .iter()
             .filter(|(_, people)| people.iter().any(|p| p == person))
             .map(|(name, _)| name.clone())
-            .collect();
+            .collect()
+    }
+
+    /// The team labels a person's figures are grouped under: their teams, or [`NO_TEAM`].
+    fn labels_of(&self, person: &str) -> Vec<String> {
+        let teams = self.of(person);
         if teams.is_empty() {
-            vec!["(no team)".to_owned()]
+            vec![NO_TEAM.to_owned()]
         } else {
             teams
         }
     }
 }
+
+/// The team of figures whose person is in no team (a label of `roundtable usage --by team`).
+pub const NO_TEAM: &str = "(no team)";
+/// The room of figures read from this machine's logs, of sessions no agent publishes.
+pub const THIS_MACHINE: &str = "(this machine)";
 
 /// How figures are grouped: the keys of [`UsageKey`], and teams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -158,7 +167,7 @@ pub fn figures(
     let mut sums: BTreeMap<BTreeMap<Grouping, String>, Sum> = BTreeMap::new();
     let mut prices = PriceMemo::new(pricing);
     let mut add = |values: &BTreeMap<Grouping, String>, person: &str, add_to: &dyn Fn(&mut Sum)| {
-        for team in teams.of(person) {
+        for team in teams.labels_of(person) {
             let mut values = values.clone();
             values.insert(Grouping::Team, team);
             let group: BTreeMap<Grouping, String> = grouping
@@ -229,7 +238,7 @@ pub fn figures(
             None => (format!("(local {})", entry.framework), me_handle.to_owned()),
         };
         let values: BTreeMap<Grouping, String> = [
-            (Grouping::Room, "(this machine)".to_owned()),
+            (Grouping::Room, THIS_MACHINE.to_owned()),
             (
                 Grouping::Session,
                 format!("{}:{}", entry.framework, entry.session_id),

@@ -240,7 +240,7 @@ describe("app shell", () => {
   it("reports failed loads as toasts", async () => {
     const world = emptyWorld();
     const backend = new FakeBackend({ world });
-    backend.failNext("rooms", "db_locked", "The local cache is busy. Close other Roundtable windows.");
+    backend.failNext("rooms", "cache", "The local cache is busy. Close other Roundtable windows.");
     const app = new AppModel(backend);
     await app.start();
     expect(app.toasts.items.map((toast) => toast.message)).toEqual([

@@ -202,7 +202,7 @@ describe("shell", () => {
   it("shows a failed command's message in the alert region", async () => {
     const world = emptyWorld();
     const backend = new FakeBackend({ world });
-    backend.failNext("agents", "db_locked", "The local cache is busy.");
+    backend.failNext("agents", "cache", "The local cache is busy.");
     const app = new AppModel(backend);
     const target = document.createElement("div");
     document.body.append(target);

@@ -3,9 +3,9 @@
  * own error banner, so there is one place (role="alert", data-testid="error") where an
  * `ErrorReport.message` — which already says what to do next — appears.
  */
-import { asBackendError } from "../backend/backend";
+import { asBackendError, type AnyCode } from "../backend/backend";
 
-export type Toast = { id: number; code: string; message: string };
+export type Toast = { id: number; code: AnyCode; message: string };
 
 /** What a model needs from the toasts: somewhere to put an error. */
 export interface ErrorReporter {

@@ -21,6 +21,7 @@ import type {
   Detected,
   DirectoryView,
   ErrorReport,
+  ReportCode,
   InviteCreated,
   InviteView,
   OpenTarget,
@@ -110,10 +111,16 @@ export interface Backend {
  * An `ErrorReport` as an exception. `code` is stable and meant for `switch`; `message` is for
  * people and already says what to do next.
  */
-export class BackendError extends Error implements ErrorReport {
-  readonly code: string;
+/** Codes the window raises itself: a form it will not send, a command the shell could not run. */
+export type WindowCode = "invalid_input" | "ipc";
 
-  constructor(code: string, message: string) {
+/** Every code an error shown in the window can have: the core's, and the window's own. */
+export type AnyCode = ReportCode | WindowCode;
+
+export class BackendError extends Error {
+  readonly code: AnyCode;
+
+  constructor(code: AnyCode, message: string) {
     super(message);
     this.name = "BackendError";
     this.code = code;

@@ -113,7 +113,7 @@ function cost(
     day,
     agent,
     person,
-    teams: person === "dana" || person === "sam" ? ["core"] : ["(no team)"],
+    teams: person === "dana" || person === "sam" ? ["core"] : [],
     model,
     input: Math.round(cost_usd * 100_000),
     output: Math.round(cost_usd * 20_000),
@@ -343,7 +343,7 @@ export function demoBoards(now: number): FakeBoards {
   }
   costs.push(
     cost(day(1), "(local claude-code)", "dana", "claude-sonnet-4-5", 0.35, now - 26 * HOUR, {
-      room: "(this machine)",
+      room: null,
       local_entries: 12,
     }),
     cost(day(0), "dana/reviewer", "dana", "homegrown-9", 0, now - 15 * MINUTE, {

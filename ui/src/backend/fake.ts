@@ -38,7 +38,7 @@ import type {
   TokenChanged,
   WatchState,
 } from "../bindings";
-import { BackendError, type Backend, type Unsubscribe } from "./backend";
+import { type AnyCode, BackendError, type Backend, type Unsubscribe } from "./backend";
 import { DANA, EMBEDDED_HUB, NETWORK_HUB, emptyWorld, member, type FakeRoom, type FakeWorld } from "./fake-world";
 
 export type FakeOptions = {
@@ -96,7 +96,7 @@ export class FakeBackend implements Backend {
   // ---- test controls -------------------------------------------------------------------
 
   /** The next call of `command` throws `BackendError(code, message)` instead of running. */
-  failNext(command: CommandName, code: string, message: string): void {
+  failNext(command: CommandName, code: AnyCode, message: string): void {
     this.failures.set(command, new BackendError(code, message));
   }
 
@@ -144,11 +144,11 @@ export class FakeBackend implements Backend {
     this.enter("onboardAgent", [cli, name, project]);
     const detected = this.detectedCli(cli);
     if (!detected.supported) {
-      throw new BackendError("unsupported_cli", `${detected.name} is detected but not supported yet.`);
+      throw new BackendError("invalid", `${detected.name} is detected but not supported yet.`);
     }
     if (!SEGMENT.test(name)) {
       throw new BackendError(
-        "invalid_name",
+        "invalid",
         `Agent name "${name}" must be 2 to 32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit.`,
       );
     }
@@ -191,7 +191,7 @@ export class FakeBackend implements Backend {
     this.enter("offboardAgent", [cli, handle]);
     const detected = this.detectedCli(cli);
     if (!detected.onboarded || detected.handle !== handle) {
-      throw new BackendError("not_onboarded", `${detected.name} is not onboarded as ${handle}.`);
+      throw new BackendError("not_found", `${detected.name} is not onboarded as ${handle}.`);
     }
     detected.onboarded = false;
     detected.handle = null;
@@ -282,7 +282,7 @@ export class FakeBackend implements Backend {
     const found = this.room(room);
     const invited = this.reachable(handle);
     if (found.members.some((member) => member.id === invited.id)) {
-      throw new BackendError("already_member", `${handle} is already in this room.`);
+      throw new BackendError("conflict", `${handle} is already in this room.`);
     }
     found.members.push(invited);
     this.changed({ rooms: true });
@@ -317,11 +317,11 @@ export class FakeBackend implements Backend {
     const found = this.world.pings.find((candidate) => candidate.room === room && candidate.ping === ping);
     if (!found) throw new BackendError("not_found", "This question no longer exists.");
     if (found.state === "answered") {
-      throw new BackendError("already_answered", `Already answered by ${found.answered_by_handle ?? "someone else"}.`);
+      throw new BackendError("conflict", `Already answered by ${found.answered_by_handle ?? "someone else"}.`);
     }
-    if (found.state === "expired") throw new BackendError("expired", "This question expired; the agent went on without an answer.");
+    if (found.state === "expired") throw new BackendError("conflict", "This question expired; the agent went on without an answer.");
     if (choice === null && (text === null || text.trim() === "")) {
-      throw new BackendError("empty_answer", "Pick an option or write an answer.");
+      throw new BackendError("invalid", "Pick an option or write an answer.");
     }
     const me = this.requireMe();
     Object.assign(found, {
@@ -353,7 +353,7 @@ export class FakeBackend implements Backend {
     const entry = this.world.directory.find((candidate) => candidate.handle === handle);
     if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
     if (entry.contact === "accepted" || entry.contact === "kin") {
-      throw new BackendError("already_contact", `${handle} is already a contact.`);
+      throw new BackendError("conflict", `${handle} is already a contact.`);
     }
     entry.contact = "pending_out";
     this.world.requests.push({
@@ -375,7 +375,7 @@ export class FakeBackend implements Backend {
     this.enter("respondContact", [request, accept]);
     const found = this.world.requests.find((candidate) => candidate.id === request);
     if (!found || !found.incoming) throw new BackendError("not_found", "This request no longer exists.");
-    if (found.state !== "pending") throw new BackendError("already_answered", `This request was already ${found.state}.`);
+    if (found.state !== "pending") throw new BackendError("conflict", `This request was already ${found.state}.`);
     found.state = accept ? "accepted" : "rejected";
     const entry = this.world.directory.find((candidate) => candidate.id === found.from);
     if (entry) entry.contact = accept ? "accepted" : "none";
@@ -395,7 +395,7 @@ export class FakeBackend implements Backend {
   async createInvite(room: string | null, uses: number | null, expiresHours: number | null): Promise<InviteCreated> {
     this.enter("createInvite", [room, uses, expiresHours]);
     if (room !== null) this.room(room);
-    if (uses !== null && uses < 1) throw new BackendError("invalid_uses", "An invite needs at least one use.");
+    if (uses !== null && uses < 1) throw new BackendError("invalid", "An invite needs at least one use.");
     const id = `invite-${this.freshId()}`;
     const code = `CODE${this.nextId * 7919}`;
     const now = this.now();
@@ -429,7 +429,7 @@ export class FakeBackend implements Backend {
     const code = inviteCode(codeOrLink);
     const invite = this.world.redeemable[code];
     if (!invite) {
-      throw new BackendError("invite_not_found", "This invite is unknown, used up or expired. Ask for a new link.");
+      throw new BackendError("not_found", "This invite is unknown, used up or expired. Ask for a new link.");
     }
     const me = this.requireMe();
     delete this.world.redeemable[code];
@@ -554,7 +554,7 @@ export class FakeBackend implements Backend {
     // As the core reads it: wss:// and https:// are TLS; host:port and ws:// or http:// are not.
     const parsed = /^(?:(wss|https|ws|http):\/\/)?([^\s:/]+)(?::\d+)?(?:\/\S*)?$/.exec(address.trim());
     if (parsed === null) {
-      throw new BackendError("invalid_address", "Write the hub address as host:port, for example hub.example.com:443.");
+      throw new BackendError("invalid", "Write the hub address as host:port, for example hub.example.com:443.");
     }
     const tls = parsed[1] === "wss" || parsed[1] === "https";
     const host = parsed[2] ?? "";
@@ -626,7 +626,7 @@ export class FakeBackend implements Backend {
 
   private requireMe() {
     const me = this.world.me;
-    if (!me) throw new BackendError("signed_out", "Connect to a hub in Settings first.");
+    if (!me) throw new BackendError("profile", "Connect to a hub in Settings first.");
     return me;
   }
 
@@ -636,19 +636,19 @@ export class FakeBackend implements Backend {
 
   private detectedCli(cli: AgentCli): Detected {
     const found = this.world.detected.find((candidate) => candidate.cli === cli);
-    if (!found) throw new BackendError("not_detected", `${cli} is not installed on this machine. Install it, then scan again.`);
+    if (!found) throw new BackendError("not_found", `${cli} is not installed on this machine. Install it, then scan again.`);
     return found;
   }
 
   private room(id: string): FakeRoom {
     const found = this.world.rooms.find((room) => room.id === id);
-    if (!found) throw new BackendError("room_not_found", "This room does not exist or you are no longer a member.");
+    if (!found) throw new BackendError("not_member", "This room does not exist or you are no longer a member.");
     return found;
   }
 
   private agent(id: string): AgentView {
     const found = this.world.agents.find((agent) => agent.id === id);
-    if (!found) throw new BackendError("agent_not_found", "This agent is gone. Refresh the Agents view.");
+    if (!found) throw new BackendError("not_found", "This agent is gone. Refresh the Agents view.");
     return found;
   }
 
@@ -658,7 +658,7 @@ export class FakeBackend implements Backend {
     if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
     if (entry.contact !== "kin" && entry.contact !== "accepted") {
       throw new BackendError(
-        "not_a_contact",
+        "no_consent",
         `${handle} is not a contact yet. Send a contact request from Contacts, or share an invite link.`,
       );
     }

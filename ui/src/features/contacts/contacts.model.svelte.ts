@@ -4,7 +4,7 @@
  * invite links I created, and redeeming someone else's.
  */
 import type { ContactRequest, ContactView, CoreChanged, InviteCreated, InviteView, Redeemed } from "../../bindings";
-import type { Backend } from "../../backend/backend";
+import { BackendError, type Backend } from "../../backend/backend";
 import type { ErrorReporter } from "../../app/toasts.svelte";
 import { DirectorySearch } from "./directory-search.svelte";
 
@@ -147,7 +147,7 @@ export class ContactsModel {
     const uses = optionalPositive(this.inviteUses);
     const hours = optionalPositive(this.inviteHours);
     if (uses === "invalid" || hours === "invalid") {
-      this.deps.errors.report({ code: "invalid_input", message: "Uses and expiry must be whole numbers above zero, or blank." });
+      this.deps.errors.report(new BackendError("invalid_input", "Uses and expiry must be whole numbers above zero, or blank."));
       return null;
     }
     try {

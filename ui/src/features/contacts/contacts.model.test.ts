@@ -113,7 +113,7 @@ describe("contacts model", () => {
     await model.createInvite();
     await settle();
     const invite = model.invites[0]!;
-    backend.failNext("revokeInvite", "network", "The hub is unreachable. Try again when online.");
+    backend.failNext("revokeInvite", "unreachable", "The hub is unreachable. Try again when online.");
     await model.revoke(invite);
     expect(model.invites).toEqual([invite]);
     await model.revoke(invite);
@@ -151,7 +151,7 @@ describe("contacts model", () => {
     model.prefillRedeem("NOPE");
     expect(await model.redeem()).toBe(false);
     expect(model.redeemCode).toBe("NOPE");
-    expect(toasts.items[0]?.code).toBe("invite_not_found");
+    expect(toasts.items[0]?.code).toBe("not_found");
   });
 
   it("sends a contact request to someone found in the directory", async () => {

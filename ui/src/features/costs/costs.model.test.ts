@@ -34,7 +34,7 @@ const rows: CostRow[] = [
   row({ day: "2026-11-29", cost_usd: 1.5 }),
   row({ day: "2026-11-30", cost_usd: 0.25, latest_ms: 9 }),
   row({ agent: "dana/writer", model: "homegrown-9", cost_usd: 0, unpriced_entries: 2, unpriced_models: ["homegrown-9"] }),
-  row({ agent: "(local claude-code)", room: "(this machine)", cost_usd: 0.5, local_entries: 4 }),
+  row({ agent: "(local claude-code)", room: null, cost_usd: 0.5, local_entries: 4 }),
   row({ agent: "sam/security", person: "sam", teams: ["core", "sec"], model: "claude-opus-4-6", cost_usd: 3, latest_ms: 7 }),
   row({ agent: "lee/bot", person: "lee", teams: [], model: "claude-opus-4-6", cost_usd: 0.75 }),
 ];

@@ -86,7 +86,7 @@ describe("onboarding model", () => {
     model.names.claude = "Writer!";
     expect(await model.onboard("claude")).toBe(false);
     expect(model.failures.claude).toContain("must be 2 to 32 characters");
-    expect(toasts.items.map((toast) => toast.code)).toEqual(["invalid_name"]);
+    expect(toasts.items.map((toast) => toast.code)).toEqual(["invalid"]);
     expect(model.busy.claude).toBeUndefined();
     expect(model.outcome).toBeNull();
   });
@@ -94,7 +94,7 @@ describe("onboarding model", () => {
   it("clears a row's error when the next attempt works", async () => {
     const { model, backend } = setup();
     await model.scan();
-    backend.failNext("onboardAgent", "config_locked", "Close Claude Code, then try again.");
+    backend.failNext("onboardAgent", "io", "Close Claude Code, then try again.");
     await model.onboard("claude");
     expect(model.failures.claude).toBe("Close Claude Code, then try again.");
     await model.onboard("claude");

@@ -119,7 +119,7 @@ describe("pings model", () => {
     await model.load();
     Object.assign(world.pings[0]!, { state: "answered", answered_by: "u-sam", answered_by_handle: "sam", choice: "no" });
     expect(await model.answer(model.needsYou[0]!, "yes")).toBe(false);
-    expect(toasts.items.map((toast) => toast.code)).toEqual(["already_answered"]);
+    expect(toasts.items.map((toast) => toast.code)).toEqual(["conflict"]);
     expect(toasts.items[0]!.message).toContain("sam");
     expect(model.needsYou).toEqual([]);
     expect(pingOutcome(model.rest[0]!)).toBe("Answered by sam: no");

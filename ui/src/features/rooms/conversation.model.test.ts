@@ -158,7 +158,7 @@ describe("sending", () => {
   it("puts a failed message back in the composer to edit", async () => {
     const { conversation, backend } = setup(1);
     await conversation.loadLatest();
-    backend.failNext("sendMessage", "too_long", "Too long.");
+    backend.failNext("sendMessage", "too_large", "Too long.");
     conversation.composer.edit("draft", 5);
     await conversation.send();
     conversation.edit(conversation.entries.at(-1)!.key);

@@ -93,7 +93,7 @@ describe("rooms model", () => {
     await model.inviteSearch.search("eve");
     model.inviteSearch.choose(model.inviteSearch.results[0]);
     expect(await model.invite()).toBe(false);
-    expect(toasts.items.at(-1)).toMatchObject({ code: "not_a_contact" });
+    expect(toasts.items.at(-1)).toMatchObject({ code: "no_consent" });
   });
 
   it("leaves members already in the room out of the invite suggestions", async () => {

@@ -2,15 +2,15 @@
  * Who I am, which hub I use and how sync is going. The embedded hub needs nothing; a remote
  * hub needs an address and one way in: sign up, an invite code from a teammate, or a token.
  */
-import type { AppState, CoreChanged, RemoteLogin } from "../../bindings";
-import type { Backend } from "../../backend/backend";
+import type { AppState, CoreChanged, RemoteLogin, SyncPhase } from "../../bindings";
+import { BackendError, type Backend } from "../../backend/backend";
 import type { ErrorReporter } from "../../app/toasts.svelte";
 import type { StatusLabel } from "../../app/status";
 
 export const SETTINGS_SIGNED_OUT = "You are not signed in to a hub. Use the embedded hub, or connect to your team's hub below.";
 
-/** The sync states the core reports (`SyncView.state` is a plain string). */
-export const SYNC_STATES: Readonly<Record<string, StatusLabel>> = {
+/** The sync states the core reports, each in words. */
+export const SYNC_STATES: Readonly<Record<SyncPhase, StatusLabel>> = {
   not_started: { icon: "○", label: "not started", tone: "neutral" },
   syncing: { icon: "↻", label: "syncing", tone: "progress" },
   idle: { icon: "✓", label: "up to date", tone: "ok" },
@@ -18,11 +18,9 @@ export const SYNC_STATES: Readonly<Record<string, StatusLabel>> = {
   failed: { icon: "✕", label: "sync failed", tone: "bad" },
 };
 
-/** A sync state in words; one this UI does not know yet is shown as the core names it. */
-export function syncStateLabel(state: string): StatusLabel {
-  return Object.hasOwn(SYNC_STATES, state)
-    ? SYNC_STATES[state]!
-    : { icon: "?", label: state.replaceAll("_", " "), tone: "neutral" };
+/** A sync state in words. */
+export function syncStateLabel(state: SyncPhase): StatusLabel {
+  return SYNC_STATES[state];
 }
 
 /** What the hub's section says about who can reach the app's own hub. */
@@ -103,11 +101,11 @@ export class SettingsModel {
       token: this.token,
     });
     if (this.address.trim() === "") {
-      this.deps.errors.report({ code: "invalid_input", message: "Write the hub's address, for example hub.example.com:443." });
+      this.deps.errors.report(new BackendError("invalid_input", "Write the hub's address, for example hub.example.com:443."));
       return false;
     }
     if (typeof login === "string") {
-      this.deps.errors.report({ code: "invalid_input", message: login });
+      this.deps.errors.report(new BackendError("invalid_input", login));
       return false;
     }
     return this.switchHub(() => this.deps.backend.connectRemote(this.address.trim(), login, this.insecure));
