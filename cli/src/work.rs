@@ -2,6 +2,7 @@
 //! once, no hub needed), `roundtable watch` (follow them, publish onboarded agents' work),
 //! and the views over the cache: `usage`, `tasks`, `arch`, `digest`.
 
+use roundtable_protocol::bodies::ComponentStatus;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -248,7 +249,7 @@ pub async fn tasks(core: &Core, out: &Out) -> Result<(), Failure> {
             .unwrap_or_else(|| format!("{} (this machine)", lane.person));
         text.push(format!("{who} ({} {})", lane.framework, lane.session_id));
         for task in &lane.tasks {
-            text.push(format!("  [{}] {}", task.status, task.title));
+            text.push(format!("  [{}] {}", task.status.as_str(), task.title));
         }
         if let Some(why) = &lane.no_list {
             text.push(format!("  no task list: {why}"));
@@ -280,13 +281,13 @@ pub async fn arch(core: &Core, out: &Out, room: Option<&str>) -> Result<(), Fail
             let working: Vec<String> = component
                 .agents
                 .iter()
-                .filter(|agent| agent.status == "working")
+                .filter(|agent| agent.status == ComponentStatus::Working)
                 .map(|agent| agent.handle.clone().unwrap_or_else(|| agent.agent.clone()))
                 .collect();
             text.push(format!(
                 "  {:<16} {:<8} {}",
                 component.id,
-                component.status.as_deref().unwrap_or("idle"),
+                component.status.map_or("idle", ComponentStatus::as_str),
                 if working.is_empty() {
                     String::new()
                 } else {
@@ -326,7 +327,7 @@ fn digest_text(digest: &RoomDigest) -> String {
         lines.push(format!(
             "  {}: {} by {}",
             component.id,
-            component.status.as_deref().unwrap_or("touched"),
+            component.status.map_or("touched", ComponentStatus::as_str),
             component.by.join(", ")
         ));
     }

@@ -719,3 +719,11 @@ pub async fn login(
         ca_file,
     )?)
 }
+
+/// A value of a closed set from its wire name (`"in_progress"`), for tests that write
+/// fixtures as text.
+#[cfg(test)]
+pub(crate) fn wire<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    serde_json::from_value(serde_json::Value::String(name.to_owned()))
+        .unwrap_or_else(|error| panic!("{name:?} is not a wire name: {error}"))
+}

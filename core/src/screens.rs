@@ -61,7 +61,7 @@ pub struct RoomMessage {
 /// the latest message it wrote there (seq).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentActivity {
-    pub status: Option<(String, i64)>,
+    pub status: Option<(roundtable_protocol::bodies::AgentState, i64)>,
     pub last_message_seq: Option<u64>,
 }
 
@@ -77,12 +77,15 @@ pub fn mention_state(message: &MessageView, activity: &AgentActivity) -> Mention
         return MentionState::Done;
     }
     match &activity.status {
-        Some((state, ts_ms)) if *ts_ms >= message.ts_ms => match state.as_str() {
-            "working" => MentionState::Working,
-            "waiting_human" => MentionState::WaitingHuman,
-            "error" => MentionState::Failed,
-            _ => MentionState::Delivered,
-        },
+        Some((state, ts_ms)) if *ts_ms >= message.ts_ms => {
+            use roundtable_protocol::bodies::AgentState as Reported;
+            match state {
+                Reported::Working => MentionState::Working,
+                Reported::WaitingHuman => MentionState::WaitingHuman,
+                Reported::Error => MentionState::Failed,
+                Reported::Idle | Reported::Stopped => MentionState::Delivered,
+            }
+        }
         _ => MentionState::Sent,
     }
 }
@@ -92,14 +95,12 @@ pub fn mention_state(message: &MessageView, activity: &AgentActivity) -> Mention
 #[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct DirectoryView {
     pub id: String,
-    /// `user` or `agent`.
-    pub kind: String,
+    pub kind: roundtable_protocol::model::PrincipalKind,
     pub handle: String,
     pub name: String,
     pub description: Option<String>,
     pub owner: Option<String>,
-    /// `kin`, `accepted`, `pending_out`, `pending_in` or `none`.
-    pub contact: String,
+    pub contact: ContactRelation,
 }
 
 /// A contact request, with which way it goes.
@@ -133,15 +134,15 @@ pub enum AgentState {
     Unknown,
 }
 
-impl AgentState {
-    pub fn parse(state: &str) -> AgentState {
+impl From<roundtable_protocol::bodies::AgentState> for AgentState {
+    fn from(state: roundtable_protocol::bodies::AgentState) -> AgentState {
+        use roundtable_protocol::bodies::AgentState as Reported;
         match state {
-            "working" => AgentState::Working,
-            "idle" => AgentState::Idle,
-            "waiting_human" => AgentState::WaitingHuman,
-            "error" => AgentState::Error,
-            "stopped" => AgentState::Stopped,
-            _ => AgentState::Unknown,
+            Reported::Working => AgentState::Working,
+            Reported::Idle => AgentState::Idle,
+            Reported::WaitingHuman => AgentState::WaitingHuman,
+            Reported::Error => AgentState::Error,
+            Reported::Stopped => AgentState::Stopped,
         }
     }
 }
@@ -239,7 +240,9 @@ impl Core {
             let agents: HashMap<String, String> = cache
                 .members(&room)?
                 .into_iter()
-                .filter(|member| member.kind.as_deref() == Some("agent"))
+                .filter(|member| {
+                    member.kind == Some(roundtable_protocol::model::PrincipalKind::Agent)
+                })
                 .map(|member| (member.id, member.handle))
                 .collect();
             let mut activity: HashMap<String, AgentActivity> = HashMap::new();
@@ -301,22 +304,12 @@ impl Core {
             .into_iter()
             .map(|entry| DirectoryView {
                 id: entry.id,
-                kind: match entry.kind {
-                    PrincipalKind::User => "user".into(),
-                    PrincipalKind::Agent => "agent".into(),
-                },
+                kind: entry.kind,
                 handle: entry.handle,
                 name: entry.name,
                 description: entry.description,
                 owner: entry.owner,
-                contact: match entry.contact {
-                    ContactRelation::Kin => "kin",
-                    ContactRelation::Accepted => "accepted",
-                    ContactRelation::PendingOut => "pending_out",
-                    ContactRelation::PendingIn => "pending_in",
-                    ContactRelation::None => "none",
-                }
-                .into(),
+                contact: entry.contact,
             })
             .collect())
     }
@@ -357,7 +350,9 @@ impl Core {
             self.directory("")
                 .await?
                 .into_iter()
-                .filter(|entry| entry.kind == "agent" && entry.owner.as_deref() == Some(&me))
+                .filter(|entry| {
+                    entry.kind == PrincipalKind::Agent && entry.owner.as_deref() == Some(&me)
+                })
                 .map(|entry| (entry.id, entry.handle, entry.name))
                 .collect()
         } else {
@@ -382,7 +377,7 @@ impl Core {
                         .iter()
                         .find(|record| record.handle == handle)
                         .map(|record| record.cli),
-                    state: status.map_or(AgentState::Unknown, |s| AgentState::parse(&s.state)),
+                    state: status.map_or(AgentState::Unknown, |s| AgentState::from(s.state)),
                     detail: status.and_then(|s| s.detail.clone()),
                     room: status.map(|s| s.room.clone()),
                     since_ms: status.map(|s| s.ts_ms),
@@ -487,7 +482,7 @@ mod tests {
             ts_ms,
             from: "p_dana".into(),
             from_handle: Some("dana".into()),
-            from_kind: Some("user".into()),
+            from_kind: Some(PrincipalKind::User),
             text: "@dana/writer go".into(),
             mentions: vec!["p_writer".into()],
             reply_to: None,
@@ -501,7 +496,7 @@ mod tests {
     fn a_mention_goes_from_queued_to_done_by_what_the_agent_did_after_it() {
         let stored = message(Delivery::Stored, Some(10), 1_000);
         let activity = |status: Option<(&str, i64)>, last: Option<u64>| AgentActivity {
-            status: status.map(|(state, ts)| (state.to_owned(), ts)),
+            status: status.map(|(state, ts)| (crate::wire(state), ts)),
             last_message_seq: last,
         };
         assert_eq!(
@@ -566,7 +561,7 @@ mod tests {
             agent: "p_writer".into(),
             handle: Some("dana/writer".into()),
             room: room.into(),
-            state: state.into(),
+            state: crate::wire(state),
             detail: None,
             ts_ms,
         };
@@ -577,10 +572,6 @@ mod tests {
         ];
         let latest = latest_statuses(&statuses);
         assert_eq!(latest["p_writer"].room, "b");
-        assert_eq!(
-            AgentState::parse(&latest["p_writer"].state),
-            AgentState::Idle
-        );
-        assert_eq!(AgentState::parse("sleeping"), AgentState::Unknown);
+        assert_eq!(AgentState::from(latest["p_writer"].state), AgentState::Idle);
     }
 }

@@ -115,12 +115,25 @@ pub struct SessionRef {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     Pending,
     InProgress,
     Completed,
     Deleted,
+}
+
+impl TaskStatus {
+    /// Its wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::InProgress => "in_progress",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Deleted => "deleted",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -154,12 +167,25 @@ pub struct ComponentDef {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum ComponentStatus {
     Idle,
     Working,
     Done,
     Blocked,
+}
+
+impl ComponentStatus {
+    /// Its wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentStatus::Idle => "idle",
+            ComponentStatus::Working => "working",
+            ComponentStatus::Done => "done",
+            ComponentStatus::Blocked => "blocked",
+        }
+    }
 }
 
 /// `arch`: either defines components or reports one component's status.
@@ -201,6 +227,7 @@ pub struct UsageBody {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum AgentState {
     Working,
@@ -208,6 +235,19 @@ pub enum AgentState {
     WaitingHuman,
     Error,
     Stopped,
+}
+
+impl AgentState {
+    /// Its wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentState::Working => "working",
+            AgentState::Idle => "idle",
+            AgentState::WaitingHuman => "waiting_human",
+            AgentState::Error => "error",
+            AgentState::Stopped => "stopped",
+        }
+    }
 }
 
 /// `status`: what an agent is doing now.

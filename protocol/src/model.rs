@@ -6,6 +6,7 @@ use serde_json::Value;
 
 /// A person, or a program acting for one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum PrincipalKind {
     User,
@@ -117,6 +118,7 @@ pub struct Member {
 
 /// The state of a contact request; every state but `pending` is final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum RequestState {
     Pending,
@@ -190,6 +192,7 @@ pub struct Invite {
 
 /// How a directory entry relates to the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum ContactRelation {
     Kin,

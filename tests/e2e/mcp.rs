@@ -3,6 +3,7 @@
 //! questions answered by the person over the hub or through the client's own prompt, and
 //! the boards kept, as the person's own cache then shows.
 
+use roundtable_protocol::bodies::{ComponentStatus, TaskStatus};
 use std::time::Duration;
 
 use roundtable_core::Core;
@@ -70,7 +71,7 @@ async fn the_mcp_bridge_serves_an_agent_over_both_protocol_generations() {
         .await
         .unwrap();
     let parser = components.iter().find(|c| c.id == "parser").unwrap();
-    assert_eq!(parser.status.as_deref(), Some("working"));
+    assert_eq!(parser.status, Some(ComponentStatus::Working));
     assert_eq!(parser.working.len(), 1);
     assert_eq!(
         components
@@ -85,7 +86,7 @@ async fn the_mcp_bridge_serves_an_agent_over_both_protocol_generations() {
         .await
         .unwrap();
     assert_eq!(tasks[0].agent_handle.as_deref(), Some("dana/writer"));
-    assert_eq!(tasks[0].tasks[1].status, "in_progress");
+    assert_eq!(tasks[0].tasks[1].status, TaskStatus::InProgress);
     let statuses = dana.read(|cache| cache.agent_statuses()).await.unwrap();
     assert_eq!(statuses[0].detail.as_deref(), Some("parsing (modern)"));
     let pings = dana.pings().await.unwrap();

@@ -4,6 +4,7 @@
 //! hostile logs are counted and skipped, and the digest says what happened while the
 //! person was away.
 
+use roundtable_protocol::bodies::TaskStatus;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -409,7 +410,7 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
     eventually("the first list reached the room", async || {
         shared_lists(&dana).await.first().is_some_and(|session| {
             session.agent_handle.as_deref() == Some("dana/writer")
-                && session.tasks[0].status == "in_progress"
+                && session.tasks[0].status == TaskStatus::InProgress
         })
     })
     .await;
@@ -424,7 +425,7 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
     .await;
     eprintln!("appended line → cache: {:?}", appended.elapsed());
     eventually("the appended list reached the room", async || {
-        shared_lists(&dana).await[0].tasks[0].status == "completed"
+        shared_lists(&dana).await[0].tasks[0].status == TaskStatus::Completed
     })
     .await;
 
@@ -449,7 +450,7 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
         shared_lists(&dana).await[0]
             .tasks
             .get(1)
-            .is_some_and(|task| task.status == "completed")
+            .is_some_and(|task| task.status == TaskStatus::Completed)
             && dana
                 .read(|view| view.outbox_pending())
                 .await

@@ -119,7 +119,7 @@ export type ArchitectureBoard = {
 export type ComponentAgent = {
 	agent: string,
 	handle: string | null,
-	status: string,
+	status: ComponentStatus,
 	note: string | null,
 	files: string[],
 	ts_ms: number,
@@ -138,7 +138,7 @@ export type ComponentChange = {
 	 *  else the sender's.
 	 */
 	agent_handle: string | null,
-	status: string | null,
+	status: ComponentStatus | null,
 	note: string | null,
 	files: string[],
 	/**  For a definition: what it depends on. */
@@ -152,6 +152,8 @@ export type ComponentChangeKind =
 /**  Someone reported its status. */
 "status";
 
+export type ComponentStatus = "idle" | "working" | "done" | "blocked";
+
 export type ComponentView = {
 	room: string,
 	id: string,
@@ -160,7 +162,7 @@ export type ComponentView = {
 	paths: string[],
 	depends_on: string[],
 	/**  The latest status anyone reported. */
-	status: string | null,
+	status: ComponentStatus | null,
 	note: string | null,
 	files: string[],
 	/**  Who reported the latest status. */
@@ -172,6 +174,9 @@ export type ComponentView = {
 	working: string[],
 };
 
+/**  How a directory entry relates to the caller. */
+export type ContactRelation = "kin" | "accepted" | "pending_out" | "pending_in" | "none";
+
 /**  A contact request, with which way it goes. */
 export type ContactRequest = {
 	/**  Someone asks us (or one of our agents): ours to decide. */
@@ -182,7 +187,7 @@ export type ContactView = {
 	principal: string,
 	handle: string | null,
 	name: string | null,
-	kind: string | null,
+	kind: PrincipalKind | null,
 	since_ms: number,
 };
 
@@ -286,7 +291,7 @@ export type Detected = {
 export type DigestComponent = {
 	id: string,
 	name: string | null,
-	status: string | null,
+	status: ComponentStatus | null,
 	/**  Who is working on it, or reported its status last. */
 	by: string[],
 };
@@ -299,14 +304,12 @@ export type DigestTask = {
 /**  A principal of the hub's directory. */
 export type DirectoryView = {
 	id: string,
-	/**  `user` or `agent`. */
-	kind: string,
+	kind: PrincipalKind,
 	handle: string,
 	name: string,
 	description: string | null,
 	owner: string | null,
-	/**  `kin`, `accepted`, `pending_out`, `pending_in` or `none`. */
-	contact: string,
+	contact: ContactRelation,
 };
 
 /**  An error as it crosses IPC: a stable code and a message that says what to do. */
@@ -371,7 +374,7 @@ export type MemberView = {
 	id: string,
 	/**  The handle, when the cache met it (else the id). */
 	handle: string,
-	kind: string | null,
+	kind: PrincipalKind | null,
 };
 
 /**  Where a mention of an agent is. */
@@ -404,8 +407,8 @@ export type MessageView = {
 	from: string,
 	/**  The sender's handle, when known. */
 	from_handle: string | null,
-	/**  `user` or `agent`, when known. */
-	from_kind: string | null,
+	/**  When known. */
+	from_kind: PrincipalKind | null,
 	text: string,
 	/**  Ids of the principals mentioned. */
 	mentions: string[],
@@ -443,6 +446,9 @@ export type PingView = {
 	choice: string | null,
 	text: string | null,
 };
+
+/**  A person, or a program acting for one. */
+export type PrincipalKind = "user" | "agent";
 
 export type Redeemed = {
 	/**  The room it let us into, if any. */
@@ -500,13 +506,16 @@ export type ReportCode = "bad_frame" | "unsupported" |
 /**  The app is quitting. */
 "shutting_down";
 
+/**  The state of a contact request; every state but `pending` is final. */
+export type RequestState = "pending" | "accepted" | "rejected" | "cancelled" | "expired";
+
 export type RequestView = {
 	id: string,
 	from: string,
 	from_handle: string | null,
 	to: string,
 	to_handle: string | null,
-	state: string,
+	state: RequestState,
 	message: string | null,
 	ts_ms: number,
 };
@@ -623,15 +632,17 @@ export type TaskLane = {
 };
 
 export type TaskStateChange = {
-	status: string,
+	status: TaskStatus,
 	/**  When the snapshot that first showed this status was written. */
 	ts_ms: number,
 };
 
+export type TaskStatus = "pending" | "in_progress" | "completed" | "deleted";
+
 export type TaskView = {
 	id: string | null,
 	title: string,
-	status: string,
+	status: TaskStatus,
 	active_form: string | null,
 	/**  When the task entered its current status. */
 	since_ms: number,

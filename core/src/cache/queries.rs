@@ -6,7 +6,43 @@ use std::collections::BTreeMap;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
+use roundtable_protocol::bodies::{AgentState, ComponentStatus, TaskStatus};
+use roundtable_protocol::model::{PrincipalKind, RequestState};
+
 use super::{CacheError, CacheView};
+
+/// A value of a closed set the cache keeps as its wire name (`in_progress`): read back as
+/// the type, or a conversion error naming the column (the cache was written otherwise).
+fn closed<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    column: usize,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(column)?;
+    parse_closed(&text).map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, error)
+    })
+}
+
+/// [`closed`] for a column that may be NULL.
+fn closed_opt<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    column: usize,
+) -> rusqlite::Result<Option<T>> {
+    match row.get::<_, Option<String>>(column)? {
+        None => Ok(None),
+        Some(text) => parse_closed(&text).map(Some).map_err(|error| {
+            rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, error)
+        }),
+    }
+}
+
+fn parse_closed<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<T, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(serde_json::from_value(serde_json::Value::String(
+        text.to_owned(),
+    ))?)
+}
 
 /// A principal as the cache knows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,7 +73,7 @@ pub struct MemberView {
     pub id: String,
     /// The handle, when the cache met it (else the id).
     pub handle: String,
-    pub kind: Option<String>,
+    pub kind: Option<PrincipalKind>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -100,8 +136,8 @@ pub struct MessageView {
     pub from: String,
     /// The sender's handle, when known.
     pub from_handle: Option<String>,
-    /// `user` or `agent`, when known.
-    pub from_kind: Option<String>,
+    /// When known.
+    pub from_kind: Option<PrincipalKind>,
     pub text: String,
     /// Ids of the principals mentioned.
     pub mentions: Vec<String>,
@@ -116,7 +152,7 @@ pub struct MessageView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
 pub struct TaskStateChange {
-    pub status: String,
+    pub status: TaskStatus,
     /// When the snapshot that first showed this status was written.
     pub ts_ms: i64,
 }
@@ -126,7 +162,7 @@ pub struct TaskStateChange {
 pub struct TaskView {
     pub id: Option<String>,
     pub title: String,
-    pub status: String,
+    pub status: TaskStatus,
     pub active_form: Option<String>,
     /// When the task entered its current status.
     pub since_ms: i64,
@@ -160,7 +196,7 @@ pub struct TaskFilter {
 pub struct ComponentAgent {
     pub agent: String,
     pub handle: Option<String>,
-    pub status: String,
+    pub status: ComponentStatus,
     pub note: Option<String>,
     pub files: Vec<String>,
     pub ts_ms: i64,
@@ -176,7 +212,7 @@ pub struct ComponentView {
     pub paths: Vec<String>,
     pub depends_on: Vec<String>,
     /// The latest status anyone reported.
-    pub status: Option<String>,
+    pub status: Option<ComponentStatus>,
     pub note: Option<String>,
     pub files: Vec<String>,
     /// Who reported the latest status.
@@ -297,7 +333,7 @@ pub struct AgentStatusView {
     pub agent: String,
     pub handle: Option<String>,
     pub room: String,
-    pub state: String,
+    pub state: AgentState,
     pub detail: Option<String>,
     pub ts_ms: i64,
 }
@@ -308,7 +344,7 @@ pub struct ContactView {
     pub principal: String,
     pub handle: Option<String>,
     pub name: Option<String>,
-    pub kind: Option<String>,
+    pub kind: Option<PrincipalKind>,
     pub since_ms: i64,
 }
 
@@ -320,7 +356,7 @@ pub struct RequestView {
     pub from_handle: Option<String>,
     pub to: String,
     pub to_handle: Option<String>,
-    pub state: String,
+    pub state: RequestState,
     pub message: Option<String>,
     pub ts_ms: i64,
 }
@@ -352,7 +388,7 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageView> {
         ts_ms: row.get(3)?,
         from: row.get(4)?,
         from_handle: row.get(5)?,
-        from_kind: row.get(6)?,
+        from_kind: closed_opt(row, 6)?,
         text: parts.text,
         mentions: parts.mentions,
         reply_to: parts.reply_to,
@@ -451,7 +487,7 @@ impl CacheView {
                 Ok(MemberView {
                     id: row.get(0)?,
                     handle: row.get(1)?,
-                    kind: row.get(2)?,
+                    kind: closed_opt(row, 2)?,
                 })
             })?
             .collect::<Result<_, _>>()?;
@@ -628,7 +664,7 @@ impl CacheView {
                 |row| {
                     Ok((
                         row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
+                        closed::<TaskStatus>(row, 1)?,
                         row.get(2)?,
                     ))
                 },
@@ -646,10 +682,7 @@ impl CacheView {
                 .into_iter()
                 .map(|task| {
                     let key = task.id.clone().unwrap_or_else(|| task.title.clone());
-                    let status = serde_json::to_value(task.status)
-                        .ok()
-                        .and_then(|value| value.as_str().map(str::to_owned))
-                        .unwrap_or_default();
+                    let status = task.status;
                     let history = changes.remove(&key).unwrap_or_default();
                     let since_ms = history
                         .iter()
@@ -686,7 +719,7 @@ impl CacheView {
                     description: row.get(2)?,
                     paths: strings(row.get(3)?),
                     depends_on: strings(row.get(4)?),
-                    status: row.get(5)?,
+                    status: closed_opt(row, 5)?,
                     note: row.get(6)?,
                     files: strings(row.get(7)?),
                     by: row.get(8)?,
@@ -707,7 +740,7 @@ impl CacheView {
                     Ok(ComponentAgent {
                         agent: row.get(0)?,
                         handle: row.get(1)?,
-                        status: row.get(2)?,
+                        status: closed(row, 2)?,
                         note: row.get(3)?,
                         files: strings(row.get(4)?),
                         ts_ms: row.get(5)?,
@@ -717,7 +750,7 @@ impl CacheView {
             component.working = component
                 .agents
                 .iter()
-                .filter(|agent| agent.status == "working")
+                .filter(|agent| agent.status == ComponentStatus::Working)
                 .map(|agent| agent.agent.clone())
                 .collect();
         }
@@ -920,7 +953,7 @@ impl CacheView {
                     agent: row.get(0)?,
                     handle: row.get(1)?,
                     room: row.get(2)?,
-                    state: row.get(3)?,
+                    state: closed(row, 3)?,
                     detail: row.get(4)?,
                     ts_ms: row.get(5)?,
                 })
@@ -941,7 +974,7 @@ impl CacheView {
                     principal: row.get(0)?,
                     handle: row.get(1)?,
                     name: row.get(2)?,
-                    kind: row.get(3)?,
+                    kind: closed_opt(row, 3)?,
                     since_ms: row.get(4)?,
                 })
             })?
@@ -966,7 +999,7 @@ impl CacheView {
                     from_handle: row.get(2)?,
                     to: row.get(3)?,
                     to_handle: row.get(4)?,
-                    state: row.get(5)?,
+                    state: closed(row, 5)?,
                     message: row.get(6)?,
                     ts_ms: row.get(7)?,
                 })

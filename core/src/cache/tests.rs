@@ -203,7 +203,7 @@ fn projections_hold_the_latest_of_everything_and_the_first_answer() {
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].tasks[0].title, "new");
     let components = cache.components("r").unwrap();
-    assert_eq!(components[0].status.as_deref(), Some("done"));
+    assert_eq!(components[0].status, Some(crate::wire("done")));
     assert_eq!(components[0].note.as_deref(), Some("shipped"));
     assert_eq!(components[0].name.as_deref(), Some("Parser"));
     assert_eq!(components[0].paths, vec!["src/**".to_owned()]);
@@ -731,7 +731,7 @@ fn tasks_remember_when_they_changed_state() {
         .unwrap();
     let sessions = cache.task_sessions(&TaskFilter::default()).unwrap();
     let parse = &sessions[0].tasks[0];
-    assert_eq!(parse.status, "completed");
+    assert_eq!(parse.status.as_str(), "completed");
     let minute = |m: i64| 1_796_029_200_000 + m * 60_000;
     assert_eq!(parse.since_ms, minute(20));
     assert_eq!(

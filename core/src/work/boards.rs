@@ -131,17 +131,11 @@ fn local_tasks(session: &LocalSession, at: i64) -> Vec<TaskView> {
         .tasks
         .iter()
         .map(|task| {
-            let status = serde_json::to_value(task.status)
-                .ok()
-                .and_then(|value| value.as_str().map(str::to_owned))
-                .unwrap_or_default();
+            let status = task.status.on_the_wire();
             TaskView {
                 id: task.id.clone(),
                 title: task.title.clone(),
-                history: vec![TaskStateChange {
-                    status: status.clone(),
-                    ts_ms: at,
-                }],
+                history: vec![TaskStateChange { status, ts_ms: at }],
                 status,
                 active_form: task.active_form.clone(),
                 since_ms: at,
@@ -300,7 +294,7 @@ pub struct ComponentChange {
     /// Whose work it reports (an owner reports their agents' edits): the agent's handle,
     /// else the sender's.
     pub agent_handle: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<roundtable_protocol::bodies::ComponentStatus>,
     pub note: Option<String>,
     pub files: Vec<String>,
     /// For a definition: what it depends on.
@@ -353,9 +347,7 @@ pub fn component_history_from(
                 agent,
             } if id == component => {
                 history.push(ComponentChange {
-                    status: serde_json::to_value(status)
-                        .ok()
-                        .and_then(|value| value.as_str().map(str::to_owned)),
+                    status: Some(status),
                     note,
                     files: files.unwrap_or_default(),
                     ..change(ComponentChangeKind::Status, agent.as_deref())
@@ -659,7 +651,7 @@ pub fn session_board_from(rows: &SessionRows) -> Vec<SessionView> {
                 None => (AgentState::Idle, None),
                 Some(agent) => match statuses.get(agent) {
                     Some(status) if status_session.get(agent) == Some(&index) => {
-                        (AgentState::parse(&status.state), status.detail.clone())
+                        (AgentState::from(status.state), status.detail.clone())
                     }
                     Some(_) => (AgentState::Idle, None),
                     None => (AgentState::Unknown, None),
@@ -961,16 +953,17 @@ impl Core {
 mod tests {
     use super::*;
     use crate::work::events::{TaskItem, TaskStatus, TokenCounts};
+    use roundtable_protocol::bodies::ComponentStatus;
 
     fn task(title: &str, status: &str, since: i64) -> TaskView {
         TaskView {
             id: None,
             title: title.into(),
-            status: status.into(),
+            status: crate::wire(status),
             active_form: None,
             since_ms: since,
             history: vec![TaskStateChange {
-                status: status.into(),
+                status: crate::wire(status),
                 ts_ms: since,
             }],
         }
@@ -1097,7 +1090,7 @@ mod tests {
             ]
         );
         let mine = &board.lanes[3];
-        assert_eq!(mine.tasks[0].status, "completed");
+        assert_eq!(mine.tasks[0].status.as_str(), "completed");
         assert_eq!(mine.tasks[0].since_ms, now - 200);
         assert_eq!(mine.room, None);
         assert_eq!(board.lanes[4].room.as_deref(), Some("r_team"));
@@ -1171,7 +1164,7 @@ mod tests {
                 (
                     change.seq,
                     change.kind,
-                    change.status.as_deref(),
+                    change.status.map(ComponentStatus::as_str),
                     change.agent_handle.as_deref(),
                 )
             })
@@ -1255,7 +1248,7 @@ mod tests {
             agent: agent.into(),
             handle: None,
             room: room.into(),
-            state: state.into(),
+            state: crate::wire(state),
             detail: detail.map(str::to_owned),
             ts_ms: ts,
         }

@@ -7,6 +7,7 @@
 //! person last looked at the app (see [`Core::mark_looked`]): what arrived while they were
 //! looking is not news when they come back, read or not.
 
+use roundtable_protocol::bodies::{ComponentStatus, TaskStatus};
 use serde::Serialize;
 
 use crate::cache::{CacheError, CacheView, PingView, TaskFilter, UsageQuery};
@@ -24,7 +25,7 @@ pub struct DigestTask {
 pub struct DigestComponent {
     pub id: String,
     pub name: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<ComponentStatus>,
     /// Who is working on it, or reported its status last.
     pub by: Vec<String>,
 }
@@ -108,9 +109,9 @@ pub fn digest(
                     agent: agent.clone(),
                     title: task.title.clone(),
                 };
-                match task.status.as_str() {
-                    "completed" if task.since_ms > since_ms => completed.push(item),
-                    "in_progress" if task.since_ms > since_ms => in_progress.push(item),
+                match task.status {
+                    TaskStatus::Completed if task.since_ms > since_ms => completed.push(item),
+                    TaskStatus::InProgress if task.since_ms > since_ms => in_progress.push(item),
                     _ => {}
                 }
             }

@@ -47,12 +47,13 @@ pub enum TaskStatus {
 impl TaskStatus {
     /// The status as the `tasks` event carries it (pending, in progress, completed,
     /// deleted): a cancelled task left the list; a blocked one waits.
-    pub fn on_the_wire(self) -> &'static str {
+    pub fn on_the_wire(self) -> roundtable_protocol::bodies::TaskStatus {
+        use roundtable_protocol::bodies::TaskStatus as Wire;
         match self {
-            TaskStatus::Pending | TaskStatus::Blocked => "pending",
-            TaskStatus::InProgress => "in_progress",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Deleted | TaskStatus::Cancelled => "deleted",
+            TaskStatus::Pending | TaskStatus::Blocked => Wire::Pending,
+            TaskStatus::InProgress => Wire::InProgress,
+            TaskStatus::Completed => Wire::Completed,
+            TaskStatus::Deleted | TaskStatus::Cancelled => Wire::Deleted,
         }
     }
 }

@@ -10,6 +10,7 @@ import type {
   RoomDigest,
   SessionView,
   TaskLane,
+  TaskStatus,
   TaskView,
   WatchState,
 } from "../bindings";
@@ -41,8 +42,8 @@ export function emptyBoards(): FakeBoards {
   };
 }
 
-export function task(title: string, status: string, since: number, history: [string, number][] = []): TaskView {
-  const changes = history.length > 0 ? history : [[status, since] as [string, number]];
+export function task(title: string, status: TaskStatus, since: number, history: [TaskStatus, number][] = []): TaskView {
+  const changes = history.length > 0 ? history : [[status, since] as [TaskStatus, number]];
   return {
     id: null,
     title,
@@ -71,7 +72,7 @@ export function lane(overrides: Partial<TaskLane> & Pick<TaskLane, "key" | "task
 
 /** `lanes` lanes holding `tasks` tasks between them, statuses spread over the columns. */
 export function manyTasks(tasks: number, lanes: number, now: number): TaskLane[] {
-  const statuses = ["pending", "in_progress", "completed", "completed"];
+  const statuses: TaskStatus[] = ["pending", "in_progress", "completed", "completed"];
   const out: TaskLane[] = [];
   for (let index = 0; index < lanes; index += 1) {
     const person = index % 3 === 0 ? "sam" : "dana";

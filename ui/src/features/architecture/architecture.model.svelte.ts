@@ -4,7 +4,7 @@
  * files they touched; the dependencies as a graph laid out in a Web Worker; and, for the
  * component the person opens, its history.
  */
-import type { ArchitectureBoard, ComponentChange, ComponentView, CoreChanged } from "../../bindings";
+import type { ArchitectureBoard, ComponentChange, ComponentStatus, ComponentView, CoreChanged } from "../../bindings";
 import type { Backend } from "../../backend/backend";
 import type { ErrorReporter } from "../../app/toasts.svelte";
 import type { StatusLabel } from "../../app/status";
@@ -15,7 +15,7 @@ import { layoutGraph, type GraphInput, type GraphLayout } from "./layout";
 export const ARCHITECTURE_EMPTY =
   "No components yet. Describe your repository's parts in .roundtable/architecture.toml (id, name, paths, depends_on), or have an agent call define_components: the board fills in as agents edit files under their paths.";
 
-export type ComponentState = "idle" | "working" | "done" | "blocked";
+export type ComponentState = ComponentStatus;
 
 export const COMPONENT_STATES: Record<ComponentState, StatusLabel> = {
   idle: { icon: "○", label: "idle", tone: "neutral" },
@@ -26,8 +26,7 @@ export const COMPONENT_STATES: Record<ComponentState, StatusLabel> = {
 
 /** The component's state: the latest anyone reported, else idle. */
 export function componentState(component: Pick<ComponentView, "status">): ComponentState {
-  const status = component.status ?? "idle";
-  return status in COMPONENT_STATES ? (status as ComponentState) : "idle";
+  return component.status ?? "idle";
 }
 
 /** Agents whose latest report says they work on it, by handle. */

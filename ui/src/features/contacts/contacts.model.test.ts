@@ -172,13 +172,12 @@ describe("contacts model", () => {
     );
   });
 
-  it("says how a directory entry relates to me, whatever the hub calls it", () => {
-    const entry = { id: "u-kim", kind: "user", handle: "kim", name: "Kim", description: null, owner: null };
+  it("says how a directory entry relates to me", () => {
+    const entry = { id: "u-kim", kind: "user" as const, handle: "kim", name: "Kim", description: null, owner: null };
     expect(contactLabel({ ...entry, contact: "kin" })).toBe("yours");
     expect(contactLabel({ ...entry, contact: "accepted" })).toBe("contact");
     expect(contactLabel({ ...entry, contact: "pending_out" })).toBe("request sent");
     expect(contactLabel({ ...entry, contact: "pending_in" })).toBe("asked to connect");
     expect(contactLabel({ ...entry, contact: "none" })).toBe("not a contact");
-    expect(contactLabel({ ...entry, contact: "blocked" })).toBe("not a contact");
   });
 });

@@ -76,8 +76,7 @@ export function contactLabel(entry: DirectoryView): string {
       return "request sent";
     case "pending_in":
       return "asked to connect";
-    default:
-      // "none", and whatever a newer hub adds.
+    case "none":
       return "not a contact";
   }
 }
