@@ -3,7 +3,8 @@
 //! questions answered by the person over the hub or through the client's own prompt, and
 //! the boards kept, as the person's own cache then shows.
 
-use roundtable_protocol::bodies::{ComponentStatus, TaskStatus};
+use roundtable_core::work::events::TaskStatus;
+use roundtable_protocol::bodies::ComponentStatus;
 use std::time::Duration;
 
 use roundtable_core::Core;

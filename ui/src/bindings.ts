@@ -637,7 +637,15 @@ export type TaskStateChange = {
 	ts_ms: number,
 };
 
-export type TaskStatus = "pending" | "in_progress" | "completed" | "deleted";
+/**
+ *  A task's status, as agents' task tools know it (a superset of the `tasks` event's: the
+ *  boards show this machine's sessions as their logs say).
+ */
+export type TaskStatus = "pending" | "in_progress" | "completed" | "deleted" | 
+/**  Given up on (Gemini CLI's `write_todos`). */
+"cancelled" | 
+/**  Waiting on something else (Gemini CLI's `write_todos`). */
+"blocked";
 
 export type TaskView = {
 	id: string | null,

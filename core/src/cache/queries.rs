@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use roundtable_protocol::bodies::{AgentState, ComponentStatus, TaskStatus};
+use roundtable_protocol::bodies::{AgentState, ComponentStatus};
 use roundtable_protocol::model::{PrincipalKind, RequestState};
 
 use super::{CacheError, CacheView};
+use crate::work::events::TaskStatus;
 
 /// A value of a closed set the cache keeps as its wire name (`in_progress`): read back as
 /// the type, or a conversion error naming the column (the cache was written otherwise).
@@ -682,7 +683,7 @@ impl CacheView {
                 .into_iter()
                 .map(|task| {
                     let key = task.id.clone().unwrap_or_else(|| task.title.clone());
-                    let status = task.status;
+                    let status = TaskStatus::from(task.status);
                     let history = changes.remove(&key).unwrap_or_default();
                     let since_ms = history
                         .iter()

@@ -7,7 +7,9 @@
 //! person last looked at the app (see [`Core::mark_looked`]): what arrived while they were
 //! looking is not news when they come back, read or not.
 
-use roundtable_protocol::bodies::{ComponentStatus, TaskStatus};
+use roundtable_protocol::bodies::ComponentStatus;
+
+use crate::work::events::TaskStatus;
 use serde::Serialize;
 
 use crate::cache::{CacheError, CacheView, PingView, TaskFilter, UsageQuery};

@@ -30,8 +30,10 @@ impl Framework {
     }
 }
 
-/// A task's status, as agents' task tools know it.
+/// A task's status, as agents' task tools know it (a superset of the `tasks` event's: the
+/// boards show this machine's sessions as their logs say).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     Pending,
@@ -44,7 +46,31 @@ pub enum TaskStatus {
     Blocked,
 }
 
+impl From<roundtable_protocol::bodies::TaskStatus> for TaskStatus {
+    fn from(status: roundtable_protocol::bodies::TaskStatus) -> TaskStatus {
+        use roundtable_protocol::bodies::TaskStatus as Wire;
+        match status {
+            Wire::Pending => TaskStatus::Pending,
+            Wire::InProgress => TaskStatus::InProgress,
+            Wire::Completed => TaskStatus::Completed,
+            Wire::Deleted => TaskStatus::Deleted,
+        }
+    }
+}
+
 impl TaskStatus {
+    /// Its name (`in_progress`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::InProgress => "in_progress",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Deleted => "deleted",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Blocked => "blocked",
+        }
+    }
+
     /// The status as the `tasks` event carries it (pending, in progress, completed,
     /// deleted): a cancelled task left the list; a blocked one waits.
     pub fn on_the_wire(self) -> roundtable_protocol::bodies::TaskStatus {
