@@ -69,20 +69,42 @@ pub fn migrate(
         }
     }
     let mut newly = Vec::new();
-    for (version, name, sql) in migrations {
-        if applied.iter().any(|(done, _)| done == version) {
+    for migration in migrations {
+        if applied.iter().any(|(done, _)| *done == migration.0) {
             continue;
         }
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![version, name, checksum(sql), now_ms],
-        )?;
-        tx.commit()?;
-        newly.push(*version);
+        if apply(conn, migration, now_ms)? {
+            newly.push(migration.0);
+        }
     }
     Ok(newly)
+}
+
+/// Applies one migration in its own transaction, unless another process applied it since
+/// this one read the list (two processes opening a new database at once, such as an agent
+/// CLI's hook and its MCP server): the check is made under the write lock. Whether it
+/// applied it.
+fn apply(
+    conn: &mut Connection,
+    (version, name, sql): &Migration,
+    now_ms: i64,
+) -> Result<bool, MigrationError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let done: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)",
+        [version],
+        |row| row.get(0),
+    )?;
+    if done {
+        return Ok(false);
+    }
+    tx.execute_batch(sql)?;
+    tx.execute(
+        "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (?1, ?2, ?3, ?4)",
+        params![version, name, checksum(sql), now_ms],
+    )?;
+    tx.commit()?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -94,6 +116,27 @@ mod tests {
         (1, "one", "CREATE TABLE a (x INTEGER) STRICT;"),
         (2, "two", "CREATE TABLE b (y INTEGER) STRICT;"),
     ];
+
+    #[test]
+    fn a_migration_another_process_applied_meanwhile_is_not_applied_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let mut first = Connection::open(&path).unwrap();
+        let mut second = Connection::open(&path).unwrap();
+        // Both read the (empty) list of applied migrations; the first applies them.
+        migrate(&mut second, &[], 1).unwrap();
+        assert_eq!(migrate(&mut first, TWO, 1).unwrap(), vec![1, 2]);
+        // The second, going on from what it read, skips them under the lock.
+        assert!(!apply(&mut second, &TWO[0], 2).unwrap());
+        assert!(!apply(&mut second, &TWO[1], 2).unwrap());
+        assert_eq!(migrate(&mut second, TWO, 3).unwrap(), Vec::<i64>::new());
+        let rows: i64 = second
+            .query_row("SELECT count(*) FROM schema_migrations", [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(rows, 2);
+    }
 
     #[test]
     fn applies_in_order_once_and_refuses_edits_and_newer_databases() {

@@ -275,6 +275,40 @@ pub fn prepare_claude(setup: &CliSetup) -> std::io::Result<()> {
 /// `claude -p PROMPT --output-format stream-json --verbose`. Env: `ANTHROPIC_BASE_URL`, a
 /// dummy key, `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`, one retry, and `IS_SANDBOX=1` so
 /// `--dangerously-skip-permissions` works as root.
+/// What Claude Code logged of its MCP servers under `home` (its cache's `mcp-logs-*`
+/// folders), each file headed by its path: for a test's failure message, since a server
+/// that failed to start is otherwise only "failed" in the run's `init` line.
+pub fn claude_mcp_logs(home: &Path) -> String {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|name| name.to_string_lossy().starts_with("mcp-logs-"))
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&home.join(".cache").join("claude-cli-nodejs"), &mut files);
+    files.sort();
+    files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            format!("== {}\n{text}", file.display())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub fn claude_command(base_url: &str, setup: &CliSetup) -> CliCommand {
     let mut args = vec!["-p".to_owned(), setup.prompt.clone()];
     args.extend(["--output-format", "stream-json", "--verbose"].map(String::from));

@@ -315,8 +315,9 @@ async fn a_writer_on_claude_code_and_a_reviewer_on_codex_prompt_each_other_with_
     eprintln!("the writer's run took {:.1?}", started.elapsed());
     assert!(
         output.stdout.contains("Thanks, merging the lexer."),
-        "{}",
-        output.stdout
+        "{}\nClaude Code's MCP logs:\n{}",
+        output.stdout,
+        agent_clis::claude_mcp_logs(&writer.home)
     );
 
     // The room holds the conversation, each message once.
