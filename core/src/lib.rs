@@ -727,3 +727,33 @@ pub(crate) fn wire<T: serde::de::DeserializeOwned>(name: &str) -> T {
     serde_json::from_value(serde_json::Value::String(name.to_owned()))
         .unwrap_or_else(|error| panic!("{name:?} is not a wire name: {error}"))
 }
+
+/// The public agent logs tests run over (`../shared/fixtures/agent-logs` beside the
+/// checkout, or `ROUNDTABLE_AGENT_LOGS`), the folder `sub` of them. Missing, a test over them
+/// fails saying what to do, unless `ROUNDTABLE_SKIP_SHARED_LOGS=1` says to skip it (`None`):
+/// a golden test that passes without its goldens would pass on any parser.
+#[cfg(test)]
+pub(crate) fn shared_agent_logs(sub: &str) -> Option<std::path::PathBuf> {
+    let root = std::env::var_os("ROUNDTABLE_AGENT_LOGS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../shared/fixtures/agent-logs")
+        });
+    let path = root.join(sub);
+    if path.is_dir() {
+        return Some(path);
+    }
+    if std::env::var_os("ROUNDTABLE_SKIP_SHARED_LOGS").is_some_and(|value| value == "1") {
+        eprintln!(
+            "skipping: the shared agent logs are not at {}",
+            path.display()
+        );
+        return None;
+    }
+    panic!(
+        "the shared agent logs are not at {}: put them there (or name their folder with \
+         ROUNDTABLE_AGENT_LOGS), or set ROUNDTABLE_SKIP_SHARED_LOGS=1 to skip the tests over them",
+        path.display()
+    );
+}

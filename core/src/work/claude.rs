@@ -1286,13 +1286,8 @@ mod tests {
 
     use super::*;
 
-    /// Real transcripts from public repositories (shared/fixtures/agent-logs, see its
-    /// SOURCES.txt). Not part of the repository: the tests that read them say so and pass
-    /// when they are absent.
-    const SHARED_FIXTURES: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/agent-logs/claude-code"
-    );
+    // Real transcripts from public repositories (shared/fixtures/agent-logs, see its
+    // SOURCES.txt), not part of the repository: see `crate::shared_agent_logs`.
 
     // Project-owned fixtures (tests/fixtures/claude/). The first two were written by the
     // fake `claude` (tests/fixtures/agent-clis/claude, Claude Code 2.1.240's format), the
@@ -1506,13 +1501,7 @@ mod tests {
     }
 
     fn shared_fixtures() -> Option<PathBuf> {
-        let root = Path::new(SHARED_FIXTURES);
-        if root.is_dir() {
-            Some(root.to_owned())
-        } else {
-            eprintln!("skipped: {SHARED_FIXTURES} is absent (the shared real transcripts)");
-            None
-        }
+        crate::shared_agent_logs("claude-code")
     }
 
     /// Every shared real transcript (none when they are absent), by name.

@@ -1465,21 +1465,9 @@ mod tests {
     }
 
     /// The real rollouts of `shared/fixtures/agent-logs/codex/localpush` (not copied into
-    /// the repository), when this machine has them.
+    /// the repository): see `crate::shared_agent_logs`.
     fn real_rollouts() -> Option<PathBuf> {
-        let candidates = [
-            std::env::var_os("ROUNDTABLE_AGENT_LOGS").map(PathBuf::from),
-            Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/agent-logs")),
-        ];
-        let found = candidates
-            .into_iter()
-            .flatten()
-            .map(|root| root.join("codex/localpush"))
-            .find(|dir| dir.is_dir());
-        if found.is_none() {
-            eprintln!("note: shared/fixtures/agent-logs not found: real Codex rollouts not tested");
-        }
-        found
+        crate::shared_agent_logs("codex/localpush")
     }
 
     #[test]
