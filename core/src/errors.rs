@@ -118,24 +118,25 @@ pub enum CoreError {
 impl CoreError {
     /// A stable code for IPC and exit statuses: the hub's code when the hub refused.
     pub fn code(&self) -> ReportCode {
+        let client = |code: ClientCode| ReportCode::Client(code);
         match self {
-            CoreError::Cache(_) => ReportCode::Cache,
-            CoreError::Profile(_) => ReportCode::Profile,
+            CoreError::Cache(_) => client(ClientCode::Cache),
+            CoreError::Profile(_) => client(ClientCode::Profile),
             CoreError::Http(HttpError::Unreachable { .. } | HttpError::Timeout(_)) => {
-                ReportCode::Unreachable
+                client(ClientCode::Unreachable)
             }
-            CoreError::Http(_) => ReportCode::Http,
-            CoreError::Refused { code, .. } => ReportCode::from(*code),
-            CoreError::Interrupted(_) => ReportCode::Interrupted,
-            CoreError::Timeout => ReportCode::Timeout,
-            CoreError::NotSent => ReportCode::NotSent,
-            CoreError::Offline(_) => ReportCode::Unreachable,
-            CoreError::TokenRefused(_) => ReportCode::Unauthorized,
-            CoreError::Stopped(_) => ReportCode::Stopped,
-            CoreError::NotFound(_) => ReportCode::NotFound,
-            CoreError::Ambiguous(_) => ReportCode::Ambiguous,
-            CoreError::Invalid(_) => ReportCode::Invalid,
-            CoreError::Io { .. } => ReportCode::Io,
+            CoreError::Http(_) => client(ClientCode::Http),
+            CoreError::Refused { code, .. } => ReportCode::Hub(*code),
+            CoreError::Interrupted(_) => client(ClientCode::Interrupted),
+            CoreError::Timeout => client(ClientCode::Timeout),
+            CoreError::NotSent => client(ClientCode::NotSent),
+            CoreError::Offline(_) => client(ClientCode::Unreachable),
+            CoreError::TokenRefused(_) => ReportCode::Hub(ErrorCode::Unauthorized),
+            CoreError::Stopped(_) => client(ClientCode::Stopped),
+            CoreError::NotFound(_) => ReportCode::Hub(ErrorCode::NotFound),
+            CoreError::Ambiguous(_) => client(ClientCode::Ambiguous),
+            CoreError::Invalid(_) => client(ClientCode::Invalid),
+            CoreError::Io { .. } => client(ClientCode::Io),
         }
     }
 
@@ -152,30 +153,22 @@ impl CoreError {
 }
 
 /// Every code an error can carry across IPC, `--json` and the MCP bridge: the hub's own
-/// ([`ErrorCode`], which it keeps the names of) and the client's. Closed, so the window's
-/// types name each one and a code nothing emits does not type-check there.
+/// [`ErrorCode`] or the client's [`ClientCode`], each written as its name. Closed, so the
+/// window's types name each one and a code nothing emits does not type-check there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[serde(untagged)]
+pub enum ReportCode {
+    /// First: the hub's codes read any name they do not know as `unknown`.
+    Client(ClientCode),
+    Hub(ErrorCode),
+}
+
+/// The codes of failures on the client's side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
-pub enum ReportCode {
-    // The hub's codes (`ErrorCode`).
-    BadFrame,
-    Unsupported,
-    /// The hub refused the token (or the hub's `unauthorized`).
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    NotMember,
-    NoConsent,
-    Conflict,
-    RateLimited,
-    Paused,
-    TooLarge,
-    Busy,
-    Internal,
-    /// A hub's code this client does not know.
-    Unknown,
-    // The client's.
+pub enum ClientCode {
     /// The local cache failed.
     Cache,
     /// A profile is missing or unreadable.
@@ -204,89 +197,61 @@ pub enum ReportCode {
     ShuttingDown,
 }
 
-impl ReportCode {
-    pub const ALL: [ReportCode; 27] = [
-        ReportCode::BadFrame,
-        ReportCode::Unsupported,
-        ReportCode::Unauthorized,
-        ReportCode::Forbidden,
-        ReportCode::NotFound,
-        ReportCode::NotMember,
-        ReportCode::NoConsent,
-        ReportCode::Conflict,
-        ReportCode::RateLimited,
-        ReportCode::Paused,
-        ReportCode::TooLarge,
-        ReportCode::Busy,
-        ReportCode::Internal,
-        ReportCode::Unknown,
-        ReportCode::Cache,
-        ReportCode::Profile,
-        ReportCode::Unreachable,
-        ReportCode::Http,
-        ReportCode::Interrupted,
-        ReportCode::Timeout,
-        ReportCode::NotSent,
-        ReportCode::Stopped,
-        ReportCode::Ambiguous,
-        ReportCode::Invalid,
-        ReportCode::Io,
-        ReportCode::Setup,
-        ReportCode::ShuttingDown,
+impl ClientCode {
+    pub const ALL: [ClientCode; 13] = [
+        ClientCode::Cache,
+        ClientCode::Profile,
+        ClientCode::Unreachable,
+        ClientCode::Http,
+        ClientCode::Interrupted,
+        ClientCode::Timeout,
+        ClientCode::NotSent,
+        ClientCode::Stopped,
+        ClientCode::Ambiguous,
+        ClientCode::Invalid,
+        ClientCode::Io,
+        ClientCode::Setup,
+        ClientCode::ShuttingDown,
     ];
 
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientCode::Cache => "cache",
+            ClientCode::Profile => "profile",
+            ClientCode::Unreachable => "unreachable",
+            ClientCode::Http => "http",
+            ClientCode::Interrupted => "interrupted",
+            ClientCode::Timeout => "timeout",
+            ClientCode::NotSent => "not_sent",
+            ClientCode::Stopped => "stopped",
+            ClientCode::Ambiguous => "ambiguous",
+            ClientCode::Invalid => "invalid",
+            ClientCode::Io => "io",
+            ClientCode::Setup => "setup",
+            ClientCode::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
+impl ReportCode {
     /// The code as it is written (`not_member`).
     pub fn as_str(self) -> &'static str {
         match self {
-            ReportCode::BadFrame => "bad_frame",
-            ReportCode::Unsupported => "unsupported",
-            ReportCode::Unauthorized => "unauthorized",
-            ReportCode::Forbidden => "forbidden",
-            ReportCode::NotFound => "not_found",
-            ReportCode::NotMember => "not_member",
-            ReportCode::NoConsent => "no_consent",
-            ReportCode::Conflict => "conflict",
-            ReportCode::RateLimited => "rate_limited",
-            ReportCode::Paused => "paused",
-            ReportCode::TooLarge => "too_large",
-            ReportCode::Busy => "busy",
-            ReportCode::Internal => "internal",
-            ReportCode::Unknown => "unknown",
-            ReportCode::Cache => "cache",
-            ReportCode::Profile => "profile",
-            ReportCode::Unreachable => "unreachable",
-            ReportCode::Http => "http",
-            ReportCode::Interrupted => "interrupted",
-            ReportCode::Timeout => "timeout",
-            ReportCode::NotSent => "not_sent",
-            ReportCode::Stopped => "stopped",
-            ReportCode::Ambiguous => "ambiguous",
-            ReportCode::Invalid => "invalid",
-            ReportCode::Io => "io",
-            ReportCode::Setup => "setup",
-            ReportCode::ShuttingDown => "shutting_down",
+            ReportCode::Client(code) => code.as_str(),
+            ReportCode::Hub(code) => code.as_str(),
         }
     }
 }
 
 impl From<ErrorCode> for ReportCode {
     fn from(code: ErrorCode) -> ReportCode {
-        match code {
-            ErrorCode::BadFrame => ReportCode::BadFrame,
-            ErrorCode::Unsupported => ReportCode::Unsupported,
-            ErrorCode::Unauthorized => ReportCode::Unauthorized,
-            ErrorCode::Forbidden => ReportCode::Forbidden,
-            ErrorCode::NotFound => ReportCode::NotFound,
-            ErrorCode::NotMember => ReportCode::NotMember,
-            ErrorCode::NoConsent => ReportCode::NoConsent,
-            ErrorCode::Conflict => ReportCode::Conflict,
-            ErrorCode::RateLimited => ReportCode::RateLimited,
-            ErrorCode::Paused => ReportCode::Paused,
-            ErrorCode::TooLarge => ReportCode::TooLarge,
-            ErrorCode::Busy => ReportCode::Busy,
-            ErrorCode::Internal => ReportCode::Internal,
-            ErrorCode::Unknown => ReportCode::Unknown,
-        }
+        ReportCode::Hub(code)
+    }
+}
+
+impl From<ClientCode> for ReportCode {
+    fn from(code: ClientCode) -> ReportCode {
+        ReportCode::Client(code)
     }
 }
 
@@ -305,9 +270,9 @@ pub struct ErrorReport {
 }
 
 impl ErrorReport {
-    pub fn new(code: ReportCode, message: impl Into<String>) -> ErrorReport {
+    pub fn new(code: impl Into<ReportCode>, message: impl Into<String>) -> ErrorReport {
         ErrorReport {
-            code,
+            code: code.into(),
             message: message.into(),
         }
     }
@@ -353,15 +318,16 @@ mod tests {
     }
 
     #[test]
-    fn report_codes_are_written_as_they_serialize_and_keep_the_hubs_names() {
-        for code in ErrorCode::ALL.into_iter().chain([ErrorCode::Unknown]) {
-            assert_eq!(ReportCode::from(code).as_str(), code.as_str());
-        }
-        for code in ReportCode::ALL {
-            assert_eq!(
-                serde_json::to_value(code).unwrap(),
-                serde_json::Value::String(code.as_str().into())
-            );
+    fn report_codes_are_written_as_they_serialize_and_read_back_as_themselves() {
+        let codes = ErrorCode::ALL
+            .into_iter()
+            .chain([ErrorCode::Unknown])
+            .map(ReportCode::Hub)
+            .chain(ClientCode::ALL.into_iter().map(ReportCode::Client));
+        for code in codes {
+            let written = serde_json::to_value(code).unwrap();
+            assert_eq!(written, serde_json::Value::String(code.as_str().into()));
+            assert_eq!(serde_json::from_value::<ReportCode>(written).unwrap(), code);
         }
     }
 
@@ -371,13 +337,13 @@ mod tests {
             FailureCode::Hub(ErrorCode::NotMember),
             "not a member".into(),
         );
-        assert_eq!(refused.code(), ReportCode::NotMember);
+        assert_eq!(refused.code(), ReportCode::Hub(ErrorCode::NotMember));
         assert!(matches!(
             CoreError::from_failure(FailureCode::Hub(ErrorCode::Unauthorized), "no".into()),
             CoreError::TokenRefused(_)
         ));
         let cache = CoreError::Cache(CacheError::WriterGone);
-        assert_eq!(cache.code(), ReportCode::Cache);
-        assert_eq!(ErrorReport::from(&cache).code, ReportCode::Cache);
+        assert_eq!(cache.code(), ReportCode::Client(ClientCode::Cache));
+        assert_eq!(ErrorReport::from(&cache).code.as_str(), "cache");
     }
 }

@@ -71,7 +71,7 @@ use crate::cache::{
 };
 pub use crate::changes::Change;
 pub use crate::client::Delivered;
-pub use crate::errors::{CoreError, ErrorReport, FailureCode, Outcome, ReportCode};
+pub use crate::errors::{ClientCode, CoreError, ErrorReport, FailureCode, Outcome, ReportCode};
 use crate::hub_address::HubAddress;
 use crate::process_lock::ProcessLock;
 use crate::profile::{Profile, Secret};

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// The `code` of an `err` frame (and of an HTTP error body).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The frame is not valid JSON, lacks a field, has a field of the wrong type, or breaks a

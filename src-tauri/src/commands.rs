@@ -33,7 +33,7 @@ type App<'a> = State<'a, Arc<Desktop>>;
 const PATIENCE: Duration = Duration::from_secs(15);
 
 fn invalid(message: impl Into<String>) -> ErrorReport {
-    ErrorReport::new(roundtable_core::ReportCode::Invalid, message)
+    ErrorReport::new(roundtable_core::ClientCode::Invalid, message)
 }
 
 #[derive(Debug, Clone, Serialize, specta::Type)]

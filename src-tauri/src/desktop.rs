@@ -12,7 +12,7 @@ use roundtable_core::local_agents::Environment;
 use roundtable_core::profile::Profile;
 use roundtable_core::work::pricing::Pricing;
 use roundtable_core::work::watch::{LogWatch, WatchOptions};
-use roundtable_core::{Core, ErrorReport, ReportCode, SyncHandle, SyncOptions};
+use roundtable_core::{ClientCode, Core, ErrorReport, SyncHandle, SyncOptions};
 use roundtable_hub::embedded::EmbeddedHub;
 use tauri::AppHandle;
 use tokio::sync::{Mutex, watch};
@@ -80,13 +80,13 @@ pub struct Desktop {
     hub_stopped: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
-fn report(error: impl std::fmt::Display, code: ReportCode) -> ErrorReport {
+fn report(error: impl std::fmt::Display, code: ClientCode) -> ErrorReport {
     ErrorReport::new(code, error.to_string())
 }
 
 impl From<HomeError> for ErrorReport {
     fn from(error: HomeError) -> ErrorReport {
-        report(error, ReportCode::Setup)
+        report(error, ClientCode::Setup)
     }
 }
 
@@ -129,7 +129,7 @@ impl Desktop {
         let settled = phase
             .wait_for(|phase| !matches!(phase, Phase::Starting))
             .await
-            .map_err(|_| report("the app is shutting down", ReportCode::ShuttingDown))?
+            .map_err(|_| report("the app is shutting down", ClientCode::ShuttingDown))?
             .clone();
         match settled {
             Phase::Ready(session) => Ok(session),
@@ -155,12 +155,12 @@ impl Desktop {
                     crate::home::start_local_hub(&places, &mut settings)
                 })
                 .await
-                .map_err(|error| report(error, ReportCode::Setup))??;
+                .map_err(|error| report(error, ClientCode::Setup))??;
                 (Some(local.hub), local.profile, local.network_address)
             }
             HubMode::Remote => {
                 let profile = Profile::load(&places.profiles, settings.profile_name())
-                    .map_err(|error| report(error, ReportCode::Profile))?;
+                    .map_err(|error| report(error, ClientCode::Profile))?;
                 (None, profile, None)
             }
         };

@@ -116,6 +116,35 @@ export type ArchitectureBoard = {
 	components: ComponentView[],
 };
 
+/**  The codes of failures on the client's side. */
+export type ClientCode = 
+/**  The local cache failed. */
+"cache" | 
+/**  A profile is missing or unreadable. */
+"profile" | 
+/**  The hub could not be reached. */
+"unreachable" | 
+/**  The hub answered HTTP with something unexpected. */
+"http" | 
+/**  The connection ended while a command was in flight. */
+"interrupted" | 
+/**  Sent, not answered in time (it may still apply). */
+"timeout" | 
+/**  Not sent: the hub was not reached in time. */
+"not_sent" | 
+/**  The agent is stopped by its owner. */
+"stopped" | 
+/**  A name matched several things. */
+"ambiguous" | 
+/**  The input is not valid; the message says what to give instead. */
+"invalid" | 
+/**  A local file could not be read or written. */
+"io" | 
+/**  The app could not start its session (its hub, its settings). */
+"setup" | 
+/**  The app is quitting. */
+"shutting_down";
+
 export type ComponentAgent = {
 	agent: string,
 	handle: string | null,
@@ -312,6 +341,40 @@ export type DirectoryView = {
 	contact: ContactRelation,
 };
 
+/**  The `code` of an `err` frame (and of an HTTP error body). */
+export type ErrorCode = 
+/**
+ *  The frame is not valid JSON, lacks a field, has a field of the wrong type, or breaks a
+ *  rule of the command.
+ */
+"bad_frame" | 
+/**  Unknown frame type `t`. */
+"unsupported" | 
+/**  Missing, bad, revoked or rotated token. */
+"unauthorized" | 
+/**  The caller may not do this. */
+"forbidden" | 
+/**  Unknown id, handle, code, or something the caller may not see. */
+"not_found" | 
+/**  The caller is not a member of the room. */
+"not_member" | 
+/**  The target has not consented (no contact between the owners). */
+"no_consent" | 
+/**  The state does not allow it (duplicate, already answered, used up…). */
+"conflict" | 
+/**  Too many sends; retry after `retry_after_ms`. */
+"rate_limited" | 
+/**  The agent is paused by its owner or the room's creator. */
+"paused" | 
+/**  A text or body over its size limit. */
+"too_large" | 
+/**  The hub is overloaded; retry later. */
+"busy" | 
+/**  The hub failed; the command had no effect. */
+"internal" | 
+/**  A code this client does not know (newer hub). Never sent by this hub. */
+string;
+
 /**  An error as it crosses IPC: a stable code and a message that says what to do. */
 export type ErrorReport = {
 	code: ReportCode,
@@ -471,40 +534,12 @@ export type Report = {
 
 /**
  *  Every code an error can carry across IPC, `--json` and the MCP bridge: the hub's own
- *  ([`ErrorCode`], which it keeps the names of) and the client's. Closed, so the window's
- *  types name each one and a code nothing emits does not type-check there.
+ *  [`ErrorCode`] or the client's [`ClientCode`], each written as its name. Closed, so the
+ *  window's types name each one and a code nothing emits does not type-check there.
  */
-export type ReportCode = "bad_frame" | "unsupported" | 
-/**  The hub refused the token (or the hub's `unauthorized`). */
-"unauthorized" | "forbidden" | "not_found" | "not_member" | "no_consent" | "conflict" | "rate_limited" | "paused" | "too_large" | "busy" | "internal" | 
-/**  A hub's code this client does not know. */
-"unknown" | 
-/**  The local cache failed. */
-"cache" | 
-/**  A profile is missing or unreadable. */
-"profile" | 
-/**  The hub could not be reached. */
-"unreachable" | 
-/**  The hub answered HTTP with something unexpected. */
-"http" | 
-/**  The connection ended while a command was in flight. */
-"interrupted" | 
-/**  Sent, not answered in time (it may still apply). */
-"timeout" | 
-/**  Not sent: the hub was not reached in time. */
-"not_sent" | 
-/**  The agent is stopped by its owner. */
-"stopped" | 
-/**  A name matched several things. */
-"ambiguous" | 
-/**  The input is not valid; the message says what to give instead. */
-"invalid" | 
-/**  A local file could not be read or written. */
-"io" | 
-/**  The app could not start its session (its hub, its settings). */
-"setup" | 
-/**  The app is quitting. */
-"shutting_down";
+export type ReportCode = 
+/**  First: the hub's codes read any name they do not know as `unknown`. */
+ClientCode | ErrorCode;
 
 /**  The state of a contact request; every state but `pending` is final. */
 export type RequestState = "pending" | "accepted" | "rejected" | "cancelled" | "expired";
