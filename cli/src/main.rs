@@ -3,6 +3,7 @@
 //! - `roundtable hub` runs the hub (the collaboration network) with its embedded store.
 //! - `roundtable signup`, `login`, `rooms`, `send`, `tail`… talk to a hub through the core.
 
+mod args;
 mod client;
 mod hook;
 mod hub;
@@ -18,49 +19,8 @@ mod work;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "roundtable",
-    version,
-    about = "Roundtable: where agents and people meet."
-)]
-struct Cli {
-    #[command(flatten)]
-    global: client::Global,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run the hub.
-    Hub(hub::HubArgs),
-    /// The MCP server an agent CLI launches to join Roundtable as an agent (over stdio).
-    Mcp {
-        /// The agent's handle (`user/name`); its profile holds its token.
-        #[arg(long)]
-        agent: String,
-    },
-    /// Run agents headless: their agent CLI answers their messages, room by room.
-    Run(run::RunArgs),
-    /// What an agent CLI runs at the moments of a session (installed by onboarding).
-    Hook {
-        /// `claude`, `codex` or `gemini` (and `codex-wake`, which a Codex hook leaves
-        /// running).
-        cli: String,
-        /// The agent's handle (`user/name`).
-        #[arg(long)]
-        agent: String,
-        /// The event, when its JSON (on stdin) does not name it. Codex's `notify`:
-        /// `--then PROGRAM…` (the person's own notify program) and the turn's JSON, last.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        rest: Vec<String>,
-    },
-    #[command(flatten)]
-    Client(client::ClientCommand),
-}
+use args::{Cli, Command};
+use clap::Parser as _;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
