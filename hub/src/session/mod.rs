@@ -1,0 +1,302 @@
+//! One WebSocket connection: `hello`, authentication, then two tasks.
+//!
+//! - The reader (this task) decodes client frames, answers malformed ones, forwards
+//!   commands to the writer and reads `history` from the store. It stops reading when the
+//!   connection already has `max_in_flight` commands waiting, which is the backpressure
+//!   a pipelining client feels.
+//! - The sink drains the connection's queue in order: replies, live events and `sync`
+//!   requests. Serving `sync` there, in queue order, is what keeps replay and live
+//!   delivery from reordering or duplicating: events that arrive while the replay is read
+//!   wait in the queue behind it and are skipped when already replayed (per-stream
+//!   high-water marks).
+//!
+//! The socket's sending half and those high-water marks live in the connection's writer
+//! ([`ConnWriter`]). The sink holds it while it writes; when it is free and nothing is
+//! queued, the flush thread writes a durable batch's frames through it directly, so they
+//! leave without waiting for the sink task to be scheduled.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use roundtable_protocol::client::{Audit, ClientFrame, Directory, History};
+use roundtable_protocol::decode::decode_client_frame;
+use roundtable_protocol::model::PrincipalKind;
+use roundtable_protocol::server::{
+    AuditOk, AuthOk, DirectoryOk, Gap, Hello, OkReply, ServerFrame, SyncOk,
+};
+use roundtable_protocol::{CloseCode, ErrorCode, PROTO_VERSION, limits};
+use rustc_hash::FxHashMap;
+use tokio::sync::{Semaphore, oneshot};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tracing::{debug, warn};
+
+use crate::admission::{Admission, UnauthenticatedPermit};
+use crate::config::HubConfig;
+use crate::delivery::{
+    Closing, ConnControl, ConnHandle, DirectWrite, Outbound, OutboundQueue, err_frame, event_frame,
+    history_frame, sent_frame, wait_closing,
+};
+use crate::dispatch::DispatchHandle;
+use crate::engine::{Caller, Command, ConnId, Refusal};
+use crate::listener::Peer;
+use crate::metrics::Metrics;
+use crate::store::{
+    AuditQuery, DirectoryQuery, HistoryRange, ReadError, ReadStore, ReplayPosition, StreamKey,
+    StreamPlan,
+};
+use crate::websocket::{PreAuthLimit, Socket};
+use crate::writer::{Request, WriterHandle};
+
+mod handshake;
+mod reader;
+mod sink;
+
+use handshake::authenticate;
+use reader::read_frames;
+use sink::{ConnWriter, SinkState, SinkTask};
+
+/// What every connection shares.
+pub struct SessionContext {
+    pub writer: WriterHandle,
+    pub dispatch: DispatchHandle,
+    pub reader: Arc<dyn ReadStore>,
+    pub config: HubConfig,
+    pub metrics: Arc<Metrics>,
+    pub hub_id: String,
+    pub epoch: String,
+    /// The counts of sockets and failed authentications (see [`crate::admission`]).
+    pub admission: Arc<Admission>,
+    /// The writer and flush threads (for `GET /v1/health`).
+    pub threads: crate::Threads,
+    /// `POST /v1/signup`s per client address, when they are limited.
+    pub signups: Option<std::sync::Mutex<crate::admission::AddressBuckets>>,
+    /// Set when the hub begins to stop: sockets not yet authenticated, and closed ones
+    /// lingering for their peer, end at once.
+    pub stopping: tokio::sync::watch::Sender<bool>,
+    next_conn: AtomicU64,
+}
+
+impl std::fmt::Debug for SessionContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionContext").finish_non_exhaustive()
+    }
+}
+
+impl SessionContext {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        writer: WriterHandle,
+        dispatch: DispatchHandle,
+        reader: Arc<dyn ReadStore>,
+        config: HubConfig,
+        metrics: Arc<Metrics>,
+        hub_id: String,
+        epoch: String,
+    ) -> SessionContext {
+        let admission = Admission::new(config.connections);
+        let signups = config.signups_per_hour.map(|per_hour| {
+            let per_hour = per_hour.max(1);
+            std::sync::Mutex::new(crate::admission::AddressBuckets::new(
+                per_hour,
+                Duration::from_secs(3600) / per_hour,
+            ))
+        });
+        SessionContext {
+            writer,
+            dispatch,
+            reader,
+            config,
+            metrics,
+            hub_id,
+            epoch,
+            admission,
+            threads: crate::Threads::default(),
+            signups,
+            stopping: tokio::sync::watch::Sender::new(false),
+            next_conn: AtomicU64::new(1),
+        }
+    }
+
+    fn hello(&self) -> String {
+        ServerFrame::Hello(Hello {
+            proto: PROTO_VERSION,
+            hub: self.hub_id.clone(),
+            epoch: self.epoch.clone(),
+            hb_ms: self.config.heartbeat.as_millis() as u64,
+            max_frame: self.config.max_frame as u64,
+            max_queue: self.config.max_queue as u64,
+            replay_max: Some(self.config.replay_max),
+            max_queue_bytes: Some(self.config.max_queue_bytes as u64),
+        })
+        .to_json()
+    }
+}
+
+type Sink = SplitSink<Socket, Message>;
+type Stream = SplitStream<Socket>;
+type WsError = tokio_tungstenite::tungstenite::Error;
+
+fn text(frame: String) -> Message {
+    Message::Text(Utf8Bytes::from(frame))
+}
+
+fn close_message(code: CloseCode) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: code.code().into(),
+        reason: Utf8Bytes::from_static(code.reason()),
+    }))
+}
+
+/// Whether a read error means the peer sent a frame over `max_frame`.
+fn is_too_large(error: &WsError) -> bool {
+    matches!(error, WsError::Capacity(_))
+}
+
+/// Counts the open connection for the metrics, for as long as it lives.
+struct OpenConnection(Arc<Metrics>);
+
+impl OpenConnection {
+    fn new(metrics: Arc<Metrics>) -> OpenConnection {
+        metrics.connections.fetch_add(1, Ordering::Relaxed);
+        metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(metrics)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Unregisters the connection however the session ends.
+struct Registration {
+    dispatch: DispatchHandle,
+    conn: ConnId,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.dispatch.disconnect(self.conn);
+    }
+}
+
+/// What a socket brings to its session from the listener and the upgrade.
+#[derive(Debug)]
+pub struct Arrival {
+    /// Where the client is, and the count its connection holds.
+    pub peer: Arc<Peer>,
+    /// The 8 KiB frame limit before `auth`, lifted when it succeeds.
+    pub pre_auth: Arc<PreAuthLimit>,
+    /// Counts the socket as waiting to authenticate until `auth` is answered.
+    pub unauthenticated: UnauthenticatedPermit,
+}
+
+/// Serves one upgraded WebSocket until it closes.
+pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival) {
+    let _open = OpenConnection::new(context.metrics.clone());
+    // The connection's count lasts as long as the session.
+    let _peer = arrival.peer.clone();
+    let (sink, mut stream) = socket.split();
+    let writer = Arc::new(ConnWriter {
+        state: tokio::sync::Mutex::new(SinkState {
+            sink,
+            delivered: FxHashMap::default(),
+            live: false,
+        }),
+        metrics: context.metrics.clone(),
+    });
+    let hello = writer
+        .state
+        .lock()
+        .await
+        .sink
+        .send(text(context.hello()))
+        .await;
+    if hello.is_err() {
+        return;
+    }
+    let conn = ConnId(context.next_conn.fetch_add(1, Ordering::Relaxed));
+    let Some((principal, device, handle)) =
+        authenticate(&writer, &mut stream, &context, conn, arrival).await
+    else {
+        return;
+    };
+    let registration = Registration {
+        dispatch: context.dispatch.clone(),
+        conn,
+    };
+    debug!(conn = conn.0, principal = %principal.id, "authenticated");
+    // Shared with every command the connection sends (no copy of its strings per send).
+    let caller = Arc::new(Caller {
+        id: principal.id.clone(),
+        kind: principal.kind,
+        device,
+        conn,
+    });
+    let control = handle.control.clone();
+    let sink_task = tokio::spawn(
+        SinkTask {
+            writer,
+            queue: handle.outbound.clone(),
+            closing: control.watch(),
+            control: control.clone(),
+            context: context.clone(),
+            caller: caller.clone(),
+            bad_frames: VecDeque::new(),
+        }
+        .run(),
+    );
+    read_frames(&mut stream, &context, &caller, &handle).await;
+    control.end(Closing::PeerGone);
+    let finished = async {
+        let _ = sink_task.await;
+        drop(registration);
+    };
+    // A hub that is stopping does not wait for its peers. Otherwise the peer is read while
+    // the close frame is written, not only after: a peer still sending what it pipelined
+    // reads nothing until its sends go through, and the close frame would wait for it.
+    if control
+        .close_code()
+        .is_some_and(|code| code != CloseCode::HubRestarting)
+    {
+        let grace = close_grace(&context.config);
+        tokio::join!(finished, linger(&mut stream, grace * 2, &context));
+    } else {
+        finished.await;
+    }
+}
+
+/// How long a closing connection's peer has to read what was written and the close frame.
+fn close_grace(config: &HubConfig) -> Duration {
+    (config.heartbeat * 2).max(Duration::from_secs(5))
+}
+
+/// How long a socket refused before `auth` lingers after its close frame.
+const PRE_AUTH_LINGER: Duration = Duration::from_secs(5);
+
+/// Reads and drops what the peer still sends while and after the hub writes its close
+/// frame, until the peer closes too or `limit` passes. Why: a socket closed with bytes unread is reset, and a
+/// reset peer loses whatever it had not read yet, the close frame included (a client that
+/// pipelined requests it was never answered would see a reset instead of 4008).
+async fn linger(stream: &mut Stream, limit: Duration, context: &SessionContext) {
+    let mut stopping = context.stopping.subscribe();
+    let drained = async {
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(limit, drained) => {}
+        _ = stopping.wait_for(|stopping| *stopping) => {}
+    }
+}

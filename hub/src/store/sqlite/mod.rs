@@ -1,0 +1,436 @@
+//! The embedded SQLite backend: one file in the data directory, WAL journal,
+//! `synchronous=FULL` (every commit is fsync'd before it returns) until the hub's writer
+//! takes durability over with [`Store::flusher`](super::Store::flusher), one writer connection
+//! owned by the writer thread and a small pool of read-only connections for replay and
+//! history. Migrations are numbered SQL files embedded in the binary, applied in order,
+//! each in its own transaction, and checksummed so an edited migration is detected.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use roundtable_protocol::client::ControlAction;
+use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use super::{
+    AuditQuery, AuditRecord, ContactRecord, ControlRecord, DirectoryQuery, EventRecord, Flush,
+    HistoryPage, HistoryRange, InviteRecord, MemberRecord, PingRecord, PrincipalRecord, ReadError,
+    ReadStore, ReplayPage, ReplayPosition, RequestRecord, RoomRecord, Snapshot, Store, StoreError,
+    StreamKey, StreamPlan, SyncPlan, TokenRecord, WriteTx,
+};
+use crate::ids::{IdSource, TokenHash};
+use crate::sent_keys::SentKeyRecord;
+use crate::visibility;
+
+mod read;
+mod rows;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use read::{SqliteReader, read_audit_log};
+use rows::*;
+use write::SqliteTx;
+
+/// The embedded migrations, in order. Append only: never edit or remove one.
+const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
+    (
+        1,
+        "messaging",
+        include_str!("../migrations/0001_messaging.sql"),
+    ),
+    (
+        2,
+        "consent_and_governance",
+        include_str!("../migrations/0002_consent_and_governance.sql"),
+    ),
+    (
+        3,
+        "client_keys_in_memory",
+        include_str!("../migrations/0003_client_keys_in_memory.sql"),
+    ),
+    (
+        4,
+        "invite_revocation",
+        include_str!("../migrations/0004_invite_revocation.sql"),
+    ),
+    (
+        5,
+        "audit_folding",
+        include_str!("../migrations/0005_audit_folding.sql"),
+    ),
+];
+
+/// Applies every embedded migration the database lacks. Returns the versions applied.
+pub fn migrate(conn: &mut Connection, now_ms: i64) -> Result<Vec<i64>, StoreError> {
+    Ok(roundtable_sqlite::migrate(conn, MIGRATIONS, now_ms)?)
+}
+
+/// The writer's connection.
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SqliteStore")
+    }
+}
+
+/// Opens (creating if needed) the database at `path`: the writer's store and a reader pool.
+/// `ids` mints the hub id and epoch of a new database.
+pub fn open(
+    path: &Path,
+    ids: &mut IdSource,
+    now_ms: i64,
+) -> Result<(SqliteStore, SqliteReader), StoreError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::DataDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        restrict_permissions(dir);
+    }
+    let mut conn = Connection::open(path)?;
+    // WAL with synchronous=FULL: every commit is fsync'd before it returns (the hub's writer
+    // switches to its own flushes, see `flusher`). The page cache
+    // is larger than the default: measured, it saves the writer re-reading hot index pages.
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = 10000;
+         PRAGMA cache_size = -8192;",
+    )?;
+    migrate(&mut conn, now_ms)?;
+    let existing: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'hub_id'", [], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    if existing.is_none() {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('hub_id', ?1), ('epoch', ?2), ('created_ms', ?3)",
+            params![ids.id("h"), ids.id("ep"), now_ms.to_string()],
+        )?;
+        tx.commit()?;
+    }
+    let reader = SqliteReader {
+        path: path.to_owned(),
+        pool: Mutex::new(Vec::new()),
+    };
+    Ok((SqliteStore { conn }, reader))
+}
+
+/// The database holds token hashes and private messages: keep it to its owner.
+fn restrict_permissions(dir: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(error) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+            tracing::warn!(dir = %dir.display(), %error, "cannot restrict the data directory to its owner");
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn load(&mut self, now_ms: i64) -> Result<Snapshot, StoreError> {
+        let tx = self.conn.transaction()?;
+        let meta = |key: &str| -> Result<String, StoreError> {
+            tx.query_row("SELECT value FROM meta WHERE key = ?1", [key], |row| {
+                row.get(0)
+            })
+            .map_err(StoreError::from)
+        };
+        let mut snapshot = Snapshot {
+            hub_id: meta("hub_id")?,
+            epoch: meta("epoch")?,
+            ..Snapshot::default()
+        };
+        {
+            let mut statement = tx.prepare(
+                "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms
+                 FROM principals",
+            )?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let discoverable: String = row.get(5)?;
+                snapshot.principals.push(PrincipalRecord {
+                    id: row.get(0)?,
+                    kind: kind_from(&row.get::<_, String>(1)?)?,
+                    handle: row.get(2)?,
+                    name: row.get(3)?,
+                    owner: row.get(4)?,
+                    discoverable: Discoverable::parse(&discoverable).ok_or_else(|| {
+                        StoreError::Corrupt {
+                            table: "principals",
+                            detail: format!("discoverable {discoverable:?}"),
+                        }
+                    })?,
+                    description: row.get(6)?,
+                    card: row.get(7)?,
+                    created_ms: row.get(8)?,
+                });
+            }
+        }
+        {
+            let mut statement =
+                // Revoked tokens stay on record but not in memory: unknown and revoked
+                // answer alike.
+                tx.prepare(
+                    "SELECT hash, principal, revoked_ms IS NOT NULL FROM tokens
+                     WHERE revoked_ms IS NULL",
+                )?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let hash: Vec<u8> = row.get(0)?;
+                let hash: [u8; 32] = hash.try_into().map_err(|_| StoreError::Corrupt {
+                    table: "tokens",
+                    detail: "a hash is not 32 bytes".into(),
+                })?;
+                snapshot.tokens.push(TokenRecord {
+                    hash: TokenHash(hash),
+                    principal: row.get(1)?,
+                    revoked: row.get(2)?,
+                });
+            }
+        }
+        {
+            let mut statement =
+                tx.prepare("SELECT id, title, topic, creator, created_ms FROM rooms")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                snapshot.rooms.push(RoomRecord {
+                    id: row.get(0)?,
+                    title: row.get(1)?,
+                    topic: row.get(2)?,
+                    creator: row.get(3)?,
+                    created_ms: row.get(4)?,
+                });
+            }
+        }
+        {
+            let mut statement =
+                tx.prepare("SELECT room, principal, routing, joined_ms FROM members")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let routing: String = row.get(2)?;
+                snapshot.members.push(MemberRecord {
+                    room: row.get(0)?,
+                    principal: row.get(1)?,
+                    routing: Routing::parse(&routing).ok_or_else(|| StoreError::Corrupt {
+                        table: "members",
+                        detail: format!("routing {routing:?}"),
+                    })?,
+                    joined_ms: row.get(3)?,
+                });
+            }
+        }
+        {
+            let mut head = tx.prepare("SELECT MAX(seq) FROM events WHERE stream = ?1")?;
+            let streams = snapshot
+                .rooms
+                .iter()
+                .map(|room| StreamKey::Room(room.id.clone()))
+                .chain(
+                    snapshot
+                        .principals
+                        .iter()
+                        .map(|principal| StreamKey::Inbox(principal.id.clone())),
+                );
+            for stream in streams {
+                let seq: Option<i64> = head.query_row([stream.storage_key()], |row| row.get(0))?;
+                if let Some(seq) = seq {
+                    snapshot.heads.push((stream, seq as u64));
+                }
+            }
+        }
+        {
+            // Each room's events from the newest back to the retention: the keys are in
+            // rooms only (a `send` targets a room), and seq order is commit order.
+            let cutoff = now_ms.saturating_sub(crate::sent_keys::RETENTION_MS);
+            let mut statement = tx.prepare(
+                "SELECT sender, client_key, seq, ts_ms FROM events WHERE stream = ?1 ORDER BY seq DESC",
+            )?;
+            for room in &snapshot.rooms {
+                let mut rows = statement.query([&room.id])?;
+                while let Some(row) = rows.next()? {
+                    let ts_ms: i64 = row.get(3)?;
+                    if ts_ms < cutoff {
+                        break;
+                    }
+                    if let Some(client_key) = row.get::<_, Option<String>>(1)? {
+                        snapshot.sent_keys.push(SentKeyRecord {
+                            sender: row.get(0)?,
+                            client_key,
+                            room: room.id.clone(),
+                            seq: row.get::<_, i64>(2)? as u64,
+                            ts_ms,
+                        });
+                    }
+                }
+            }
+        }
+        {
+            // Only pings that can still be answered; the rest are read when asked for.
+            let mut statement = tx.prepare(&format!(
+                "SELECT {PING_COLUMNS} FROM pings
+                 WHERE answered_by IS NULL AND (expires_ms IS NULL OR expires_ms > ?1)"
+            ))?;
+            let mut rows = statement.query([now_ms])?;
+            while let Some(row) = rows.next()? {
+                snapshot.pings.push(ping_from_row(row)?);
+            }
+        }
+        {
+            let mut statement = tx.prepare("SELECT a, b, since_ms, request FROM contacts")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                snapshot.contacts.push(ContactRecord {
+                    a: row.get(0)?,
+                    b: row.get(1)?,
+                    since_ms: row.get(2)?,
+                    request: row.get(3)?,
+                });
+            }
+        }
+        {
+            // Only pending requests; final ones are read when asked for.
+            let mut statement = tx.prepare(&format!(
+                "SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE state = 'pending'"
+            ))?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                snapshot.requests.push(request_from_row(row)?);
+            }
+        }
+        {
+            // Only invites that can still be redeemed; used up, expired or withdrawn ones
+            // are read when a code or id names them.
+            let mut statement = tx.prepare(&format!(
+                "SELECT {INVITE_COLUMNS} FROM invites
+                 WHERE revoked_ms IS NULL AND uses < max_uses AND expires_ms > ?1"
+            ))?;
+            let mut rows = statement.query([now_ms])?;
+            while let Some(row) = rows.next()? {
+                snapshot.invites.push(invite_from_row(row)?);
+            }
+        }
+        {
+            let mut statement =
+                tx.prepare("SELECT agent, room, action, by, ts_ms FROM controls")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let room: String = row.get(1)?;
+                let action: String = row.get(2)?;
+                snapshot.controls.push(ControlRecord {
+                    agent: row.get(0)?,
+                    room: (!room.is_empty()).then_some(room),
+                    action: match action.as_str() {
+                        "pause" => ControlAction::Pause,
+                        "stop" => ControlAction::Stop,
+                        other => {
+                            return Err(StoreError::Corrupt {
+                                table: "controls",
+                                detail: format!("action {other:?}"),
+                            });
+                        }
+                    },
+                    by: row.get(3)?,
+                    ts_ms: row.get(4)?,
+                });
+            }
+        }
+        snapshot.audit_head = tx
+            .query_row(
+                "SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1",
+                [],
+                |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)),
+            )
+            .optional()?
+            .unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned()));
+        drop(tx);
+        Ok(snapshot)
+    }
+
+    fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError> {
+        // `&mut self` already keeps a second transaction from starting on this connection.
+        let conn: &Connection = &self.conn;
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+        Ok(Box::new(SqliteTx {
+            append: None,
+            tx,
+            conn,
+        }))
+    }
+
+    /// Commits stop waiting for `fsync` (`synchronous = NORMAL`: a commit writes its WAL
+    /// frames and returns; checkpoints still sync the WAL before copying it and the database
+    /// after), and the returned flush `fdatasync`s the WAL file, which holds every commit
+    /// not yet checkpointed.
+    fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError> {
+        let database = self
+            .conn
+            .path()
+            .filter(|path| !path.is_empty())
+            .ok_or_else(|| StoreError::Corrupt {
+                table: "database",
+                detail: "an in-memory database cannot be made durable".into(),
+            })?;
+        let wal = PathBuf::from(format!("{database}-wal"));
+        self.conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+        Ok(Box::new(WalFlush { wal, file: None }))
+    }
+}
+
+/// `fdatasync` of the WAL file. The file is reopened if SQLite ever replaced it, so the
+/// sync always reaches the file SQLite writes to.
+struct WalFlush {
+    wal: PathBuf,
+    file: Option<(std::fs::File, u64)>,
+}
+
+impl Flush for WalFlush {
+    fn flush(&mut self) -> std::io::Result<()> {
+        let current = match std::fs::metadata(&self.wal) {
+            Ok(metadata) => file_id(&metadata),
+            // SQLite removes the WAL only once it is fully checkpointed into the database
+            // file, and the checkpoint syncs that file: nothing is left to flush.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                self.file = None;
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        let file = match self.file.take() {
+            Some((file, id)) if id == current => (file, id),
+            _ => match std::fs::File::open(&self.wal) {
+                Ok(file) => {
+                    let id = file_id(&file.metadata()?);
+                    (file, id)
+                }
+                // Checkpointed and removed since it was looked at (the writer closing its
+                // connection as the hub stops): as above, nothing is left to flush.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(error) => return Err(error),
+            },
+        };
+        let result = file.0.sync_data();
+        self.file = Some(file);
+        result
+    }
+}
+
+/// What tells two files at one path apart.
+fn file_id(metadata: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::MetadataExt::ino(metadata)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        0
+    }
+}

@@ -1,0 +1,464 @@
+//! The readers: replay and history for connections, the directory and the audit log,
+//! each on a pooled read-only connection that never waits for the writer.
+
+use super::*;
+
+/// Reads the whole audit log of the database at `path`, ascending, calling `visit` for each
+/// entry (read-only: safe while the hub runs).
+pub fn read_audit_log(
+    path: &Path,
+    mut visit: impl FnMut(AuditRecord) -> bool,
+) -> Result<(), StoreError> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut statement = conn.prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY n"))?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        if !visit(audit_from_row(row)?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Read-only connections for replay and history; a connection per concurrent reader,
+/// reused.
+pub struct SqliteReader {
+    pub(super) path: std::path::PathBuf,
+    pub(super) pool: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SqliteReader")
+    }
+}
+
+impl SqliteReader {
+    fn with_connection<T>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, ReadError>,
+    ) -> Result<T, ReadError> {
+        let pooled = self.pool.lock().expect("reader pool lock").pop();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                let conn = Connection::open_with_flags(
+                    &self.path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(StoreError::from)?;
+                conn.execute_batch("PRAGMA busy_timeout = 10000; PRAGMA query_only = ON;")
+                    .map_err(StoreError::from)?;
+                conn
+            }
+        };
+        let result = work(&mut conn);
+        let mut pool = self.pool.lock().expect("reader pool lock");
+        if pool.len() < 8 {
+            pool.push(conn);
+        }
+        result
+    }
+}
+
+/// Rows one replay page reads at most: bounds its time for an agent that sees few of a
+/// room's events, as `max_bytes` bounds its memory.
+pub(super) const REPLAY_PAGE_ROWS: usize = 4096;
+
+pub(super) fn head_of(
+    tx: &rusqlite::Transaction<'_>,
+    stream: &StreamKey,
+) -> Result<u64, StoreError> {
+    let seq: Option<i64> = tx
+        .prepare_cached("SELECT MAX(seq) FROM events WHERE stream = ?1")?
+        .query_row([stream.storage_key()], |row| row.get(0))?;
+    Ok(seq.unwrap_or(0) as u64)
+}
+
+impl ReadStore for SqliteReader {
+    fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        let head = self.with_connection(|conn| {
+            let head = conn
+                .prepare_cached("SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1")
+                .map_err(StoreError::from)?
+                .query_row([], |row| {
+                    Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?))
+                })
+                .optional()
+                .map_err(StoreError::from)?;
+            Ok(head.unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned())))
+        });
+        match head {
+            Ok(head) => Ok(Some(head)),
+            Err(ReadError::Store(error)) => Err(error),
+            Err(other) => Err(StoreError::Corrupt {
+                table: "audit",
+                detail: other.to_string(),
+            }),
+        }
+    }
+
+    fn directory(
+        &self,
+        query: &DirectoryQuery,
+    ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
+        use roundtable_protocol::model::{ContactRelation, DirectoryEntry};
+        let result = self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let viewer_owner: Option<String> = tx
+                .prepare_cached("SELECT coalesce(owner, id) FROM principals WHERE id = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([&query.viewer], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(StoreError::from)?;
+            let Some(viewer_owner) = viewer_owner else {
+                return Ok(Vec::new());
+            };
+            let mut pending_out = std::collections::HashSet::new();
+            let mut pending_in = std::collections::HashSet::new();
+            {
+                let mut statement = tx
+                    .prepare_cached(
+                        "SELECT sender, target FROM contact_requests WHERE state = 'pending' \
+                         AND created_ms > ?2 AND (sender = ?1 OR target = ?1)",
+                    )
+                    .map_err(StoreError::from)?;
+                let lifetime = crate::engine::REQUEST_LIFETIME_MS;
+                let mut rows = statement
+                    .query(params![query.viewer, query.now_ms - lifetime])
+                    .map_err(StoreError::from)?;
+                while let Some(row) = rows.next().map_err(StoreError::from)? {
+                    let sender: String = row.get(0).map_err(StoreError::from)?;
+                    let target: String = row.get(1).map_err(StoreError::from)?;
+                    if sender == query.viewer {
+                        pending_out.insert(target);
+                    } else {
+                        pending_in.insert(sender);
+                    }
+                }
+            }
+            let contact = "EXISTS (SELECT 1 FROM contacts WHERE (a = ?1 AND b = {x}) \
+                           OR (a = {x} AND b = ?1))";
+            let sql = format!(
+                "SELECT id, kind, handle, name, owner, description, card, \
+                 coalesce(owner, id) = ?2, {is_contact} \
+                 FROM principals WHERE id != ?1 AND (coalesce(owner, id) = ?2 \
+                 OR discoverable = 'public' OR (discoverable = 'contacts' AND ({is_contact} \
+                 OR {owner_is_contact}))) ORDER BY handle",
+                is_contact = contact.replace("{x}", "id"),
+                owner_is_contact = contact.replace("{x}", "coalesce(owner, id)"),
+            );
+            let mut statement = tx.prepare_cached(&sql).map_err(StoreError::from)?;
+            let mut rows = statement
+                .query(params![query.viewer, viewer_owner])
+                .map_err(StoreError::from)?;
+            let mut entries = Vec::new();
+            while entries.len() < query.limit {
+                let Some(row) = rows.next().map_err(StoreError::from)? else {
+                    break;
+                };
+                let handle: String = row.get(2).map_err(StoreError::from)?;
+                let name: String = row.get(3).map_err(StoreError::from)?;
+                let description: Option<String> = row.get(5).map_err(StoreError::from)?;
+                if let Some(wanted) = &query.query
+                    && !handle.contains(wanted.as_str())
+                    && !name.to_lowercase().contains(wanted.as_str())
+                    && !description
+                        .as_deref()
+                        .is_some_and(|d| d.to_lowercase().contains(wanted.as_str()))
+                {
+                    continue;
+                }
+                let id: String = row.get(0).map_err(StoreError::from)?;
+                let kin: bool = row.get(7).map_err(StoreError::from)?;
+                let is_contact: bool = row.get(8).map_err(StoreError::from)?;
+                let contact = if kin {
+                    ContactRelation::Kin
+                } else if is_contact {
+                    ContactRelation::Accepted
+                } else if pending_out.contains(&id) {
+                    ContactRelation::PendingOut
+                } else if pending_in.contains(&id) {
+                    ContactRelation::PendingIn
+                } else {
+                    ContactRelation::None
+                };
+                let card: Option<String> = row.get(6).map_err(StoreError::from)?;
+                entries.push(DirectoryEntry {
+                    kind: kind_from(&row.get::<_, String>(1).map_err(StoreError::from)?)?,
+                    owner: row.get(4).map_err(StoreError::from)?,
+                    card: card.and_then(|card| serde_json::from_str(&card).ok()),
+                    id,
+                    handle,
+                    name,
+                    description,
+                    contact,
+                });
+            }
+            Ok(entries)
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "principals",
+                detail: other.to_string(),
+            },
+        })
+    }
+
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
+        self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let visible: Vec<String> = tx
+                .prepare_cached("SELECT id FROM principals WHERE id = ?1 OR owner = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_map([&query.viewer], |row| row.get(0))?
+                        .collect()
+                })
+                .map_err(StoreError::from)?;
+            let principals: Vec<String> = match &query.principal {
+                Some(principal) if visible.contains(principal) => vec![principal.clone()],
+                Some(_) => return Err(ReadError::NotFound),
+                None => visible,
+            };
+            let placeholders = vec!["?"; principals.len()].join(", ");
+            let sql = format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit WHERE principal IN ({placeholders}) AND ts_ms >= ? ORDER BY n LIMIT ?"
+            );
+            let mut statement = tx.prepare(&sql).map_err(StoreError::from)?;
+            let mut values: Vec<rusqlite::types::Value> = principals
+                .into_iter()
+                .map(rusqlite::types::Value::Text)
+                .collect();
+            values.push(rusqlite::types::Value::Integer(query.since_ms.unwrap_or(i64::MIN)));
+            values.push(rusqlite::types::Value::Integer(i64::from(query.limit)));
+            let entries = statement
+                .query_map(rusqlite::params_from_iter(values), audit_from_row)
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(StoreError::from)?;
+            Ok(entries)
+        })
+    }
+
+    fn sync_plan(
+        &self,
+        principal: &str,
+        cursors: &dyn Fn(&StreamKey) -> u64,
+        replay_max: u64,
+    ) -> Result<SyncPlan, StoreError> {
+        let result = self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let rooms: Vec<(String, String)> = tx
+                .prepare_cached("SELECT room, routing FROM members WHERE principal = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_map([principal], |row| Ok((row.get(0)?, row.get(1)?)))?
+                        .collect()
+                })
+                .map_err(StoreError::from)?;
+            let mut plan = SyncPlan::default();
+            let streams = rooms
+                .into_iter()
+                .map(|(room, routing)| {
+                    (
+                        StreamKey::Room(room),
+                        Routing::parse(&routing).unwrap_or_default(),
+                    )
+                })
+                .chain(std::iter::once((
+                    StreamKey::Inbox(principal.to_owned()),
+                    Routing::All,
+                )));
+            for (stream, routing) in streams {
+                let head = head_of(&tx, &stream)?;
+                let mut after = cursors(&stream).min(head);
+                let mut gap = None;
+                if matches!(stream, StreamKey::Room(_)) && head - after > replay_max {
+                    let start = head - replay_max;
+                    gap = Some((after + 1, start));
+                    after = start;
+                }
+                plan.streams.push(StreamPlan {
+                    stream,
+                    routing,
+                    head,
+                    gap,
+                    after,
+                });
+            }
+            let mut markers = tx
+                .prepare_cached(
+                    "SELECT stream, max(seq) FROM acks WHERE principal = ?1 GROUP BY stream",
+                )
+                .map_err(StoreError::from)?;
+            let mut rows = markers.query([principal]).map_err(StoreError::from)?;
+            while let Some(row) = rows.next().map_err(StoreError::from)? {
+                let key: String = row.get(0).map_err(StoreError::from)?;
+                let seq: i64 = row.get(1).map_err(StoreError::from)?;
+                let stream = StreamKey::from_storage_key(&key);
+                if plan.streams.iter().any(|planned| planned.stream == stream) {
+                    plan.read_markers.push((stream, seq as u64));
+                }
+            }
+            drop(rows);
+            drop(markers);
+            Ok(plan)
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "members",
+                detail: other.to_string(),
+            },
+        })
+    }
+
+    fn replay_page(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        plan: &[StreamPlan],
+        from: ReplayPosition,
+        max_bytes: usize,
+    ) -> Result<ReplayPage, StoreError> {
+        let result = self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let mut page = ReplayPage::default();
+            let mut bytes = 0;
+            let mut rows_read = 0;
+            let mut position = from;
+            while let Some(planned) = plan.get(position.stream) {
+                if position.after >= planned.head {
+                    position.stream += 1;
+                    if let Some(next) = plan.get(position.stream) {
+                        position.after = next.after;
+                    }
+                    continue;
+                }
+                if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
+                    page.next = Some(position);
+                    return Ok(page);
+                }
+                let mut statement = tx
+                    .prepare_cached(&format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 \
+                         AND seq <= ?3 ORDER BY seq LIMIT ?4"
+                    ))
+                    .map_err(StoreError::from)?;
+                let mut rows = statement
+                    .query(params![
+                        planned.stream.storage_key(),
+                        position.after as i64,
+                        planned.head as i64,
+                        (REPLAY_PAGE_ROWS - rows_read) as i64
+                    ])
+                    .map_err(StoreError::from)?;
+                let mut exhausted = true;
+                while let Some(row) = rows.next().map_err(StoreError::from)? {
+                    let event = event_from_row(row).map_err(StoreError::from)?;
+                    rows_read += 1;
+                    position.after = event.seq;
+                    if !is_agent || visibility::agent_sees(&event, principal, planned.routing) {
+                        bytes += event.body.len();
+                        page.events.push((position.stream, event));
+                    }
+                    if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
+                        exhausted = false;
+                        break;
+                    }
+                }
+                if exhausted {
+                    // Fewer rows than asked: nothing more up to the head.
+                    position.after = planned.head;
+                }
+            }
+            Ok(page)
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "events",
+                detail: other.to_string(),
+            },
+        })
+    }
+
+    fn history(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        room: &str,
+        range: HistoryRange,
+    ) -> Result<HistoryPage, ReadError> {
+        self.with_connection(|conn| {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            let exists: bool = tx
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM rooms WHERE id = ?1)")
+                .and_then(|mut statement| statement.query_row([room], |row| row.get(0)))
+                .map_err(StoreError::from)?;
+            if !exists {
+                return Err(ReadError::NotFound);
+            }
+            let routing: Option<String> = tx
+                .prepare_cached("SELECT routing FROM members WHERE room = ?1 AND principal = ?2")
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([room, principal], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(StoreError::from)?;
+            let Some(routing) = routing else {
+                return Err(ReadError::NotMember);
+            };
+            let routing = Routing::parse(&routing).unwrap_or_default();
+            let limit = range.limit as usize;
+            let (sql, bound, ascending) = match (range.after, range.before) {
+                (Some(after), before) => (
+                    format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq ASC"
+                    ),
+                    (after, before.unwrap_or(i64::MAX as u64)),
+                    true,
+                ),
+                (None, before) => (
+                    format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq DESC"
+                    ),
+                    (0, before.unwrap_or(i64::MAX as u64)),
+                    false,
+                ),
+            };
+            let mut statement = tx.prepare_cached(&sql).map_err(StoreError::from)?;
+            let mut rows = statement
+                .query(params![
+                    room,
+                    bound.0.min(i64::MAX as u64) as i64,
+                    bound.1.min(i64::MAX as u64) as i64
+                ])
+                .map_err(StoreError::from)?;
+            let mut page = HistoryPage::default();
+            let mut bytes = 0;
+            while page.events.len() < limit {
+                let Some(row) = rows.next().map_err(StoreError::from)? else {
+                    break;
+                };
+                let event = event_from_row(row).map_err(StoreError::from)?;
+                if !is_agent || visibility::agent_sees(&event, principal, routing) {
+                    if !page.events.is_empty() && bytes + event.body.len() > range.max_bytes {
+                        page.more = true;
+                        break;
+                    }
+                    bytes += event.body.len();
+                    page.events.push(event);
+                }
+            }
+            if !ascending {
+                page.events.reverse();
+            }
+            Ok(page)
+        })
+    }
+}
