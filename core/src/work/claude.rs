@@ -368,7 +368,7 @@ impl ClaudeParser {
                 PendingCall::FileEdit {
                     tool: name.to_owned(),
                     // The record's cwd, taken in by `observe_session`.
-                    path: absolute_path(path, self.cwd.as_deref()),
+                    path: super::paths::resolve(self.cwd.as_deref(), path),
                 }
             }
             _ => return,
@@ -574,66 +574,6 @@ fn is_error_text(text: &str) -> bool {
         || text.starts_with("<tool_use_error>")
         || text.starts_with("User rejected")
         || head.is_some_and(|head| head.ends_with("Error") && !head.contains(char::is_whitespace))
-}
-
-/// `path` made absolute against `cwd` when it is relative, `.` and `..` resolved (lexically:
-/// no file system here). A path that cannot be resolved (no absolute cwd, `~`) is kept.
-/// `path` made absolute against the working directory `cwd` (of any agent CLI's log).
-pub(super) fn absolute_path(path: &str, cwd: Option<&str>) -> String {
-    let Some(cwd) = cwd.filter(|cwd| is_absolute(cwd)) else {
-        return path.to_owned();
-    };
-    if is_absolute(path) || path.starts_with('~') {
-        return path.to_owned();
-    }
-    let windows = !cwd.starts_with('/');
-    let separator = if windows { '\\' } else { '/' };
-    let is_separator = |c: char| c == '/' || (windows && c == '\\');
-    let root_len = if windows {
-        // `C:\` or `\\server\share\`: kept whole.
-        if cwd.starts_with("\\\\") {
-            cwd.match_indices('\\')
-                .nth(3)
-                .map_or(cwd.len(), |(i, _)| i + 1)
-        } else {
-            3.min(cwd.len())
-        }
-    } else {
-        1
-    };
-    let (root, rest) = cwd.split_at(root_len);
-    let mut parts: Vec<&str> = Vec::new();
-    for part in rest.split(is_separator).chain(path.split(is_separator)) {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            part => parts.push(part),
-        }
-    }
-    let mut joined = String::with_capacity(cwd.len() + path.len() + 1);
-    joined.push_str(root);
-    if windows && !root.ends_with(is_separator) {
-        joined.push(separator);
-    }
-    for (index, part) in parts.iter().enumerate() {
-        if index > 0 {
-            joined.push(separator);
-        }
-        joined.push_str(part);
-    }
-    joined
-}
-
-fn is_absolute(path: &str) -> bool {
-    let bytes = path.as_bytes();
-    path.starts_with('/')
-        || path.starts_with("\\\\")
-        || (bytes.len() >= 3
-            && bytes[0].is_ascii_alphabetic()
-            && bytes[1] == b':'
-            && matches!(bytes[2], b'\\' | b'/'))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2450,33 +2390,6 @@ mod tests {
         let result = r#"{"type":"user","sessionId":"s","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}}"#;
         let input = [call, result, result].join("\n");
         assert_eq!(touched(&events_of(input.as_bytes())).len(), 1);
-    }
-
-    #[test]
-    fn relative_paths_resolve_against_the_cwd() {
-        for (path, cwd, expected) in [
-            ("/abs/a.rs", Some("/p"), "/abs/a.rs"),
-            ("a.rs", Some("/p/q"), "/p/q/a.rs"),
-            ("./src/../b.rs", Some("/p/q/"), "/p/q/b.rs"),
-            ("../x/c.rs", Some("/p/q"), "/p/x/c.rs"),
-            ("../../../../d", Some("/p"), "/d"),
-            ("a.rs", None, "a.rs"),
-            ("~/notes.md", Some("/p"), "~/notes.md"),
-            (
-                "src\\main.rs",
-                Some("C:\\git\\x"),
-                "C:\\git\\x\\src\\main.rs",
-            ),
-            ("C:/other/y.rs", Some("C:\\git\\x"), "C:/other/y.rs"),
-            (
-                "e.rs",
-                Some("\\\\server\\share\\dir"),
-                "\\\\server\\share\\dir\\e.rs",
-            ),
-            ("f.rs", Some("relative/cwd"), "f.rs"),
-        ] {
-            assert_eq!(absolute_path(path, cwd), expected, "{path} in {cwd:?}");
-        }
     }
 
     #[test]

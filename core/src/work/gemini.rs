@@ -389,7 +389,7 @@ impl Chat {
             for (tool, path) in message.files {
                 events.push(LogEvent::FileTouched {
                     session_id: session_id.clone(),
-                    path: super::claude::absolute_path(&path, context.project_root.as_deref()),
+                    path: super::paths::resolve(context.project_root.as_deref(), &path),
                     tool: tool.to_owned(),
                     at_ms: message.at_ms,
                 });

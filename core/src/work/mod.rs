@@ -26,6 +26,7 @@ pub mod events;
 pub mod figures;
 pub mod gemini;
 mod lenient;
+pub mod paths;
 pub mod pricing;
 pub mod publish;
 pub mod scan;

@@ -1,0 +1,153 @@
+//! The architecture boards: a room's components as their last `arch` events left them, and
+//! a component's history.
+
+use super::*;
+
+/// A room's components.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ArchitectureBoard {
+    pub room: String,
+    pub title: Option<String>,
+    pub components: Vec<ComponentView>,
+}
+
+/// What happened to a component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentChangeKind {
+    /// It was defined, or defined again.
+    Defined,
+    /// Someone reported its status.
+    Status,
+}
+
+/// One event of a component's history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct ComponentChange {
+    pub seq: u64,
+    pub ts_ms: i64,
+    pub kind: ComponentChangeKind,
+    /// Who sent it.
+    pub by: String,
+    pub by_handle: Option<String>,
+    /// Whose work it reports (an owner reports their agents' edits): the agent's handle,
+    /// else the sender's.
+    pub agent_handle: Option<String>,
+    pub status: Option<roundtable_protocol::bodies::ComponentStatus>,
+    pub note: Option<String>,
+    pub files: Vec<String>,
+    /// For a definition: what it depends on.
+    pub depends_on: Vec<String>,
+}
+
+/// The history of `component` in a room's `arch` events, oldest first. `handle` names a
+/// principal. Events that do not parse are left out. Pure.
+pub fn component_history_from(
+    rows: &[ArchEventRow],
+    component: &str,
+    handle: impl Fn(&str) -> Option<String>,
+) -> Vec<ComponentChange> {
+    let mut history = Vec::new();
+    for row in rows {
+        let Ok(body) = serde_json::from_str::<ArchBody>(&row.body) else {
+            continue;
+        };
+        let change = |kind, agent: Option<&str>| ComponentChange {
+            seq: row.seq,
+            ts_ms: row.ts_ms,
+            kind,
+            by: row.sender.clone(),
+            by_handle: row.sender_handle.clone(),
+            agent_handle: match agent {
+                Some(agent) => handle(agent).or_else(|| Some(agent.to_owned())),
+                None => row.sender_handle.clone(),
+            },
+            status: None,
+            note: None,
+            files: Vec::new(),
+            depends_on: Vec::new(),
+        };
+        match body {
+            ArchBody::Define { define } => {
+                if let Some(def) = define.into_iter().find(|def| def.id == component) {
+                    history.push(ComponentChange {
+                        note: def.description,
+                        depends_on: def.depends_on,
+                        files: def.paths,
+                        ..change(ComponentChangeKind::Defined, None)
+                    });
+                }
+            }
+            ArchBody::Status {
+                component: id,
+                status,
+                note,
+                files,
+                agent,
+            } if id == component => {
+                history.push(ComponentChange {
+                    status: Some(status),
+                    note,
+                    files: files.unwrap_or_default(),
+                    ..change(ComponentChangeKind::Status, agent.as_deref())
+                });
+            }
+            ArchBody::Status { .. } => {}
+        }
+    }
+    history
+}
+
+impl Core {
+    /// The architecture board of every room that has components, by room title.
+    pub async fn architecture_boards(&self) -> Result<Vec<ArchitectureBoard>, CoreError> {
+        self.read(|view| {
+            let mut boards = Vec::new();
+            for room in view.rooms()? {
+                let components = view.components(&room.id)?;
+                if !components.is_empty() {
+                    boards.push(ArchitectureBoard {
+                        room: room.id,
+                        title: room.title,
+                        components,
+                    });
+                }
+            }
+            Ok(boards)
+        })
+        .await
+    }
+
+    /// Everything that happened to a component of a room, oldest first.
+    pub async fn component_history(
+        &self,
+        room: &str,
+        component: &str,
+    ) -> Result<Vec<ComponentChange>, CoreError> {
+        let (room, component) = (room.to_owned(), component.to_owned());
+        self.read(move |view| {
+            let rows = view.arch_events(&room)?;
+            let mut handles: HashMap<String, Option<String>> = HashMap::new();
+            let mut lookups: Vec<String> = Vec::new();
+            for row in &rows {
+                if let Ok(ArchBody::Status {
+                    agent: Some(agent), ..
+                }) = serde_json::from_str::<ArchBody>(&row.body)
+                {
+                    lookups.push(agent);
+                }
+            }
+            for agent in lookups {
+                let handle = view.handle_of(&agent)?;
+                handles.insert(agent, handle);
+            }
+            Ok(component_history_from(&rows, &component, |id| {
+                handles.get(id).cloned().flatten()
+            }))
+        })
+        .await
+    }
+}
