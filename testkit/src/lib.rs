@@ -25,7 +25,9 @@ pub mod model_server;
 pub mod pki;
 mod process;
 pub mod seed;
+mod wait;
 pub use process::{HubProcess, roundtable_bin};
+pub use wait::{eventually, until};
 
 /// How long a test waits for something that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(10);

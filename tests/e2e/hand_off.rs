@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use roundtable_e2e::{Home, Hub, json, room_texts};
-use roundtable_testkit::{Client, Incoming};
+use roundtable_testkit::{Client, Incoming, until};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
@@ -30,7 +30,12 @@ async fn follower(home: &Home, profile: &str, room: &str) -> Child {
         .expect("the follower printed the last message");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let run = home.profiles().join(profile).join("run");
-    wait_until(Duration::from_secs(10), || sockets(&run) > 0).await;
+    until(
+        "the running process listens",
+        Duration::from_secs(10),
+        async || sockets(&run) > 0,
+    )
+    .await;
     follow
 }
 
@@ -43,14 +48,6 @@ fn sockets(run: &Path) -> usize {
                 .count()
         })
         .unwrap_or(0)
-}
-
-async fn wait_until(patience: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + patience;
-    while !done() {
-        assert!(Instant::now() < deadline, "waited {patience:?} in vain");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A second device of the profile's principal, live on its rooms.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use roundtable_e2e::{Home, Hub, json, room_texts};
 use roundtable_testkit::agent_clis::{self, CliCommand, CliOutput, CliSetup, real_clis_present};
+use roundtable_testkit::eventually;
 use roundtable_testkit::model_server::{ModelServer, Reply, Request, Usage, script};
 use serde_json::Value;
 
@@ -358,22 +359,6 @@ async fn a_writer_on_claude_code_and_a_reviewer_on_codex_prompt_each_other_with_
         (scan_total - usage_total).abs() < 1e-9,
         "usage {usage_total} = scan {scan_total}"
     );
-}
-
-/// Polls `check` until it gives something, for at most `patience`.
-async fn eventually<T>(
-    what: &str,
-    patience: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + patience;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "{what} never happened");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

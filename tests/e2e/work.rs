@@ -16,7 +16,7 @@ use roundtable_core::local_agents::Environment;
 use roundtable_core::work::pricing::Pricing;
 use roundtable_core::work::watch::{WatchOptions, WatchState};
 use roundtable_e2e::{Home, Hub, json};
-use roundtable_testkit::roundtable_bin;
+use roundtable_testkit::{roundtable_bin, until};
 use serde_json::json as value;
 
 /// The public agent logs the project tests against (CI has them beside the checkout).
@@ -317,19 +317,6 @@ fn todos(parse: &str, test: &str) -> serde_json::Value {
     ])
 }
 
-/// Waits until `check` holds.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !check().await {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{what} never happened"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    started.elapsed()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
     let hub = Hub::start(&[]).await;
@@ -407,26 +394,37 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
             .await
             .unwrap()
     };
-    eventually("the first list reached the room", async || {
-        shared_lists(&dana).await.first().is_some_and(|session| {
-            session.agent_handle.as_deref() == Some("dana/writer")
-                && session.tasks[0].status == TaskStatus::InProgress
-        })
-    })
+    until(
+        "the first list reached the room",
+        Duration::from_secs(20),
+        async || {
+            shared_lists(&dana).await.first().is_some_and(|session| {
+                session.agent_handle.as_deref() == Some("dana/writer")
+                    && session.tasks[0].status == TaskStatus::InProgress
+            })
+        },
+    )
     .await;
 
     // A line appended is read within moments; its list is published.
     let completed = transcript.todo_write(todos("completed", "in_progress"));
     let appended = Instant::now();
     transcript.append(&completed);
-    eventually("the appended list was read", async || {
-        local_tasks(&dana).await.first().map(String::as_str) == Some("write the parser:Completed")
-    })
+    until(
+        "the appended list was read",
+        Duration::from_secs(20),
+        async || {
+            local_tasks(&dana).await.first().map(String::as_str)
+                == Some("write the parser:Completed")
+        },
+    )
     .await;
     eprintln!("appended line → cache: {:?}", appended.elapsed());
-    eventually("the appended list reached the room", async || {
-        shared_lists(&dana).await[0].tasks[0].status == TaskStatus::Completed
-    })
+    until(
+        "the appended list reached the room",
+        Duration::from_secs(20),
+        async || shared_lists(&dana).await[0].tasks[0].status == TaskStatus::Completed,
+    )
     .await;
 
     // A torn line waits for its end.
@@ -440,23 +438,31 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
         "half a line is not read"
     );
     transcript.append(tail);
-    eventually("the completed line was read", async || {
-        local_tasks(&dana).await.get(1).map(String::as_str) == Some("test the parser:Completed")
-    })
+    until(
+        "the completed line was read",
+        Duration::from_secs(20),
+        async || {
+            local_tasks(&dana).await.get(1).map(String::as_str) == Some("test the parser:Completed")
+        },
+    )
     .await;
 
     // A restart reads nothing twice: no new publication (once what was published is in).
-    eventually("the last list reached the room", async || {
-        shared_lists(&dana).await[0]
-            .tasks
-            .get(1)
-            .is_some_and(|task| task.status == TaskStatus::Completed)
-            && dana
-                .read(|view| view.outbox_pending())
-                .await
-                .unwrap()
-                .is_empty()
-    })
+    until(
+        "the last list reached the room",
+        Duration::from_secs(20),
+        async || {
+            shared_lists(&dana).await[0]
+                .tasks
+                .get(1)
+                .is_some_and(|task| task.status == TaskStatus::Completed)
+                && dana
+                    .read(|view| view.outbox_pending())
+                    .await
+                    .unwrap()
+                    .is_empty()
+        },
+    )
     .await;
     watcher.stop().await;
     let outbox_before = dana.read(|view| view.outbox_pending()).await.unwrap().len();
@@ -487,9 +493,11 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
         {"content": "start over", "status": "pending", "activeForm": "Starting over"}
     ]));
     transcript.append(&rewritten);
-    eventually("the rewritten file was read again", async || {
-        local_tasks(&dana).await.first().map(String::as_str) == Some("start over:Pending")
-    })
+    until(
+        "the rewritten file was read again",
+        Duration::from_secs(20),
+        async || local_tasks(&dana).await.first().map(String::as_str) == Some("start over:Pending"),
+    )
     .await;
     watcher.stop().await;
     sync.stop().await;
@@ -732,18 +740,22 @@ async fn a_session_claimed_after_its_lines_were_read_is_charged_whole_to_its_age
         .unwrap();
     assert!(scanned > cost);
     // Its whole usage reaches the writer's room, once, and the writer alone is charged.
-    eventually("the writer's room holds the session's cost", async || {
-        let usage = dana
-            .read(|view| {
-                view.usage(&roundtable_core::cache::UsageQuery {
-                    group_by: vec![roundtable_core::cache::UsageKey::Agent],
-                    ..Default::default()
+    until(
+        "the writer's room holds the session's cost",
+        Duration::from_secs(20),
+        async || {
+            let usage = dana
+                .read(|view| {
+                    view.usage(&roundtable_core::cache::UsageQuery {
+                        group_by: vec![roundtable_core::cache::UsageKey::Agent],
+                        ..Default::default()
+                    })
                 })
-            })
-            .await
-            .unwrap();
-        usage.len() == 1 && (usage[0].cost_usd - scanned).abs() < 1e-9
-    })
+                .await
+                .unwrap();
+            usage.len() == 1 && (usage[0].cost_usd - scanned).abs() < 1e-9
+        },
+    )
     .await;
     let by_agent = json(&home.ok("dana", &["--json", "usage", "--by", "agent"]).await);
     let rows = by_agent.as_array().unwrap();
