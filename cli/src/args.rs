@@ -70,31 +70,7 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
     /// Create a user on a hub and save it as a profile.
-    Signup {
-        /// The hub: host:port, or an http(s)/ws(s) URL.
-        #[arg(long, env = "ROUNDTABLE_HUB")]
-        hub: String,
-        /// Your handle on the hub: 3 to 32 of a-z, 0-9, '-' and '_'.
-        #[arg(long)]
-        handle: String,
-        /// Display name (default: the handle).
-        #[arg(long)]
-        name: Option<String>,
-        /// An invite, its code or its `roundtable://invite/…` link (needed on invite-only
-        /// hubs; makes you a contact of its creator).
-        #[arg(long)]
-        invite: Option<String>,
-        /// private, contacts (default) or public.
-        #[arg(long)]
-        discoverable: Option<String>,
-        /// A PEM CA file for a hub whose certificate a private CA signed.
-        #[arg(long)]
-        ca_file: Option<PathBuf>,
-        /// Talk to a hub on another machine without TLS (your token crosses the network in
-        /// the clear): only for a hub on a network you trust.
-        #[arg(long)]
-        insecure: bool,
-    },
+    Signup(SignupArgs),
     /// Save a profile for an existing token (read from ROUNDTABLE_TOKEN, or stdin with `-`).
     Login {
         /// The hub: host:port, or an http(s)/ws(s) URL.
@@ -414,4 +390,32 @@ pub enum OutboxCommand {
         /// The entry's number (see `roundtable outbox`).
         n: u64,
     },
+}
+
+/// `roundtable signup`.
+#[derive(Debug, Args)]
+pub struct SignupArgs {
+    /// The hub: host:port, or an http(s)/ws(s) URL.
+    #[arg(long, env = "ROUNDTABLE_HUB")]
+    pub hub: String,
+    /// Your handle on the hub: 3 to 32 of a-z, 0-9, '-' and '_'.
+    #[arg(long)]
+    pub handle: String,
+    /// Display name (default: the handle).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// An invite, its code or its `roundtable://invite/…` link (needed on invite-only
+    /// hubs; makes you a contact of its creator).
+    #[arg(long)]
+    pub invite: Option<String>,
+    /// private, contacts (default) or public.
+    #[arg(long)]
+    pub discoverable: Option<String>,
+    /// A PEM CA file for a hub whose certificate a private CA signed.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// Talk to a hub on another machine without TLS (your token crosses the network in
+    /// the clear): only for a hub on a network you trust.
+    #[arg(long)]
+    pub insecure: bool,
 }

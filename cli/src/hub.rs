@@ -17,7 +17,6 @@ use roundtable_hub::engine::{RateLimit, RateLimits};
 use roundtable_hub::{Hub, HubConfig, SignupMode, admin};
 use roundtable_protocol::client::TokenAction;
 use roundtable_protocol::defaults;
-use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Args)]
 pub struct HubArgs {
@@ -242,12 +241,6 @@ fn default_data_dir() -> PathBuf {
 }
 
 pub fn run(args: HubArgs) -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("ROUNDTABLE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     match args.command {
         Some(HubCommand::User(UserCommand::Add { handle, name })) => {
             let config = HubConfig::new(&args.data);

@@ -25,15 +25,18 @@ use clap::Parser as _;
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Hub(args) => match hub::run(args) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("roundtable: {error:#}");
-                std::process::ExitCode::FAILURE
+        Command::Hub(args) => {
+            init_logging("info");
+            match hub::run(args) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("roundtable: {error:#}");
+                    std::process::ExitCode::FAILURE
+                }
             }
-        },
+        }
         Command::Mcp { agent } => {
-            init_logging();
+            init_logging("warn");
             // Tool calls run side by side (one may wait for messages for minutes).
             let Some(runtime) = runtime(true) else {
                 return std::process::ExitCode::FAILURE;
@@ -47,7 +50,7 @@ fn main() -> std::process::ExitCode {
             }
         }
         Command::Run(args) => {
-            init_logging();
+            init_logging("warn");
             let Some(runtime) = runtime(true) else {
                 return std::process::ExitCode::FAILURE;
             };
@@ -60,7 +63,7 @@ fn main() -> std::process::ExitCode {
             }
         }
         Command::Hook { cli, agent, rest } => {
-            init_logging();
+            init_logging("warn");
             // A hook installed for something other than an agent is refused outright.
             if let Err(
                 error @ (roundtable_core::profile::ProfileError::NotAnAgent { .. }
@@ -79,7 +82,7 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Command::Client(command) => {
-            init_logging();
+            init_logging("warn");
             let Some(runtime) = runtime(false) else {
                 return std::process::ExitCode::FAILURE;
             };
@@ -94,13 +97,17 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Logs go to stderr (stdout carries the commands' output, or the MCP protocol).
-fn init_logging() {
+/// Logs go to stderr (stdout carries the commands' output, or the MCP protocol), at
+/// `ROUNDTABLE_LOG` or else `default` (an `EnvFilter`). Coloured only on a terminal: stderr
+/// kept in a file (a service's log, an agent CLI's capture) stays plain text.
+fn init_logging(default: &str) {
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ROUNDTABLE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

@@ -3,6 +3,7 @@
 //! and the views over the cache: `usage`, `tasks`, `arch`, `digest`.
 
 use roundtable_protocol::bodies::ComponentStatus;
+use std::io::IsTerminal as _;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -23,28 +24,81 @@ fn pricing() -> Result<Pricing, Failure> {
         .map_err(|error| Failure::new(Exit::Usage, error.to_string()))
 }
 
+/// A progress line: redrawn in place on a terminal (each update, at most every tenth of
+/// the work apart from the last), printed a line per tenth elsewhere, so a log keeps ten
+/// lines rather than thousands or a run of carriage returns.
+struct ProgressLine {
+    terminal: bool,
+    /// The tenth of the work last shown (and whether anything was).
+    shown: Option<u64>,
+    /// The width of the line last drawn on the terminal, to blank what a shorter one leaves.
+    width: usize,
+}
+
+impl ProgressLine {
+    fn new(terminal: bool) -> ProgressLine {
+        ProgressLine {
+            terminal,
+            shown: None,
+            width: 0,
+        }
+    }
+
+    /// What to write for `done` of `total` described by `text`, if anything.
+    fn update(&mut self, done: u64, total: u64, text: &str) -> Option<String> {
+        let tenth = if done >= total {
+            10
+        } else {
+            done * 10 / total.max(1)
+        };
+        if self.shown.is_some_and(|shown| shown >= tenth) {
+            return None;
+        }
+        self.shown = Some(tenth);
+        if !self.terminal {
+            return Some(format!("{text}\n"));
+        }
+        let pad = self.width.saturating_sub(text.chars().count());
+        self.width = text.chars().count();
+        Some(format!("\r{text}{}", " ".repeat(pad)))
+    }
+
+    /// What ends the line: a newline on a terminal when one was drawn.
+    fn finish(self) -> &'static str {
+        if self.terminal && self.shown.is_some() {
+            "\n"
+        } else {
+            ""
+        }
+    }
+}
+
 /// `roundtable scan`: every agent log of this machine, read afresh.
 pub fn scan(out: &Out) -> Result<(), Failure> {
     let env = Environment::current();
     let started = Instant::now();
     let (files, links) = scan::find(&scan::roots(&env));
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let last = Mutex::new(0u64);
+    let line = Mutex::new(ProgressLine::new(std::io::stderr().is_terminal()));
     let mut summary = scan::scan(&files, threads, &|progress| {
-        // A line per tenth, to stderr: stdout carries only the result.
-        let tenth = progress.bytes_done * 10 / progress.bytes.max(1);
-        let mut last = last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if tenth > *last || progress.files_done == progress.files {
-            *last = tenth;
-            eprintln!(
-                "scanning: {}/{} files, {:.1}/{:.1} MB",
-                progress.files_done,
-                progress.files,
-                progress.bytes_done as f64 / 1e6,
-                progress.bytes as f64 / 1e6
-            );
+        // To stderr: stdout carries only the result.
+        let text = format!(
+            "scanning: {}/{} files, {:.1}/{:.1} MB",
+            progress.files_done,
+            progress.files,
+            progress.bytes_done as f64 / 1e6,
+            progress.bytes as f64 / 1e6
+        );
+        let mut line = line.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(write) = line.update(progress.bytes_done, progress.bytes, &text) {
+            eprint!("{write}");
         }
     });
+    let finish = line
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .finish();
+    eprint!("{finish}");
     let report = summary.report(&pricing()?, threads);
     // Freeing the summary's many small allocations takes longer than the exit that
     // reclaims them at once.
@@ -354,4 +408,44 @@ pub async fn digest(core: &Core, out: &Out) -> Result<(), Failure> {
         },
         &digests,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProgressLine;
+
+    #[test]
+    fn a_log_gets_a_line_per_tenth_and_a_terminal_one_line_redrawn() {
+        let updates = [
+            (0, 100),
+            (3, 100),
+            (5, 100),
+            (12, 100),
+            (55, 100),
+            (100, 100),
+        ];
+        let mut log = ProgressLine::new(false);
+        let written: Vec<String> = updates
+            .iter()
+            .filter_map(|&(done, total)| log.update(done, total, &format!("{done}%")))
+            .collect();
+        assert_eq!(written, ["0%\n", "12%\n", "55%\n", "100%\n"]);
+        assert_eq!(log.finish(), "");
+
+        let mut terminal = ProgressLine::new(true);
+        let written: String = updates
+            .iter()
+            .filter_map(|&(done, total)| terminal.update(done, total, &format!("{done}%")))
+            .collect();
+        assert_eq!(written, "\r0%\r12%\r55%\r100%");
+        assert!(!written.contains('\n'));
+        assert_eq!(terminal.finish(), "\n");
+    }
+
+    #[test]
+    fn a_shorter_line_blanks_what_the_longer_one_left() {
+        let mut terminal = ProgressLine::new(true);
+        assert_eq!(terminal.update(0, 10, "long line").unwrap(), "\rlong line");
+        assert_eq!(terminal.update(10, 10, "done").unwrap(), "\rdone     ");
+    }
 }

@@ -65,6 +65,7 @@ use roundtable_protocol::client::{Command, SendCmd, SignupRequest};
 use roundtable_protocol::server::{OkReply, SignupOk};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, broadcast, oneshot, watch};
+use tracing::Instrument as _;
 
 use crate::cache::{
     Cache, CacheError, CacheReaders, CacheView, CacheWriter, OutboxKind, OutboxState,
@@ -342,12 +343,19 @@ impl Core {
         self.shared.set_state(SyncState::Syncing);
         self.shared.syncing.fetch_add(1, Ordering::SeqCst);
         let (stop, stopped) = watch::channel(false);
-        let mut tasks = vec![tokio::spawn(sync::run(
-            self.shared.clone(),
-            stopped.clone(),
-        ))];
+        // What syncing logs names the profile's principal and hub.
+        let span = tracing::debug_span!(
+            "sync",
+            principal = %self.shared.profile.principal,
+            hub = %self.shared.profile.hub
+        );
+        let mut tasks = vec![tokio::spawn(
+            sync::run(self.shared.clone(), stopped.clone()).instrument(span.clone()),
+        )];
         if options.serve_hand_offs {
-            tasks.push(tokio::spawn(hand_off::serve(self.shared.clone(), stopped)));
+            tasks.push(tokio::spawn(
+                hand_off::serve(self.shared.clone(), stopped).instrument(span),
+            ));
         }
         SyncHandle {
             stop,

@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::cache::{ControlView, MessageView};
 use crate::local_agents::AgentCli;
@@ -464,11 +465,16 @@ impl Core {
                 run.busy = true;
                 idle_said = false;
                 let (core, settings, attempt) = (self.clone(), settings.clone(), run.attempts);
-                executions.spawn(async move {
-                    let last = messages.iter().filter_map(|m| m.seq).max();
-                    let handled = core.execute(&settings, &room, &messages, attempt).await;
-                    (room, last, handled)
-                });
+                // What a turn logs names its agent and room.
+                let span = tracing::info_span!("turn", agent = %self.profile().handle, %room);
+                executions.spawn(
+                    async move {
+                        let last = messages.iter().filter_map(|m| m.seq).max();
+                        let handled = core.execute(&settings, &room, &messages, attempt).await;
+                        (room, last, handled)
+                    }
+                    .instrument(span),
+                );
             }
             let next_retry = rooms
                 .values()

@@ -6,19 +6,9 @@ use roundtable_protocol::client::SignupRequest;
 
 use super::json::ProfileSaved;
 use super::{Context, Failure, discoverable};
+use crate::args::SignupArgs;
 
-/// `roundtable signup`'s arguments.
-pub(super) struct Signup {
-    pub hub: String,
-    pub handle: String,
-    pub name: Option<String>,
-    pub invite: Option<String>,
-    pub discoverable: Option<String>,
-    pub ca_file: Option<PathBuf>,
-    pub insecure: bool,
-}
-
-pub(super) async fn signup(cx: &Context, signup: Signup) -> Result<(), Failure> {
+pub(super) async fn signup(cx: &Context, signup: SignupArgs) -> Result<(), Failure> {
     let invite = match signup.invite {
         Some(invite) => Some(roundtable_core::screens::invite_code(&invite)?.to_owned()),
         None => None,

@@ -40,26 +40,7 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
     let out = &cx.out;
     match command {
         // Without a profile: they make one, or read this machine only.
-        ClientCommand::Signup {
-            hub,
-            handle,
-            name,
-            invite,
-            discoverable,
-            ca_file,
-            insecure,
-        } => {
-            let signup = identity::Signup {
-                hub,
-                handle,
-                name,
-                invite,
-                discoverable,
-                ca_file,
-                insecure,
-            };
-            identity::signup(&cx, signup).await
-        }
+        ClientCommand::Signup(args) => identity::signup(&cx, args).await,
         ClientCommand::Login {
             hub,
             token,

@@ -110,6 +110,17 @@ async fn run_sender(url: String, rooms: Vec<String>, sender: Arc<Mutex<Sender>>,
     }
 }
 
+fn acked_total(senders: &[Arc<Mutex<Sender>>]) -> usize {
+    senders.iter().map(|s| s.lock().unwrap().acked.len()).sum()
+}
+
+fn in_flight_total(senders: &[Arc<Mutex<Sender>>]) -> usize {
+    senders
+        .iter()
+        .map(|s| s.lock().unwrap().in_flight.len())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_events_survive_sigkill_exactly_once() {
     let seed: u64 = rand::rng().random();
@@ -187,11 +198,26 @@ async fn acknowledged_events_survive_sigkill_exactly_once() {
             }
             break;
         }
-        tokio::time::sleep(Duration::from_millis(rng.random_range(150..700))).await;
+        // Killed mid-stream: after a random number of this round's sends were acknowledged,
+        // with more still in flight.
+        let before = acked_total(&senders);
+        let target = before + rng.random_range(20..300);
+        roundtable_testkit::until(
+            "acknowledgements before the kill",
+            Duration::from_secs(60),
+            async || acked_total(&senders) >= target,
+        )
+        .await;
         hub.kill().await;
         for task in tasks {
             task.await.unwrap();
         }
+        let partial = acked_total(&senders) - before;
+        let total = partial + in_flight_total(&senders);
+        assert!(
+            0 < partial && partial < total,
+            "round {round}: the kill came after {partial} of {total} sends were acknowledged"
+        );
         hub = HubProcess::start(std::path::Path::new(BIN), dir.path(), &["--no-rate-limit"]).await;
     }
 

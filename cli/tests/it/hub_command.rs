@@ -1,6 +1,7 @@
 //! `roundtable hub`: flags, environment, first line, clean shutdown.
 
 use std::process::Stdio;
+use std::time::Duration;
 
 use roundtable_testkit::{Client, http, signup};
 
@@ -50,6 +51,41 @@ async fn settings_come_from_the_environment_too() {
         .unwrap();
     assert_eq!(known.json()["signup"], "closed");
     child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn its_log_in_a_file_is_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hub.log");
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["hub", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path().join("data"))
+        .env("ROUNDTABLE_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap();
+    assert!(first.starts_with("listening on"), "{first}");
+    roundtable_testkit::until(
+        "the hub logs that it serves",
+        Duration::from_secs(10),
+        async || {
+            std::fs::read_to_string(&log)
+                .unwrap()
+                .contains("hub serving")
+        },
+    )
+    .await;
+    child.kill().await.unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in a log file: {text:?}"
+    );
 }
 
 #[tokio::test]

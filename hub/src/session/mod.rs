@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-use tracing::{debug, warn};
+use tracing::{Instrument as _, debug, warn};
 
 use crate::admission::{Admission, UnauthenticatedPermit};
 use crate::config::HubConfig;
@@ -233,7 +233,14 @@ pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival)
         dispatch: context.dispatch.clone(),
         conn,
     };
-    debug!(conn = conn.0, principal = %principal.id, "authenticated");
+    // Everything this connection's tasks log names it, its principal and its device.
+    let span = tracing::debug_span!(
+        "connection",
+        conn = conn.0,
+        principal = %principal.id,
+        device = %device
+    );
+    debug!(parent: &span, "authenticated");
     // Shared with every command the connection sends (no copy of its strings per send).
     let caller = Arc::new(Caller {
         id: principal.id.clone(),
@@ -252,9 +259,12 @@ pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival)
             caller: caller.clone(),
             bad_frames: VecDeque::new(),
         }
-        .run(),
+        .run()
+        .instrument(span.clone()),
     );
-    read_frames(&mut stream, &context, &caller, &handle).await;
+    read_frames(&mut stream, &context, &caller, &handle)
+        .instrument(span)
+        .await;
     control.end(Closing::PeerGone);
     let finished = async {
         let _ = sink_task.await;

@@ -88,47 +88,13 @@ pub(super) async fn read_frames(
                 cursors: sync.cursors,
             }),
             ClientFrame::History(history) => {
-                let Some(permit) = acquire_read(&reads, control).await else {
-                    return;
-                };
-                let context = context.clone();
-                let caller = caller.clone();
-                let handle = handle.clone();
-                tokio::spawn(async move {
-                    let reply = serve_history(&context, &caller, history).await;
-                    record_refusal(&context, &caller, "history", &reply);
-                    handle.push(reply);
-                    drop(permit);
-                });
-                true
+                spawn_read(&reads, context, caller, handle, Read::History(history)).await
             }
             ClientFrame::Directory(directory) => {
-                let Some(permit) = acquire_read(&reads, control).await else {
-                    return;
-                };
-                let context = context.clone();
-                let caller = caller.clone();
-                let handle = handle.clone();
-                tokio::spawn(async move {
-                    handle.push(serve_directory(&context, &caller, directory).await);
-                    drop(permit);
-                });
-                true
+                spawn_read(&reads, context, caller, handle, Read::Directory(directory)).await
             }
             ClientFrame::Audit(audit) => {
-                let Some(permit) = acquire_read(&reads, control).await else {
-                    return;
-                };
-                let context = context.clone();
-                let caller = caller.clone();
-                let handle = handle.clone();
-                tokio::spawn(async move {
-                    let reply = serve_audit(&context, &caller, audit).await;
-                    record_refusal(&context, &caller, "audit", &reply);
-                    handle.push(reply);
-                    drop(permit);
-                });
-                true
+                spawn_read(&reads, context, caller, handle, Read::Audit(audit)).await
             }
             other => match Command::from_frame(other) {
                 Ok(command) => {
@@ -152,6 +118,47 @@ pub(super) async fn read_frames(
             return;
         }
     }
+}
+
+/// A read a connection asked for: served from the store beside the writer, a few at a time.
+enum Read {
+    History(History),
+    Directory(Directory),
+    Audit(Audit),
+}
+
+/// Serves `read` in a task of its own once a read permit is free, queueing its answer for
+/// the sink; false when the connection ended while it waited. A refused history or audit
+/// read is recorded in the audit log.
+async fn spawn_read(
+    reads: &Arc<Semaphore>,
+    context: &Arc<SessionContext>,
+    caller: &Arc<Caller>,
+    handle: &ConnHandle,
+    read: Read,
+) -> bool {
+    let Some(permit) = acquire_read(reads, &handle.control).await else {
+        return false;
+    };
+    let (context, caller, handle) = (context.clone(), caller.clone(), handle.clone());
+    tokio::spawn(async move {
+        let reply = match read {
+            Read::History(history) => {
+                let reply = serve_history(&context, &caller, history).await;
+                record_refusal(&context, &caller, "history", &reply);
+                reply
+            }
+            Read::Directory(directory) => serve_directory(&context, &caller, directory).await,
+            Read::Audit(audit) => {
+                let reply = serve_audit(&context, &caller, audit).await;
+                record_refusal(&context, &caller, "audit", &reply);
+                reply
+            }
+        };
+        handle.push(reply);
+        drop(permit);
+    });
+    true
 }
 
 /// Waits for a read permit, unless the connection ends first.
