@@ -60,24 +60,38 @@ fn fields(unix_ms: i64) -> (i64, i64, i64, i64, i64, i64, i64) {
 /// Parses an RFC 3339 date-time into Unix milliseconds (fractions beyond milliseconds are
 /// truncated). Returns `None` for anything else.
 pub fn parse_millis(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    if bytes.len() < 20 {
+    parse(text.as_bytes(), Form::Rfc3339)
+}
+
+/// As [`parse_millis`], also reading the ISO 8601 forms other programs write (agents' logs):
+/// no offset (read as UTC), `±hhmm` or `±hh`, and surrounding whitespace.
+pub fn parse_millis_lenient(text: &str) -> Option<i64> {
+    parse(text.trim().as_bytes(), Form::Iso8601)
+}
+
+/// Which date-times a parse accepts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Rfc3339,
+    Iso8601,
+}
+
+/// The one parser behind both: `YYYY-MM-DD`, `T` (or `t` or a space), `hh:mm:ss`, an
+/// optional fraction, then the offset the form allows. A leap second reads as :59.
+fn parse(bytes: &[u8], form: Form) -> Option<i64> {
+    if bytes.len() < 19 {
         return None;
     }
     let number = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = text.get(range)?;
-        if part.bytes().all(|b| b.is_ascii_digit()) {
-            part.parse().ok()
-        } else {
-            None
+        let mut value = 0i64;
+        for &byte in bytes.get(range)? {
+            if !byte.is_ascii_digit() {
+                return None;
+            }
+            value = value * 10 + i64::from(byte - b'0');
         }
+        Some(value)
     };
-    let year = number(0..4)?;
-    let month = number(5..7)?;
-    let day = number(8..10)?;
-    let hour = number(11..13)?;
-    let minute = number(14..16)?;
-    let second = number(17..19)?;
     if bytes[4] != b'-'
         || bytes[7] != b'-'
         || !matches!(bytes[10], b'T' | b't' | b' ')
@@ -86,6 +100,8 @@ pub fn parse_millis(text: &str) -> Option<i64> {
     {
         return None;
     }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
     if !(1..=12).contains(&month)
         || day < 1
         || day > days_in_month(year, month)
@@ -95,36 +111,42 @@ pub fn parse_millis(text: &str) -> Option<i64> {
     {
         return None;
     }
-    let mut rest = &text[19..];
+    let mut at = 19;
     let mut millis = 0i64;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
+    if bytes.get(at) == Some(&b'.') {
+        at += 1;
+        let start = at;
+        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            if at - start < 3 {
+                millis = millis * 10 + i64::from(bytes[at] - b'0');
+            }
+            at += 1;
+        }
+        if at == start {
             return None;
         }
-        for (index, digit) in fraction.bytes().take(3).enumerate() {
-            if !digit.is_ascii_digit() {
-                break;
-            }
-            millis += i64::from(digit - b'0') * [100, 10, 1][index];
+        for _ in (at - start)..3 {
+            millis *= 10;
         }
-        rest = &fraction[digits..];
     }
-    let offset_minutes = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let rb = rest.as_bytes();
-            if rb.len() != 6 || !matches!(rb[0], b'+' | b'-') || rb[3] != b':' {
-                return None;
-            }
-            let hours: i64 = rest[1..3].parse().ok()?;
-            let minutes: i64 = rest[4..6].parse().ok()?;
+    let rest = &bytes[at..];
+    let offset_minutes = match (rest, form) {
+        ([b'Z' | b'z'], _) => 0,
+        ([], Form::Iso8601) => 0,
+        ([sign @ (b'+' | b'-'), ..], _) => {
+            let (hours, minutes) = match (rest.len(), form) {
+                (6, _) if rest[3] == b':' => (number(at + 1..at + 3)?, number(at + 4..at + 6)?),
+                (5, Form::Iso8601) => (number(at + 1..at + 3)?, number(at + 3..at + 5)?),
+                (3, Form::Iso8601) => (number(at + 1..at + 3)?, 0),
+                _ => return None,
+            };
             if hours > 23 || minutes > 59 {
                 return None;
             }
-            let sign = if rb[0] == b'-' { -1 } else { 1 };
-            sign * (hours * 60 + minutes)
+            let offset = hours * 60 + minutes;
+            if *sign == b'-' { -offset } else { offset }
         }
+        _ => return None,
     };
     let days = days_from_civil(year, month, day);
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_minutes * 60;
@@ -243,6 +265,49 @@ mod tests {
             let mut out = b"prefix ".to_vec();
             write_millis(&mut out, ms);
             prop_assert_eq!(out, format!("prefix {expected}").into_bytes());
+        }
+    }
+
+    #[test]
+    fn the_lenient_form_reads_what_agents_logs_write_and_the_strict_one_does_not() {
+        let cases = [
+            ("2026-02-23T12:19:42.561Z", Some(1_771_849_182_561), true),
+            ("2026-02-23T12:19:42Z", Some(1_771_849_182_000), true),
+            ("2026-02-23T12:19:42.5Z", Some(1_771_849_182_500), true),
+            ("2026-02-23T12:19:42.561234Z", Some(1_771_849_182_561), true),
+            (
+                "2026-02-23T13:19:42.561+01:00",
+                Some(1_771_849_182_561),
+                true,
+            ),
+            (
+                "2026-02-23T11:19:42.561-0100",
+                Some(1_771_849_182_561),
+                false,
+            ),
+            ("2026-02-23T13:19:42.561+01", Some(1_771_849_182_561), false),
+            ("2026-02-23 12:19:42.561", Some(1_771_849_182_561), false),
+            (
+                " 2026-02-23T12:19:42.561Z\n",
+                Some(1_771_849_182_561),
+                false,
+            ),
+            ("1970-01-01T00:00:00Z", Some(0), true),
+            ("1969-12-31T23:59:59Z", Some(-1_000), true),
+            ("2000-02-29T00:00:00Z", Some(951_782_400_000), true),
+            ("2026-02-29T00:00:00Z", None, true),
+            ("2026-13-01T00:00:00Z", None, true),
+            ("2026-02-23T12:19", None, true),
+            ("2026-02-23T12:19:42.Z", None, true),
+            ("2026-02-23T12:19:42Zjunk", None, true),
+            ("2026-02-23T12:19:42+24:00", None, true),
+            ("not a time at all", None, true),
+            ("", None, true),
+        ];
+        for (text, lenient, strict_too) in cases {
+            assert_eq!(parse_millis_lenient(text), lenient, "lenient {text:?}");
+            let strict = if strict_too { lenient } else { None };
+            assert_eq!(parse_millis(text), strict, "strict {text:?}");
         }
     }
 }
