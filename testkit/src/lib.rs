@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use futures_util::{SinkExt, StreamExt};
 use roundtable_hub::HubConfig;
-use roundtable_protocol::client::{Auth, ClientFrame, ClientInfo, SignupRequest};
+use roundtable_protocol::client::{Auth, ClientFrame, ClientInfo, Command, SignupRequest};
 use roundtable_protocol::server::{ErrReply, Event, Hello, OkReply, ServerFrame, SignupOk};
 use serde_json::Value;
 use tokio::net::TcpStream;
@@ -434,6 +434,16 @@ impl Client {
         self.reply_to(id).await
     }
 
+    /// Sends `command`, numbered here whatever id it carries, and reads its `ok` as the
+    /// command's own reply type (an `err` as the hub's refusal).
+    pub async fn request<C: Command>(&mut self, command: C) -> Result<Result<C::Reply, ErrReply>> {
+        let frame = numbered(command.into(), self.id())?;
+        match self.call(frame).await? {
+            Ok(ok) => Ok(Ok(ok.decode()?)),
+            Err(err) => Ok(Err(err)),
+        }
+    }
+
     /// Waits for the reply to command `id`.
     pub async fn reply_to(&mut self, id: u64) -> Result<Result<OkReply, ErrReply>> {
         loop {
@@ -513,4 +523,12 @@ pub fn message(id: u64, room: &str, client_key: &str, text: &str) -> ClientFrame
         kind: "message".into(),
         body: serde_json::json!({ "text": text }),
     })
+}
+
+/// `frame` with the id `id`, whatever id it was written with: tests write frames as data,
+/// and the client that sends one numbers it.
+pub fn numbered(frame: ClientFrame, id: u64) -> Result<ClientFrame> {
+    let mut value = serde_json::to_value(&frame)?;
+    value["id"] = Value::from(id);
+    Ok(serde_json::from_value(value)?)
 }

@@ -10,7 +10,7 @@ use roundtable_protocol::model::Discoverable;
 use roundtable_protocol::server::{
     DirectoryOk, ErrReply, InviteCreateOk, RegisterAgentOk, ServerFrame, SyncOk,
 };
-use roundtable_testkit::{Client, Incoming, TestHub, http, message, signup_with};
+use roundtable_testkit::{Client, Incoming, TestHub, http, message, numbered, signup_with};
 use serde_json::json;
 
 use crate::support::{fingerprint, login, make_public, request_contact, respond, room};
@@ -22,7 +22,8 @@ struct Suite {
 }
 
 impl Suite {
-    /// `frame` from `client` is refused with `code` and writes nothing.
+    /// `frame` from `client` (numbered here, whatever id it carries) is refused with `code`
+    /// and writes nothing.
     async fn refused(
         &mut self,
         case: &str,
@@ -30,6 +31,7 @@ impl Suite {
         frame: ClientFrame,
         code: ErrorCode,
     ) -> ErrReply {
+        let frame = numbered(frame, client.id()).expect("a frame renumbers");
         let before = fingerprint(&self.hub);
         let err = match client.call(frame).await.expect("the call completes") {
             Ok(ok) => panic!("{case}: accepted: {ok:?}"),
@@ -70,18 +72,17 @@ impl Suite {
 }
 
 async fn register(owner: &mut Client, name: &str, discoverable: Discoverable) -> RegisterAgentOk {
-    let id = owner.id();
     owner
-        .ok(ClientFrame::RegisterAgent(RegisterAgent {
-            id,
+        .request(RegisterAgent {
+            id: 0,
             name: name.into(),
             description: Some(format!("{name} agent")),
             card: None,
             discoverable: Some(discoverable),
-        }))
+        })
         .await
-        .decode()
-        .unwrap()
+        .expect("the call completes")
+        .expect("the agent is registered")
 }
 
 fn send(id: u64, room: &str, key: &str, text: &str) -> ClientFrame {
@@ -209,120 +210,87 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     let mut suite = Suite { hub, cases: 0 };
 
     // --- Reading or writing a room without membership.
-    let id = eve.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "send without membership",
-            &mut eve,
-            send(id, &shared, "eve-sneak-01", "hi"),
+            send(0, &shared, "eve-sneak-01", "hi"),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "history without membership",
-            &mut eve,
             ClientFrame::History(History {
-                id,
+                id: 0,
                 room: shared.clone(),
                 before: None,
                 after: None,
                 limit: None,
             }),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "invite into a room one is not in",
-            &mut eve,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: shared.clone(),
                 handle: "eve/bot".into(),
             }),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "update a room one is not in",
-            &mut eve,
             ClientFrame::RoomUpdate(RoomUpdate {
-                id,
+                id: 0,
                 room: shared.clone(),
                 title: Some("mine".into()),
                 topic: None,
             }),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "leave a room one is not in",
-            &mut eve,
             ClientFrame::RoomLeave(RoomLeave {
-                id,
+                id: 0,
                 room: shared.clone(),
             }),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "routing in a room one is not in",
-            &mut eve,
             ClientFrame::MemberSet(MemberSet {
-                id,
+                id: 0,
                 room: shared.clone(),
                 routing: roundtable_protocol::model::Routing::All,
             }),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "kick from a room one is not in",
-            &mut eve,
             ClientFrame::RoomKick(RoomKick {
-                id,
+                id: 0,
                 room: shared.clone(),
                 handle: "dana/writer".into(),
             }),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "invite code for a room one is not in",
-            &mut eve,
-            invite_create(id, Some(&shared), 1, 60),
+            invite_create(0, Some(&shared), 1, 60),
             ErrorCode::NotMember,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "send to a room that does not exist",
-            &mut eve,
-            send(id, "r_nonexistent00000", "eve-sneak-02", "hi"),
+            send(0, "r_nonexistent00000", "eve-sneak-02", "hi"),
             ErrorCode::NotFound,
-        )
-        .await;
-    let id = sam.id();
+        ),
+    ] {
+        suite.refused(case, &mut eve, frame, code).await;
+    }
     suite
         .refused(
             "kick by a member who is not the creator",
             &mut sam,
             ClientFrame::RoomKick(RoomKick {
-                id,
+                id: 0,
                 room: shared.clone(),
                 handle: "dana/writer".into(),
             }),
@@ -347,106 +315,88 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     suite.cases += 1;
 
     // --- Invitations across owners without consent.
-    let id = dana.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "invite a public stranger",
-            &mut dana,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: shared.clone(),
                 handle: "eve".into(),
             }),
             ErrorCode::NoConsent,
-        )
-        .await;
-    let id = dana.id();
-    suite
-        .refused(
+        ),
+        (
             "invite a stranger's agent",
-            &mut dana,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: shared.clone(),
                 handle: "eve/bot".into(),
             }),
             ErrorCode::NoConsent,
-        )
-        .await;
-    let id = dana.id();
-    suite
-        .refused(
+        ),
+        (
             "invite a private principal",
-            &mut dana,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: shared.clone(),
                 handle: "priv".into(),
             }),
             ErrorCode::NotFound,
-        )
-        .await;
-    let id = dana.id();
-    suite
-        .refused(
+        ),
+        (
             "create a room with a stranger",
-            &mut dana,
             ClientFrame::RoomCreate(RoomCreate {
-                id,
+                id: 0,
                 title: None,
                 topic: None,
                 members: vec!["sam".into(), "eve".into()],
             }),
             ErrorCode::NoConsent,
-        )
-        .await;
-    let id = writer_client.id();
+        ),
+    ] {
+        suite.refused(case, &mut dana, frame, code).await;
+    }
     suite
         .refused(
             "an agent invites its owner's non-contact",
             &mut writer_client,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: shared.clone(),
                 handle: "eve".into(),
             }),
             ErrorCode::NoConsent,
         )
         .await;
-    let id = eve.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "invite someone one cannot see",
-            &mut eve,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: eves.clone(),
                 handle: "dana".into(),
             }),
             ErrorCode::NotFound,
-        )
-        .await;
-    let id = eve.id();
-    suite
-        .refused(
+        ),
+        (
             "invite a public user who is not a contact",
-            &mut eve,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: eves.clone(),
                 handle: "sam".into(),
             }),
             ErrorCode::NoConsent,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, &mut eve, frame, code).await;
+    }
     let pending = request_contact(&mut eve, "sam").await;
-    let id = eve.id();
     suite
         .refused(
             "a pending request is not consent",
             &mut eve,
             ClientFrame::RoomInvite(RoomInvite {
-                id,
+                id: 0,
                 room: eves.clone(),
                 handle: "sam".into(),
             }),
@@ -455,106 +405,91 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .await;
 
     // --- Contact decisions by the wrong principal, and impossible requests.
-    let id = eve.id();
     suite
         .refused(
             "the requester accepts its own request",
             &mut eve,
-            decide(id, &pending.id, true),
+            decide(0, &pending.id, true),
             ErrorCode::Forbidden,
         )
         .await;
-    let id = dana.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "a third party accepts",
-            &mut dana,
-            decide(id, &pending.id, true),
+            decide(0, &pending.id, true),
             ErrorCode::Forbidden,
-        )
-        .await;
-    let id = dana.id();
-    suite
-        .refused(
+        ),
+        (
             "a third party rejects",
-            &mut dana,
-            decide(id, &pending.id, false),
+            decide(0, &pending.id, false),
             ErrorCode::Forbidden,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, &mut dana, frame, code).await;
+    }
     let to_agent = request_contact(&mut bot_client, "sam/security").await;
-    let id = writer_client.id();
     suite
         .refused(
             "another owner's agent decides for an agent",
             &mut writer_client,
-            decide(id, &to_agent.id, true),
+            decide(0, &to_agent.id, true),
             ErrorCode::Forbidden,
         )
         .await;
-    let id = bot_client.id();
     suite
         .refused(
             "the requesting agent accepts for the target",
             &mut bot_client,
-            decide(id, &to_agent.id, true),
+            decide(0, &to_agent.id, true),
             ErrorCode::Forbidden,
         )
         .await;
-    let id = sam.id();
     suite
         .refused(
             "decide a request that does not exist",
             &mut sam,
-            decide(id, "c_doesnotexist0000", true),
+            decide(0, "c_doesnotexist0000", true),
             ErrorCode::NotFound,
         )
         .await;
-    let id = eve.id();
     suite
         .refused(
             "a duplicate pending request",
             &mut eve,
-            contact_request(id, "sam", None),
+            contact_request(0, "sam", None),
             ErrorCode::Conflict,
         )
         .await;
-    let id = sam.id();
     suite
         .refused(
             "the reverse of a pending request",
             &mut sam,
-            contact_request(id, "eve", None),
+            contact_request(0, "eve", None),
             ErrorCode::Conflict,
         )
         .await;
-    let id = eve.id();
     suite
         .refused(
             "a request to oneself",
             &mut eve,
-            contact_request(id, "eve", None),
+            contact_request(0, "eve", None),
             ErrorCode::Conflict,
         )
         .await;
-    let id = dana.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "a request to one's kin",
-            &mut dana,
-            contact_request(id, "dana/writer", None),
+            contact_request(0, "dana/writer", None),
             ErrorCode::Conflict,
-        )
-        .await;
-    let id = dana.id();
-    suite
-        .refused(
+        ),
+        (
             "a request to an existing contact",
-            &mut dana,
-            contact_request(id, "sam", None),
+            contact_request(0, "sam", None),
             ErrorCode::Conflict,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, &mut dana, frame, code).await;
+    }
     let id = eve.id();
     let hidden = suite
         .refused(
@@ -578,69 +513,58 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         unknown.msg.replace("nobody", "X"),
         "hidden and missing look alike"
     );
-    let id = eve.id();
     suite
         .refused(
             "a request to a contacts-only stranger",
             &mut eve,
-            contact_request(id, "dana", None),
+            contact_request(0, "dana", None),
             ErrorCode::NotFound,
         )
         .await;
-    let id = bot_client.id();
     suite
         .refused(
             "an oversized request message",
             &mut bot_client,
-            contact_request(id, "sam", Some("x".repeat(501))),
+            contact_request(0, "sam", Some("x".repeat(501))),
             ErrorCode::TooLarge,
         )
         .await;
     respond(&mut sam, &pending.id, false).await;
-    let id = sam.id();
     suite
         .refused(
             "deciding twice",
             &mut sam,
-            decide(id, &pending.id, true),
+            decide(0, &pending.id, true),
             ErrorCode::Conflict,
         )
         .await;
 
     // --- Agents acting beyond their station, and on others' agents.
-    let id = writer_client.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "an agent registers an agent",
-            &mut writer_client,
             ClientFrame::RegisterAgent(RegisterAgent {
-                id,
+                id: 0,
                 name: "sub".into(),
                 description: None,
                 card: None,
                 discoverable: None,
             }),
             ErrorCode::Forbidden,
-        )
-        .await;
-    let id = writer_client.id();
-    suite
-        .refused(
+        ),
+        (
             "an agent creates an invite",
-            &mut writer_client,
-            invite_create(id, None, 1, 60),
+            invite_create(0, None, 1, 60),
             ErrorCode::Forbidden,
-        )
-        .await;
-    let id = writer_client.id();
-    suite
-        .refused(
+        ),
+        (
             "an agent rotates its own token",
-            &mut writer_client,
-            token_action(id, &writer.agent.id, TokenAction::Rotate),
+            token_action(0, &writer.agent.id, TokenAction::Rotate),
             ErrorCode::Forbidden,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, &mut writer_client, frame, code).await;
+    }
     let id = eve.id();
     suite
         .refused(
@@ -652,81 +576,71 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             ErrorCode::NotFound,
         )
         .await;
-    let id = eve.id();
     suite
         .refused(
             "revoke another owner's agent's token",
             &mut eve,
-            token_action(id, &writer.agent.id, TokenAction::Revoke),
+            token_action(0, &writer.agent.id, TokenAction::Revoke),
             ErrorCode::NotFound,
         )
         .await;
-    let id = dana.id();
     suite
         .refused(
             "a token action on a user",
             &mut dana,
-            token_action(id, &sam_created.principal.id, TokenAction::Revoke),
+            token_action(0, &sam_created.principal.id, TokenAction::Revoke),
             ErrorCode::NotFound,
         )
         .await;
-    let id = eve.id();
     suite
         .refused(
             "control by a non-owner",
             &mut eve,
-            control(id, &writer.agent.id, ControlAction::Pause, None),
+            control(0, &writer.agent.id, ControlAction::Pause, None),
             ErrorCode::NotFound,
         )
         .await;
-    let id = sam.id();
     suite
         .refused(
             "control by a member who is not the creator",
             &mut sam,
-            control(id, &writer.agent.id, ControlAction::Stop, Some(&shared)),
+            control(0, &writer.agent.id, ControlAction::Stop, Some(&shared)),
             ErrorCode::Forbidden,
         )
         .await;
-    let id = eve.id();
     suite
         .refused(
             "control in one's room of an agent not in it",
             &mut eve,
-            control(id, &writer.agent.id, ControlAction::Pause, Some(&eves)),
+            control(0, &writer.agent.id, ControlAction::Pause, Some(&eves)),
             ErrorCode::NotFound,
         )
         .await;
-    let id = dana.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "control of a user",
-            &mut dana,
-            control(id, &sam_created.principal.id, ControlAction::Pause, None),
+            control(0, &sam_created.principal.id, ControlAction::Pause, None),
             ErrorCode::NotFound,
-        )
-        .await;
-    let id = dana.id();
-    suite
-        .refused(
+        ),
+        (
             "control in a room that does not exist",
-            &mut dana,
             control(
-                id,
+                0,
                 &writer.agent.id,
                 ControlAction::Pause,
                 Some("r_nonexistent00000"),
             ),
             ErrorCode::NotFound,
-        )
-        .await;
-    let id = writer_client.id();
+        ),
+    ] {
+        suite.refused(case, &mut dana, frame, code).await;
+    }
     suite
         .refused(
             "an agent reads the audit log",
             &mut writer_client,
             ClientFrame::Audit(Audit {
-                id,
+                id: 0,
                 principal: None,
                 since: None,
                 limit: None,
@@ -734,13 +648,12 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             ErrorCode::Forbidden,
         )
         .await;
-    let id = eve.id();
     suite
         .refused(
             "read another user's audit entries",
             &mut eve,
             ClientFrame::Audit(Audit {
-                id,
+                id: 0,
                 principal: Some(dana_created.principal.id.clone()),
                 since: None,
                 limit: None,
@@ -750,12 +663,11 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .await;
 
     // --- Invite codes: unknown, exhausted, one's own, expired, malformed.
-    let id = eve.id();
     suite
         .refused(
             "an unknown invite code",
             &mut eve,
-            redeem(id, "not-a-real-code-at-all-0000000000000000000"),
+            redeem(0, "not-a-real-code-at-all-0000000000000000000"),
             ErrorCode::NotFound,
         )
         .await;
@@ -765,32 +677,29 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .await
         .decode()
         .unwrap();
-    let id = dana.id();
     suite
         .refused(
             "one's own invite",
             &mut dana,
-            redeem(id, &single.code),
+            redeem(0, &single.code),
             ErrorCode::Conflict,
         )
         .await;
     let id = sam.id();
     sam.ok(redeem(id, &single.code)).await;
-    let id = eve.id();
     suite
         .refused(
             "a used-up invite",
             &mut eve,
-            redeem(id, &single.code),
+            redeem(0, &single.code),
             ErrorCode::Conflict,
         )
         .await;
-    let id = writer_client.id();
     suite
         .refused(
             "an agent redeems an invite",
             &mut writer_client,
-            redeem(id, &single.code),
+            redeem(0, &single.code),
             ErrorCode::Forbidden,
         )
         .await;
@@ -801,21 +710,19 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .decode()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let id = eve.id();
     suite
         .refused(
             "an expired invite",
             &mut eve,
-            redeem(id, &short.code),
+            redeem(0, &short.code),
             ErrorCode::Conflict,
         )
         .await;
-    let id = dana.id();
     suite
         .refused(
             "an invite with no uses",
             &mut dana,
-            invite_create(id, None, 0, 60),
+            invite_create(0, None, 0, 60),
             ErrorCode::BadFrame,
         )
         .await;
@@ -828,39 +735,33 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .decode()
         .unwrap();
     let withdrawn_id = withdrawn.invite.clone().unwrap();
-    let id = eve.id();
     suite
         .refused(
             "someone else's invite is withdrawn",
             &mut eve,
-            invite_revoke(id, &withdrawn_id),
+            invite_revoke(0, &withdrawn_id),
             ErrorCode::NotFound,
         )
         .await;
-    let id = writer_client.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "an agent withdraws its owner's invite",
-            &mut writer_client,
-            invite_revoke(id, &withdrawn_id),
+            invite_revoke(0, &withdrawn_id),
             ErrorCode::Forbidden,
-        )
-        .await;
-    let id = writer_client.id();
-    suite
-        .refused(
+        ),
+        (
             "an agent lists invites",
-            &mut writer_client,
             ClientFrame::Invites(Invites { id }),
             ErrorCode::Forbidden,
-        )
-        .await;
-    let id = dana.id();
+        ),
+    ] {
+        suite.refused(case, &mut writer_client, frame, code).await;
+    }
     suite
         .refused(
             "an invite withdrawn by its code instead of its id",
             &mut dana,
-            invite_revoke(id, &withdrawn.code),
+            invite_revoke(0, &withdrawn.code),
             ErrorCode::NotFound,
         )
         .await;
@@ -878,12 +779,11 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     );
     let id = dana.id();
     dana.ok(invite_revoke(id, &withdrawn_id)).await;
-    let id = eve.id();
     suite
         .refused(
             "a withdrawn invite",
             &mut eve,
-            redeem(id, &withdrawn.code),
+            redeem(0, &withdrawn.code),
             ErrorCode::Conflict,
         )
         .await;
@@ -913,36 +813,32 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     suite.cases += 4;
 
     // --- Handle squatting and impersonation.
-    let id = dana.id();
-    suite
-        .refused(
+    for (case, frame, code) in [
+        (
             "an agent name that looks like a sibling's",
-            &mut dana,
             ClientFrame::RegisterAgent(RegisterAgent {
-                id,
+                id: 0,
                 name: "wrlter".into(),
                 description: None,
                 card: None,
                 discoverable: None,
             }),
             ErrorCode::Conflict,
-        )
-        .await;
-    let id = dana.id();
-    suite
-        .refused(
+        ),
+        (
             "an agent name with a path",
-            &mut dana,
             ClientFrame::RegisterAgent(RegisterAgent {
-                id,
+                id: 0,
                 name: "../sam".into(),
                 description: None,
                 card: None,
                 discoverable: None,
             }),
             ErrorCode::BadFrame,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, &mut dana, frame, code).await;
+    }
     suite
         .signup_refused(
             "a handle one separator away",
@@ -988,12 +884,11 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     let id = dana.id();
     dana.ok(control(id, &writer.agent.id, ControlAction::Pause, None))
         .await;
-    let id = writer_client.id();
     suite
         .refused(
             "a paused agent sends a message",
             &mut writer_client,
-            send(id, &shared, "paused-key-01", "flood"),
+            send(0, &shared, "paused-key-01", "flood"),
             ErrorCode::Paused,
         )
         .await;
