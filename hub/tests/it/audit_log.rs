@@ -12,7 +12,7 @@ use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;
 use roundtable_protocol::model::{AuditEntry, AuditResult};
 use roundtable_protocol::server::{AuditOk, Health};
-use roundtable_testkit::{Client, TestHub, http};
+use roundtable_testkit::{Client, TestHub, http, until};
 
 use crate::support::room;
 
@@ -79,9 +79,15 @@ fn audit_rows(hub: &TestHub) -> i64 {
         .unwrap()
 }
 
-/// Waits until the hub has written what its open refusal windows counted.
-async fn windows_closed() {
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+/// Waits until the audit log, as `client` reads it, counts `total` refused sends with
+/// `code`: a window's count is written when the window closes.
+async fn refusals_on_record(client: &mut Client, code: &str, total: u64) {
+    until(
+        &format!("{total} refused sends ({code}) on record"),
+        Duration::from_secs(10),
+        async || refused_sends(&audit_of(client).await, code).1 == total,
+    )
+    .await;
 }
 
 fn dir_size(dir: &Path) -> u64 {
@@ -109,7 +115,7 @@ async fn a_flood_of_refusals_is_one_entry_a_second_with_a_count() {
     let started = Instant::now();
     flood_refused(&mut eve, &shared, 300, ErrorCode::NotMember).await;
     let took = started.elapsed();
-    windows_closed().await;
+    refusals_on_record(&mut eve, "not_member", 300).await;
     let entries = audit_of(&mut eve).await;
     let (written, refusals) = refused_sends(&entries, "not_member");
     assert_eq!(refusals, 300, "every refusal is counted: {entries:?}");
@@ -200,7 +206,7 @@ async fn ten_thousand_refused_sends_with_60_kb_targets_grow_the_data_by_under_2_
     let started = Instant::now();
     flood_refused(&mut eve, &long_room, 10_000, ErrorCode::NotFound).await;
     let took = started.elapsed();
-    windows_closed().await;
+    refusals_on_record(&mut eve, "not_found", 10_000).await;
     let after = dir_size(hub.data_dir());
     let grown = after.saturating_sub(before);
     eprintln!(
