@@ -30,7 +30,7 @@
 //! comma, the run before a closing bracket. `jsonc-parser`'s AST gives value ranges only, so
 //! those spans would be recovered from its token stream by a pass about as long; its scanner
 //! accepts JSON5 by default (single quotes, hex and `+` numbers, `.5`, `Infinity`, loose keys,
-//! trailing commas: nine options to turn off to refuse what `JSON.parse` refuses); it descends
+//! trailing commas: eight options to turn off to refuse what `JSON.parse` refuses); it descends
 //! recursively with no depth option, so the nesting limit would still need a scan of ours; and
 //! its error messages would replace the line-and-column ones the golden table checks. Less of
 //! our code would not result, and one more dependency would.
