@@ -34,11 +34,15 @@ if [ ! -x "$RUSTC_WORKSPACE_WRAPPER" ]; then
     exit 1
 fi
 export CLIPPY_ARGS="-Dwarnings"
+# The installable package, in a debug build the package test installs and opens (a person
+# builds the release one: see the README).
+cargo build --locked -p roundtable-cli
+(cd src-tauri && PATH="$PWD/../ui/node_modules/.bin:$PATH" tauri build --debug --bundles deb --ci \
+    --config '{"bundle":{"linux":{"deb":{"files":{"/usr/bin/roundtable":"../target/debug/roundtable"}}}}}')
 if command -v cargo-nextest >/dev/null; then
     cargo nextest run --workspace --locked --profile ci
-    cargo build --workspace --benches --locked
 else
     cargo test --workspace --locked
-    cargo build --workspace --benches --locked
 fi
+cargo build --workspace --benches --locked --features roundtable-desktop/bench-peer
 echo "all tests passed"

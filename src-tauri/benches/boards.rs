@@ -18,7 +18,7 @@
 //!   page queues a task and waits for the frame after it, which is what an input waits for:
 //!   its p50, p99 and max, over the whole first pass.
 //!
-//! `cargo bench -p roundtable-desktop --bench boards [-- --rounds 3]`; needs what the
+//! `cargo bench -p roundtable-desktop --features bench-peer --bench boards [-- --rounds 3]`; needs what the
 //! desktop tests need. Logs of every launch go to `target/bench-boards/`.
 
 #![allow(clippy::print_stdout, reason = "the report goes to stdout")]
@@ -96,7 +96,7 @@ impl Args {
                 "--log-mb" => args.log_mb = value()?.parse()?,
                 "--help" | "-h" => {
                     println!(
-                        "cargo bench -p roundtable-desktop --bench boards -- [--rounds 3] [--tasks 5000] [--lanes 25] [--frames 300] [--step 40] [--idle-secs 10] [--log-mb 1024]"
+                        "cargo bench -p roundtable-desktop --features bench-peer --bench boards -- [--rounds 3] [--tasks 5000] [--lanes 25] [--frames 300] [--step 40] [--idle-secs 10] [--log-mb 1024]"
                     );
                     std::process::exit(0);
                 }

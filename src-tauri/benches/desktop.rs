@@ -19,7 +19,7 @@
 //!   animation frame for `--frames` frames, recording each frame's time. Older pages load
 //!   while it scrolls (as when a person scrolls up): their loading is part of what is timed.
 //!
-//! `cargo bench -p roundtable-desktop --bench desktop [-- --rounds 5]`; needs Xvfb (unless
+//! `cargo bench -p roundtable-desktop --features bench-peer --bench desktop [-- --rounds 5]`; needs Xvfb (unless
 //! `DISPLAY` is set), dbus-daemon, tauri-driver and WebKitWebDriver, as the desktop tests do.
 //! Logs of every launch go to `target/bench-desktop/`.
 
@@ -102,7 +102,7 @@ impl Args {
                 "--scroll-only" => args.scroll_only = true,
                 "--help" | "-h" => {
                     println!(
-                        "cargo bench -p roundtable-desktop --bench desktop -- [--rounds 5] [--idle-secs 10] [--messages 10000] [--frames 300] [--step 40] [--scroll-only]"
+                        "cargo bench -p roundtable-desktop --features bench-peer --bench desktop -- [--rounds 5] [--idle-secs 10] [--messages 10000] [--frames 300] [--step 40] [--scroll-only]"
                     );
                     std::process::exit(0);
                 }

@@ -118,6 +118,8 @@ pub fn roundtable_bin() -> PathBuf {
 
 /// One desktop app, driven.
 pub struct Desk {
+    /// The app's binary.
+    app: PathBuf,
     pub client: Client,
     pub machine: Machine,
     notified: mpsc::Receiver<Notified>,
@@ -157,6 +159,11 @@ impl Desk {
 
     /// Starts the app on `machine`, as it was prepared.
     pub async fn start_on(name: &str, machine: Machine) -> Desk {
+        Desk::launch(name, machine, support::app_bin()).await
+    }
+
+    /// Starts the app at `app` (this build's, or one a package installed) on `machine`.
+    pub async fn launch(name: &str, machine: Machine, app: PathBuf) -> Desk {
         let display = Display::start();
         // A private session bus, with our notification server on it.
         let bus = Bus::start(&machine.runtime());
@@ -198,10 +205,11 @@ impl Desk {
         std::fs::create_dir_all(&shots).unwrap();
         // What the app and the drivers say, for when a test fails.
         let log = std::fs::File::create(shots.join("app.log")).unwrap();
-        let (driver, client) = Driver::launch(&env, &log, &support::app_bin(), PATIENCE)
+        let (driver, client) = Driver::launch(&env, &log, &app, PATIENCE)
             .await
             .expect("a WebDriver session with the app");
         let desk = Desk {
+            app,
             client,
             machine,
             notified,
@@ -225,7 +233,7 @@ impl Desk {
     /// machine (a new WebDriver session).
     pub async fn reopen(&mut self, away: impl AsyncFnOnce()) {
         let _ = self.client.clone().close().await;
-        let app = support::app_bin();
+        let app = self.app.clone();
         let started = Instant::now();
         while self._driver.launched(&app).is_some() {
             assert!(started.elapsed() < PATIENCE, "the app did not quit");

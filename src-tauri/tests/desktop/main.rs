@@ -3,6 +3,7 @@
 
 mod boards;
 mod harness;
+mod package;
 #[path = "../support/mod.rs"]
 #[allow(
     dead_code,
