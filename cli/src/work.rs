@@ -24,9 +24,9 @@ fn pricing() -> Result<Pricing, Failure> {
         .map_err(|error| Failure::new(Exit::Usage, error.to_string()))
 }
 
-/// A progress line: redrawn in place on a terminal (each update, at most every tenth of
-/// the work apart from the last), printed a line per tenth elsewhere, so a log keeps ten
-/// lines rather than thousands or a run of carriage returns.
+/// A progress line, shown once per tenth of the work: redrawn in place on a terminal, and
+/// printed as a line of its own elsewhere, so a log keeps ten lines rather than thousands
+/// or a run of carriage returns.
 struct ProgressLine {
     terminal: bool,
     /// The tenth of the work last shown (and whether anything was).
