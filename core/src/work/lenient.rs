@@ -48,11 +48,140 @@ macro_rules! other_scalars_are_absent {
 }
 pub(crate) use other_scalars_are_absent;
 
-/// A JSON string, or `None` when the value is of another type (or null).
+/// A kind of value read leniently: each `from_*` turns one JSON kind into the value; those a
+/// kind does not override read as absent (its `Default`). One visitor ([`LenientVisitor`])
+/// serves every kind, so a parser's own lenient types (Claude's content blocks, a tool's
+/// result) are a few `from_*` methods and [`deserialize_leniently!`].
+pub trait LenientValue<'de>: Default {
+    fn from_bool(_value: bool) -> Self {
+        Self::default()
+    }
+
+    fn from_u64(_value: u64) -> Self {
+        Self::default()
+    }
+
+    fn from_i64(value: i64) -> Self {
+        u64::try_from(value).map_or_else(|_| Self::default(), Self::from_u64)
+    }
+
+    fn from_f64(_value: f64) -> Self {
+        Self::default()
+    }
+
+    /// A string that lives only for the call (it had escapes).
+    fn from_str(_value: &str) -> Self {
+        Self::default()
+    }
+
+    /// A string borrowed from the line.
+    fn from_borrowed_str(value: &'de str) -> Self {
+        Self::from_str(value)
+    }
+
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Self, A::Error> {
+        drain_seq(seq)?;
+        Ok(Self::default())
+    }
+
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        drain_map(map)?;
+        Ok(Self::default())
+    }
+}
+
+/// The visitor of every [`LenientValue`]: any JSON value is accepted and handed to the
+/// kind's `from_*` method.
+pub struct LenientVisitor<T>(pub PhantomData<T>);
+
+impl<'de, T: LenientValue<'de>> Visitor<'de> for LenientVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<T, E> {
+        Ok(T::from_bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<T, E> {
+        Ok(T::from_i64(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<T, E> {
+        Ok(T::from_u64(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<T, E> {
+        Ok(T::from_f64(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<T, E> {
+        Ok(T::from_str(value))
+    }
+
+    fn visit_borrowed_str<E>(self, value: &'de str) -> Result<T, E> {
+        Ok(T::from_borrowed_str(value))
+    }
+
+    fn visit_bytes<E>(self, _value: &[u8]) -> Result<T, E> {
+        Ok(T::default())
+    }
+
+    fn visit_unit<E>(self) -> Result<T, E> {
+        Ok(T::default())
+    }
+
+    fn visit_none<E>(self) -> Result<T, E> {
+        Ok(T::default())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        T::from_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::from_map(map)
+    }
+}
+
+/// Implements `Deserialize` for a [`LenientValue`] through [`LenientVisitor`]:
+/// `deserialize_leniently!(Kind)`, or `deserialize_leniently!(Kind<'a>)` for a kind that
+/// borrows from the line.
+macro_rules! deserialize_leniently {
+    ($type:ident<$lifetime:lifetime>) => {
+        impl<'de: $lifetime, $lifetime> serde::Deserialize<'de> for $type<$lifetime> {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_any($crate::work::lenient::LenientVisitor(
+                    std::marker::PhantomData,
+                ))
+            }
+        }
+    };
+    ($type:ty) => {
+        impl<'de> serde::Deserialize<'de> for $type {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_any($crate::work::lenient::LenientVisitor(
+                    std::marker::PhantomData,
+                ))
+            }
+        }
+    };
+}
+pub(crate) use deserialize_leniently;
+
+/// A JSON string, or `None` when the value is of another kind (or null). A number is kept as
+/// its text: ids are sometimes written as numbers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LenientStr<'a>(pub Option<Cow<'a, str>>);
 
 impl<'a> LenientStr<'a> {
+    /// The string, empty or not.
+    pub fn as_str(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+
     /// The string, if it is one and not empty.
     pub fn non_empty(&self) -> Option<&str> {
         self.0.as_deref().filter(|text| !text.is_empty())
@@ -67,49 +196,24 @@ impl<'a> LenientStr<'a> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for LenientStr<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(LenientStrVisitor)
+impl<'de: 'a, 'a> LenientValue<'de> for LenientStr<'a> {
+    fn from_u64(value: u64) -> Self {
+        LenientStr(Some(Cow::Owned(value.to_string())))
+    }
+
+    fn from_i64(value: i64) -> Self {
+        LenientStr(Some(Cow::Owned(value.to_string())))
+    }
+
+    fn from_str(value: &str) -> Self {
+        LenientStr(Some(Cow::Owned(value.to_owned())))
+    }
+
+    fn from_borrowed_str(value: &'de str) -> Self {
+        LenientStr(Some(Cow::Borrowed(value)))
     }
 }
-
-struct LenientStrVisitor;
-
-impl<'de> Visitor<'de> for LenientStrVisitor {
-    type Value = LenientStr<'de>;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_borrowed_str<E: de::Error>(self, value: &'de str) -> Result<Self::Value, E> {
-        Ok(LenientStr(Some(Cow::Borrowed(value))))
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
-        Ok(LenientStr(Some(Cow::Owned(value.to_owned()))))
-    }
-
-    fn visit_string<E: de::Error>(self, value: String) -> Result<Self::Value, E> {
-        Ok(LenientStr(Some(Cow::Owned(value))))
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        LenientStr::deserialize(deserializer)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain_seq(seq)?;
-        Ok(LenientStr(None))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(LenientStr(None))
-    }
-
-    other_scalars_are_absent!(LenientStr(None));
-}
+deserialize_leniently!(LenientStr<'a>);
 
 /// A JSON number as a count (negative counts as 0, a fraction is cut), or `None` when the
 /// value is not a number.
@@ -122,190 +226,51 @@ impl LenientCount {
     }
 }
 
-impl<'de> Deserialize<'de> for LenientCount {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(LenientCountVisitor)
+impl LenientValue<'_> for LenientCount {
+    fn from_u64(value: u64) -> Self {
+        LenientCount(Some(value))
+    }
+
+    fn from_i64(value: i64) -> Self {
+        LenientCount(Some(u64::try_from(value).unwrap_or(0)))
+    }
+
+    fn from_f64(value: f64) -> Self {
+        // `as` saturates: a huge float reads as u64::MAX.
+        LenientCount(value.is_finite().then(|| value.max(0.0) as u64))
     }
 }
-
-struct LenientCountVisitor;
-
-impl<'de> Visitor<'de> for LenientCountVisitor {
-    type Value = LenientCount;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
-        Ok(LenientCount(Some(value)))
-    }
-
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
-        Ok(LenientCount(Some(u64::try_from(value).unwrap_or(0))))
-    }
-
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        // `as` saturates: a huge float reads as u64::MAX, NaN as 0.
-        Ok(LenientCount(
-            value.is_finite().then(|| value.max(0.0) as u64),
-        ))
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        LenientCount::deserialize(deserializer)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain_seq(seq)?;
-        Ok(LenientCount(None))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(LenientCount(None))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(LenientCount(None))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(LenientCount(None))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(LenientCount(None))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(LenientCount(None))
-    }
-}
+deserialize_leniently!(LenientCount);
 
 /// A JSON integer that may be negative (an exit code), or `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LenientInt(pub Option<i64>);
 
-impl<'de> Deserialize<'de> for LenientInt {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(LenientIntVisitor)
+impl LenientValue<'_> for LenientInt {
+    fn from_u64(value: u64) -> Self {
+        LenientInt(Some(i64::try_from(value).unwrap_or(i64::MAX)))
+    }
+
+    fn from_i64(value: i64) -> Self {
+        LenientInt(Some(value))
+    }
+
+    fn from_f64(value: f64) -> Self {
+        LenientInt(value.is_finite().then_some(value as i64))
     }
 }
-
-struct LenientIntVisitor;
-
-impl<'de> Visitor<'de> for LenientIntVisitor {
-    type Value = LenientInt;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
-        Ok(LenientInt(Some(i64::try_from(value).unwrap_or(i64::MAX))))
-    }
-
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
-        Ok(LenientInt(Some(value)))
-    }
-
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        Ok(LenientInt(value.is_finite().then_some(value as i64)))
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        LenientInt::deserialize(deserializer)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain_seq(seq)?;
-        Ok(LenientInt(None))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(LenientInt(None))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(LenientInt(None))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(LenientInt(None))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(LenientInt(None))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(LenientInt(None))
-    }
-}
+deserialize_leniently!(LenientInt);
 
 /// A JSON boolean, or `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LenientBool(pub Option<bool>);
 
-impl<'de> Deserialize<'de> for LenientBool {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(LenientBoolVisitor)
+impl LenientValue<'_> for LenientBool {
+    fn from_bool(value: bool) -> Self {
+        LenientBool(Some(value))
     }
 }
-
-struct LenientBoolVisitor;
-
-impl<'de> Visitor<'de> for LenientBoolVisitor {
-    type Value = LenientBool;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Self::Value, E> {
-        Ok(LenientBool(Some(value)))
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        LenientBool::deserialize(deserializer)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain_seq(seq)?;
-        Ok(LenientBool(None))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(LenientBool(None))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(LenientBool(None))
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(LenientBool(None))
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(LenientBool(None))
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(LenientBool(None))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(LenientBool(None))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(LenientBool(None))
-    }
-}
+deserialize_leniently!(LenientBool);
 
 /// A JSON object read as `T`, or `None` when the value is not an object. `T`'s own fields
 /// should be lenient too: a field of `T` that fails still fails the line.
@@ -318,39 +283,16 @@ impl<T> Default for Lenient<T> {
     }
 }
 
+impl<'de, T: Deserialize<'de>> LenientValue<'de> for Lenient<T> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|value| Lenient(Some(value)))
+    }
+}
+
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(LenientVisitor(PhantomData))
     }
-}
-
-struct LenientVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for LenientVisitor<T> {
-    type Value = Lenient<T>;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|value| Lenient(Some(value)))
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        Lenient::deserialize(deserializer)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain_seq(seq)?;
-        Ok(Lenient(None))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Lenient(None))
-    }
-
-    other_scalars_are_absent!(Lenient(None));
 }
 
 /// A JSON array of objects read as `T`, its other elements left out; empty when the value is
@@ -364,43 +306,20 @@ impl<T> Default for LenientList<T> {
     }
 }
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for LenientList<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(LenientListVisitor(PhantomData))
-    }
-}
-
-struct LenientListVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for LenientListVisitor<T> {
-    type Value = LenientList<T>;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+impl<'de, T: Deserialize<'de>> LenientValue<'de> for LenientList<T> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
         let mut items = Vec::new();
         while let Some(item) = seq.next_element::<Lenient<T>>()? {
             items.extend(item.0);
         }
         Ok(LenientList(items))
     }
+}
 
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        LenientList::deserialize(deserializer)
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for LenientList<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(LenientVisitor(PhantomData))
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        drain_map(map)?;
-        Ok(LenientList(Vec::new()))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(LenientList(Vec::new()))
-    }
-
-    other_scalars_are_absent!(LenientList(Vec::new()));
 }
 
 pub fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
@@ -472,7 +391,7 @@ mod tests {
     }
 
     #[test]
-    fn values_of_another_type_read_as_absent() {
+    fn values_of_another_kind_read_as_absent_and_numbers_as_text() {
         #[derive(serde::Deserialize, Default)]
         #[serde(default)]
         struct Probe<'a> {
@@ -517,5 +436,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             [Some(1), None]
         );
+        // An id written as a number is kept as its text.
+        let probe: Probe<'_> = serde_json::from_str(r#"{"text":42}"#).unwrap();
+        assert_eq!(probe.text.as_str(), Some("42"));
     }
 }

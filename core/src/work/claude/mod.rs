@@ -32,24 +32,23 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
-use std::marker::PhantomData;
 
 use serde::de::value::MapAccessDeserializer;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess};
 use serde::{Deserialize, Serialize};
 
 use super::events::{
     Billing, LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts,
 };
-use super::lenient::timestamp_ms;
+use super::lenient::{
+    Lenient, LenientBool, LenientCount, LenientStr, LenientValue, deserialize_leniently,
+    timestamp_ms,
+};
 
-mod lenient;
 mod record;
 #[cfg(test)]
 mod tests;
 
-use lenient::*;
 use record::*;
 
 /// The model Claude Code names on the messages it makes up itself (API errors, interruptions).
@@ -547,7 +546,9 @@ fn find_task<'t>(tasks: &'t mut [TaskItem], id: &str) -> Option<&'t mut TaskItem
 pub fn parse_task_file(bytes: &[u8]) -> Option<TaskItem> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).ok()?;
-    let file = serde_json::from_str::<Object<TaskFile<'_>>>(text).ok()?.0?;
+    let file = serde_json::from_str::<Lenient<TaskFile<'_>>>(text)
+        .ok()?
+        .0?;
     let id = file.id.as_str()?;
     let title = file.subject.as_str()?;
     Some(TaskItem {

@@ -1,5 +1,5 @@
 //! The records of a transcript, as far as they are read. Every field is optional and
-//! lenient (see `lenient.rs`); fields not named here are skipped without being decoded.
+//! lenient (`work::lenient`, and below for the kinds of its own); fields not named here are skipped without being decoded.
 
 use super::*;
 
@@ -7,21 +7,21 @@ use super::*;
 #[serde(default)]
 pub(super) struct Record<'a> {
     #[serde(rename = "type", borrow)]
-    pub(super) kind: Text<'a>,
+    pub(super) kind: LenientStr<'a>,
     #[serde(rename = "sessionId", borrow)]
-    pub(super) session_id: Text<'a>,
+    pub(super) session_id: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) cwd: Text<'a>,
+    pub(super) cwd: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) timestamp: Text<'a>,
+    pub(super) timestamp: LenientStr<'a>,
     #[serde(rename = "isSidechain")]
-    pub(super) is_sidechain: Flag,
+    pub(super) is_sidechain: LenientBool,
     #[serde(rename = "agentId", borrow)]
-    pub(super) agent_id: Text<'a>,
+    pub(super) agent_id: LenientStr<'a>,
     #[serde(rename = "requestId", borrow)]
-    pub(super) request_id: Text<'a>,
+    pub(super) request_id: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) message: Object<Message<'a>>,
+    pub(super) message: Lenient<Message<'a>>,
     #[serde(rename = "toolUseResult", borrow)]
     pub(super) tool_use_result: ToolUseResult<'a>,
 }
@@ -30,29 +30,29 @@ pub(super) struct Record<'a> {
 #[serde(default)]
 pub(super) struct Message<'a> {
     #[serde(borrow)]
-    pub(super) id: Text<'a>,
+    pub(super) id: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) model: Text<'a>,
+    pub(super) model: LenientStr<'a>,
     #[serde(borrow)]
     pub(super) content: Blocks<'a>,
     #[serde(borrow)]
-    pub(super) usage: Object<Usage<'a>>,
+    pub(super) usage: Lenient<Usage<'a>>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
 pub(super) struct Usage<'a> {
-    pub(super) input_tokens: Count,
-    pub(super) output_tokens: Count,
-    pub(super) cache_creation_input_tokens: Count,
-    pub(super) cache_read_input_tokens: Count,
-    pub(super) cache_creation: Object<CacheCreation>,
+    pub(super) input_tokens: LenientCount,
+    pub(super) output_tokens: LenientCount,
+    pub(super) cache_creation_input_tokens: LenientCount,
+    pub(super) cache_read_input_tokens: LenientCount,
+    pub(super) cache_creation: Lenient<CacheCreation>,
     /// `"fast"` in fast mode.
     #[serde(borrow)]
-    pub(super) speed: Text<'a>,
+    pub(super) speed: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) inference_geo: Text<'a>,
-    pub(super) server_tool_use: Object<ServerToolUse>,
+    pub(super) inference_geo: LenientStr<'a>,
+    pub(super) server_tool_use: Lenient<ServerToolUse>,
     /// The steps of the request; an advisor's (`advisor_message`) ran on its own model and
     /// is billed at its price, apart from the request's own tokens.
     #[serde(borrow)]
@@ -66,23 +66,23 @@ pub(super) struct Iterations<'a>(pub(super) Vec<Iteration<'a>>);
 #[serde(default)]
 pub(super) struct Iteration<'a> {
     #[serde(rename = "type", borrow)]
-    pub(super) kind: Text<'a>,
+    pub(super) kind: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) model: Text<'a>,
-    pub(super) input_tokens: Count,
-    pub(super) output_tokens: Count,
-    pub(super) cache_creation_input_tokens: Count,
-    pub(super) cache_read_input_tokens: Count,
-    pub(super) cache_creation: Object<CacheCreation>,
+    pub(super) model: LenientStr<'a>,
+    pub(super) input_tokens: LenientCount,
+    pub(super) output_tokens: LenientCount,
+    pub(super) cache_creation_input_tokens: LenientCount,
+    pub(super) cache_read_input_tokens: LenientCount,
+    pub(super) cache_creation: Lenient<CacheCreation>,
 }
 
 impl Iteration<'_> {
     pub(super) fn tokens(&self) -> TokenCounts {
         split_cache_writes(
-            self.input_tokens.0,
-            self.output_tokens.0,
-            self.cache_creation_input_tokens.0,
-            self.cache_read_input_tokens.0,
+            self.input_tokens.get(),
+            self.output_tokens.get(),
+            self.cache_creation_input_tokens.get(),
+            self.cache_read_input_tokens.get(),
             self.cache_creation.0.as_ref(),
         )
     }
@@ -91,14 +91,14 @@ impl Iteration<'_> {
 #[derive(Default, Deserialize)]
 #[serde(default)]
 pub(super) struct ServerToolUse {
-    pub(super) web_search_requests: Count,
+    pub(super) web_search_requests: LenientCount,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
 pub(super) struct CacheCreation {
-    pub(super) ephemeral_5m_input_tokens: Option<Count>,
-    pub(super) ephemeral_1h_input_tokens: Option<Count>,
+    pub(super) ephemeral_5m_input_tokens: Option<LenientCount>,
+    pub(super) ephemeral_1h_input_tokens: Option<LenientCount>,
 }
 
 impl Usage<'_> {
@@ -116,16 +116,16 @@ impl Usage<'_> {
                 .server_tool_use
                 .0
                 .as_ref()
-                .map_or(0, |tools| tools.web_search_requests.0),
+                .map_or(0, |tools| tools.web_search_requests.get()),
         }
     }
 
     pub(super) fn tokens(&self) -> TokenCounts {
         split_cache_writes(
-            self.input_tokens.0,
-            self.output_tokens.0,
-            self.cache_creation_input_tokens.0,
-            self.cache_read_input_tokens.0,
+            self.input_tokens.get(),
+            self.output_tokens.get(),
+            self.cache_creation_input_tokens.get(),
+            self.cache_read_input_tokens.get(),
             self.cache_creation.0.as_ref(),
         )
     }
@@ -145,8 +145,8 @@ pub(super) fn split_cache_writes(
     });
     let (cache_write_5m, cache_write_1h) = match breakdown {
         Some(cache) => (
-            cache.ephemeral_5m_input_tokens.unwrap_or_default().0,
-            cache.ephemeral_1h_input_tokens.unwrap_or_default().0,
+            cache.ephemeral_5m_input_tokens.unwrap_or_default().get(),
+            cache.ephemeral_1h_input_tokens.unwrap_or_default().get(),
         ),
         None => (cache_write, 0),
     };
@@ -170,14 +170,14 @@ pub(super) struct Block<'a> {
     #[serde(rename = "type")]
     pub(super) kind: BlockKind,
     #[serde(borrow)]
-    pub(super) id: Text<'a>,
+    pub(super) id: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) name: Text<'a>,
+    pub(super) name: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) input: Object<ToolInput<'a>>,
+    pub(super) input: Lenient<ToolInput<'a>>,
     #[serde(borrow)]
-    pub(super) tool_use_id: Text<'a>,
-    pub(super) is_error: Flag,
+    pub(super) tool_use_id: LenientStr<'a>,
+    pub(super) is_error: LenientBool,
     /// A tool result's text, read only for the id a `TaskCreate` got.
     pub(super) content: CreatedTask,
 }
@@ -245,25 +245,25 @@ pub(super) struct ToolInput<'a> {
     #[serde(borrow)]
     pub(super) todos: Todos<'a>,
     #[serde(borrow)]
-    pub(super) file_path: Text<'a>,
+    pub(super) file_path: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) notebook_path: Text<'a>,
+    pub(super) notebook_path: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) subject: Text<'a>,
+    pub(super) subject: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) status: Text<'a>,
+    pub(super) status: LenientStr<'a>,
     // Claude Code repairs `id`/`task_id` to `taskId` and `active_form` to `activeForm`
     // before running the tool, but the transcript keeps what the model wrote.
     #[serde(rename = "taskId", borrow)]
-    pub(super) task_id_camel: Text<'a>,
+    pub(super) task_id_camel: LenientStr<'a>,
     #[serde(rename = "task_id", borrow)]
-    pub(super) task_id_snake: Text<'a>,
+    pub(super) task_id_snake: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) id: Text<'a>,
+    pub(super) id: LenientStr<'a>,
     #[serde(rename = "activeForm", borrow)]
-    pub(super) active_form_camel: Text<'a>,
+    pub(super) active_form_camel: LenientStr<'a>,
     #[serde(rename = "active_form", borrow)]
-    pub(super) active_form_snake: Text<'a>,
+    pub(super) active_form_snake: LenientStr<'a>,
 }
 
 impl ToolInput<'_> {
@@ -291,13 +291,13 @@ pub(super) struct Todos<'a>(pub(super) Option<Vec<Todo<'a>>>);
 #[serde(default)]
 pub(super) struct Todo<'a> {
     #[serde(borrow)]
-    pub(super) id: Text<'a>,
+    pub(super) id: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) content: Text<'a>,
+    pub(super) content: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) status: Text<'a>,
+    pub(super) status: LenientStr<'a>,
     #[serde(rename = "activeForm", borrow)]
-    pub(super) active_form: Text<'a>,
+    pub(super) active_form: LenientStr<'a>,
 }
 
 impl Todo<'_> {
@@ -321,22 +321,22 @@ impl Todo<'_> {
 pub(super) struct ToolUseResult<'a> {
     pub(super) error_text: bool,
     pub(super) success: Option<bool>,
-    pub(super) task_id: Text<'a>,
+    pub(super) task_id: LenientStr<'a>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
 pub(super) struct ToolUseResultObject<'a> {
-    pub(super) success: Flag,
+    pub(super) success: LenientBool,
     #[serde(borrow)]
-    pub(super) task: Object<TaskRef<'a>>,
+    pub(super) task: Lenient<TaskRef<'a>>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
 pub(super) struct TaskRef<'a> {
     #[serde(borrow)]
-    pub(super) id: Text<'a>,
+    pub(super) id: LenientStr<'a>,
 }
 
 /// A file of the Task tools' store: `{id, subject, description, activeForm, status, …}`.
@@ -344,11 +344,113 @@ pub(super) struct TaskRef<'a> {
 #[serde(default)]
 pub(super) struct TaskFile<'a> {
     #[serde(borrow)]
-    pub(super) id: Text<'a>,
+    pub(super) id: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) subject: Text<'a>,
+    pub(super) subject: LenientStr<'a>,
     #[serde(borrow)]
-    pub(super) status: Text<'a>,
+    pub(super) status: LenientStr<'a>,
     #[serde(rename = "activeForm", borrow)]
-    pub(super) active_form: Text<'a>,
+    pub(super) active_form: LenientStr<'a>,
 }
+
+// How the records' own kinds are read leniently.
+
+impl LenientValue<'_> for BlockKind {
+    fn from_str(value: &str) -> Self {
+        match value {
+            "tool_use" => BlockKind::ToolUse,
+            "tool_result" => BlockKind::ToolResult,
+            _ => BlockKind::Other,
+        }
+    }
+}
+deserialize_leniently!(BlockKind);
+
+impl<'de: 'a, 'a> LenientValue<'de> for Blocks<'a> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut blocks = Vec::new();
+        while let Some(block) = seq.next_element::<Lenient<Block<'a>>>()? {
+            if let Some(block) = block.0.filter(|block| block.kind != BlockKind::Other) {
+                blocks.push(block);
+            }
+        }
+        Ok(Blocks(blocks))
+    }
+}
+deserialize_leniently!(Blocks<'a>);
+
+impl<'de: 'a, 'a> LenientValue<'de> for Iterations<'a> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut iterations = Vec::new();
+        while let Some(iteration) = seq.next_element::<Lenient<Iteration<'a>>>()? {
+            iterations.extend(iteration.0);
+        }
+        Ok(Iterations(iterations))
+    }
+}
+deserialize_leniently!(Iterations<'a>);
+
+impl<'de> Deserialize<'de> for CreatedTask {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // A result's content is mostly long text (a file, a command's output): it is
+        // skipped as raw JSON, never unescaped, unless it may say `Task #N created`.
+        let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?;
+        if memchr::memmem::find(raw.get().as_bytes(), b"Task #").is_none() {
+            return Ok(CreatedTask(None));
+        }
+        Ok(serde_json::from_str::<CreatedTaskText>(raw.get())
+            .map(|text| text.0)
+            .unwrap_or_default())
+    }
+}
+
+/// A result's content that may hold a created task's id, read leniently.
+#[derive(Default)]
+pub(super) struct CreatedTaskText(pub(super) CreatedTask);
+
+impl<'de> LenientValue<'de> for CreatedTaskText {
+    fn from_str(value: &str) -> Self {
+        CreatedTaskText(CreatedTask(created_task_id(value)))
+    }
+
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut found = None;
+        while let Some(block) = seq.next_element::<Lenient<ResultText>>()? {
+            if found.is_none() {
+                found = block.0.and_then(|block| block.text.0.0);
+            }
+        }
+        Ok(CreatedTaskText(CreatedTask(found)))
+    }
+}
+deserialize_leniently!(CreatedTaskText);
+
+impl<'de: 'a, 'a> LenientValue<'de> for Todos<'a> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut todos = Vec::new();
+        while let Some(todo) = seq.next_element::<Lenient<Todo<'a>>>()? {
+            todos.extend(todo.0);
+        }
+        Ok(Todos(Some(todos)))
+    }
+}
+deserialize_leniently!(Todos<'a>);
+
+impl<'de: 'a, 'a> LenientValue<'de> for ToolUseResult<'a> {
+    fn from_str(value: &str) -> Self {
+        ToolUseResult {
+            error_text: is_error_text(value),
+            ..ToolUseResult::default()
+        }
+    }
+
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        let object = ToolUseResultObject::deserialize(MapAccessDeserializer::new(map))?;
+        Ok(ToolUseResult {
+            error_text: false,
+            success: object.success.0,
+            task_id: object.task.0.map(|task| task.id).unwrap_or_default(),
+        })
+    }
+}
+deserialize_leniently!(ToolUseResult<'a>);
