@@ -143,13 +143,18 @@ impl Core {
         self.call(
             Control {
                 id: 0,
-                agent: id,
+                agent: id.clone(),
                 action,
-                room,
+                room: room.clone(),
             },
             patience,
         )
         .await?;
+        // The hub tells only the agent; our views learn it from what we record.
+        let now = crate::now_ms();
+        self.shared
+            .write(move |cache| cache.record_issued_control(&id, room.as_deref(), action, now))
+            .await?;
         Ok(handle)
     }
 }

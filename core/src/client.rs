@@ -225,9 +225,19 @@ impl Core {
         }
     }
 
-    /// An agent's handle and id, from `name` (one of our agents) or `user/name` (any agent
-    /// we may see), asking the hub's directory.
+    /// An agent's handle and id, from `name` (one of our agents), `user/name` (any agent
+    /// we may see, asking the hub's directory) or its id (what the app's views hold).
     pub async fn resolve_agent(&self, agent: &str) -> Result<(String, String), CoreError> {
+        if let Some(known) = self
+            .read({
+                let id = agent.to_owned();
+                move |cache| cache.principal(&id)
+            })
+            .await?
+            .filter(|known| known.kind == "agent")
+        {
+            return Ok((known.handle, known.id));
+        }
         let handle = if agent.contains('/') {
             agent.to_owned()
         } else {

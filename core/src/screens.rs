@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 
-use roundtable_protocol::client::{Directory, InviteCreate, InviteRedeem, InviteRevoke, Invites};
+use roundtable_protocol::client::{
+    Contacts, Directory, InviteCreate, InviteRedeem, InviteRevoke, Invites,
+};
 use roundtable_protocol::model::{ContactRelation, PrincipalKind};
 use serde::{Deserialize, Serialize};
 
@@ -317,6 +319,7 @@ impl Core {
     /// Our contacts and requests, each request marked incoming when it is ours (or one of
     /// our agents') to decide.
     pub async fn contacts_screen(&self) -> Result<ContactsScreen, CoreError> {
+        self.learn_contacts().await;
         let me = self.me().to_owned();
         self.read(move |cache| {
             let contacts = cache.contacts()?;
@@ -339,6 +342,45 @@ impl Core {
             Ok(ContactsScreen { contacts, requests })
         })
         .await
+    }
+
+    /// Asks the hub who our contacts are when the cache has one it never met: a contact made
+    /// by redeeming an invite arrives as ids only (the `contact` event), and a contact shown
+    /// without a handle or name tells the person nothing. Offline, the view waits for the
+    /// next look.
+    async fn learn_contacts(&self) {
+        let unknown = self
+            .read(|cache| {
+                Ok(cache
+                    .contacts()?
+                    .iter()
+                    .any(|contact| contact.handle.is_none()))
+            })
+            .await
+            .unwrap_or(false);
+        let online = matches!(*self.sync_state().borrow(), crate::SyncState::Idle);
+        if !unknown || !online {
+            return;
+        }
+        match self.call(Contacts { id: 0 }, COMMAND_PATIENCE).await {
+            Ok(reply) => {
+                let met = reply
+                    .contacts
+                    .into_iter()
+                    .map(|contact| crate::cache::PrincipalRow {
+                        id: contact.id,
+                        kind: contact.kind.as_str().to_owned(),
+                        handle: contact.handle,
+                        name: contact.name,
+                        owner: contact.owner,
+                    })
+                    .collect();
+                self.remember(met).await;
+            }
+            Err(error) => {
+                tracing::debug!(%error, "contacts stay without handles until the hub answers")
+            }
+        }
     }
 
     /// Our agents: from the hub's directory when it answers (else from what the cache
@@ -364,8 +406,8 @@ impl Core {
                 .collect()
         };
         let records = crate::local_agents::onboarding::onboarded(profiles);
-        let (statuses, controls) = self
-            .read(|cache| Ok((cache.agent_statuses()?, cache.controls()?)))
+        let (statuses, mut controls) = self
+            .read(move |cache| Ok((cache.agent_statuses()?, cache.issued_controls(&me)?)))
             .await?;
         let latest = latest_statuses(&statuses);
         let mut agents: Vec<AgentView> = known
@@ -381,7 +423,7 @@ impl Core {
                     detail: status.and_then(|s| s.detail.clone()),
                     room: status.map(|s| s.room.clone()),
                     since_ms: status.map(|s| s.ts_ms),
-                    controls: controls.clone(),
+                    controls: controls.remove(&id).unwrap_or_default(),
                     id,
                     handle,
                     name,
@@ -399,6 +441,17 @@ impl Core {
         max_uses: Option<u32>,
         expires_in_s: Option<u64>,
     ) -> Result<InviteCreated, CoreError> {
+        use roundtable_protocol::client::{INVITE_MAX_EXPIRY_S, INVITE_MAX_USES};
+        if max_uses.is_some_and(|uses| !(1..=INVITE_MAX_USES).contains(&uses)) {
+            return Err(CoreError::Invalid(format!(
+                "an invite can be used 1 to {INVITE_MAX_USES} times"
+            )));
+        }
+        if expires_in_s.is_some_and(|expiry| !(1..=INVITE_MAX_EXPIRY_S).contains(&expiry)) {
+            return Err(CoreError::Invalid(
+                "an invite can last up to 90 days; choose a shorter expiry".to_owned(),
+            ));
+        }
         let reply = self
             .call(
                 InviteCreate {

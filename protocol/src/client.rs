@@ -335,6 +335,13 @@ pub struct Contacts {
     pub id: u64,
 }
 
+/// How many times an invite may be redeemed at most (`max_uses`, 1 when absent).
+pub const INVITE_MAX_USES: u32 = 1000;
+/// How long an invite lives when `expires_in_s` is absent: 7 days.
+pub const INVITE_DEFAULT_EXPIRY_S: u64 = 7 * 24 * 60 * 60;
+/// The longest an invite may live: 90 days.
+pub const INVITE_MAX_EXPIRY_S: u64 = 90 * 24 * 60 * 60;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InviteCreate {
     pub id: u64,

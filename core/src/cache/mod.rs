@@ -61,6 +61,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "published_sessions_and_billing",
         include_str!("migrations/0006_published_sessions_and_billing.sql"),
     ),
+    (
+        7,
+        "issued_controls",
+        include_str!("migrations/0007_issued_controls.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -420,6 +425,39 @@ impl Cache {
         }
         tx.commit()?;
         Ok(changed)
+    }
+
+    /// Records a control the hub accepted from us on `agent` (in `room`, or everywhere):
+    /// a pause or stop is kept, a resume lifts what it covers (everywhere: every room).
+    pub fn record_issued_control(
+        &mut self,
+        agent: &str,
+        room: Option<&str>,
+        action: ControlAction,
+        now_ms: i64,
+    ) -> Result<(), CacheError> {
+        let room = room.unwrap_or("");
+        let tx = self.conn().transaction()?;
+        match action {
+            ControlAction::Resume if room.is_empty() => {
+                tx.execute("DELETE FROM issued_controls WHERE agent = ?1", [agent])?;
+            }
+            ControlAction::Resume => {
+                tx.execute(
+                    "DELETE FROM issued_controls WHERE agent = ?1 AND room = ?2",
+                    [agent, room],
+                )?;
+            }
+            ControlAction::Pause | ControlAction::Stop => {
+                tx.execute(
+                    "INSERT INTO issued_controls (agent, room, action, ts_ms) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (agent, room) DO UPDATE SET action = excluded.action, ts_ms = excluded.ts_ms",
+                    params![agent, room, action.as_str(), now_ms],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Remembers principals met in replies, to show handles.

@@ -1440,3 +1440,43 @@ fn work_reported_by_anyone_but_the_agent_or_its_owner_stays_off_the_boards() {
         assert_eq!(count("SELECT count(*) FROM events WHERE seq = ?1", seq), 1);
     }
 }
+
+#[test]
+fn controls_we_issue_are_kept_until_a_resume_lifts_them() {
+    let (_dir, mut cache) = open();
+    let actions = |cache: &Cache, agent: &str| -> Vec<(Option<String>, String)> {
+        let issued = cache.issued_controls("p_dana").unwrap();
+        issued
+            .get(agent)
+            .into_iter()
+            .flatten()
+            .map(|control| (control.room.clone(), control.action.clone()))
+            .collect()
+    };
+    cache
+        .record_issued_control("p_bot", None, ControlAction::Pause, 1)
+        .unwrap();
+    cache
+        .record_issued_control("p_bot", Some("r1"), ControlAction::Stop, 2)
+        .unwrap();
+    cache
+        .record_issued_control("p_other", Some("r1"), ControlAction::Pause, 3)
+        .unwrap();
+    assert_eq!(
+        actions(&cache, "p_bot"),
+        [(None, "pause".into()), (Some("r1".into()), "stop".into())]
+    );
+    // A resume in one room lifts that room's control only; everywhere, every control.
+    cache
+        .record_issued_control("p_bot", Some("r1"), ControlAction::Resume, 4)
+        .unwrap();
+    assert_eq!(actions(&cache, "p_bot"), [(None, "pause".into())]);
+    cache
+        .record_issued_control("p_bot", None, ControlAction::Resume, 5)
+        .unwrap();
+    assert!(actions(&cache, "p_bot").is_empty());
+    assert_eq!(
+        actions(&cache, "p_other"),
+        [(Some("r1".into()), "pause".into())]
+    );
+}

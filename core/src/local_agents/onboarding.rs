@@ -224,6 +224,8 @@ impl Core {
                 edits::EditError::Unsupported(cli).to_string(),
             ));
         }
+        roundtable_protocol::handles::validate_segment(name, "agent name")
+            .map_err(|error| CoreError::Invalid(error.to_string()))?;
         let handle = format!("{}/{name}", self.profile().handle);
         let base = self.profile().base().to_path_buf();
         let project = options.project.clone();

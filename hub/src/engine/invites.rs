@@ -16,9 +16,10 @@ use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, refuse};
 use crate::ids::TokenHash;
 use crate::store::{InviteRecord, RequestRecord, StreamKey, WriteTx};
 
-const DEFAULT_EXPIRY_S: u64 = 7 * 24 * 60 * 60;
-const MAX_EXPIRY_S: u64 = 90 * 24 * 60 * 60;
-const MAX_USES: u32 = 1000;
+use roundtable_protocol::client::{
+    INVITE_DEFAULT_EXPIRY_S as DEFAULT_EXPIRY_S, INVITE_MAX_EXPIRY_S as MAX_EXPIRY_S,
+    INVITE_MAX_USES as MAX_USES,
+};
 
 impl Engine {
     pub(super) fn invite_create(

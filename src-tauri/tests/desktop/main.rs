@@ -2,6 +2,7 @@
 //! journeys a person makes with it on the first day.
 
 mod boards;
+mod contract;
 mod harness;
 mod package;
 #[path = "../support/mod.rs"]

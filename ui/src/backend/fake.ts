@@ -86,6 +86,8 @@ export class FakeBackend implements Backend {
   private readonly failures = new Map<CommandName, BackendError>();
   private nextId = 1;
   private nextOutbox = 100;
+  /** Codes the hub refuses with `conflict` (one's own invite, one used up), and why. */
+  private readonly refusedCodes = new Map<string, string>();
 
   constructor(options: FakeOptions = {}) {
     this.world = options.world ?? emptyWorld();
@@ -142,15 +144,16 @@ export class FakeBackend implements Backend {
 
   async onboardAgent(cli: AgentCli, name: string, project: string | null): Promise<Report> {
     this.enter("onboardAgent", [cli, name, project]);
-    const detected = this.detectedCli(cli);
-    if (!detected.supported) {
-      throw new BackendError("invalid", `${detected.name} is detected but not supported yet.`);
-    }
+    // In the core's order: the name is checked before anything is looked up.
     if (!SEGMENT.test(name)) {
       throw new BackendError(
         "invalid",
         `Agent name "${name}" must be 2 to 32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit.`,
       );
+    }
+    const detected = this.detectedCli(cli);
+    if (!detected.supported) {
+      throw new BackendError("invalid", `${detected.name} is detected but not supported yet.`);
     }
     const me = this.requireMe();
     const handle = `${me.handle}/${name}`;
@@ -189,9 +192,10 @@ export class FakeBackend implements Backend {
 
   async offboardAgent(cli: AgentCli, handle: string): Promise<Report> {
     this.enter("offboardAgent", [cli, handle]);
-    const detected = this.detectedCli(cli);
-    if (!detected.onboarded || detected.handle !== handle) {
-      throw new BackendError("not_found", `${detected.name} is not onboarded as ${handle}.`);
+    const detected = this.world.detected.find((candidate) => candidate.cli === cli);
+    if (!detected || !detected.onboarded || detected.handle !== handle) {
+      // As the core does: nothing recorded for this agent on this CLI, nothing to undo.
+      return { cli, handle, profile: handle.replace("/", "."), unchanged: true, changes: [] };
     }
     detected.onboarded = false;
     detected.handle = null;
@@ -228,6 +232,7 @@ export class FakeBackend implements Backend {
 
   async sendMessage(room: string, text: string): Promise<null> {
     this.enter("sendMessage", [room, text]);
+    if (text.trim() === "") throw new BackendError("invalid", "Write something first: the message is empty.");
     const found = this.room(room);
     const me = this.requireMe();
     const mentioned = this.mentionedMembers(found, text);
@@ -263,7 +268,7 @@ export class FakeBackend implements Backend {
     this.enter("createRoom", [title, members]);
     const me = this.requireMe();
     const id = `room-${this.freshId()}`;
-    const resolved = members.map((handle) => this.reachable(handle));
+    const resolved = members.filter((handle) => handle !== me.handle).map((handle) => this.reachable(handle));
     this.world.rooms.push({
       id,
       title: title.trim() === "" ? null : title.trim(),
@@ -280,10 +285,9 @@ export class FakeBackend implements Backend {
   async inviteToRoom(room: string, handle: string): Promise<null> {
     this.enter("inviteToRoom", [room, handle]);
     const found = this.room(room);
-    const invited = this.reachable(handle);
-    if (found.members.some((member) => member.id === invited.id)) {
-      throw new BackendError("conflict", `${handle} is already in this room.`);
-    }
+    const invited = this.reachable(handle.replace(/^@/, ""));
+    // As the hub does: inviting a member again changes nothing and is no error.
+    if (found.members.some((member) => member.id === invited.id)) return null;
     found.members.push(invited);
     this.changed({ rooms: true });
     return null;
@@ -314,14 +318,17 @@ export class FakeBackend implements Backend {
 
   async answerPing(room: string, ping: string, choice: string | null, text: string | null): Promise<null> {
     this.enter("answerPing", [room, ping, choice, text]);
+    if (choice === null && (text === null || text.trim() === "")) {
+      throw new BackendError("invalid", "Pick an option or write an answer.");
+    }
     const found = this.world.pings.find((candidate) => candidate.room === room && candidate.ping === ping);
     if (!found) throw new BackendError("not_found", "This question no longer exists.");
     if (found.state === "answered") {
       throw new BackendError("conflict", `Already answered by ${found.answered_by_handle ?? "someone else"}.`);
     }
     if (found.state === "expired") throw new BackendError("conflict", "This question expired; the agent went on without an answer.");
-    if (choice === null && (text === null || text.trim() === "")) {
-      throw new BackendError("invalid", "Pick an option or write an answer.");
+    if (choice !== null && !found.options.includes(choice)) {
+      throw new BackendError("invalid", `${choice} is not one of the question's options.`);
     }
     const me = this.requireMe();
     Object.assign(found, {
@@ -350,10 +357,14 @@ export class FakeBackend implements Backend {
   async requestContact(handle: string, message: string | null): Promise<null> {
     this.enter("requestContact", [handle, message]);
     const me = this.requireMe();
+    if (handle === me.handle) throw new BackendError("conflict", "That is you: you need no contact request.");
     const entry = this.world.directory.find((candidate) => candidate.handle === handle);
     if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
     if (entry.contact === "accepted" || entry.contact === "kin") {
       throw new BackendError("conflict", `${handle} is already a contact.`);
+    }
+    if (entry.contact === "pending_out" || entry.contact === "pending_in") {
+      throw new BackendError("conflict", `A contact request between you and ${handle} is already waiting.`);
     }
     entry.contact = "pending_out";
     this.world.requests.push({
@@ -374,8 +385,17 @@ export class FakeBackend implements Backend {
   async respondContact(request: string, accept: boolean): Promise<null> {
     this.enter("respondContact", [request, accept]);
     const found = this.world.requests.find((candidate) => candidate.id === request);
-    if (!found || !found.incoming) throw new BackendError("not_found", "This request no longer exists.");
+    if (!found) throw new BackendError("not_found", "This request no longer exists.");
     if (found.state !== "pending") throw new BackendError("conflict", `This request was already ${found.state}.`);
+    if (!found.incoming) {
+      // As the hub does: one's own request can be withdrawn, never accepted.
+      if (accept) throw new BackendError("forbidden", `Only ${found.to_handle} can accept this request.`);
+      found.state = "cancelled";
+      const entry = this.world.directory.find((candidate) => candidate.id === found.to);
+      if (entry) entry.contact = "none";
+      this.changed({ contacts: true });
+      return null;
+    }
     found.state = accept ? "accepted" : "rejected";
     const entry = this.world.directory.find((candidate) => candidate.id === found.from);
     if (entry) entry.contact = accept ? "accepted" : "none";
@@ -395,7 +415,10 @@ export class FakeBackend implements Backend {
   async createInvite(room: string | null, uses: number | null, expiresHours: number | null): Promise<InviteCreated> {
     this.enter("createInvite", [room, uses, expiresHours]);
     if (room !== null) this.room(room);
-    if (uses !== null && uses < 1) throw new BackendError("invalid", "An invite needs at least one use.");
+    if (uses !== null && (uses < 1 || uses > 1000)) throw new BackendError("invalid", "An invite can be used 1 to 1000 times.");
+    if (expiresHours !== null && (expiresHours < 1 || expiresHours > 90 * 24)) {
+      throw new BackendError("invalid", "An invite can last up to 90 days; choose a shorter expiry.");
+    }
     const id = `invite-${this.freshId()}`;
     const code = `CODE${this.nextId * 7919}`;
     const now = this.now();
@@ -403,9 +426,11 @@ export class FakeBackend implements Backend {
       id,
       room,
       uses_left: uses ?? 1,
-      expires_at: expiresHours === null ? null : new Date(now + expiresHours * 3_600_000).toISOString(),
+      // The hub's default: seven days.
+      expires_at: new Date(now + (expiresHours ?? 7 * 24) * 3_600_000).toISOString(),
       created_at: new Date(now).toISOString(),
     });
+    this.refusedCodes.set(code, "This is your own invite: send it to the teammate you made it for.");
     this.changed({ contacts: true });
     return { code, link: `roundtable://invite/${code}?hub=${this.inviteHub()}`, invite: id };
   }
@@ -417,9 +442,9 @@ export class FakeBackend implements Backend {
 
   async revokeInvite(invite: string): Promise<null> {
     this.enter("revokeInvite", [invite]);
-    const before = this.world.invites.length;
+    if (invite.trim() === "") throw new BackendError("invalid", "Name the invite to withdraw.");
+    // As the hub does: withdrawing an invite twice is no error.
     this.world.invites = this.world.invites.filter((candidate) => candidate.id !== invite);
-    if (this.world.invites.length === before) throw new BackendError("not_found", "This invite was already withdrawn.");
     this.changed({ contacts: true });
     return null;
   }
@@ -427,12 +452,18 @@ export class FakeBackend implements Backend {
   async redeemInvite(codeOrLink: string): Promise<Redeemed> {
     this.enter("redeemInvite", [codeOrLink]);
     const code = inviteCode(codeOrLink);
+    if (!/^[A-Za-z0-9_-]+$/.test(code)) {
+      throw new BackendError("invalid", `${JSON.stringify(codeOrLink.trim())} is not an invite: paste the code or the whole roundtable://invite/… link`);
+    }
+    const refused = this.refusedCodes.get(code);
+    if (refused !== undefined) throw new BackendError("conflict", refused);
     const invite = this.world.redeemable[code];
     if (!invite) {
       throw new BackendError("not_found", "This invite is unknown, used up or expired. Ask for a new link.");
     }
     const me = this.requireMe();
     delete this.world.redeemable[code];
+    this.refusedCodes.set(code, "This invite was used up. Ask for a new link.");
     // As the hub does: the redeemer and the creator become contacts (unless they are), and
     // the redeemer joins the invite's room (unless a member).
     const creator = this.world.directory.find((candidate) => candidate.id === invite.creator);
@@ -642,7 +673,7 @@ export class FakeBackend implements Backend {
 
   private room(id: string): FakeRoom {
     const found = this.world.rooms.find((room) => room.id === id);
-    if (!found) throw new BackendError("not_member", "This room does not exist or you are no longer a member.");
+    if (!found) throw new BackendError("not_found", "This room does not exist or you are no longer a member.");
     return found;
   }
 

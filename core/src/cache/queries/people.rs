@@ -142,6 +142,35 @@ impl CacheView {
         Ok(statuses)
     }
 
+    /// The controls we put on agents (see [`crate::cache::Cache::record_issued_control`]), by
+    /// agent; `by` is us, `seq` 0 (they are not events of any stream).
+    pub fn issued_controls(
+        &self,
+        me: &str,
+    ) -> Result<std::collections::HashMap<String, Vec<ControlView>>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT agent, room, action FROM issued_controls ORDER BY agent, room",
+        )?;
+        let mut issued: std::collections::HashMap<String, Vec<ControlView>> = Default::default();
+        let rows = statement.query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })?;
+        for row in rows {
+            let (agent, room, action) = row?;
+            issued.entry(agent).or_default().push(ControlView {
+                room: (!room.is_empty()).then_some(room),
+                action,
+                by: me.to_owned(),
+                seq: 0,
+            });
+        }
+        Ok(issued)
+    }
+
     /// Our contacts.
     pub fn contacts(&self) -> Result<Vec<ContactView>, CacheError> {
         let mut statement = self.conn.prepare_cached(

@@ -394,10 +394,22 @@ impl Core {
                         .filter_map(|local| local.claimed_by.as_ref()?.id.clone()),
                 )
                 .collect();
+            let issued = view.issued_controls(&rows.me)?;
             for id in ids {
                 let principal = view.principal(&id)?;
+                // What the agent's own cache on this machine saw, and what we put on it.
+                let mut in_force = controls.get(&id).cloned().unwrap_or_default();
+                in_force.extend(
+                    issued
+                        .get(&id)
+                        .into_iter()
+                        .flatten()
+                        .map(|c| c.action.clone()),
+                );
+                in_force.sort();
+                in_force.dedup();
                 rows.agents.push(KnownAgent {
-                    controls: controls.get(&id).cloned().unwrap_or_default(),
+                    controls: in_force,
                     handle: principal.as_ref().map(|p| p.handle.clone()),
                     owner: principal.and_then(|p| p.owner),
                     id,

@@ -141,15 +141,17 @@ describe("sending", () => {
     expect(last.key).toMatch(/^outbox:/);
   });
 
-  it("marks a refused message failed, and retries it", async () => {
+  // The hub's refusals (paused, too large) come back on the queued message itself; what
+  // `sendMessage` throws is the core failing to queue it (a full disk, an empty text).
+  it("marks a message the core could not queue failed, and retries it", async () => {
     const { conversation, backend, toasts } = setup(2);
     await conversation.loadLatest();
-    backend.failNext("sendMessage", "paused", "You are paused in this room.");
+    backend.failNext("sendMessage", "cache", "The cache could not be written: the disk is full.");
     conversation.composer.edit("try", 3);
     await conversation.send();
     const failed = conversation.entries.at(-1)!;
-    expect(failed.local).toEqual({ state: "failed", error: "You are paused in this room." });
-    expect(toasts.items[0]?.message).toBe("You are paused in this room.");
+    expect(failed.local).toEqual({ state: "failed", error: "The cache could not be written: the disk is full." });
+    expect(toasts.items[0]?.message).toBe("The cache could not be written: the disk is full.");
     await conversation.retry(failed.key);
     expect(conversation.entries.at(-1)!.local).toBeNull();
     expect(conversation.entries.at(-1)!.message.text).toBe("try");
@@ -158,7 +160,7 @@ describe("sending", () => {
   it("puts a failed message back in the composer to edit", async () => {
     const { conversation, backend } = setup(1);
     await conversation.loadLatest();
-    backend.failNext("sendMessage", "too_large", "Too long.");
+    backend.failNext("sendMessage", "invalid", "Too long.");
     conversation.composer.edit("draft", 5);
     await conversation.send();
     conversation.edit(conversation.entries.at(-1)!.key);
