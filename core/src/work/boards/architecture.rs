@@ -101,24 +101,50 @@ pub fn component_history_from(
     history
 }
 
+/// The architecture board of every room that has components, by room title, as `view`
+/// holds them.
+pub fn architecture_boards_in(view: &CacheView) -> Result<Vec<ArchitectureBoard>, CacheError> {
+    let mut boards = Vec::new();
+    for room in view.rooms()? {
+        let components = view.components(&room.id)?;
+        if !components.is_empty() {
+            boards.push(ArchitectureBoard {
+                room: room.id,
+                title: room.title,
+                components,
+            });
+        }
+    }
+    Ok(boards)
+}
+
+/// Everything that happened to `component` of `room` in `view`, oldest first.
+pub fn component_history_in(
+    view: &CacheView,
+    room: &str,
+    component: &str,
+) -> Result<Vec<ComponentChange>, CacheError> {
+    let rows = view.arch_events(room)?;
+    let mut handles: HashMap<String, Option<String>> = HashMap::new();
+    for row in &rows {
+        if let Ok(ArchBody::Status {
+            agent: Some(agent), ..
+        }) = serde_json::from_str::<ArchBody>(&row.body)
+            && !handles.contains_key(&agent)
+        {
+            let handle = view.handle_of(&agent)?;
+            handles.insert(agent, handle);
+        }
+    }
+    Ok(component_history_from(&rows, component, |id| {
+        handles.get(id).cloned().flatten()
+    }))
+}
+
 impl Core {
     /// The architecture board of every room that has components, by room title.
     pub async fn architecture_boards(&self) -> Result<Vec<ArchitectureBoard>, CoreError> {
-        self.read(|view| {
-            let mut boards = Vec::new();
-            for room in view.rooms()? {
-                let components = view.components(&room.id)?;
-                if !components.is_empty() {
-                    boards.push(ArchitectureBoard {
-                        room: room.id,
-                        title: room.title,
-                        components,
-                    });
-                }
-            }
-            Ok(boards)
-        })
-        .await
+        self.read(architecture_boards_in).await
     }
 
     /// Everything that happened to a component of a room, oldest first.
@@ -128,26 +154,7 @@ impl Core {
         component: &str,
     ) -> Result<Vec<ComponentChange>, CoreError> {
         let (room, component) = (room.to_owned(), component.to_owned());
-        self.read(move |view| {
-            let rows = view.arch_events(&room)?;
-            let mut handles: HashMap<String, Option<String>> = HashMap::new();
-            let mut lookups: Vec<String> = Vec::new();
-            for row in &rows {
-                if let Ok(ArchBody::Status {
-                    agent: Some(agent), ..
-                }) = serde_json::from_str::<ArchBody>(&row.body)
-                {
-                    lookups.push(agent);
-                }
-            }
-            for agent in lookups {
-                let handle = view.handle_of(&agent)?;
-                handles.insert(agent, handle);
-            }
-            Ok(component_history_from(&rows, &component, |id| {
-                handles.get(id).cloned().flatten()
-            }))
-        })
-        .await
+        self.read(move |view| component_history_in(view, &room, &component))
+            .await
     }
 }

@@ -19,9 +19,9 @@ use super::figures::{Figure, Grouping, Teams};
 use super::pricing::Pricing;
 use crate::cache::SessionOwner;
 use crate::cache::{
-    AgentStatusView, ArchEventRow, CacheView, ComponentView, LocalSession, MessageCount, PingState,
-    PingView, SessionRow, TaskFilter, TaskSession, TaskStateChange, TaskView, UsageQuery,
-    UsageSession,
+    AgentStatusView, ArchEventRow, CacheError, CacheView, ComponentView, LocalSession,
+    MessageCount, PingState, PingView, SessionRow, TaskFilter, TaskSession, TaskStateChange,
+    TaskView, UsageQuery, UsageSession,
 };
 use crate::screens::AgentState;
 use crate::session_claims::SessionClaims;
@@ -29,6 +29,8 @@ use crate::{Core, CoreError, now_ms};
 
 mod architecture;
 mod costs;
+#[cfg(test)]
+mod demo;
 mod sessions;
 mod tasks;
 #[cfg(test)]
@@ -67,7 +69,7 @@ fn base_session(session_id: &str) -> &str {
 fn claimed_local_sessions(
     view: &CacheView,
     claims: &SessionClaims,
-) -> Result<Vec<LocalSession>, crate::cache::CacheError> {
+) -> Result<Vec<LocalSession>, CacheError> {
     let mut sessions = view.local_sessions()?;
     for session in &mut sessions {
         let Some(framework) = Framework::parse(&session.framework) else {

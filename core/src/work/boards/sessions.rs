@@ -356,6 +356,70 @@ pub(super) fn agents_here(
     (bound, controls)
 }
 
+/// What the agents onboarded on this machine say of themselves: their bound sessions and
+/// the controls their own caches saw ([`agents_here`]).
+pub type AgentsHere = (Vec<BoundSession>, HashMap<String, Vec<String>>);
+
+/// The sessions board as `view` holds it, for principal `me` (`is_user`: a person, not an
+/// agent) at `now`: `local` the sessions of this machine's logs, `here` what the agents on
+/// this machine say of themselves.
+pub fn session_board_in(
+    view: &CacheView,
+    (me, me_handle, is_user): (&str, &str, bool),
+    local: Vec<LocalSession>,
+    (bound, controls): AgentsHere,
+    now: i64,
+) -> Result<Vec<SessionView>, CacheError> {
+    let mut rows = SessionRows {
+        tasks: view.task_sessions(&TaskFilter::default())?,
+        usage: view.usage_sessions()?,
+        local,
+        bound,
+        statuses: view.agent_statuses()?,
+        pings: view.pings(now)?,
+        waiting: view.open_pings_for(me, is_user, now)?,
+        messages: view.message_counts_since(now - 3_600_000)?,
+        now_ms: now,
+        me: me.to_owned(),
+        me_handle: me_handle.to_owned(),
+        agents: Vec::new(),
+    };
+    let ids: BTreeSet<String> = rows
+        .tasks
+        .iter()
+        .map(|lane| lane.agent.clone())
+        .chain(rows.usage.iter().map(|usage| usage.agent.clone()))
+        .chain(rows.bound.iter().map(|bound| bound.agent.clone()))
+        .chain(
+            rows.local
+                .iter()
+                .filter_map(|local| local.claimed_by.as_ref()?.id.clone()),
+        )
+        .collect();
+    let issued = view.issued_controls(me)?;
+    for id in ids {
+        let principal = view.principal(&id)?;
+        // What the agent's own cache on this machine saw, and what we put on it.
+        let mut in_force = controls.get(&id).cloned().unwrap_or_default();
+        in_force.extend(
+            issued
+                .get(&id)
+                .into_iter()
+                .flatten()
+                .map(|c| c.action.clone()),
+        );
+        in_force.sort();
+        in_force.dedup();
+        rows.agents.push(KnownAgent {
+            controls: in_force,
+            handle: principal.as_ref().map(|p| p.handle.clone()),
+            owner: principal.and_then(|p| p.owner),
+            id,
+        });
+    }
+    Ok(session_board_from(&rows))
+}
+
 impl Core {
     /// The sessions board; `profiles` holds the agents onboarded on this machine.
     pub async fn session_board(&self, profiles: &Path) -> Result<Vec<SessionView>, CoreError> {
@@ -366,56 +430,9 @@ impl Core {
         let claims = SessionClaims::beside(profiles);
         let profiles = profiles.to_path_buf();
         self.read(move |view| {
-            let now = now_ms();
-            let (bound, controls) = agents_here(&profiles, &me_handle, &hub);
-            let mut rows = SessionRows {
-                tasks: view.task_sessions(&TaskFilter::default())?,
-                usage: view.usage_sessions()?,
-                local: claimed_local_sessions(view, &claims)?,
-                bound,
-                statuses: view.agent_statuses()?,
-                pings: view.pings(now)?,
-                waiting: view.open_pings_for(&me, is_user, now)?,
-                messages: view.message_counts_since(now - 3_600_000)?,
-                now_ms: now,
-                me,
-                me_handle,
-                agents: Vec::new(),
-            };
-            let ids: BTreeSet<String> = rows
-                .tasks
-                .iter()
-                .map(|lane| lane.agent.clone())
-                .chain(rows.usage.iter().map(|usage| usage.agent.clone()))
-                .chain(rows.bound.iter().map(|bound| bound.agent.clone()))
-                .chain(
-                    rows.local
-                        .iter()
-                        .filter_map(|local| local.claimed_by.as_ref()?.id.clone()),
-                )
-                .collect();
-            let issued = view.issued_controls(&rows.me)?;
-            for id in ids {
-                let principal = view.principal(&id)?;
-                // What the agent's own cache on this machine saw, and what we put on it.
-                let mut in_force = controls.get(&id).cloned().unwrap_or_default();
-                in_force.extend(
-                    issued
-                        .get(&id)
-                        .into_iter()
-                        .flatten()
-                        .map(|c| c.action.clone()),
-                );
-                in_force.sort();
-                in_force.dedup();
-                rows.agents.push(KnownAgent {
-                    controls: in_force,
-                    handle: principal.as_ref().map(|p| p.handle.clone()),
-                    owner: principal.and_then(|p| p.owner),
-                    id,
-                });
-            }
-            Ok(session_board_from(&rows))
+            let here = agents_here(&profiles, &me_handle, &hub);
+            let local = claimed_local_sessions(view, &claims)?;
+            session_board_in(view, (&me, &me_handle, is_user), local, here, now_ms())
         })
         .await
     }

@@ -24,7 +24,8 @@ describe("sessions board", () => {
     await model.load();
     expect(model.needsYou.map((session) => session.agent_handle)).toEqual(["dana/reviewer"]);
     expect(model.needsYouCount).toBe(1);
-    expect(model.others.map(sessionName)).toEqual(["sam/security", "dana/writer", "claude-code (not onboarded)"]);
+    // In the core's order: the most recently active first.
+    expect(model.others.map(sessionName)).toEqual(["dana/writer", "sam/security", "claude-code (not onboarded)"]);
   });
 
   it("says rates and questions in words", () => {
