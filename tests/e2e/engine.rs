@@ -151,15 +151,27 @@ async fn woke(
     (arrived, at.saturating_duration_since(applied))
 }
 
-fn wait_in_background(
+/// A `wait_for` in a task of its own, returned once it is waiting: its first poll
+/// subscribes to the core's changes (before its first look), so nothing the test does next
+/// can slip past it.
+async fn wait_in_background(
     core: &Core,
     filter: WaitFilter,
 ) -> tokio::task::JoinHandle<(Arrived, Instant)> {
     let core = core.clone();
-    tokio::spawn(async move {
-        let arrived = core.wait_for(&filter, PATIENCE).await.unwrap();
-        (arrived, Instant::now())
-    })
+    let (subscribed, waiting) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut wait = std::pin::pin!(core.wait_for(&filter, PATIENCE));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(wait.as_mut().poll(cx))).await;
+        let _ = subscribed.send(());
+        let arrived = match first {
+            std::task::Poll::Ready(arrived) => arrived,
+            std::task::Poll::Pending => wait.await,
+        };
+        (arrived.unwrap(), Instant::now())
+    });
+    waiting.await.unwrap();
+    task
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,9 +214,9 @@ async fn wait_for_wakes_as_soon_as_each_kind_of_event_arrives() {
         WaitFilter::MessagesFor {
             principal: writer.me().to_owned(),
         },
-    );
+    )
+    .await;
     let applied = applied_at(&writer, |change| matches!(change, Change::Messages { .. }));
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let n = dana
         .send_message(&room, "@dana/writer the parser, please")
         .await
@@ -248,7 +260,8 @@ async fn wait_for_wakes_as_soon_as_each_kind_of_event_arrives() {
             room: room.clone(),
             ping: "q1".into(),
         },
-    );
+    )
+    .await;
     settle(&dana).await;
     let applied = applied_at(&writer, |change| matches!(change, Change::Ping { .. }));
     let n = dana
@@ -268,9 +281,8 @@ async fn wait_for_wakes_as_soon_as_each_kind_of_event_arrives() {
 
     // A control for the agent.
     let after = writer.read(|cache| cache.cursor("inbox")).await.unwrap();
-    let waiting = wait_in_background(&writer, WaitFilter::Control { after });
+    let waiting = wait_in_background(&writer, WaitFilter::Control { after }).await;
     let applied = applied_at(&writer, |change| matches!(change, Change::Controls));
-    tokio::time::sleep(Duration::from_millis(50)).await;
     dana.call(
         Control {
             id: 0,

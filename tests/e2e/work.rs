@@ -431,7 +431,21 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
     let torn = transcript.todo_write(todos("completed", "completed"));
     let (head, tail) = torn.split_at(torn.len() / 3);
     transcript.append(head);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The watcher looked at it (it keeps how far it looked, past the lines it read).
+    let looked_to = std::fs::metadata(&transcript.path).unwrap().len();
+    let path = transcript.path.display().to_string();
+    until(
+        "the watcher looked at the torn line",
+        Duration::from_secs(20),
+        async || {
+            let path = path.clone();
+            dana.read(move |view| view.log_file(&path))
+                .await
+                .unwrap()
+                .is_some_and(|file| file.size == looked_to)
+        },
+    )
+    .await;
     assert_eq!(
         local_tasks(&dana).await.get(1).map(String::as_str),
         Some("test the parser:InProgress"),
@@ -476,7 +490,8 @@ async fn the_watcher_follows_a_transcript_and_publishes_an_agents_work_once() {
     .await
     .unwrap()
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Watching: its first pass over every file is done, and what it would publish is queued
+    // in the same transaction as each read.
     assert_eq!(
         dana.read(|view| view.outbox_pending()).await.unwrap().len(),
         outbox_before

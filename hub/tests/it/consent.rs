@@ -2,8 +2,6 @@
 //! owner), invites for remote teammates (and their withdrawal), and the scenario the whole
 //! design exists for.
 
-use std::time::Duration;
-
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;
 use roundtable_protocol::model::{ContactRelation, Discoverable, PrincipalKind, RequestState};
@@ -376,7 +374,6 @@ async fn invite_mode_signs_up_with_a_code_only() {
     .await
     .unwrap();
     assert_eq!(sam.principal.handle, "sam");
-    tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
 async fn create_invite(
