@@ -15,6 +15,40 @@ use serde_json::json;
 
 use crate::support::{fingerprint, login, make_public, request_contact, respond, room};
 
+/// Who makes an attempt: the people and agents of the suite, each with a connection.
+#[derive(Debug, Clone, Copy)]
+enum Who {
+    Dana,
+    Sam,
+    Eve,
+    /// `dana/writer`.
+    Writer,
+    /// `eve/bot`.
+    Bot,
+}
+
+use Who::*;
+
+struct Cast {
+    dana: Client,
+    sam: Client,
+    eve: Client,
+    writer: Client,
+    bot: Client,
+}
+
+impl Cast {
+    fn client(&mut self, who: Who) -> &mut Client {
+        match who {
+            Dana => &mut self.dana,
+            Sam => &mut self.sam,
+            Eve => &mut self.eve,
+            Writer => &mut self.writer,
+            Bot => &mut self.bot,
+        }
+    }
+}
+
 /// Counts the cases it checks.
 struct Suite {
     hub: TestHub,
@@ -205,19 +239,28 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     respond(&mut sam, &request.id, true).await;
     let shared = room(&mut dana, &["dana/writer", "sam"]).await;
     let eves = room(&mut eve, &["eve/bot"]).await;
-    let mut writer_client = login(&hub, &writer.token, "w").await;
-    let mut bot_client = login(&hub, &bot.token, "b").await;
+    let writer_client = login(&hub, &writer.token, "w").await;
+    let bot_client = login(&hub, &bot.token, "b").await;
+    let mut cast = Cast {
+        dana,
+        sam,
+        eve,
+        writer: writer_client,
+        bot: bot_client,
+    };
     let mut suite = Suite { hub, cases: 0 };
 
     // --- Reading or writing a room without membership.
-    for (case, frame, code) in [
+    for (case, who, frame, code) in [
         (
             "send without membership",
+            Eve,
             send(0, &shared, "eve-sneak-01", "hi"),
             ErrorCode::NotMember,
         ),
         (
             "history without membership",
+            Eve,
             ClientFrame::History(History {
                 id: 0,
                 room: shared.clone(),
@@ -229,6 +272,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "invite into a room one is not in",
+            Eve,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: shared.clone(),
@@ -238,6 +282,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "update a room one is not in",
+            Eve,
             ClientFrame::RoomUpdate(RoomUpdate {
                 id: 0,
                 room: shared.clone(),
@@ -248,6 +293,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "leave a room one is not in",
+            Eve,
             ClientFrame::RoomLeave(RoomLeave {
                 id: 0,
                 room: shared.clone(),
@@ -256,6 +302,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "routing in a room one is not in",
+            Eve,
             ClientFrame::MemberSet(MemberSet {
                 id: 0,
                 room: shared.clone(),
@@ -265,6 +312,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "kick from a room one is not in",
+            Eve,
             ClientFrame::RoomKick(RoomKick {
                 id: 0,
                 room: shared.clone(),
@@ -274,32 +322,33 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "invite code for a room one is not in",
+            Eve,
             invite_create(0, Some(&shared), 1, 60),
             ErrorCode::NotMember,
         ),
         (
             "send to a room that does not exist",
+            Eve,
             send(0, "r_nonexistent00000", "eve-sneak-02", "hi"),
             ErrorCode::NotFound,
         ),
-    ] {
-        suite.refused(case, &mut eve, frame, code).await;
-    }
-    suite
-        .refused(
+        (
             "kick by a member who is not the creator",
-            &mut sam,
+            Sam,
             ClientFrame::RoomKick(RoomKick {
                 id: 0,
                 room: shared.clone(),
                 handle: "dana/writer".into(),
             }),
             ErrorCode::Forbidden,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
     // A cursor for someone else's room replays nothing and reveals nothing.
-    let id = eve.id();
-    let heads: SyncOk = eve
+    let id = cast.eve.id();
+    let heads: SyncOk = cast
+        .eve
         .ok(ClientFrame::Sync(SyncCmd {
             id,
             cursors: [(shared.clone(), 0)].into_iter().collect(),
@@ -308,16 +357,17 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .decode()
         .unwrap();
     assert!(!heads.heads.contains_key(&shared));
-    assert!(eve.backlog.iter().all(
+    assert!(cast.eve.backlog.iter().all(
         |frame| !matches!(frame, ServerFrame::Evt(e) if e.room.as_deref() == Some(shared.as_str()))
     ));
-    eve.backlog.clear();
+    cast.eve.backlog.clear();
     suite.cases += 1;
 
     // --- Invitations across owners without consent.
-    for (case, frame, code) in [
+    for (case, who, frame, code) in [
         (
             "invite a public stranger",
+            Dana,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: shared.clone(),
@@ -327,6 +377,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "invite a stranger's agent",
+            Dana,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: shared.clone(),
@@ -336,6 +387,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "invite a private principal",
+            Dana,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: shared.clone(),
@@ -345,6 +397,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "create a room with a stranger",
+            Dana,
             ClientFrame::RoomCreate(RoomCreate {
                 id: 0,
                 title: None,
@@ -353,24 +406,19 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             }),
             ErrorCode::NoConsent,
         ),
-    ] {
-        suite.refused(case, &mut dana, frame, code).await;
-    }
-    suite
-        .refused(
+        (
             "an agent invites its owner's non-contact",
-            &mut writer_client,
+            Writer,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: shared.clone(),
                 handle: "eve".into(),
             }),
             ErrorCode::NoConsent,
-        )
-        .await;
-    for (case, frame, code) in [
+        ),
         (
             "invite someone one cannot see",
+            Eve,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: eves.clone(),
@@ -380,6 +428,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "invite a public user who is not a contact",
+            Eve,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: eves.clone(),
@@ -388,122 +437,109 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             ErrorCode::NoConsent,
         ),
     ] {
-        suite.refused(case, &mut eve, frame, code).await;
+        suite.refused(case, cast.client(who), frame, code).await;
     }
-    let pending = request_contact(&mut eve, "sam").await;
-    suite
-        .refused(
+    let pending = request_contact(&mut cast.eve, "sam").await;
+    for (case, who, frame, code) in [
+        (
             "a pending request is not consent",
-            &mut eve,
+            Eve,
             ClientFrame::RoomInvite(RoomInvite {
                 id: 0,
                 room: eves.clone(),
                 handle: "sam".into(),
             }),
             ErrorCode::NoConsent,
-        )
-        .await;
-
-    // --- Contact decisions by the wrong principal, and impossible requests.
-    suite
-        .refused(
+        ),
+        // --- Contact decisions by the wrong principal, and impossible requests.
+        (
             "the requester accepts its own request",
-            &mut eve,
+            Eve,
             decide(0, &pending.id, true),
             ErrorCode::Forbidden,
-        )
-        .await;
-    for (case, frame, code) in [
+        ),
         (
             "a third party accepts",
+            Dana,
             decide(0, &pending.id, true),
             ErrorCode::Forbidden,
         ),
         (
             "a third party rejects",
+            Dana,
             decide(0, &pending.id, false),
             ErrorCode::Forbidden,
         ),
     ] {
-        suite.refused(case, &mut dana, frame, code).await;
+        suite.refused(case, cast.client(who), frame, code).await;
     }
-    let to_agent = request_contact(&mut bot_client, "sam/security").await;
-    suite
-        .refused(
+    let to_agent = request_contact(&mut cast.bot, "sam/security").await;
+    for (case, who, frame, code) in [
+        (
             "another owner's agent decides for an agent",
-            &mut writer_client,
+            Writer,
             decide(0, &to_agent.id, true),
             ErrorCode::Forbidden,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "the requesting agent accepts for the target",
-            &mut bot_client,
+            Bot,
             decide(0, &to_agent.id, true),
             ErrorCode::Forbidden,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "decide a request that does not exist",
-            &mut sam,
+            Sam,
             decide(0, "c_doesnotexist0000", true),
             ErrorCode::NotFound,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "a duplicate pending request",
-            &mut eve,
+            Eve,
             contact_request(0, "sam", None),
             ErrorCode::Conflict,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "the reverse of a pending request",
-            &mut sam,
+            Sam,
             contact_request(0, "eve", None),
             ErrorCode::Conflict,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "a request to oneself",
-            &mut eve,
+            Eve,
             contact_request(0, "eve", None),
             ErrorCode::Conflict,
-        )
-        .await;
-    for (case, frame, code) in [
+        ),
         (
             "a request to one's kin",
+            Dana,
             contact_request(0, "dana/writer", None),
             ErrorCode::Conflict,
         ),
         (
             "a request to an existing contact",
+            Dana,
             contact_request(0, "sam", None),
             ErrorCode::Conflict,
         ),
     ] {
-        suite.refused(case, &mut dana, frame, code).await;
+        suite.refused(case, cast.client(who), frame, code).await;
     }
-    let id = eve.id();
+    let id = cast.eve.id();
     let hidden = suite
         .refused(
             "a request to a private principal",
-            &mut eve,
+            &mut cast.eve,
             contact_request(id, "priv", None),
             ErrorCode::NotFound,
         )
         .await;
-    let id = eve.id();
+    let id = cast.eve.id();
     let unknown = suite
         .refused(
             "a request to a handle that does not exist",
-            &mut eve,
+            &mut cast.eve,
             contact_request(id, "nobody", None),
             ErrorCode::NotFound,
         )
@@ -513,36 +549,34 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         unknown.msg.replace("nobody", "X"),
         "hidden and missing look alike"
     );
-    suite
-        .refused(
+    for (case, who, frame, code) in [
+        (
             "a request to a contacts-only stranger",
-            &mut eve,
+            Eve,
             contact_request(0, "dana", None),
             ErrorCode::NotFound,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "an oversized request message",
-            &mut bot_client,
+            Bot,
             contact_request(0, "sam", Some("x".repeat(501))),
             ErrorCode::TooLarge,
-        )
-        .await;
-    respond(&mut sam, &pending.id, false).await;
-    suite
-        .refused(
+        ),
+    ] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
+    respond(&mut cast.sam, &pending.id, false).await;
+    for (case, who, frame, code) in [
+        (
             "deciding twice",
-            &mut sam,
+            Sam,
             decide(0, &pending.id, true),
             ErrorCode::Conflict,
-        )
-        .await;
-
-    // --- Agents acting beyond their station, and on others' agents.
-    for (case, frame, code) in [
+        ),
+        // --- Agents acting beyond their station, and on others' agents.
         (
             "an agent registers an agent",
+            Writer,
             ClientFrame::RegisterAgent(RegisterAgent {
                 id: 0,
                 name: "sub".into(),
@@ -554,76 +588,68 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "an agent creates an invite",
+            Writer,
             invite_create(0, None, 1, 60),
             ErrorCode::Forbidden,
         ),
         (
             "an agent rotates its own token",
+            Writer,
             token_action(0, &writer.agent.id, TokenAction::Rotate),
             ErrorCode::Forbidden,
         ),
     ] {
-        suite.refused(case, &mut writer_client, frame, code).await;
+        suite.refused(case, cast.client(who), frame, code).await;
     }
-    let id = eve.id();
-    suite
-        .refused(
+    let id = cast.eve.id();
+    for (case, who, frame, code) in [
+        (
             // Eve may not see dana/writer: answered as an agent that does not exist
             // (amendment 11).
             "rotate another owner's agent's token",
-            &mut eve,
+            Eve,
             token_action(id, &writer.agent.id, TokenAction::Rotate),
             ErrorCode::NotFound,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "revoke another owner's agent's token",
-            &mut eve,
+            Eve,
             token_action(0, &writer.agent.id, TokenAction::Revoke),
             ErrorCode::NotFound,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "a token action on a user",
-            &mut dana,
+            Dana,
             token_action(0, &sam_created.principal.id, TokenAction::Revoke),
             ErrorCode::NotFound,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "control by a non-owner",
-            &mut eve,
+            Eve,
             control(0, &writer.agent.id, ControlAction::Pause, None),
             ErrorCode::NotFound,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "control by a member who is not the creator",
-            &mut sam,
+            Sam,
             control(0, &writer.agent.id, ControlAction::Stop, Some(&shared)),
             ErrorCode::Forbidden,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "control in one's room of an agent not in it",
-            &mut eve,
+            Eve,
             control(0, &writer.agent.id, ControlAction::Pause, Some(&eves)),
             ErrorCode::NotFound,
-        )
-        .await;
-    for (case, frame, code) in [
+        ),
         (
             "control of a user",
+            Dana,
             control(0, &sam_created.principal.id, ControlAction::Pause, None),
             ErrorCode::NotFound,
         ),
         (
             "control in a room that does not exist",
+            Dana,
             control(
                 0,
                 &writer.agent.id,
@@ -632,13 +658,9 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             ),
             ErrorCode::NotFound,
         ),
-    ] {
-        suite.refused(case, &mut dana, frame, code).await;
-    }
-    suite
-        .refused(
+        (
             "an agent reads the audit log",
-            &mut writer_client,
+            Writer,
             ClientFrame::Audit(Audit {
                 id: 0,
                 principal: None,
@@ -646,12 +668,10 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
                 limit: None,
             }),
             ErrorCode::Forbidden,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "read another user's audit entries",
-            &mut eve,
+            Eve,
             ClientFrame::Audit(Audit {
                 id: 0,
                 principal: Some(dana_created.principal.id.clone()),
@@ -659,112 +679,112 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
                 limit: None,
             }),
             ErrorCode::Forbidden,
-        )
-        .await;
-
-    // --- Invite codes: unknown, exhausted, one's own, expired, malformed.
-    suite
-        .refused(
+        ),
+        // --- Invite codes: unknown, exhausted, one's own, expired, malformed.
+        (
             "an unknown invite code",
-            &mut eve,
+            Eve,
             redeem(0, "not-a-real-code-at-all-0000000000000000000"),
             ErrorCode::NotFound,
-        )
-        .await;
-    let id = dana.id();
-    let single: InviteCreateOk = dana
+        ),
+    ] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
+    let id = cast.dana.id();
+    let single: InviteCreateOk = cast
+        .dana
         .ok(invite_create(id, None, 1, 3600))
         .await
         .decode()
         .unwrap();
-    suite
-        .refused(
-            "one's own invite",
-            &mut dana,
-            redeem(0, &single.code),
-            ErrorCode::Conflict,
-        )
-        .await;
-    let id = sam.id();
-    sam.ok(redeem(id, &single.code)).await;
-    suite
-        .refused(
+    for (case, who, frame, code) in [(
+        "one's own invite",
+        Dana,
+        redeem(0, &single.code),
+        ErrorCode::Conflict,
+    )] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
+    let id = cast.sam.id();
+    cast.sam.ok(redeem(id, &single.code)).await;
+    for (case, who, frame, code) in [
+        (
             "a used-up invite",
-            &mut eve,
+            Eve,
             redeem(0, &single.code),
             ErrorCode::Conflict,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "an agent redeems an invite",
-            &mut writer_client,
+            Writer,
             redeem(0, &single.code),
             ErrorCode::Forbidden,
-        )
-        .await;
-    let id = dana.id();
-    let short: InviteCreateOk = dana
+        ),
+    ] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
+    let id = cast.dana.id();
+    let short: InviteCreateOk = cast
+        .dana
         .ok(invite_create(id, None, 5, 1))
         .await
         .decode()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    suite
-        .refused(
+    for (case, who, frame, code) in [
+        (
             "an expired invite",
-            &mut eve,
+            Eve,
             redeem(0, &short.code),
             ErrorCode::Conflict,
-        )
-        .await;
-    suite
-        .refused(
+        ),
+        (
             "an invite with no uses",
-            &mut dana,
+            Dana,
             invite_create(0, None, 0, 60),
             ErrorCode::BadFrame,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
 
     // --- Withdrawing invites: only the creator, and a withdrawn code is dead.
-    let id = dana.id();
-    let withdrawn: InviteCreateOk = dana
+    let id = cast.dana.id();
+    let withdrawn: InviteCreateOk = cast
+        .dana
         .ok(invite_create(id, None, 5, 3600))
         .await
         .decode()
         .unwrap();
     let withdrawn_id = withdrawn.invite.clone().unwrap();
-    suite
-        .refused(
+    for (case, who, frame, code) in [
+        (
             "someone else's invite is withdrawn",
-            &mut eve,
+            Eve,
             invite_revoke(0, &withdrawn_id),
             ErrorCode::NotFound,
-        )
-        .await;
-    for (case, frame, code) in [
+        ),
         (
             "an agent withdraws its owner's invite",
+            Writer,
             invite_revoke(0, &withdrawn_id),
             ErrorCode::Forbidden,
         ),
         (
             "an agent lists invites",
+            Writer,
             ClientFrame::Invites(Invites { id }),
             ErrorCode::Forbidden,
         ),
-    ] {
-        suite.refused(case, &mut writer_client, frame, code).await;
-    }
-    suite
-        .refused(
+        (
             "an invite withdrawn by its code instead of its id",
-            &mut dana,
+            Dana,
             invite_revoke(0, &withdrawn.code),
             ErrorCode::NotFound,
-        )
-        .await;
+        ),
+    ] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
     let logged_codes: i64 = rusqlite::Connection::open(suite.hub.data_dir().join("hub.sqlite3"))
         .unwrap()
         .query_row(
@@ -777,16 +797,16 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         logged_codes, 0,
         "a code given as an id never reaches the audit log"
     );
-    let id = dana.id();
-    dana.ok(invite_revoke(id, &withdrawn_id)).await;
-    suite
-        .refused(
-            "a withdrawn invite",
-            &mut eve,
-            redeem(0, &withdrawn.code),
-            ErrorCode::Conflict,
-        )
-        .await;
+    let id = cast.dana.id();
+    cast.dana.ok(invite_revoke(id, &withdrawn_id)).await;
+    for (case, who, frame, code) in [(
+        "a withdrawn invite",
+        Eve,
+        redeem(0, &withdrawn.code),
+        ErrorCode::Conflict,
+    )] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
     suite
         .signup_refused(
             "a signup with a withdrawn invite",
@@ -797,25 +817,34 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .await;
 
     // --- The directory reveals only what discoverability allows.
-    let seen = directory_handles(&mut eve, None).await;
+    let seen = directory_handles(&mut cast.eve, None).await;
     assert_eq!(
         seen,
         vec!["eve/bot", "sam", "sam/security"],
         "kin and public principals only"
     );
-    assert!(directory_handles(&mut eve, Some("priv")).await.is_empty());
-    assert!(directory_handles(&mut eve, Some("writer")).await.is_empty());
     assert!(
-        !directory_handles(&mut dana, None)
+        directory_handles(&mut cast.eve, Some("priv"))
+            .await
+            .is_empty()
+    );
+    assert!(
+        directory_handles(&mut cast.eve, Some("writer"))
+            .await
+            .is_empty()
+    );
+    assert!(
+        !directory_handles(&mut cast.dana, None)
             .await
             .contains(&"dana".to_owned())
     );
     suite.cases += 4;
 
     // --- Handle squatting and impersonation.
-    for (case, frame, code) in [
+    for (case, who, frame, code) in [
         (
             "an agent name that looks like a sibling's",
+            Dana,
             ClientFrame::RegisterAgent(RegisterAgent {
                 id: 0,
                 name: "wrlter".into(),
@@ -827,6 +856,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         ),
         (
             "an agent name with a path",
+            Dana,
             ClientFrame::RegisterAgent(RegisterAgent {
                 id: 0,
                 name: "../sam".into(),
@@ -837,7 +867,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
             ErrorCode::BadFrame,
         ),
     ] {
-        suite.refused(case, &mut dana, frame, code).await;
+        suite.refused(case, cast.client(who), frame, code).await;
     }
     suite
         .signup_refused(
@@ -881,18 +911,19 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .await;
 
     // --- A paused agent, and a burst past the rate limit.
-    let id = dana.id();
-    dana.ok(control(id, &writer.agent.id, ControlAction::Pause, None))
+    let id = cast.dana.id();
+    cast.dana
+        .ok(control(id, &writer.agent.id, ControlAction::Pause, None))
         .await;
-    suite
-        .refused(
-            "a paused agent sends a message",
-            &mut writer_client,
-            send(0, &shared, "paused-key-01", "flood"),
-            ErrorCode::Paused,
-        )
-        .await;
-    let burster = register(&mut eve, "burster", Discoverable::Private).await;
+    for (case, who, frame, code) in [(
+        "a paused agent sends a message",
+        Writer,
+        send(0, &shared, "paused-key-01", "flood"),
+        ErrorCode::Paused,
+    )] {
+        suite.refused(case, cast.client(who), frame, code).await;
+    }
+    let burster = register(&mut cast.eve, "burster", Discoverable::Private).await;
     let home = burster.room.clone().unwrap().id;
     let mut burster = login(&suite.hub, &burster.token, "burst").await;
     for n in 0..30 {
