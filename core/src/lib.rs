@@ -644,6 +644,23 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(reply: &str) -> Resul
         .map_err(|error| CoreError::Invalid(format!("an unexpected reply from the hub: {error}")))
 }
 
+/// The hub at `hub` and how to reach it: its TLS settings (its CA from `ca_file`, or the
+/// system's), or none for a plain address, which only loopback may use unless `insecure`.
+fn hub_to_reach(
+    hub: &str,
+    ca_file: Option<&std::path::Path>,
+    insecure: bool,
+) -> Result<(HubAddress, Option<std::sync::Arc<rustls::ClientConfig>>), CoreError> {
+    let address = HubAddress::parse(hub).map_err(CoreError::Invalid)?;
+    address.check_plain(insecure).map_err(CoreError::Invalid)?;
+    let tls = if address.tls {
+        Some(hub_address::tls_config_for(&address, ca_file).map_err(CoreError::Invalid)?)
+    } else {
+        None
+    };
+    Ok((address, tls))
+}
+
 /// Creates a user on a hub (`POST /v1/signup`) and saves it as profile `name` in `base`.
 /// A hub on another machine without TLS is refused unless `insecure`.
 pub async fn signup(
@@ -654,16 +671,7 @@ pub async fn signup(
     ca_file: Option<std::path::PathBuf>,
     insecure: bool,
 ) -> Result<Profile, CoreError> {
-    let address = HubAddress::parse(hub).map_err(CoreError::Invalid)?;
-    address.check_plain(insecure).map_err(CoreError::Invalid)?;
-    let tls = if address.tls {
-        Some(
-            hub_address::tls_config_for(&address, ca_file.as_deref())
-                .map_err(CoreError::Invalid)?,
-        )
-    } else {
-        None
-    };
+    let (address, tls) = hub_to_reach(hub, ca_file.as_deref(), insecure)?;
     let body = serde_json::to_string(&request).expect("signup requests serialize");
     let response = http::request(&address, tls, "POST", "/v1/signup", Some(&body)).await?;
     if response.status != 200 {
@@ -699,16 +707,7 @@ pub async fn login(
     ca_file: Option<std::path::PathBuf>,
     insecure: bool,
 ) -> Result<Profile, CoreError> {
-    let address = HubAddress::parse(hub).map_err(CoreError::Invalid)?;
-    address.check_plain(insecure).map_err(CoreError::Invalid)?;
-    let tls = if address.tls {
-        Some(
-            hub_address::tls_config_for(&address, ca_file.as_deref())
-                .map_err(CoreError::Invalid)?,
-        )
-    } else {
-        None
-    };
+    let (address, tls) = hub_to_reach(hub, ca_file.as_deref(), insecure)?;
     let mut link = link::Link::connect(&address, tls)
         .await
         .map_err(|error| CoreError::Offline(error.to_string()))?;

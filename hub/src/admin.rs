@@ -82,25 +82,36 @@ pub enum AdminError {
 /// with its token (shown once). The hub must not be running on that directory.
 pub fn add_user(config: &HubConfig, handle: &str, name: &str) -> Result<SignupOutcome, AdminError> {
     let _lock = DataLock::acquire(config)?;
-    let mut ids = IdSource::from_os();
-    let now = unix_ms();
-    let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
-    let snapshot = store.load(crate::unix_ms())?;
-    let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
-    let mut tx = store.transaction()?;
     let request = SignupRequest {
         handle: handle.to_owned(),
         name: name.to_owned(),
         discoverable: None,
         invite: None,
     };
-    let outcome = match engine.signup(&mut *tx, now, SignupMode::Open, request) {
-        Ok(outcome) => outcome,
+    with_engine(config, |engine, tx, now| {
+        engine.signup(tx, now, SignupMode::Open, request)
+    })
+}
+
+/// Runs `change` on an engine over the stopped hub's database in one transaction, committed
+/// when it succeeds. The caller holds the data directory's lock.
+fn with_engine<T>(
+    config: &HubConfig,
+    change: impl FnOnce(&mut Engine, &mut dyn crate::store::WriteTx, i64) -> Result<T, ExecError>,
+) -> Result<T, AdminError> {
+    let mut ids = IdSource::from_os();
+    let now = unix_ms();
+    let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
+    let snapshot = store.load(crate::unix_ms())?;
+    let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
+    let mut tx = store.transaction()?;
+    let done = match change(&mut engine, &mut *tx, now) {
+        Ok(done) => done,
         Err(ExecError::Refused(refusal)) => return Err(AdminError::Refused(refusal.msg)),
         Err(ExecError::Store(error)) => return Err(error.into()),
     };
     tx.commit()?;
-    Ok(outcome)
+    Ok(done)
 }
 
 /// Revokes every token of the user `handle` on the hub in `config.data_dir` and, for a
@@ -117,19 +128,11 @@ pub fn user_token(
         Err(HubError::Locked { .. }) => return user_token_online(config, handle, action),
         Err(error) => return Err(error.into()),
     };
-    let mut ids = IdSource::from_os();
-    let now = unix_ms();
-    let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
-    let snapshot = store.load(crate::unix_ms())?;
-    let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
-    let mut tx = store.transaction()?;
-    let token = match engine.operator_user_token(&mut *tx, now, handle, action) {
-        Ok((token, _close)) => token,
-        Err(ExecError::Refused(refusal)) => return Err(AdminError::Refused(refusal.msg)),
-        Err(ExecError::Store(error)) => return Err(error.into()),
-    };
-    tx.commit()?;
-    Ok(token)
+    with_engine(config, |engine, tx, now| {
+        engine
+            .operator_user_token(tx, now, handle, action)
+            .map(|(token, _close)| token)
+    })
 }
 
 #[cfg(unix)]

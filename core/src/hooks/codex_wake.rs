@@ -29,26 +29,7 @@ pub fn codex_turn_began(appended: &[u8]) -> bool {
 /// Waits until the Codex session whose rollout is `path` begins a turn (after its first
 /// `from` bytes); never returns without a rollout to watch.
 pub(super) async fn codex_turn_begins(path: Option<PathBuf>, from: u64) {
-    let Some(path) = path else {
-        return std::future::pending().await;
-    };
-    let mut seen = from;
-    loop {
-        tokio::time::sleep(TYPING_CHECK).await;
-        let Ok(metadata) = tokio::fs::metadata(&path).await else {
-            continue;
-        };
-        if metadata.len() <= seen {
-            continue;
-        }
-        if read_range(&path, from)
-            .await
-            .is_ok_and(|bytes| codex_turn_began(&bytes))
-        {
-            return;
-        }
-        seen = metadata.len();
-    }
+    appended_until(path, from, codex_turn_began).await
 }
 
 /// A file name for a thread id, inside the agent's profile.

@@ -349,6 +349,12 @@ pub fn person_typed(appended: &[u8]) -> bool {
 /// Waits until the person types into the session whose transcript is `path` (after its
 /// first `from` bytes); never returns when there is no transcript to watch.
 async fn person_types(path: Option<PathBuf>, from: u64) {
+    appended_until(path, from, person_typed).await
+}
+
+/// Waits until what was appended to `path` after its first `from` bytes `says` so, looking
+/// whenever the file grew; never returns without a file to watch.
+async fn appended_until(path: Option<PathBuf>, from: u64, says: fn(&[u8]) -> bool) {
     let Some(path) = path else {
         return std::future::pending().await;
     };
@@ -361,10 +367,10 @@ async fn person_types(path: Option<PathBuf>, from: u64) {
         if metadata.len() <= seen {
             continue;
         }
-        let Ok(bytes) = read_range(&path, from).await else {
-            continue;
-        };
-        if person_typed(&bytes) {
+        if read_range(&path, from)
+            .await
+            .is_ok_and(|bytes| says(&bytes))
+        {
             return;
         }
         seen = metadata.len();

@@ -215,3 +215,17 @@ impl Environment {
         }
     }
 }
+
+/// 1-based line and column (in characters) of a byte offset into a config file, for the
+/// errors that point a person at what to fix.
+pub(crate) fn line_and_column(text: &str, position: usize) -> (usize, usize) {
+    let mut position = position.min(text.len());
+    while !text.is_char_boundary(position) {
+        position -= 1;
+    }
+    let before = &text[..position];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |index| index + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}

@@ -17,6 +17,7 @@
 //!
 //! Layout: the public API and records; locating things by span; value comparison; tests.
 
+use super::line_and_column;
 use serde::{Deserialize, Serialize};
 use toml_edit::{Document, DocumentMut, InlineTable, Item, Key, Table, TomlError, Value};
 
@@ -517,19 +518,6 @@ fn detect_newline(text: &str) -> &'static str {
         Some(index) if index > 0 && text.as_bytes()[index - 1] == b'\r' => "\r\n",
         _ => "\n",
     }
-}
-
-/// 1-based line and column (in characters) of a byte offset.
-fn line_and_column(text: &str, position: usize) -> (usize, usize) {
-    let mut position = position.min(text.len());
-    while !text.is_char_boundary(position) {
-        position -= 1;
-    }
-    let before = &text[..position];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |index| index + 1);
-    let column = before[line_start..].chars().count() + 1;
-    (line, column)
 }
 
 // ---------------------------------------------------------------------------------------------

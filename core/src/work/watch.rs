@@ -370,23 +370,29 @@ impl Core {
         }
     }
 
-    /// Reads what is new in this machine's agent logs into the cache once (publishing
-    /// claimed sessions' work), without following them: what a one-off view does first, so
-    /// it shows this machine's sessions as they are now, watcher or not.
-    pub async fn read_logs_once(&self, options: WatchOptions) -> Result<(), CoreError> {
-        let roots = scan::roots(&options.env);
+    /// What following the logs starts from: the agents that publish, and where the cache is
+    /// in each file.
+    async fn start_following(&self, options: WatchOptions) -> Result<Following, CoreError> {
         let positions = self
             .read(|cache| cache.log_files())
             .await?
             .into_iter()
             .map(|state| (state.path.clone(), state))
             .collect();
-        let mut following = Following {
+        Ok(Following {
             targets: Arc::new(load_targets(&options.profiles, &options.share_rooms)),
             options: Arc::new(options),
             architectures: HashMap::new(),
             positions,
-        };
+        })
+    }
+
+    /// Reads what is new in this machine's agent logs into the cache once (publishing
+    /// claimed sessions' work), without following them: what a one-off view does first, so
+    /// it shows this machine's sessions as they are now, watcher or not.
+    pub async fn read_logs_once(&self, options: WatchOptions) -> Result<(), CoreError> {
+        let roots = scan::roots(&options.env);
+        let mut following = self.start_following(options).await?;
         let (_never, stop) = watch::channel(false);
         let files = find_blocking(&roots).await?;
         self.catch_up_files(files, &mut following, &stop, |_| {})
@@ -424,18 +430,7 @@ impl Core {
         )
         .map_err(|error| CoreError::Invalid(format!("cannot watch the logs: {error}")))?;
         let mut watched: HashSet<PathBuf> = HashSet::new();
-        let positions = self
-            .read(|cache| cache.log_files())
-            .await?
-            .into_iter()
-            .map(|state| (state.path.clone(), state))
-            .collect();
-        let mut following = Following {
-            targets: Arc::new(load_targets(&options.profiles, &options.share_rooms)),
-            options: Arc::new(options),
-            architectures: HashMap::new(),
-            positions,
-        };
+        let mut following = self.start_following(options).await?;
         // The first pass, with progress. Watching starts before it, so nothing written
         // meanwhile is missed.
         for (root, _) in &roots {

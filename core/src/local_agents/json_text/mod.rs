@@ -39,6 +39,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::line_and_column;
+
 mod adding;
 mod parse;
 mod planning;

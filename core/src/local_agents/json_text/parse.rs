@@ -476,19 +476,6 @@ pub(super) fn same_json(left: &Value, right: &Value) -> bool {
     }
 }
 
-/// 1-based line and column (in characters) of a byte offset.
-pub(super) fn line_and_column(text: &str, position: usize) -> (usize, usize) {
-    let mut position = position.min(text.len());
-    while !text.is_char_boundary(position) {
-        position -= 1;
-    }
-    let before = &text[..position];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |index| index + 1);
-    let column = before[line_start..].chars().count() + 1;
-    (line, column)
-}
-
 pub(super) fn is_json_whitespace(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
 }
