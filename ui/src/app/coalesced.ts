@@ -74,3 +74,25 @@ export class LoadWhenShown {
     return this.loads.request();
   }
 }
+
+/**
+ * A board's view model, loaded with [`LoadWhenShown`]: `show`, `hide` and `load` are its
+ * loads'; a board says only how it fetches.
+ */
+export abstract class ShownBoard {
+  protected readonly loads = new LoadWhenShown(() => this.fetch());
+
+  protected abstract fetch(): Promise<void>;
+
+  show(): Promise<void> {
+    return this.loads.show();
+  }
+
+  hide(): void {
+    this.loads.hide();
+  }
+
+  load(): Promise<void> {
+    return this.loads.load();
+  }
+}

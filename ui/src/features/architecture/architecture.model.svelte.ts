@@ -8,7 +8,7 @@ import type { ArchitectureBoard, ComponentChange, ComponentStatus, ComponentView
 import type { Backend } from "../../backend/backend";
 import type { ErrorReporter } from "../../app/toasts.svelte";
 import type { StatusLabel } from "../../app/status";
-import { LoadWhenShown } from "../../app/coalesced";
+import { ShownBoard } from "../../app/coalesced";
 import { GraphLayouter } from "./layout-client";
 import { layoutGraph, type GraphInput, type GraphLayout } from "./layout";
 
@@ -70,7 +70,7 @@ export function changeText(change: ComponentChange): string {
 
 export type ArchitectureDeps = { backend: Backend; errors: ErrorReporter; layouter?: GraphLayouter };
 
-export class ArchitectureModel {
+export class ArchitectureModel extends ShownBoard {
   boards: ArchitectureBoard[] = $state.raw([]);
   loaded = $state(false);
   /** The room whose board shows (the first when none was picked). */
@@ -82,14 +82,13 @@ export class ArchitectureModel {
   layout: GraphLayout | null = $state.raw(null);
 
   private readonly deps: ArchitectureDeps;
-  private readonly loads: LoadWhenShown;
   private readonly layouter: GraphLayouter;
   private laidOut = "";
 
   constructor(deps: ArchitectureDeps) {
+    super();
     this.deps = deps;
     this.layouter = deps.layouter ?? new GraphLayouter();
-    this.loads = new LoadWhenShown(() => this.fetch());
   }
 
   readonly board: ArchitectureBoard | null = $derived(
@@ -99,18 +98,6 @@ export class ArchitectureModel {
     this.board?.components.find((component) => component.id === this.selected) ?? null,
   );
   readonly missing = $derived(this.board ? missingDependencies(this.board.components) : []);
-
-  show(): Promise<void> {
-    return this.loads.show();
-  }
-
-  hide(): void {
-    this.loads.hide();
-  }
-
-  load(): Promise<void> {
-    return this.loads.load();
-  }
 
   async selectRoom(room: string): Promise<void> {
     this.room = room;
@@ -130,7 +117,7 @@ export class ArchitectureModel {
     if (change.work || change.everything) await this.loads.changed();
   }
 
-  private async fetch(): Promise<void> {
+  protected async fetch(): Promise<void> {
     try {
       this.boards = await this.deps.backend.architecture();
       this.loaded = true;

@@ -11,7 +11,7 @@
 import type { CoreChanged, CostBoard, CostRow } from "../../bindings";
 import type { Backend } from "../../backend/backend";
 import type { ErrorReporter } from "../../app/toasts.svelte";
-import { LoadWhenShown } from "../../app/coalesced";
+import { ShownBoard } from "../../app/coalesced";
 
 export const COSTS_EMPTY =
   "No usage yet. Costs appear as agents work: onboard an agent CLI from the Onboarding view (its logs are read on this machine), or join a room where teammates share theirs.";
@@ -186,36 +186,23 @@ export function chartBars(groups: readonly CostGroup[]): Bar[] {
 
 export type CostsDeps = { backend: Backend; errors: ErrorReporter; now?: () => number };
 
-export class CostsModel {
+export class CostsModel extends ShownBoard {
   board: CostBoard | null = $state.raw(null);
   loaded = $state(false);
   key = $state<CostKey>("agent");
   period = $state<Period>("all");
 
   private readonly deps: CostsDeps;
-  private readonly loads: LoadWhenShown;
 
   constructor(deps: CostsDeps) {
+    super();
     this.deps = deps;
-    this.loads = new LoadWhenShown(() => this.fetch());
   }
 
   readonly groups = $derived(this.board ? groupCosts(this.board.rows, this.key, this.board.me) : []);
   readonly total = $derived(totalOf(this.groups));
   readonly bars = $derived(chartBars(this.groups));
   readonly hasShared = $derived(this.groups.some((group) => tokens(group.shared) > 0 || group.shared.unpriced > 0));
-
-  show(): Promise<void> {
-    return this.loads.show();
-  }
-
-  hide(): void {
-    this.loads.hide();
-  }
-
-  load(): Promise<void> {
-    return this.loads.load();
-  }
 
   groupBy(key: CostKey): void {
     this.key = key;
@@ -237,7 +224,7 @@ export class CostsModel {
     return now - days * 24 * 3_600_000;
   }
 
-  private async fetch(): Promise<void> {
+  protected async fetch(): Promise<void> {
     try {
       this.board = await this.deps.backend.costs(this.sinceMs());
       this.loaded = true;

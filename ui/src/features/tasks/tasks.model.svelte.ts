@@ -11,7 +11,7 @@ import type { CoreChanged, TaskBoard, TaskLane, TaskView } from "../../bindings"
 import type { Backend } from "../../backend/backend";
 import type { ErrorReporter } from "../../app/toasts.svelte";
 import type { StatusLabel } from "../../app/status";
-import { LoadWhenShown } from "../../app/coalesced";
+import { ShownBoard } from "../../app/coalesced";
 
 export const TASKS_EMPTY =
   "No task lists yet. Agents show theirs here as they work: onboard Claude Code or Codex from the Onboarding view, and what they plan appears as they write it.";
@@ -130,7 +130,7 @@ export type SelectedTask = { lane: TaskLane; task: TaskView };
 
 export type TasksDeps = { backend: Backend; errors: ErrorReporter };
 
-export class TasksModel {
+export class TasksModel extends ShownBoard {
   board: TaskBoard = $state.raw({ lanes: [] });
   loaded = $state(false);
   filters: TaskFilters = $state({ ...NO_FILTERS });
@@ -138,11 +138,10 @@ export class TasksModel {
   selected = $state<SelectedTask | null>(null);
 
   private readonly deps: TasksDeps;
-  private readonly loads: LoadWhenShown;
 
   constructor(deps: TasksDeps) {
+    super();
     this.deps = deps;
-    this.loads = new LoadWhenShown(() => this.fetch());
   }
 
   readonly lanes = $derived(filterLanes(this.board.lanes, this.filters));
@@ -155,18 +154,6 @@ export class TasksModel {
   readonly filtered = $derived(
     this.filters.room !== null || this.filters.agent !== null || this.filters.person !== null || this.filters.state !== null,
   );
-
-  show(): Promise<void> {
-    return this.loads.show();
-  }
-
-  hide(): void {
-    this.loads.hide();
-  }
-
-  load(): Promise<void> {
-    return this.loads.load();
-  }
 
   setFilter<K extends keyof TaskFilters>(key: K, value: TaskFilters[K]): void {
     this.filters = { ...this.filters, [key]: value };
@@ -188,7 +175,7 @@ export class TasksModel {
     if (change.work || change.everything) await this.loads.changed();
   }
 
-  private async fetch(): Promise<void> {
+  protected async fetch(): Promise<void> {
     try {
       this.board = await this.deps.backend.taskBoard();
       this.loaded = true;
