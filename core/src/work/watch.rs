@@ -20,7 +20,7 @@ use super::events::{Framework, LineOutcome, LogEvent, TaskItem};
 use super::pricing::Pricing;
 use super::publish::{AgentTarget, Targets, WorkPublisher};
 use super::scan::{self, LineParser, LogFile, LogKind};
-use crate::cache::{LogFileState, LogRead, Publishing};
+use crate::cache::{Cache, CacheError, LogFileState, LogRead, Publishing};
 use crate::local_agents::Environment;
 use crate::session_claims::SessionClaims;
 use crate::{Change, Core, CoreError, now_ms};
@@ -581,16 +581,20 @@ impl Core {
         Ok(true)
     }
 
-    /// Applies reads in one transaction, with what they publish.
-    async fn apply_reads(
+    /// Runs `job` on the cache's writer with the publisher of this machine's work (the
+    /// rooms of `following`'s agents, its prices, each repository's architecture looked up
+    /// once and kept for next time); what it returned and how many events it published.
+    async fn publishing_job<T: Send + 'static>(
         &self,
-        reads: Vec<LogRead>,
         following: &mut Following,
-    ) -> Result<(), CoreError> {
+        job: impl FnOnce(&mut Cache, &str, &mut dyn Publishing) -> Result<T, CacheError>
+        + Send
+        + 'static,
+    ) -> Result<(T, usize), CoreError> {
         let owner = self.shared.lock.id.clone();
         let (options, targets) = (following.options.clone(), following.targets.clone());
         let mut architectures = std::mem::take(&mut following.architectures);
-        let (reads, applied, published, architectures) = self
+        let (done, published, architectures) = self
             .write_job(move |cache| {
                 let mut lookup = |path: &Path| architecture_of(path, &mut architectures);
                 let mut publisher = Counted {
@@ -601,12 +605,26 @@ impl Core {
                     },
                     published: 0,
                 };
-                let applied = cache.apply_log_reads(&reads, now_ms(), &owner, &mut publisher)?;
-                let published = publisher.published;
-                Ok((reads, applied, published, architectures))
+                let done = job(cache, &owner, &mut publisher)?;
+                Ok((done, publisher.published, architectures))
             })
             .await?;
         following.architectures = architectures;
+        Ok((done, published))
+    }
+
+    /// Applies reads in one transaction, with what they publish.
+    async fn apply_reads(
+        &self,
+        reads: Vec<LogRead>,
+        following: &mut Following,
+    ) -> Result<(), CoreError> {
+        let ((reads, applied), published) = self
+            .publishing_job(following, move |cache, owner, publisher| {
+                let applied = cache.apply_log_reads(&reads, now_ms(), owner, publisher)?;
+                Ok((reads, applied))
+            })
+            .await?;
         let mut changed = false;
         for (read, changes) in reads.into_iter().zip(applied) {
             match changes {
@@ -644,26 +662,12 @@ impl Core {
 
     /// Publishes what is known of sessions an agent claimed after their lines were read.
     async fn publish_claimed(&self, following: &mut Following) -> Result<(), CoreError> {
-        let owner = self.shared.lock.id.clone();
-        let (options, targets) = (following.options.clone(), following.targets.clone());
-        let mut architectures = std::mem::take(&mut following.architectures);
-        let (published, architectures) = self
-            .write_job(move |cache| {
-                let mut lookup = |path: &Path| architecture_of(path, &mut architectures);
-                let mut publisher = Counted {
-                    inner: WorkPublisher {
-                        targets: &targets,
-                        pricing: &options.pricing,
-                        architecture_of: &mut lookup,
-                    },
-                    published: 0,
-                };
-                cache.publish_claimed(now_ms(), &owner, &mut publisher)?;
-                let published = publisher.published;
-                Ok((published, architectures))
+        let ((), published) = self
+            .publishing_job(following, |cache, owner, publisher| {
+                cache.publish_claimed(now_ms(), owner, publisher)?;
+                Ok(())
             })
             .await?;
-        following.architectures = architectures;
         if published > 0 {
             self.shared.changed(Change::LocalWork);
         }
