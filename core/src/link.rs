@@ -96,16 +96,7 @@ impl Link {
             .map_err(|_| LinkError::Unreachable(hub.authority.clone()))??;
         let mut link = Link {
             socket,
-            hello: Hello {
-                proto: 0,
-                hub: String::new(),
-                epoch: String::new(),
-                hb_ms: 0,
-                max_frame: 0,
-                max_queue: 0,
-                replay_max: None,
-                max_queue_bytes: None,
-            },
+            hello: Hello::default(),
             next_id: 1,
             last_heard: tokio::time::Instant::now(),
         };

@@ -36,8 +36,9 @@ impl ServerFrame {
     }
 }
 
-/// The hub's first frame on every connection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The hub's first frame on every connection. (Its `Default`, all zeros, is what a client
+/// holds until the hub's arrives.)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
     pub proto: u32,
     /// The hub's id.

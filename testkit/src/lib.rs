@@ -267,16 +267,7 @@ impl Client {
     async fn from_socket(socket: WebSocketStream<MaybeTlsStream<TcpStream>>) -> Result<Client> {
         let mut client = Client {
             socket,
-            hello: Hello {
-                proto: 0,
-                hub: String::new(),
-                epoch: String::new(),
-                hb_ms: 0,
-                max_frame: 0,
-                max_queue: 0,
-                replay_max: None,
-                max_queue_bytes: None,
-            },
+            hello: Hello::default(),
             next_id: 1,
             backlog: VecDeque::new(),
             closed: None,
