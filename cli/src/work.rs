@@ -371,6 +371,14 @@ fn digest_text(digest: &RoomDigest) -> String {
         digest.cost_usd,
         if digest.unpriced { " + unpriced" } else { "" }
     )];
+    if !digest.writers.is_empty() {
+        let writers: Vec<String> = digest
+            .writers
+            .iter()
+            .map(|writer| format!("{} ({})", writer.author, writer.messages))
+            .collect();
+        lines.push(format!("  from: {}", writers.join(", ")));
+    }
     for task in &digest.tasks_completed {
         lines.push(format!("  done: {} ({})", task.title, task.agent));
     }

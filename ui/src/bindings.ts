@@ -330,6 +330,13 @@ export type DigestTask = {
 	title: string,
 };
 
+/**  Who wrote the new messages of a room, and how many. */
+export type DigestWriter = {
+	/**  Their handle (their id when the cache never met them). */
+	author: string,
+	messages: number,
+};
+
 /**  A principal of the hub's directory. */
 export type DirectoryView = {
 	id: string,
@@ -563,6 +570,8 @@ export type RoomDigest = {
 	since_ms: number,
 	messages: number,
 	mentions: number,
+	/**  Who wrote those messages, the most first. */
+	writers: DigestWriter[],
 	tasks_completed: DigestTask[],
 	/**  Tasks that went under way since then and still are. */
 	tasks_in_progress: DigestTask[],

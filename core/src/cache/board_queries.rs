@@ -102,6 +102,29 @@ impl CacheView {
         Ok(counted)
     }
 
+    /// Who wrote the messages of `room` after seq `after` and later than `since_ms`, other
+    /// than `me`: each sender with their count, the most first (then by id).
+    pub fn message_authors_since(
+        &self,
+        room: &str,
+        after: u64,
+        since_ms: i64,
+        me: &str,
+    ) -> Result<Vec<(String, u64)>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT e.sender, count(*) FROM events e
+             WHERE e.stream = ?1 AND e.kind = 'message' AND e.seq > ?2 AND e.ts_ms > ?3
+               AND e.sender != ?4
+             GROUP BY e.sender ORDER BY 2 DESC, 1",
+        )?;
+        let authors = statement
+            .query_map(params![room, after as i64, since_ms, me], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(authors)
+    }
+
     /// Every session usage was reported for, per room, the latest first.
     pub fn usage_sessions(&self) -> Result<Vec<UsageSession>, CacheError> {
         let mut statement = self.conn.prepare_cached(

@@ -1305,9 +1305,23 @@ fn the_digest_begins_where_the_person_last_looked_and_the_boards_read_their_rows
     let from_marker = digest(&cache, "p_dana", true, ms("12:00"), None).unwrap();
     assert_eq!((from_marker[0].messages, from_marker[0].mentions), (2, 1));
     assert_eq!(completed(&from_marker[0]), ["lint", "parse"]);
+    // Who wrote them, counted over the same messages.
+    let writers = |digest: &crate::work::digest::RoomDigest| -> Vec<(String, u64)> {
+        digest
+            .writers
+            .iter()
+            .map(|writer| (writer.author.clone(), writer.messages))
+            .collect()
+    };
+    let sam = cache
+        .handle_of("p_sam")
+        .unwrap()
+        .unwrap_or_else(|| "p_sam".into());
+    assert_eq!(writers(&from_marker[0]), [(sam.clone(), 2)]);
     // Looked at 10:30: only what came after.
     let from_look = digest(&cache, "p_dana", true, ms("12:00"), Some(ms("10:30"))).unwrap();
     assert_eq!((from_look[0].messages, from_look[0].mentions), (1, 1));
+    assert_eq!(writers(&from_look[0]), [(sam, 1)]);
     assert_eq!(completed(&from_look[0]), ["lint"]);
     assert_eq!(from_look[0].since_ms, ms("10:30"));
     // Looked before the marker: the marker wins.

@@ -1,5 +1,5 @@
 //! "While you were away": per room, what happened since the person last read it — the
-//! messages, the tasks agents completed (with their own titles) and those under way, the
+//! messages and who wrote them, the tasks agents completed (with their own titles) and those under way, the
 //! components touched and by whom, the questions waiting, and what it cost. Computed from
 //! the cache alone, deterministically: no model call, the same digest for the same cache.
 //!
@@ -32,6 +32,15 @@ pub struct DigestComponent {
     pub by: Vec<String>,
 }
 
+/// Who wrote the new messages of a room, and how many.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "specta", derive(specta::Type))]
+pub struct DigestWriter {
+    /// Their handle (their id when the cache never met them).
+    pub author: String,
+    pub messages: u64,
+}
+
 /// One room's news.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
@@ -42,6 +51,8 @@ pub struct RoomDigest {
     pub since_ms: i64,
     pub messages: u64,
     pub mentions: u64,
+    /// Who wrote those messages, the most first.
+    pub writers: Vec<DigestWriter>,
     pub tasks_completed: Vec<DigestTask>,
     /// Tasks that went under way since then and still are.
     pub tasks_in_progress: Vec<DigestTask>,
@@ -89,12 +100,23 @@ pub fn digest(
             view.event_time(&room.id, room.read_to)?.unwrap_or(0)
         };
         let since_ms = read_ms.max(looked_ms.unwrap_or(0));
-        let (messages, mentions) = match looked_ms {
+        let (messages, mentions, counted_after_ms) = match looked_ms {
             Some(looked) if looked > read_ms => {
-                view.unread_since(&room.id, room.read_to, looked, me)?
+                let (messages, mentions) = view.unread_since(&room.id, room.read_to, looked, me)?;
+                (messages, mentions, looked)
             }
-            _ => (room.unread, room.unread_mentions),
+            _ => (room.unread, room.unread_mentions, i64::MIN),
         };
+        let writers = view
+            .message_authors_since(&room.id, room.read_to, counted_after_ms, me)?
+            .into_iter()
+            .map(|(author, messages)| {
+                Ok(DigestWriter {
+                    author: handle(view, &author)?,
+                    messages,
+                })
+            })
+            .collect::<Result<Vec<_>, CacheError>>()?;
         let filter = TaskFilter {
             room: Some(room.id.clone()),
             ..TaskFilter::default()
@@ -160,6 +182,7 @@ pub fn digest(
             since_ms,
             messages,
             mentions,
+            writers,
             tasks_completed: completed,
             tasks_in_progress: in_progress,
             components,

@@ -642,10 +642,12 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
         "hub = \"remote\"\n",
     )
     .unwrap();
-    machine_cli(
-        &machine,
-        &["--profile", "remote", "agents", "register", "writer"],
-    );
+    for agent in ["writer", "reviewer"] {
+        machine_cli(
+            &machine,
+            &["--profile", "remote", "agents", "register", agent],
+        );
+    }
     machine_cli(
         &machine,
         &[
@@ -657,6 +659,8 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
             "parser",
             "--member",
             "dana/writer",
+            "--member",
+            "dana/reviewer",
         ],
     );
     let profiles = machine.roundtable_home().join("profiles");
@@ -666,6 +670,11 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
     let writer_sync = writer.start();
     writer.synced(PATIENCE).await.unwrap();
     let parser = writer.room_id("parser").await.unwrap();
+    let reviewer = Core::open(Profile::load(&profiles, "dana.reviewer").unwrap())
+        .await
+        .unwrap();
+    let reviewer_sync = reviewer.start();
+    reviewer.synced(PATIENCE).await.unwrap();
     let send = async |kind: &str, body: Value| {
         let n = writer.send(&parser, kind, body).await.unwrap();
         writer.wait(n, PATIENCE).await.unwrap();
@@ -698,6 +707,11 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
             let n = writer.send_message(&parser, text).await.unwrap();
             writer.wait(n, PATIENCE).await.unwrap();
         }
+        let n = reviewer
+            .send_message(&parser, "reviewing the lexer")
+            .await
+            .unwrap();
+        reviewer.wait(n, PATIENCE).await.unwrap();
         send("tasks", tasks("completed", "completed", "in_progress")).await;
         // A second session finishes more than the digest lists by name.
         let steps: Vec<Value> = (1..=12)
@@ -730,7 +744,7 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
         .await;
     assert_eq!(
         room.attr("data-messages").await.unwrap().as_deref(),
-        Some("2")
+        Some("3")
     );
     assert_eq!(
         room.attr("data-mentions").await.unwrap().as_deref(),
@@ -773,14 +787,25 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
         1,
         "only the room where it happened"
     );
+    // Who wrote them, the most first; each fact once on the card.
+    assert_eq!(
+        listed("away-messages").await,
+        json!(["From dana/writer (2), dana/reviewer (1)"])
+    );
     let text = desk.window_text().await;
     assert!(!text.contains("write the lexer"), "done before: {text}");
+    assert_eq!(text.matches("3 messages").count(), 1, "{text}");
     desk.screenshot("away").await;
 
     // The CLI's digest of the same cache says the same.
     let digest: Value =
         serde_json::from_str(&desk.cli(&["--profile", "remote", "--json", "digest"])).unwrap();
-    assert_eq!(digest[0]["messages"], 2, "{digest}");
+    assert_eq!(digest[0]["messages"], 3, "{digest}");
+    assert_eq!(
+        digest[0]["writers"],
+        json!([{"author": "dana/writer", "messages": 2}, {"author": "dana/reviewer", "messages": 1}]),
+        "{digest}"
+    );
     let completed = digest[0]["tasks_completed"].as_array().unwrap();
     assert_eq!(completed.len(), 13, "{digest}");
     assert_eq!(
@@ -801,6 +826,7 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
         json!(parser)
     );
     writer_sync.stop().await;
+    reviewer_sync.stop().await;
     desk.finish().await;
     drop(hub);
 }

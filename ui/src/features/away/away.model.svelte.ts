@@ -39,6 +39,11 @@ export function digestSummary(digest: RoomDigest): string {
   return parts.join(" · ") || "nothing new";
 }
 
+/** Who wrote the room's new messages, the most first: `dana/writer (6), sam (2)`. */
+export function digestWriters(digest: Pick<RoomDigest, "writers">): string {
+  return digest.writers.map((writer) => `${writer.author} (${writer.messages})`).join(", ");
+}
+
 /** What the room's agents spent, unpriced usage flagged (never $0). */
 export function digestCost(digest: Pick<RoomDigest, "cost_usd" | "unpriced">): string {
   return costText({ cost: digest.cost_usd ?? 0, unpriced: digest.unpriced ? 1 : 0 });

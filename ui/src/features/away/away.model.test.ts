@@ -4,7 +4,7 @@ import { FakeBackend } from "../../backend/fake";
 import { demoWorld, emptyWorld } from "../../backend/fake-world";
 import { Toasts } from "../../app/toasts.svelte";
 import { settle } from "../../testing/settle";
-import { AWAY_TASKS_SHOWN, AwayModel, digestCost, digestSummary, firstTasks, newsCount } from "./away.model.svelte";
+import { AWAY_TASKS_SHOWN, AwayModel, digestCost, digestSummary, digestWriters, firstTasks, newsCount } from "./away.model.svelte";
 
 const NOW = Date.UTC(2026, 11, 1, 12);
 
@@ -15,6 +15,7 @@ function digest(overrides: Partial<RoomDigest>): RoomDigest {
     since_ms: 0,
     messages: 0,
     mentions: 0,
+    writers: [],
     tasks_completed: [],
     tasks_in_progress: [],
     components: [],
@@ -50,6 +51,15 @@ describe("while you were away", () => {
       ),
     ).toBe("2 messages (1 for you) · 1 task done · 1 under way · 1 component changed · $0.0045 spent");
     expect(digestSummary(digest({}))).toBe("nothing new");
+  });
+
+  it("names who wrote the new messages, the most first", () => {
+    const writers = [
+      { author: "dana/writer", messages: 6 },
+      { author: "sam", messages: 2 },
+    ];
+    expect(digestWriters(digest({ messages: 8, writers }))).toBe("dana/writer (6), sam (2)");
+    expect(digestWriters(digest({}))).toBe("");
   });
 
   it("flags unpriced usage rather than showing $0", () => {
