@@ -388,11 +388,13 @@ pub enum AgentControl {
 
 #[tauri::command]
 #[specta::specta]
+/// Pauses, resumes or stops `agent` everywhere, or in `room` only (a session's own room).
 pub async fn control_agent(
     app: App<'_>,
     window: tauri::AppHandle,
     agent: String,
     action: AgentControl,
+    room: Option<String>,
 ) -> Reply<()> {
     let action = match action {
         AgentControl::Pause => ControlAction::Pause,
@@ -401,7 +403,7 @@ pub async fn control_agent(
     };
     app.core()
         .await?
-        .control_agent(&agent, action, None, PATIENCE)
+        .control_agent(&agent, action, room.as_deref(), PATIENCE)
         .await?;
     crate::alerts::agents_changed(&window);
     Ok(())

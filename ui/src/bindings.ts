@@ -29,7 +29,8 @@ export const commands = {
 	revokeInvite: (invite: string) => typedError<null, ErrorReport>(__TAURI_INVOKE("revoke_invite", { invite })),
 	redeemInvite: (codeOrLink: string) => typedError<Redeemed, ErrorReport>(__TAURI_INVOKE("redeem_invite", { codeOrLink })),
 	agents: () => typedError<AgentView[], ErrorReport>(__TAURI_INVOKE("agents")),
-	controlAgent: (agent: string, action: AgentControl) => typedError<null, ErrorReport>(__TAURI_INVOKE("control_agent", { agent, action })),
+	/**  Pauses, resumes or stops `agent` everywhere, or in `room` only (a session's own room). */
+	controlAgent: (agent: string, action: AgentControl, room: string | null) => typedError<null, ErrorReport>(__TAURI_INVOKE("control_agent", { agent, action, room })),
 	agentToken: (agent: string, action: TokenChangeKind) => typedError<TokenChanged, ErrorReport>(__TAURI_INVOKE("agent_token", { agent, action })),
 	connectRemote: (address: string, how: RemoteLogin, insecure: boolean) => typedError<AppState, ErrorReport>(__TAURI_INVOKE("connect_remote", { address, how, insecure })),
 	useEmbedded: () => typedError<AppState, ErrorReport>(__TAURI_INVOKE("use_embedded")),

@@ -72,7 +72,8 @@ export interface Backend {
   redeemInvite(codeOrLink: string): Promise<Redeemed>;
 
   agents(): Promise<AgentView[]>;
-  controlAgent(agent: string, action: AgentControl): Promise<null>;
+  /** Everywhere, or in `room` only (a session's own room). */
+  controlAgent(agent: string, action: AgentControl, room: string | null): Promise<null>;
   /** A rotated token is saved in the agent's profile here (`saved_in`), or handed back once (`token`). */
   agentToken(agent: string, action: TokenChangeKind): Promise<TokenChanged>;
 

@@ -490,25 +490,27 @@ export class FakeBackend implements Backend {
     return copy(this.world.agents);
   }
 
-  async controlAgent(agent: string, action: AgentControl): Promise<null> {
-    this.enter("controlAgent", [agent, action]);
+  async controlAgent(agent: string, action: AgentControl, room: string | null): Promise<null> {
+    this.enter("controlAgent", [agent, action, room]);
     const found = this.agent(agent);
     const me = this.requireMe();
-    if (action === "resume") {
-      found.controls = [];
-      if (found.state === "stopped") found.state = "idle";
-    } else {
-      found.controls = [
-        ...found.controls.filter((control) => control.action !== action),
-        { room: null, action, by: me.id, seq: this.nextId++ },
-      ];
-      if (action === "stop") found.state = "stopped";
-    }
+    if (room !== null) this.room(room);
+    // As the core records it: one control per room (null: everywhere); a resume lifts what
+    // it covers, everywhere lifts them all.
+    const others = found.controls.filter((control) => room !== null && control.room !== room);
+    found.controls = action === "resume" ? others : [...others, { room, action, by: me.id, seq: this.nextId++ }];
+    const inForce = (at: string | null) =>
+      [...new Set(found.controls.filter((control) => control.room === null || control.room === at).map((control) => control.action))].sort();
+    found.state = found.controls.some((control) => control.action === "stop" && control.room === null)
+      ? "stopped"
+      : found.state === "stopped"
+        ? "idle"
+        : found.state;
     for (const session of this.world.boards.sessions) {
       if (session.agent !== agent) continue;
-      session.controls = found.controls.map((control) => control.action);
-      if (action === "stop") session.state = "stopped";
-      if (action === "resume" && session.state === "stopped") session.state = "idle";
+      session.controls = inForce(session.bound_room);
+      if (session.controls.includes("stop")) session.state = "stopped";
+      else if (session.state === "stopped") session.state = "idle";
     }
     this.changed({ agents: true });
     return null;

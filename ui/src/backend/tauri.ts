@@ -86,7 +86,7 @@ export function tauriBackend(): Backend {
     revokeInvite: (invite) => unwrap(commands.revokeInvite(invite)),
     redeemInvite: (codeOrLink) => unwrap(commands.redeemInvite(codeOrLink)),
     agents: () => unwrap(commands.agents()),
-    controlAgent: (agent, action) => unwrap(commands.controlAgent(agent, action)),
+    controlAgent: (agent, action, room) => unwrap(commands.controlAgent(agent, action, room)),
     agentToken: (agent, action) => unwrap(commands.agentToken(agent, action)),
     taskBoard: () => unwrap(commands.taskBoard()),
     architecture: () => unwrap(commands.architecture()),

@@ -19,7 +19,7 @@ use super::figures::{Figure, Grouping, Teams};
 use super::pricing::Pricing;
 use crate::cache::SessionOwner;
 use crate::cache::{
-    AgentStatusView, ArchEventRow, CacheError, CacheView, ComponentView, LocalSession,
+    AgentStatusView, ArchEventRow, CacheError, CacheView, ComponentView, ControlView, LocalSession,
     MessageCount, PingState, PingView, SessionRow, TaskFilter, TaskSession, TaskStateChange,
     TaskView, UsageQuery, UsageSession,
 };

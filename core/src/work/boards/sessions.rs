@@ -44,8 +44,9 @@ pub struct KnownAgent {
     pub id: String,
     pub handle: Option<String>,
     pub owner: Option<String>,
-    /// Controls in force on it (from its own cache on this machine).
-    pub controls: Vec<String>,
+    /// Controls in force on it, each everywhere (`room` None) or in one room: what its own
+    /// cache on this machine saw, and what we put on it.
+    pub controls: Vec<ControlView>,
 }
 
 /// A session an agent of this machine bound (its hooks, its runner).
@@ -293,9 +294,9 @@ pub fn session_board_from(rows: &SessionRows) -> Vec<SessionView> {
                 messages_last_hour,
                 questions_asked,
                 questions_waiting,
-                controls: known
-                    .map(|agent| agent.controls.clone())
-                    .unwrap_or_default(),
+                controls: known.map_or_else(Vec::new, |agent| {
+                    controls_on_session(&agent.controls, session.bound_room.as_deref())
+                }),
                 needs_you,
             }
         })
@@ -309,13 +310,23 @@ pub fn session_board_from(rows: &SessionRows) -> Vec<SessionView> {
     board
 }
 
+/// The actions in force on a session bound to `room` (a pause or stop there, or everywhere),
+/// each once; a session bound to no room answers to the controls that hold everywhere.
+fn controls_on_session(controls: &[ControlView], room: Option<&str>) -> Vec<String> {
+    let mut actions: Vec<String> = controls
+        .iter()
+        .filter(|control| control.action != "resume")
+        .filter(|control| control.room.is_none() || control.room.as_deref() == room)
+        .map(|control| control.action.clone())
+        .collect();
+    actions.sort();
+    actions.dedup();
+    actions
+}
+
 /// The sessions and controls of this person's agents onboarded on this machine (same hub),
 /// read from each agent's own cache.
-pub(super) fn agents_here(
-    profiles: &Path,
-    me_handle: &str,
-    hub: &str,
-) -> (Vec<BoundSession>, HashMap<String, Vec<String>>) {
+pub(super) fn agents_here(profiles: &Path, me_handle: &str, hub: &str) -> AgentsHere {
     let mut bound = Vec::new();
     let mut controls = HashMap::new();
     let Ok(entries) = std::fs::read_dir(profiles) else {
@@ -343,22 +354,17 @@ pub(super) fn agents_here(
                 session,
             });
         }
-        let mut actions: Vec<String> = view
-            .controls()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|control| control.action)
-            .collect();
-        actions.sort();
-        actions.dedup();
-        controls.insert(profile.principal.clone(), actions);
+        controls.insert(
+            profile.principal.clone(),
+            view.controls().unwrap_or_default(),
+        );
     }
     (bound, controls)
 }
 
 /// What the agents onboarded on this machine say of themselves: their bound sessions and
 /// the controls their own caches saw ([`agents_here`]).
-pub type AgentsHere = (Vec<BoundSession>, HashMap<String, Vec<String>>);
+pub type AgentsHere = (Vec<BoundSession>, HashMap<String, Vec<ControlView>>);
 
 /// The sessions board as `view` holds it, for principal `me` (`is_user`: a person, not an
 /// agent) at `now`: `local` the sessions of this machine's logs, `here` what the agents on
@@ -401,15 +407,7 @@ pub fn session_board_in(
         let principal = view.principal(&id)?;
         // What the agent's own cache on this machine saw, and what we put on it.
         let mut in_force = controls.get(&id).cloned().unwrap_or_default();
-        in_force.extend(
-            issued
-                .get(&id)
-                .into_iter()
-                .flatten()
-                .map(|c| c.action.clone()),
-        );
-        in_force.sort();
-        in_force.dedup();
+        in_force.extend(issued.get(&id).into_iter().flatten().cloned());
         rows.agents.push(KnownAgent {
             controls: in_force,
             handle: principal.as_ref().map(|p| p.handle.clone()),

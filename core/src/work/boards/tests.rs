@@ -329,12 +329,21 @@ fn rows() -> SessionRows {
             updated_ms: at,
         },
     };
-    let agent = |id: &str, handle: &str, owner: &str, controls: &[&str]| KnownAgent {
-        id: id.into(),
-        handle: Some(handle.into()),
-        owner: Some(owner.into()),
-        controls: controls.iter().map(|c| (*c).to_owned()).collect(),
-    };
+    let agent =
+        |id: &str, handle: &str, owner: &str, controls: &[(Option<&str>, &str)]| KnownAgent {
+            id: id.into(),
+            handle: Some(handle.into()),
+            owner: Some(owner.into()),
+            controls: controls
+                .iter()
+                .map(|(room, action)| ControlView {
+                    room: room.map(str::to_owned),
+                    action: (*action).to_owned(),
+                    by: "p_dana".into(),
+                    seq: 0,
+                })
+                .collect(),
+        };
     SessionRows {
         me: "p_dana".into(),
         me_handle: "dana".into(),
@@ -356,7 +365,13 @@ fn rows() -> SessionRows {
             bound("p_writer", "s1", None, 550),
         ],
         agents: vec![
-            agent("p_writer", "dana/writer", "p_dana", &["pause"]),
+            // Paused in the parser room, stopped in another: each session sees its own.
+            agent(
+                "p_writer",
+                "dana/writer",
+                "p_dana",
+                &[(Some("r_parser"), "pause"), (Some("r_other"), "stop")],
+            ),
             agent("p_sec", "sam/security", "p_sam", &[]),
         ],
         statuses: vec![
@@ -427,6 +442,11 @@ fn sessions_that_need_the_person_come_first_with_what_they_need() {
     );
     assert_eq!(other.machine, Machine::ThisMachine);
     assert_eq!(other.rooms, ["r_home"]);
+    assert!(
+        other.controls.is_empty(),
+        "the pause and the stop are in rooms this session is not bound to: {:?}",
+        other.controls
+    );
     assert_eq!(other.last_active_ms, 600);
     // The agent's questions are its current session's.
     assert_eq!((other.questions_waiting, other.needs_you), (0, false));

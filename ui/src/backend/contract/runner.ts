@@ -71,7 +71,7 @@ export const ARGUMENTS: Record<string, readonly string[]> = {
   revokeInvite: ["invite"],
   redeemInvite: ["codeOrLink"],
   agents: [],
-  controlAgent: ["agent", "action"],
+  controlAgent: ["agent", "action", "room"],
   onboardAgent: ["cli", "name", "project"],
   offboardAgent: ["cli", "handle"],
 };

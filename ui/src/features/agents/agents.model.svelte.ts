@@ -99,7 +99,8 @@ export class AgentsModel {
   async control(agent: AgentView, action: AgentControl): Promise<void> {
     this.busy[agent.id] = action;
     try {
-      await this.deps.backend.controlAgent(agent.id, action);
+      // From the agents view: the whole agent, everywhere.
+      await this.deps.backend.controlAgent(agent.id, action, null);
       await this.load();
     } catch (error) {
       this.deps.errors.report(error);

@@ -71,7 +71,7 @@ describe("agents model", () => {
     const { model, backend } = setup([agent("dana/writer", "working")]);
     await model.load();
     await model.control(model.agents[0]!, "pause");
-    expect(backend.calls.find((call) => call.command === "controlAgent")?.args).toEqual(["id-dana/writer", "pause"]);
+    expect(backend.calls.find((call) => call.command === "controlAgent")?.args).toEqual(["id-dana/writer", "pause", null]);
     expect(controlsInForce(model.agents[0]!)).toEqual(["pause"]);
     await model.control(model.agents[0]!, "resume");
     expect(controlsInForce(model.agents[0]!)).toEqual([]);

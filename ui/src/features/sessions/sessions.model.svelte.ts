@@ -46,7 +46,7 @@ export type SessionsDeps = { backend: Backend; errors: ErrorReporter };
 export class SessionsModel {
   sessions: SessionView[] = $state.raw([]);
   loaded = $state(false);
-  /** Controls on their way, by agent id. */
+  /** Controls on their way, by session key. */
   busy: Record<string, AgentControl> = $state({});
 
   private readonly deps: SessionsDeps;
@@ -65,17 +65,21 @@ export class SessionsModel {
     return this.loads.request();
   }
 
+  /**
+   * Pauses, resumes or stops this session: in the room it is bound to (its runner's, or the
+   * one its hooks report to), so the agent's other sessions go on; a session bound to no room
+   * can only be held with the whole agent.
+   */
   async control(session: SessionView, action: AgentControl): Promise<void> {
     if (session.agent === null) return;
-    const agent = session.agent;
-    this.busy[agent] = action;
+    this.busy[session.key] = action;
     try {
-      await this.deps.backend.controlAgent(agent, action);
+      await this.deps.backend.controlAgent(session.agent, action, session.bound_room);
       await this.load();
     } catch (error) {
       this.deps.errors.report(error);
     } finally {
-      delete this.busy[agent];
+      delete this.busy[session.key];
     }
   }
 

@@ -56,6 +56,24 @@ describe("sessions board", () => {
     expect(model.sessions.find((session) => session.agent_handle === "dana/writer")!.controls).toEqual([]);
   });
 
+  it("pauses one session in its own room and leaves the agent's other sessions alone", async () => {
+    const { world, backend, model } = setup();
+    const base = world.boards.sessions.find((session) => session.agent_handle === "dana/writer")!;
+    world.boards.sessions = [
+      { ...base, key: "w:parser", session_id: "s-parser", bound_room: "r-parser" },
+      { ...base, key: "w:security", session_id: "s-security", bound_room: "r-security" },
+    ];
+    await model.load();
+    const byKey = (key: string) => model.sessions.find((session) => session.key === key)!;
+    await model.control(byKey("w:parser"), "pause");
+    expect(backend.calls.find((call) => call.command === "controlAgent")?.args).toEqual([base.agent, "pause", "r-parser"]);
+    expect(byKey("w:parser").controls).toEqual(["pause"]);
+    expect(byKey("w:security").controls).toEqual([]);
+    await model.control(byKey("w:security"), "stop");
+    expect(byKey("w:security").state).toBe("stopped");
+    expect(byKey("w:parser").state).not.toBe("stopped");
+  });
+
   it("follows changes to work, agents and pings, and reports failures", async () => {
     const { world, backend, model } = setup();
     await model.load();
