@@ -66,6 +66,8 @@ pub enum Write {
         description: Option<String>,
         paths: String,
         depends_on: String,
+        /// Set when inferred from the repository (see `ArchBody::Define`).
+        source: Option<String>,
         seq: u64,
     },
     ComponentStatus {
@@ -232,7 +234,7 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
             }]
         }
         "arch" => match body::<ArchBody>(event)? {
-            ArchBody::Define { define } => define
+            ArchBody::Define { define, source } => define
                 .into_iter()
                 .map(|component| Write::ComponentDef {
                     room: room.clone(),
@@ -241,6 +243,7 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
                     description: component.description,
                     paths: json(&component.paths),
                     depends_on: json(&component.depends_on),
+                    source: source.clone(),
                     seq,
                 })
                 .collect(),
@@ -494,6 +497,7 @@ mod tests {
                 description: None,
                 paths: r#"["src/**"]"#.into(),
                 depends_on: "[]".into(),
+                source: None,
                 seq: 6
             }]
         );

@@ -194,6 +194,12 @@ impl ComponentStatus {
 pub enum ArchBody {
     Define {
         define: Vec<ComponentDef>,
+        /// Where the components came from when a program inferred them from the repository
+        /// (`Cargo workspace`, `npm packages`…); absent when a person or an agent wrote them.
+        /// A written definition replaces inferred components; an inferred one never replaces
+        /// written ones.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
     },
     Status {
         component: String,

@@ -114,6 +114,11 @@ export type AppState = {
 export type ArchitectureBoard = {
 	room: string,
 	title: string | null,
+	/**
+	 *  What the components were inferred from (`Cargo workspace, npm packages`); `None` when
+	 *  they were written (`.roundtable/architecture.toml`, or an agent's `define_components`).
+	 */
+	source: string | null,
 	components: ComponentView[],
 };
 
@@ -198,6 +203,8 @@ export type ComponentView = {
 	/**  Who reported the latest status. */
 	by: string | null,
 	status_ms: number | null,
+	/**  What it was inferred from (`Cargo workspace`…); `None` when someone wrote it. */
+	source: string | null,
 	/**  Each agent's latest report on it. */
 	agents: ComponentAgent[],
 	/**  Agents whose latest report says they are working on it. */

@@ -290,15 +290,42 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             description,
             paths,
             depends_on,
+            source,
             seq,
         } => {
+            // Written components override inferred ones, whatever order the definitions
+            // arrive in: an inferred one is kept out of a room with written ones, and a
+            // written one clears the inferred ones out.
+            let written_here: bool = tx
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM components
+                     WHERE room = ?1 AND def_seq > 0 AND source IS NULL)",
+                )?
+                .query_row([&room], |row| row.get(0))?;
+            match &source {
+                Some(_) if written_here => return Ok(None),
+                Some(_) => {}
+                None => {
+                    tx.prepare_cached(
+                        "DELETE FROM component_agents WHERE room = ?1 AND component IN
+                         (SELECT id FROM components WHERE room = ?1 AND source IS NOT NULL AND id != ?2)",
+                    )?
+                    .execute(params![room, id])?;
+                    tx.prepare_cached(
+                        "DELETE FROM components WHERE room = ?1 AND source IS NOT NULL AND id != ?2",
+                    )?
+                    .execute(params![room, id])?;
+                }
+            }
             tx.prepare_cached(
-                "INSERT INTO components (room, id, name, description, paths, depends_on, def_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                "INSERT INTO components (room, id, name, description, paths, depends_on, def_seq, source)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (room, id) DO UPDATE SET name = excluded.name,
                      description = excluded.description, paths = excluded.paths,
-                     depends_on = excluded.depends_on, def_seq = excluded.def_seq
-                 WHERE excluded.def_seq > components.def_seq",
+                     depends_on = excluded.depends_on, def_seq = excluded.def_seq,
+                     source = excluded.source
+                 WHERE excluded.def_seq > components.def_seq
+                     OR (excluded.source IS NULL AND components.source IS NOT NULL)",
             )?
             .execute(params![
                 room,
@@ -307,7 +334,8 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
                 description,
                 paths,
                 depends_on,
-                seq as i64
+                seq as i64,
+                source
             ])?;
         }
         Write::ComponentStatus {

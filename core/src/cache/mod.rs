@@ -66,6 +66,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "issued_controls",
         include_str!("migrations/0007_issued_controls.sql"),
     ),
+    (
+        8,
+        "component_sources",
+        include_str!("migrations/0008_component_sources.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -1494,3 +1494,119 @@ fn controls_we_issue_are_kept_until_a_resume_lifts_them() {
         [(Some("r1".into()), "pause".into())]
     );
 }
+
+#[test]
+fn written_components_override_inferred_ones_in_either_order() {
+    let defined = |seq: u64, ids: &[&str], source: Option<&str>| {
+        let define: Vec<Value> = ids
+            .iter()
+            .map(
+                |id| json!({"id": id, "name": id, "paths": [format!("{id}/**")], "depends_on": []}),
+            )
+            .collect();
+        let mut body = json!({ "define": define });
+        if let Some(source) = source {
+            body["source"] = json!(source);
+        }
+        event("r", seq, "2026-11-30T09:00:00.000Z", "p_dana", "arch", body)
+    };
+    let status = |seq: u64, id: &str| {
+        event(
+            "r",
+            seq,
+            "2026-11-30T09:00:00.000Z",
+            "p_agent",
+            "arch",
+            json!({"component": id, "status": "working"}),
+        )
+    };
+    let board = |cache: &Cache| -> Vec<(String, Option<String>)> {
+        cache
+            .components("r")
+            .unwrap()
+            .into_iter()
+            .map(|component| (component.id, component.source))
+            .collect()
+    };
+    let written = vec![("lexer".to_owned(), None), ("parser".to_owned(), None)];
+    // Inferred first, then written: the inferred ones go, shared ids become written.
+    let (_dir, mut cache) = open();
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                defined(1, &["core", "lexer"], Some("Cargo workspace")),
+                status(2, "core"),
+            ],
+            None,
+        )
+        .unwrap();
+    assert_eq!(
+        board(&cache),
+        [
+            ("core".to_owned(), Some("Cargo workspace".to_owned())),
+            ("lexer".to_owned(), Some("Cargo workspace".to_owned()))
+        ]
+    );
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[defined(3, &["lexer", "parser"], None)],
+            None,
+        )
+        .unwrap();
+    assert_eq!(board(&cache), written);
+    // A later inferred definition does not come back over written ones.
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[defined(4, &["core"], Some("Cargo workspace"))],
+            None,
+        )
+        .unwrap();
+    assert_eq!(board(&cache), written);
+    // The same events the other way round (gap filling brings old events late): the same.
+    let (_dir, mut cache) = open();
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                defined(3, &["lexer", "parser"], None),
+                defined(4, &["core"], Some("Cargo workspace")),
+            ],
+            None,
+        )
+        .unwrap();
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                defined(1, &["core", "lexer"], Some("Cargo workspace")),
+                status(2, "core"),
+            ],
+            None,
+        )
+        .unwrap();
+    let ids: Vec<String> = board(&cache).into_iter().map(|(id, _)| id).collect();
+    assert!(
+        !ids.contains(&"core".to_owned())
+            || cache
+                .components("r")
+                .unwrap()
+                .iter()
+                .all(|c| c.source.is_none()),
+        "{ids:?}"
+    );
+    assert_eq!(
+        board(&cache)
+            .into_iter()
+            .filter(|(_, source)| source.is_some())
+            .count(),
+        0
+    );
+}

@@ -1,7 +1,9 @@
 //! A repository's architecture, as its team writes it down in
 //! `.roundtable/architecture.toml`: components, the files that belong to each (globs
 //! relative to the repository), and what each depends on. A file an agent edits marks its
-//! component as being worked on by that agent.
+//! component as being worked on by that agent. A repository without the file gets the
+//! architecture its manifests imply ([`super::inferred`]), each file in the one package that
+//! holds it most closely.
 //!
 //! ```toml
 //! [[components]]
@@ -13,6 +15,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use roundtable_protocol::bodies::ComponentDef;
@@ -30,11 +33,15 @@ struct ArchitectureFile {
 /// A repository's components, ready to match files.
 #[derive(Debug, Clone)]
 pub struct Architecture {
-    /// The repository's root (the directory holding `.roundtable/`).
+    /// The repository's root (the directory holding `.git`).
     pub root: PathBuf,
     pub components: Vec<ComponentDef>,
-    /// The file's text, to notice when it changes.
+    /// What defines it (the file's text, or the inferred components), to notice a change.
     pub text: String,
+    /// What it was inferred from; `None` when it was written.
+    pub source: Option<String>,
+    /// The files it was read from (absolute), to read it again when one changes.
+    pub inputs: Vec<PathBuf>,
     matchers: Vec<GlobSet>,
 }
 
@@ -87,33 +94,152 @@ impl Architecture {
             root: root.to_path_buf(),
             components: file.components,
             text: text.to_owned(),
+            source: None,
+            inputs: vec![root.join(FILE)],
             matchers,
         })
     }
 
-    /// The components a file (by absolute path) belongs to.
+    /// The architecture of the repository at `root` as its manifests imply it.
+    pub fn inferred(root: &Path, inference: super::inferred::Inference) -> Architecture {
+        let matchers = inference
+            .components
+            .iter()
+            .map(|component| {
+                let mut set = GlobSetBuilder::new();
+                for pattern in &component.paths {
+                    // A directory's name is taken as it is, whatever glob characters it has.
+                    let (dir, all) = pattern
+                        .strip_suffix("/**")
+                        .map_or(("", true), |dir| (dir, false));
+                    let glob = if all {
+                        Glob::new("**")
+                    } else {
+                        Glob::new(&format!("{}/**", globset::escape(dir)))
+                    };
+                    if let Ok(glob) = glob {
+                        set.add(glob);
+                    }
+                }
+                set.build().unwrap_or_else(|_| GlobSet::empty())
+            })
+            .collect();
+        let text = serde_json::to_string(&(&inference.source, &inference.components))
+            .expect("components serialize");
+        Architecture {
+            root: root.to_path_buf(),
+            components: inference.components,
+            text,
+            source: Some(inference.source),
+            inputs: inference
+                .manifests
+                .iter()
+                .map(|manifest| root.join(manifest))
+                .collect(),
+            matchers,
+        }
+    }
+
+    /// The components a file (by absolute path) belongs to: every one whose globs match it
+    /// when written; the package that holds it most closely when inferred (a file of a crate
+    /// inside another crate's folder is the inner crate's).
     pub fn components_of(&self, file: &Path) -> Vec<&ComponentDef> {
         let Ok(relative) = file.strip_prefix(&self.root) else {
             return Vec::new();
         };
-        self.components
+        let matching = self
+            .components
             .iter()
             .zip(&self.matchers)
             .filter(|(_, matcher)| matcher.is_match(relative))
-            .map(|(component, _)| component)
+            .map(|(component, _)| component);
+        if self.source.is_none() {
+            return matching.collect();
+        }
+        let closeness = |component: &ComponentDef| {
+            component
+                .paths
+                .iter()
+                .map(String::len)
+                .max()
+                .unwrap_or_default()
+        };
+        matching
+            .max_by_key(|component| closeness(component))
+            .into_iter()
             .collect()
     }
 }
 
-/// The repository root above `file` (the nearest directory with a `.git`), when it has an
-/// architecture file. Never looked for above the repository: a file in `/tmp` or a home
-/// directory must not take its components from whoever wrote `/tmp/.roundtable/…`.
-pub fn find_root(file: &Path) -> Option<PathBuf> {
-    let root = file
-        .ancestors()
+/// The repository root above `file`: the nearest directory with a `.git` (a worktree's or a
+/// submodule's `.git` file counts). Never looked for above the repository: a file in `/tmp`
+/// or a home directory must not take its components from whoever wrote `/tmp/.roundtable/…`.
+pub fn find_repository(file: &Path) -> Option<PathBuf> {
+    file.ancestors()
         .skip(1)
-        .find(|dir| dir.join(".git").exists())?;
-    root.join(FILE).is_file().then(|| root.to_path_buf())
+        .find(|dir| dir.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// A repository's architecture as it was loaded, with the modification times of the files
+/// it came from (and of the written file, present or not), to load it again when one
+/// changes: a manifest edited, a member added, an architecture file written.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub architecture: Option<Architecture>,
+    stamps: Vec<(PathBuf, Option<SystemTime>)>,
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+impl Loaded {
+    pub fn load(root: &Path) -> Loaded {
+        let architecture = load(root);
+        let mut files: Vec<PathBuf> = architecture
+            .as_ref()
+            .map(|architecture| architecture.inputs.clone())
+            .unwrap_or_default();
+        files.push(root.join(FILE));
+        files.sort();
+        files.dedup();
+        let stamps = files
+            .into_iter()
+            .map(|file| {
+                let stamp = modified(&file);
+                (file, stamp)
+            })
+            .collect();
+        Loaded {
+            architecture,
+            stamps,
+        }
+    }
+
+    /// Whether no file it came from changed since it was loaded.
+    pub fn is_current(&self) -> bool {
+        self.stamps
+            .iter()
+            .all(|(file, stamp)| modified(file) == *stamp)
+    }
+}
+
+/// The architecture of the repository at `root`: its written file when it has one (a broken
+/// one is logged and none is used: the person's file is never second-guessed), else what
+/// its manifests imply; `None` for a repository with neither.
+pub fn load(root: &Path) -> Option<Architecture> {
+    match std::fs::read_to_string(root.join(FILE)) {
+        Ok(text) => match Architecture::parse(root, &text) {
+            Ok(architecture) => Some(architecture),
+            Err(error) => {
+                tracing::warn!(%error, "ignoring an architecture file");
+                None
+            }
+        },
+        Err(_) => super::inferred::infer(&super::inferred::Disk(root))
+            .map(|inference| Architecture::inferred(root, inference)),
+    }
 }
 
 #[cfg(test)]
@@ -121,27 +247,88 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_architecture_file_is_looked_for_at_the_repository_root_only() {
+    fn a_repository_is_its_written_architecture_else_what_its_manifests_imply() {
         let dir = tempfile::tempdir().unwrap();
         let planted = dir.path().join(FILE);
         std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
-        std::fs::write(&planted, "[[components]]\n").unwrap();
+        std::fs::write(&planted, ARCHITECTURE).unwrap();
         // A file in no repository, under a directory with an architecture file: none.
         let loose = dir.path().join("notes/todo.md");
-        assert_eq!(find_root(&loose), None);
-        // In a repository without one: none, though a directory above has one.
+        assert_eq!(find_repository(&loose), None);
+        // A repository with manifests and no file: what they imply.
         let repo = dir.path().join("work/repo");
         std::fs::create_dir_all(repo.join(".git")).unwrap();
-        assert_eq!(find_root(&repo.join("src/lib.rs")), None);
-        // The repository's own.
+        std::fs::create_dir_all(repo.join("lexer")).unwrap();
+        std::fs::write(
+            repo.join("Cargo.toml"),
+            "[workspace]\nmembers = [\"lexer\"]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.join("lexer/Cargo.toml"),
+            "[package]\nname = \"lexer\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            find_repository(&repo.join("src/lib.rs")),
+            Some(repo.clone())
+        );
+        let inferred = load(&repo).unwrap();
+        assert_eq!(inferred.source.as_deref(), Some("Cargo workspace"));
+        assert_eq!(inferred.components[0].id, "lexer");
+        assert!(inferred.inputs.contains(&repo.join("lexer/Cargo.toml")));
+        // Its own written file wins.
         std::fs::create_dir_all(repo.join(".roundtable")).unwrap();
-        std::fs::write(repo.join(FILE), "[[components]]\n").unwrap();
-        assert_eq!(find_root(&repo.join("src/lib.rs")), Some(repo.clone()));
+        std::fs::write(repo.join(FILE), ARCHITECTURE).unwrap();
+        let written = load(&repo).unwrap();
+        assert_eq!(written.source, None);
+        assert_eq!(written.components.len(), 2);
+        // A broken one is not second-guessed with an inferred one.
+        std::fs::write(repo.join(FILE), "components = 3").unwrap();
+        assert!(load(&repo).is_none());
         // A worktree or submodule has a `.git` file: it is a root too.
         let sub = repo.join("vendor/sub");
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(sub.join(".git"), "gitdir: ../../.git/modules/sub\n").unwrap();
-        assert_eq!(find_root(&sub.join("x.rs")), None);
+        assert_eq!(find_repository(&sub.join("x.rs")), Some(sub));
+    }
+
+    #[test]
+    fn an_inferred_file_belongs_to_the_package_that_holds_it_most_closely() {
+        let inference = crate::work::inferred::Inference {
+            components: ["", "app", "app/plugins/[x]"]
+                .iter()
+                .map(|dir| ComponentDef {
+                    id: if dir.is_empty() {
+                        "root".into()
+                    } else {
+                        (*dir).into()
+                    },
+                    name: (*dir).into(),
+                    description: None,
+                    paths: vec![if dir.is_empty() {
+                        "**".into()
+                    } else {
+                        format!("{dir}/**")
+                    }],
+                    depends_on: Vec::new(),
+                })
+                .collect(),
+            source: "Cargo workspace".into(),
+            manifests: Vec::new(),
+        };
+        let architecture = Architecture::inferred(Path::new("/repo"), inference);
+        let ids = |path: &str| -> Vec<String> {
+            architecture
+                .components_of(Path::new(path))
+                .iter()
+                .map(|c| c.id.clone())
+                .collect()
+        };
+        assert_eq!(ids("/repo/app/plugins/[x]/lib.rs"), ["app/plugins/[x]"]);
+        assert_eq!(ids("/repo/app/src/main.rs"), ["app"]);
+        assert_eq!(ids("/repo/README.md"), ["root"]);
+        assert!(ids("/elsewhere/app/src/main.rs").is_empty());
     }
 
     const ARCHITECTURE: &str = r#"

@@ -25,6 +25,7 @@ pub mod digest;
 pub mod events;
 pub mod figures;
 pub mod gemini;
+pub mod inferred;
 mod lenient;
 pub mod paths;
 pub mod pricing;

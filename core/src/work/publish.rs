@@ -201,7 +201,12 @@ impl Publishing for WorkPublisher<'_> {
                         room: room.clone(),
                         client_key: key("d", &[&text_key, room]),
                         kind: "arch".into(),
-                        body: json!({ "define": architecture.components }),
+                        body: match &architecture.source {
+                            Some(source) => {
+                                json!({ "define": architecture.components, "source": source })
+                            }
+                            None => json!({ "define": architecture.components }),
+                        },
                     });
                     out.push(Publication {
                         room: room.clone(),

@@ -15,7 +15,7 @@ use notify::{RecursiveMode, Watcher as _};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use super::architecture::{self, Architecture};
+use super::architecture::{self, Architecture, Loaded};
 use super::events::{Framework, LineOutcome, LogEvent, TaskItem};
 use super::pricing::Pricing;
 use super::publish::{AgentTarget, Targets, WorkPublisher};
@@ -307,32 +307,23 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
 }
 
 /// The architecture of the repository `path` is in, looked up once per repository.
-fn architecture_of(
-    path: &Path,
-    known: &mut HashMap<PathBuf, Option<Architecture>>,
-) -> Option<Architecture> {
-    let root = architecture::find_root(path)?;
-    known
+fn architecture_of(path: &Path, known: &mut HashMap<PathBuf, Loaded>) -> Option<Architecture> {
+    let root = architecture::find_repository(path)?;
+    let loaded = known
         .entry(root.clone())
-        .or_insert_with(|| {
-            let text = std::fs::read_to_string(root.join(architecture::FILE)).ok()?;
-            match Architecture::parse(&root, &text) {
-                Ok(architecture) => Some(architecture),
-                Err(error) => {
-                    tracing::warn!(%error, "ignoring an architecture file");
-                    None
-                }
-            }
-        })
-        .clone()
+        .or_insert_with(|| Loaded::load(&root));
+    if !loaded.is_current() {
+        *loaded = Loaded::load(&root);
+    }
+    loaded.architecture.clone()
 }
 
 /// What the watcher carries from one read to the next.
 struct Following {
     options: Arc<WatchOptions>,
     targets: Arc<Targets>,
-    /// Repositories' architectures by root (`None`: it has none, or a broken one).
-    architectures: HashMap<PathBuf, Option<Architecture>>,
+    /// Repositories' architectures by root, as loaded (none: no manifest, or a broken file).
+    architectures: HashMap<PathBuf, Loaded>,
     /// Where the cache is in each file, kept in step with it.
     positions: HashMap<String, LogFileState>,
 }

@@ -482,6 +482,7 @@ fn event_bodies() {
             }],
         }),
         wire(&ArchBody::Define {
+            source: None,
             define: vec![ComponentDef {
                 id: "parser".into(),
                 name: "Parser".into(),

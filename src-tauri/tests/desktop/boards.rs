@@ -36,6 +36,27 @@ fn with_repository(home: &Path) -> PathBuf {
     repo
 }
 
+/// A repository nobody described: a Cargo workspace of a lexer and a parser that uses it.
+fn with_cargo_workspace(home: &Path) -> PathBuf {
+    let repo = home.join("work/compiler");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let files = [
+        ("Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\n"),
+        ("crates/lexer/Cargo.toml", "[package]\nname = \"lexer\"\n"),
+        (
+            "crates/parser/Cargo.toml",
+            "[package]\nname = \"parser\"\n[dependencies]\nlexer = { path = \"../lexer\" }\n",
+        ),
+        ("crates/lexer/src/lib.rs", "// the lexer\n"),
+        ("crates/parser/src/lib.rs", "// the parser\n"),
+    ];
+    for (file, text) in files {
+        std::fs::create_dir_all(repo.join(file).parent().unwrap()).unwrap();
+        std::fs::write(repo.join(file), text).unwrap();
+    }
+    repo
+}
+
 fn python() -> PathBuf {
     let python = std::env::var_os("ROUNDTABLE_TEST_PYTHON")
         .map(PathBuf::from)
@@ -164,6 +185,59 @@ fn home_room(desk: &Desk, agent: &str) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_architecture_board_fills_itself_from_the_repositorys_manifests() {
+    let mut repo = PathBuf::new();
+    let desk = Desk::start("boards-inferred", |home| {
+        with_claude_config(home);
+        std::fs::create_dir_all(home.join(".claude/projects")).unwrap();
+        repo = with_cargo_workspace(home);
+    })
+    .await;
+    onboard_claude(&desk).await;
+    std::fs::write(
+        desk.machine
+            .roundtable_home()
+            .join("profiles/dana.claude/hooks.toml"),
+        "listen_s = 1\npermission_wait_s = 1\n",
+    )
+    .unwrap();
+    // The agent edits the parser crate; nobody wrote an architecture.
+    let ran = Command::new(workspace().join("tests/fixtures/agent-clis/claude"))
+        .args(["-p", "fix the parser", "--session-id", SESSION])
+        .current_dir(&repo)
+        .envs(desk.env())
+        .env("FAKE_AGENT_EDIT", "crates/parser/src/lib.rs")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "the fake claude failed: {ran:?}");
+
+    desk.go("architecture").await;
+    let parser = desk
+        .wait_css("[data-testid='component-parser'][data-status='working']")
+        .await;
+    let shown = parser.text().await.unwrap();
+    assert!(shown.contains("working: dana/claude"), "{shown}");
+    desk.wait_css("[data-testid='component-lexer'][data-status='idle']")
+        .await;
+    desk.wait("arch-graph").await;
+    let source = desk.text("architecture-source").await;
+    assert!(
+        source.contains("Inferred from the repository's Cargo workspace"),
+        "{source}"
+    );
+    // The parser depends on the lexer, as its manifest says.
+    let edges = desk
+        .script(
+            "return [...document.querySelectorAll(\"[data-testid='arch-graph'] path.edge title\")].map((t) => t.textContent);",
+            vec![],
+        )
+        .await;
+    desk.screenshot("architecture-inferred").await;
+    assert_eq!(edges, json!(["parser uses lexer"]));
+    desk.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -224,6 +224,8 @@ pub struct ComponentView {
     /// Who reported the latest status.
     pub by: Option<String>,
     pub status_ms: Option<i64>,
+    /// What it was inferred from (`Cargo workspace`…); `None` when someone wrote it.
+    pub source: Option<String>,
     /// Each agent's latest report on it.
     pub agents: Vec<ComponentAgent>,
     /// Agents whose latest report says they are working on it.

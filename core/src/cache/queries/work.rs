@@ -89,7 +89,8 @@ impl CacheView {
     /// The architecture board of a room.
     pub fn components(&self, room: &str) -> Result<Vec<ComponentView>, CacheError> {
         let mut statement = self.conn.prepare_cached(
-            "SELECT id, name, description, paths, depends_on, status, note, files, status_by, status_ms
+            "SELECT id, name, description, paths, depends_on, status, note, files, status_by, status_ms,
+                 source
              FROM components WHERE room = ?1 ORDER BY id",
         )?;
         let mut components: Vec<ComponentView> = statement
@@ -106,6 +107,7 @@ impl CacheView {
                     files: strings(row.get(7)?),
                     by: row.get(8)?,
                     status_ms: row.get(9)?,
+                    source: row.get(10)?,
                     agents: Vec::new(),
                     working: Vec::new(),
                 })

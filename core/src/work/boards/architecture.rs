@@ -9,6 +9,9 @@ use super::*;
 pub struct ArchitectureBoard {
     pub room: String,
     pub title: Option<String>,
+    /// What the components were inferred from (`Cargo workspace, npm packages`); `None` when
+    /// they were written (`.roundtable/architecture.toml`, or an agent's `define_components`).
+    pub source: Option<String>,
     pub components: Vec<ComponentView>,
 }
 
@@ -71,7 +74,7 @@ pub fn component_history_from(
             depends_on: Vec::new(),
         };
         match body {
-            ArchBody::Define { define } => {
+            ArchBody::Define { define, .. } => {
                 if let Some(def) = define.into_iter().find(|def| def.id == component) {
                     history.push(ComponentChange {
                         note: def.description,
@@ -111,6 +114,7 @@ pub fn architecture_boards_in(view: &CacheView) -> Result<Vec<ArchitectureBoard>
             boards.push(ArchitectureBoard {
                 room: room.id,
                 title: room.title,
+                source: components.iter().find_map(|c| c.source.clone()),
                 components,
             });
         }

@@ -13,7 +13,14 @@ import { GraphLayouter } from "./layout-client";
 import { layoutGraph, type GraphInput, type GraphLayout } from "./layout";
 
 export const ARCHITECTURE_EMPTY =
-  "No components yet. Describe your repository's parts in .roundtable/architecture.toml (id, name, paths, depends_on), or have an agent call define_components: the board fills in as agents edit files under their paths.";
+  "No components yet. They appear as agents edit files in a repository: its packages (Cargo, npm, Go, Python) or its top-level folders, or what you describe in .roundtable/architecture.toml (id, name, paths, depends_on) or an agent defines with define_components.";
+
+/** Where a board's components came from, in words. */
+export function sourceText(board: Pick<ArchitectureBoard, "source">): string {
+  return board.source === null
+    ? "As written (.roundtable/architecture.toml or define_components)."
+    : `Inferred from the repository's ${board.source}. Write .roundtable/architecture.toml, or have an agent call define_components, to replace it.`;
+}
 
 export type ComponentState = ComponentStatus;
 

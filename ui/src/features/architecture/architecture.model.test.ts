@@ -12,6 +12,7 @@ import {
   componentState,
   graphOf,
   missingDependencies,
+  sourceText,
   touchedFiles,
   workingAgents,
 } from "./architecture.model.svelte";
@@ -33,6 +34,7 @@ function component(id: string, overrides: Partial<ComponentView> = {}): Componen
     files: [],
     by: null,
     status_ms: null,
+    source: null,
     agents: [],
     working: [],
     ...overrides,
@@ -129,5 +131,14 @@ describe("architecture board", () => {
     expect(backend.calls.some((call) => call.command === "componentHistory" && call.args[1] === "parser")).toBe(true);
     await model.selectComponent(null);
     expect(model.history).toEqual([]);
+  });
+});
+
+describe("where the components came from", () => {
+  it("says whether they were written or inferred, and how to replace inferred ones", () => {
+    expect(sourceText({ source: null })).toMatch(/^As written/);
+    const inferred = sourceText({ source: "Cargo workspace, npm packages" });
+    expect(inferred).toContain("Inferred from the repository's Cargo workspace, npm packages.");
+    expect(inferred).toContain(".roundtable/architecture.toml");
   });
 });
