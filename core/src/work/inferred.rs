@@ -102,22 +102,36 @@ pub fn infer(tree: &impl Tree) -> Option<Inference> {
             packages.extend(found);
         }
     }
-    if packages.is_empty() {
-        let folders = folders(tree);
-        if folders.is_empty() {
-            return None;
-        }
+    let found = packages.len();
+    let components = components(packages);
+    if !components.is_empty() && fits(&components) {
         return Some(Inference {
-            components: folders,
-            source: "top-level folders".into(),
+            components,
+            source: sources.join(", "),
             manifests,
         });
     }
+    let folders = folders(tree);
+    if folders.is_empty() || !fits(&folders) {
+        return None;
+    }
+    let source = if found == 0 {
+        "top-level folders".to_owned()
+    } else {
+        format!("top-level folders (its {found} packages are more than one board holds)")
+    };
     Some(Inference {
-        components: components(packages),
-        source: sources.join(", "),
+        components: folders,
+        source,
         manifests,
     })
+}
+
+/// Whether a definition of `components` fits in one event, with room to spare: a board is
+/// published as one `arch` event.
+fn fits(components: &[ComponentDef]) -> bool {
+    const ROOM: usize = roundtable_protocol::limits::EVENT_BODY * 3 / 4;
+    serde_json::to_vec(components).is_ok_and(|json| json.len() <= ROOM)
 }
 
 /// The packages as components: ids unique (a repeated name gets its directory), each
@@ -169,7 +183,7 @@ fn components(mut packages: Vec<Package>) -> Vec<ComponentDef> {
                 .collect();
             ComponentDef {
                 id: id.clone(),
-                name: package.name.clone(),
+                name: package.name.chars().take(128).collect(),
                 description: None,
                 paths: vec![if package.dir.is_empty() {
                     "**".to_owned()

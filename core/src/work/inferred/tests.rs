@@ -282,3 +282,30 @@ fn this_repository_is_a_cargo_workspace_and_an_npm_package() {
     );
     assert_eq!(component("roundtable-ui").paths, ["ui/**"]);
 }
+
+#[test]
+fn a_workspace_too_large_for_one_board_falls_back_to_its_folders() {
+    let mut files = vec![(
+        "package.json".to_owned(),
+        r#"{"name": "big", "workspaces": ["packages/*"]}"#.to_owned(),
+    )];
+    for n in 0..600 {
+        let deps: Vec<String> = (0..n.min(20))
+            .map(|d| format!(r#""package-number-{d}": "*""#))
+            .collect();
+        files.push((
+            format!("packages/p{n}/package.json"),
+            format!(
+                r#"{{"name": "package-number-{n}", "dependencies": {{{}}}}}"#,
+                deps.join(",")
+            ),
+        ));
+    }
+    let repo = Files(files.into_iter().collect());
+    let inference = infer(&repo).unwrap();
+    assert_eq!(
+        inference.source,
+        "top-level folders (its 601 packages are more than one board holds)"
+    );
+    assert_eq!(shape(&inference), ["packages: packages/** -> "]);
+}
