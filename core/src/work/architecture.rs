@@ -15,7 +15,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use roundtable_protocol::bodies::ComponentDef;
@@ -188,14 +188,20 @@ pub fn find_repository(file: &Path) -> Option<PathBuf> {
 pub struct Loaded {
     pub architecture: Option<Architecture>,
     stamps: Vec<(PathBuf, Option<SystemTime>)>,
+    /// When the stamps were last compared with the files.
+    checked: Instant,
 }
+
+/// How often a loaded architecture's files are looked at again, at most: a burst of edits
+/// costs one look, not one per file edited.
+const RECHECK: Duration = Duration::from_secs(1);
 
 fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 impl Loaded {
-    pub fn load(root: &Path) -> Loaded {
+    pub fn load(root: &Path, now: Instant) -> Loaded {
         let architecture = load(root);
         let mut files: Vec<PathBuf> = architecture
             .as_ref()
@@ -214,14 +220,24 @@ impl Loaded {
         Loaded {
             architecture,
             stamps,
+            checked: now,
         }
     }
 
-    /// Whether no file it came from changed since it was loaded.
-    pub fn is_current(&self) -> bool {
-        self.stamps
-            .iter()
-            .all(|(file, stamp)| modified(file) == *stamp)
+    /// The architecture of the repository at `root` as of `now`: loaded again when a file it
+    /// came from changed (looked at no more than every [`RECHECK`]).
+    pub fn current(&mut self, root: &Path, now: Instant) -> Option<Architecture> {
+        if now.saturating_duration_since(self.checked) >= RECHECK {
+            let changed = self
+                .stamps
+                .iter()
+                .any(|(file, stamp)| modified(file) != *stamp);
+            if changed {
+                *self = Loaded::load(root, now);
+            }
+            self.checked = now;
+        }
+        self.architecture.clone()
     }
 }
 
@@ -291,6 +307,46 @@ mod tests {
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(sub.join(".git"), "gitdir: ../../.git/modules/sub\n").unwrap();
         assert_eq!(find_repository(&sub.join("x.rs")), Some(sub));
+    }
+
+    #[test]
+    fn a_loaded_architecture_is_read_again_when_a_manifest_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("a")).unwrap();
+        std::fs::create_dir_all(repo.join("b")).unwrap();
+        std::fs::write(repo.join("a/Cargo.toml"), "[package]\nname = \"a\"\n").unwrap();
+        std::fs::write(repo.join("b/Cargo.toml"), "[package]\nname = \"b\"\n").unwrap();
+        let manifest = repo.join("Cargo.toml");
+        std::fs::write(&manifest, "[workspace]\nmembers = [\"a\"]\n").unwrap();
+        let ids = |architecture: Option<Architecture>| -> Vec<String> {
+            architecture
+                .map(|a| a.components.into_iter().map(|c| c.id).collect())
+                .unwrap_or_default()
+        };
+        let start = Instant::now();
+        let mut loaded = Loaded::load(repo, start);
+        assert_eq!(ids(loaded.current(repo, start)), ["a"]);
+        // A member added: the manifest's time moves on.
+        std::fs::write(&manifest, "[workspace]\nmembers = [\"a\", \"b\"]\n").unwrap();
+        let later = SystemTime::now() + Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&manifest)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        // Not looked at again within the recheck interval; then read again.
+        assert_eq!(ids(loaded.current(repo, start + RECHECK / 2)), ["a"]);
+        assert_eq!(ids(loaded.current(repo, start + RECHECK)), ["a", "b"]);
+        // A written file appears: it replaces the inferred one.
+        std::fs::create_dir_all(repo.join(".roundtable")).unwrap();
+        std::fs::write(repo.join(FILE), ARCHITECTURE).unwrap();
+        assert_eq!(
+            ids(loaded.current(repo, start + RECHECK * 2)),
+            ["lexer", "parser"]
+        );
     }
 
     #[test]

@@ -309,13 +309,11 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
 /// The architecture of the repository `path` is in, looked up once per repository.
 fn architecture_of(path: &Path, known: &mut HashMap<PathBuf, Loaded>) -> Option<Architecture> {
     let root = architecture::find_repository(path)?;
-    let loaded = known
+    let now = std::time::Instant::now();
+    known
         .entry(root.clone())
-        .or_insert_with(|| Loaded::load(&root));
-    if !loaded.is_current() {
-        *loaded = Loaded::load(&root);
-    }
-    loaded.architecture.clone()
+        .or_insert_with(|| Loaded::load(&root, now))
+        .current(&root, now)
 }
 
 /// What the watcher carries from one read to the next.
