@@ -424,6 +424,84 @@ async fn the_tasks_and_architecture_boards_follow_a_fake_agent_live() {
     desk.finish().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_paused_in_its_own_room_and_the_agents_others_go_on() {
+    let desk = Desk::start("sessions-per-room", |home| {
+        with_claude_config(home);
+        std::fs::create_dir_all(home.join(".claude/projects")).unwrap();
+    })
+    .await;
+    onboard_claude(&desk).await;
+    desk.cli(&[
+        "room",
+        "create",
+        "--title",
+        "review",
+        "--member",
+        "dana/claude",
+    ]);
+    let home = home_room(&desk, "dana/claude");
+    // A headless runner answers the agent's mentions, in a session per room.
+    let workdir = desk.home().join("work/app");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let mut runner = Command::new(roundtable_bin())
+        .args(["run", "--agent", "dana/claude"])
+        .current_dir(&workdir)
+        .envs(desk.env())
+        .env("FAKE_AGENT_REPLY", "on it")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    desk.cli(&["send", &home, "@dana/claude the lexer, please"]);
+    desk.cli(&["send", "review", "@dana/claude review the parser"]);
+
+    desk.go("sessions").await;
+    let sessions = "[data-testid='session'][data-agent='dana/claude']";
+    let started = Instant::now();
+    let keys = loop {
+        let keys = desk
+            .script(
+                "return [...document.querySelectorAll(arguments[0])].map((s) => s.dataset.key);",
+                vec![json!(sessions)],
+            )
+            .await;
+        if keys.as_array().is_some_and(|keys| keys.len() == 2) {
+            break keys;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the runner's two sessions never showed: {keys}"
+        );
+        desk.go("rooms").await;
+        desk.go("sessions").await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (first, second) = (keys[0].as_str().unwrap(), keys[1].as_str().unwrap());
+    let session = |key: &str| format!("[data-testid='session'][data-key='{key}']");
+    desk.click_css(&format!("{} [data-testid='session-pause']", session(first)))
+        .await;
+    // The paused session says so and offers to resume; the other goes on.
+    desk.wait_css(&format!(
+        "{} [data-testid='session-resume']",
+        session(first)
+    ))
+    .await;
+    let paused = desk.wait_css(&session(first)).await.text().await.unwrap();
+    assert!(paused.contains("pause in force"), "{paused}");
+    let other = desk.wait_css(&session(second)).await.text().await.unwrap();
+    assert!(!other.contains("in force"), "{other}");
+    desk.wait_css(&format!(
+        "{} [data-testid='session-pause']",
+        session(second)
+    ))
+    .await;
+    desk.screenshot("sessions-paused-in-one-room").await;
+    let _ = runner.kill();
+    let _ = runner.wait();
+    desk.finish().await;
+}
+
 /// A Claude Code transcript of `requests` (model, input, output, cache read), written as the
 /// CLI writes them: one session of no onboarded agent.
 fn with_usage_logs(home: &Path, requests: &[(&str, u64, u64, u64)]) {
