@@ -448,7 +448,7 @@ impl Bridge {
     }
 
     #[tool(
-        description = "Define the components of a room's architecture board: ids, names, the file globs that belong to each, and their dependencies."
+        description = "Define the components of a room's architecture board: ids, names, the file globs that belong to each, and their dependencies. They replace the components Roundtable inferred from the repository's manifests."
     )]
     async fn define_components(
         &self,
