@@ -95,9 +95,9 @@ pub fn of_write(write: &Write) -> Change {
         Write::Member { room, .. } => Change::Members { room: room.clone() },
         Write::Mentions { room, .. } => Change::Messages { room: room.clone() },
         Write::Tasks { room, .. } => Change::Tasks { room: room.clone() },
-        Write::ComponentDef { room, .. } | Write::ComponentStatus { room, .. } => {
-            Change::Components { room: room.clone() }
-        }
+        Write::ComponentsDefined { room, .. }
+        | Write::ComponentDef { room, .. }
+        | Write::ComponentStatus { room, .. } => Change::Components { room: room.clone() },
         Write::Usage { room, .. } => Change::Usage { room: room.clone() },
         Write::Ping { room, ping, .. } | Write::Answer { room, ping, .. } => Change::Ping {
             room: room.clone(),

@@ -59,6 +59,15 @@ pub enum Write {
         /// history of when tasks changed state.
         states: Vec<(String, String)>,
     },
+    /// A definition of a room's components, before its components: it clears what it
+    /// replaces (inferred components a written definition overrides, or an older inferred
+    /// definition's components).
+    ComponentsDefined {
+        room: String,
+        ids: Vec<String>,
+        source: Option<String>,
+        seq: u64,
+    },
     ComponentDef {
         room: String,
         id: String,
@@ -234,19 +243,26 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
             }]
         }
         "arch" => match body::<ArchBody>(event)? {
-            ArchBody::Define { define, source } => define
-                .into_iter()
-                .map(|component| Write::ComponentDef {
-                    room: room.clone(),
-                    id: component.id,
-                    name: component.name,
-                    description: component.description,
-                    paths: json(&component.paths),
-                    depends_on: json(&component.depends_on),
-                    source: source.clone(),
-                    seq,
-                })
-                .collect(),
+            ArchBody::Define { define, source } => std::iter::once(Write::ComponentsDefined {
+                room: room.clone(),
+                ids: define
+                    .iter()
+                    .map(|component| component.id.clone())
+                    .collect(),
+                source: source.clone(),
+                seq,
+            })
+            .chain(define.into_iter().map(|component| Write::ComponentDef {
+                room: room.clone(),
+                id: component.id,
+                name: component.name,
+                description: component.description,
+                paths: json(&component.paths),
+                depends_on: json(&component.depends_on),
+                source: source.clone(),
+                seq,
+            }))
+            .collect(),
             ArchBody::Status {
                 component,
                 status,
@@ -490,16 +506,26 @@ mod tests {
                     json!({"define": [{"id": "p", "name": "Parser", "paths": ["src/**"], "depends_on": []}]})
                 )
             ),
-            vec![Write::ComponentDef {
-                room: "r".into(),
-                id: "p".into(),
-                name: "Parser".into(),
-                description: None,
-                paths: r#"["src/**"]"#.into(),
-                depends_on: "[]".into(),
-                source: None,
-                seq: 6
-            }]
+            vec![
+                Write::ComponentsDefined {
+                    room: "r".into(),
+                    ids: vec!["p".into()],
+                    source: None,
+                    seq: 6
+                },
+                Write::ComponentDef {
+                    room: "r".into(),
+                    id: "p".into(),
+                    name: "Parser".into(),
+                    description: None,
+                    paths: r#"["src/**"]"#.into(),
+                    depends_on: "[]".into(),
+                    source: None,
+                    seq: 6
+                }
+            ]
+            .into_iter()
+            .collect::<Vec<_>>()
         );
         assert_eq!(
             project(

@@ -94,7 +94,7 @@ fn measure(root: &Path, runs: usize) -> (Vec<Duration>, usize, String) {
     let mut found = (0, String::new());
     for _ in 0..runs {
         let started = Instant::now();
-        let inference = infer(&Disk(root));
+        let inference = infer(&Disk(root), true);
         let architecture = inference.map(|inference| Architecture::inferred(root, inference));
         times.push(started.elapsed());
         if let Some(architecture) = architecture {

@@ -283,6 +283,35 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
                 ])?;
             }
         }
+        Write::ComponentsDefined {
+            room,
+            ids,
+            source,
+            seq,
+        } => {
+            // What this definition replaces: every inferred component it does not name when
+            // it is written; an older inferred definition's when it is inferred (and no
+            // written one holds the room).
+            if source.is_some() && written_here(tx, &room)? {
+                return Ok(None);
+            }
+            let keep = serde_json::to_string(&ids).expect("ids serialize");
+            let older = if source.is_some() {
+                seq as i64
+            } else {
+                i64::MAX
+            };
+            let replaced = "SELECT id FROM components WHERE room = ?1 AND source IS NOT NULL
+                 AND def_seq < ?3 AND id NOT IN (SELECT value FROM json_each(?2))";
+            tx.prepare_cached(&format!(
+                "DELETE FROM component_agents WHERE room = ?1 AND component IN ({replaced})"
+            ))?
+            .execute(params![room, keep, older])?;
+            tx.prepare_cached(&format!(
+                "DELETE FROM components WHERE room = ?1 AND id IN ({replaced})"
+            ))?
+            .execute(params![room, keep, older])?;
+        }
         Write::ComponentDef {
             room,
             id,
@@ -296,26 +325,10 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             // Written components override inferred ones, whatever order the definitions
             // arrive in: an inferred one is kept out of a room with written ones, and a
             // written one clears the inferred ones out.
-            let written_here: bool = tx
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM components
-                     WHERE room = ?1 AND def_seq > 0 AND source IS NULL)",
-                )?
-                .query_row([&room], |row| row.get(0))?;
-            match &source {
-                Some(_) if written_here => return Ok(None),
-                Some(_) => {}
-                None => {
-                    tx.prepare_cached(
-                        "DELETE FROM component_agents WHERE room = ?1 AND component IN
-                         (SELECT id FROM components WHERE room = ?1 AND source IS NOT NULL AND id != ?2)",
-                    )?
-                    .execute(params![room, id])?;
-                    tx.prepare_cached(
-                        "DELETE FROM components WHERE room = ?1 AND source IS NOT NULL AND id != ?2",
-                    )?
-                    .execute(params![room, id])?;
-                }
+            // An inferred component of an older definition than the room's (it came late)
+            // is not the repository's any more.
+            if source.is_some() && (written_here(tx, &room)? || newer_inferred(tx, &room, seq)?) {
+                return Ok(None);
             }
             tx.prepare_cached(
                 "INSERT INTO components (room, id, name, description, paths, depends_on, def_seq, source)
@@ -536,4 +549,29 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
         },
     }
     Ok(moved)
+}
+
+/// Whether a room's components were written (by a person, or an agent's definition) rather
+/// than inferred: written ones are never replaced by inferred ones.
+fn written_here(tx: &rusqlite::Transaction<'_>, room: &str) -> Result<bool, CacheError> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM components
+             WHERE room = ?1 AND def_seq > 0 AND source IS NULL)",
+        )?
+        .query_row([room], |row| row.get(0))?)
+}
+
+/// Whether a room holds inferred components of a definition newer than `seq`.
+fn newer_inferred(
+    tx: &rusqlite::Transaction<'_>,
+    room: &str,
+    seq: u64,
+) -> Result<bool, CacheError> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM components
+             WHERE room = ?1 AND source IS NOT NULL AND def_seq > ?2)",
+        )?
+        .query_row(params![room, seq as i64], |row| row.get(0))?)
 }

@@ -1609,4 +1609,57 @@ fn written_components_override_inferred_ones_in_either_order() {
             .count(),
         0
     );
+
+    // A newer inferred definition replaces an older one (a crate renamed); an older one
+    // arriving late changes nothing.
+    let (_dir, mut cache) = open();
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[defined(5, &["lexer", "syntax"], Some("Cargo workspace"))],
+            None,
+        )
+        .unwrap();
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[defined(1, &["lexer", "parser"], Some("Cargo workspace"))],
+            None,
+        )
+        .unwrap();
+    let ids: Vec<String> = board(&cache).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, ["lexer", "syntax"]);
+    // A written definition keeps the work reported on the inferred components it names,
+    // whatever their order in it; a status for a component no one defined shows nothing.
+    let (_dir, mut cache) = open();
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[
+                defined(1, &["api", "core"], Some("Cargo workspace")),
+                status(2, "core"),
+            ],
+            None,
+        )
+        .unwrap();
+    cache
+        .apply(
+            "p_dana",
+            "r",
+            &[defined(3, &["core", "api"], None), status(4, "ghost")],
+            None,
+        )
+        .unwrap();
+    let core = cache
+        .components("r")
+        .unwrap()
+        .into_iter()
+        .find(|component| component.id == "core")
+        .unwrap();
+    assert_eq!((core.source, core.agents.len()), (None, 1));
+    let ids: Vec<String> = board(&cache).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, ["api", "core"], "no bare `ghost`");
 }

@@ -253,8 +253,17 @@ pub fn load(root: &Path) -> Option<Architecture> {
                 None
             }
         },
-        Err(_) => super::inferred::infer(&super::inferred::Disk(root))
-            .map(|inference| Architecture::inferred(root, inference)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            // A home directory kept in git is described by its manifests only, never by
+            // its folders (`Documents`, `Downloads`…).
+            let is_home = std::env::var_os("HOME").is_some_and(|home| Path::new(&home) == root);
+            super::inferred::infer(&super::inferred::Disk(root), !is_home)
+                .map(|inference| Architecture::inferred(root, inference))
+        }
+        Err(error) => {
+            tracing::warn!(%error, file = %root.join(FILE).display(), "cannot read the architecture file");
+            None
+        }
     }
 }
 
@@ -340,11 +349,35 @@ mod tests {
         // Not looked at again within the recheck interval; then read again.
         assert_eq!(ids(loaded.current(repo, start + RECHECK / 2)), ["a"]);
         assert_eq!(ids(loaded.current(repo, start + RECHECK)), ["a", "b"]);
+        // A member's folder added, the root manifest untouched: read again too.
+        std::fs::create_dir_all(repo.join("c")).unwrap();
+        std::fs::write(repo.join("c/Cargo.toml"), "[package]\nname = \"c\"\n").unwrap();
+        std::fs::write(&manifest, "[workspace]\nmembers = [\"*\"]\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&manifest)
+            .unwrap()
+            .set_modified(later + Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(
+            ids(loaded.current(repo, start + RECHECK * 2)),
+            ["a", "b", "c"]
+        );
+        std::fs::create_dir_all(repo.join("d")).unwrap();
+        std::fs::write(repo.join("d/Cargo.toml"), "[package]\nname = \"d\"\n").unwrap();
+        std::fs::File::open(repo)
+            .unwrap()
+            .set_modified(later + Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(
+            ids(loaded.current(repo, start + RECHECK * 3)),
+            ["a", "b", "c", "d"]
+        );
         // A written file appears: it replaces the inferred one.
         std::fs::create_dir_all(repo.join(".roundtable")).unwrap();
         std::fs::write(repo.join(FILE), ARCHITECTURE).unwrap();
         assert_eq!(
-            ids(loaded.current(repo, start + RECHECK * 2)),
+            ids(loaded.current(repo, start + RECHECK * 4)),
             ["lexer", "parser"]
         );
     }

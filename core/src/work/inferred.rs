@@ -9,6 +9,7 @@
 //! and lists the directories their workspace globs name, never the whole repository, so a
 //! large repository costs what its manifests cost.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -51,13 +52,14 @@ impl Tree for Disk<'_> {
     }
 }
 
-/// The components inferred, where they came from, and the manifests read (to notice when
-/// one changes).
+/// The components inferred, where they came from, and every path looked at (to infer again
+/// when one changes: a manifest edited, a member's folder added).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inference {
     pub components: Vec<ComponentDef>,
     /// In words: `Cargo workspace, npm package` or `top-level folders`.
     pub source: String,
+    /// The files read or looked for, and the directories listed, relative to the root.
     pub manifests: Vec<PathBuf>,
 }
 
@@ -86,16 +88,21 @@ struct Package {
 }
 
 /// Infers the architecture of the repository `tree` holds; `None` when it has no package and
-/// no source folder.
-pub fn infer(tree: &impl Tree) -> Option<Inference> {
-    let mut manifests = Vec::new();
+/// (or, without `folders_allowed`, instead of) no source folder. A home directory kept in git
+/// is not one to describe by its folders.
+pub fn infer(tree: &impl Tree, folders_allowed: bool) -> Option<Inference> {
+    let watched = Watched {
+        tree,
+        looked: RefCell::new(BTreeSet::new()),
+    };
+    let tree = &watched;
     let mut sources = Vec::new();
     let mut packages = Vec::new();
     for (source, found) in [
-        ("Cargo workspace", cargo(tree, &mut manifests)),
-        ("npm packages", npm(tree, &mut manifests)),
-        ("Go modules", go(tree, &mut manifests)),
-        ("Python packages", python(tree, &mut manifests)),
+        ("Cargo workspace", cargo(tree)),
+        ("npm packages", npm(tree)),
+        ("Go modules", go(tree)),
+        ("Python packages", python(tree)),
     ] {
         if !found.is_empty() {
             sources.push(source);
@@ -108,10 +115,14 @@ pub fn infer(tree: &impl Tree) -> Option<Inference> {
         return Some(Inference {
             components,
             source: sources.join(", "),
-            manifests,
+            manifests: watched.looked.into_inner().into_iter().collect(),
         });
     }
-    let folders = folders(tree);
+    let folders = if folders_allowed {
+        folders(tree)
+    } else {
+        Vec::new()
+    };
     if folders.is_empty() || !fits(&folders) {
         return None;
     }
@@ -123,8 +134,27 @@ pub fn infer(tree: &impl Tree) -> Option<Inference> {
     Some(Inference {
         components: folders,
         source,
-        manifests,
+        manifests: watched.looked.into_inner().into_iter().collect(),
     })
+}
+
+/// A tree that remembers every path looked at: the files read or looked for (found or not)
+/// and the directories listed. A change to any of them may change the inference.
+struct Watched<'a, T: Tree> {
+    tree: &'a T,
+    looked: RefCell<BTreeSet<PathBuf>>,
+}
+
+impl<T: Tree> Tree for Watched<'_, T> {
+    fn read(&self, path: &Path) -> Option<String> {
+        self.looked.borrow_mut().insert(path.to_path_buf());
+        self.tree.read(path)
+    }
+
+    fn dirs(&self, path: &Path) -> Vec<String> {
+        self.looked.borrow_mut().insert(path.to_path_buf());
+        self.tree.dirs(path)
+    }
 }
 
 /// Whether a definition of `components` fits in one event, with room to spare: a board is
@@ -143,6 +173,7 @@ fn components(mut packages: Vec<Package>) -> Vec<ComponentDef> {
     for package in &packages {
         *taken.entry(package.name.clone()).or_default() += 1;
     }
+    let mut given: BTreeSet<String> = BTreeSet::new();
     let ids: Vec<String> = packages
         .iter()
         .map(|package| {
@@ -151,7 +182,16 @@ fn components(mut packages: Vec<Package>) -> Vec<ComponentDef> {
             } else {
                 package.name.clone()
             };
-            id.chars().take(64).collect()
+            // At most 64 characters, and unique once cut.
+            let mut id: String = id.chars().take(64).collect();
+            let mut n = 2;
+            while given.contains(&id) {
+                let suffix = format!(" #{n}");
+                id = id.chars().take(64 - suffix.len()).collect::<String>() + &suffix;
+                n += 1;
+            }
+            given.insert(id.clone());
+            id
         })
         .collect();
     let by_dir: BTreeMap<&str, &str> = packages
@@ -205,13 +245,18 @@ fn expand(tree: &impl Tree, patterns: &[String], exclude: &[String]) -> Vec<Stri
             Glob::new(clean(pattern)).is_ok_and(|glob| glob.compile_matcher().is_match(dir))
         })
     };
-    for pattern in patterns {
+    let patterns: BTreeSet<&String> = patterns.iter().collect();
+    for pattern in &patterns {
         let pattern = clean(pattern);
-        if pattern.starts_with('!') {
+        if pattern.starts_with('!') || pattern.starts_with('/') {
             continue;
         }
         if !pattern.contains(['*', '?', '[', '{']) {
-            dirs.insert(pattern.to_owned());
+            // A member named as it is: normalized, and never outside the repository.
+            dirs.extend(join("", pattern));
+            continue;
+        }
+        if pattern.split('/').any(|part| part == "..") {
             continue;
         }
         let Ok(glob) = Glob::new(pattern) else {
@@ -222,7 +267,7 @@ fn expand(tree: &impl Tree, patterns: &[String], exclude: &[String]) -> Vec<Stri
         let depth = if pattern.contains("**") {
             3
         } else {
-            pattern.split('/').count()
+            pattern.split('/').count().min(4)
         };
         let mut level = vec![String::new()];
         for _ in 0..depth {
@@ -247,7 +292,7 @@ fn expand(tree: &impl Tree, patterns: &[String], exclude: &[String]) -> Vec<Stri
         }
     }
     let negated: Vec<String> = patterns
-        .iter()
+        .into_iter()
         .filter_map(|pattern| clean(pattern).strip_prefix('!').map(str::to_owned))
         .chain(exclude.iter().cloned())
         .collect();
@@ -281,9 +326,8 @@ fn join(dir: &str, relative: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-fn read_toml(tree: &impl Tree, path: &str, manifests: &mut Vec<PathBuf>) -> Option<toml::Table> {
+fn read_toml(tree: &impl Tree, path: &str) -> Option<toml::Table> {
     let text = tree.read(Path::new(path))?;
-    manifests.push(PathBuf::from(path));
     toml::from_str(&text).ok()
 }
 
@@ -309,8 +353,8 @@ fn manifest_path(dir: &str, file: &str) -> String {
 
 /// Cargo: the workspace's members (or the root package alone), with their path
 /// dependencies, `workspace = true` ones through `[workspace.dependencies]`.
-fn cargo(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
-    let Some(root) = read_toml(tree, "Cargo.toml", manifests) else {
+fn cargo(tree: &impl Tree) -> Vec<Package> {
+    let Some(root) = read_toml(tree, "Cargo.toml") else {
         return Vec::new();
     };
     let workspace = root.get("workspace").and_then(toml::Value::as_table);
@@ -342,8 +386,7 @@ fn cargo(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
         let manifest = if dir.is_empty() {
             root.clone()
         } else {
-            let Some(manifest) = read_toml(tree, &manifest_path(&dir, "Cargo.toml"), manifests)
-            else {
+            let Some(manifest) = read_toml(tree, &manifest_path(&dir, "Cargo.toml")) else {
                 continue;
             };
             manifest
@@ -380,17 +423,16 @@ fn cargo(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
     packages
 }
 
-fn read_json(tree: &impl Tree, path: &str, manifests: &mut Vec<PathBuf>) -> Option<Json> {
+fn read_json(tree: &impl Tree, path: &str) -> Option<Json> {
     let text = tree.read(Path::new(path))?;
-    manifests.push(PathBuf::from(path));
     serde_json::from_str(&text).ok()
 }
 
 /// npm, yarn and pnpm: the workspaces' packages (`workspaces`, `workspaces.packages`,
 /// `pnpm-workspace.yaml`); without workspaces, the root's package and those of top-level
 /// folders. Dependencies by name, in any of the dependency lists.
-fn npm(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
-    let root = read_json(tree, "package.json", manifests);
+fn npm(tree: &impl Tree) -> Vec<Package> {
+    let root = read_json(tree, "package.json");
     let mut patterns: Vec<String> = root
         .as_ref()
         .and_then(|root| {
@@ -405,7 +447,6 @@ fn npm(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
         .filter_map(|pattern| pattern.as_str().map(str::to_owned))
         .collect();
     if let Some(text) = tree.read(Path::new("pnpm-workspace.yaml")) {
-        manifests.push(PathBuf::from("pnpm-workspace.yaml"));
         patterns.extend(pnpm_packages(&text));
     }
     let mut dirs = if patterns.is_empty() {
@@ -427,7 +468,7 @@ fn npm(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
         let manifest = if dir.is_empty() {
             root.clone()
         } else {
-            read_json(tree, &manifest_path(&dir, "package.json"), manifests)
+            read_json(tree, &manifest_path(&dir, "package.json"))
         };
         let Some(manifest) = manifest else {
             continue;
@@ -476,15 +517,12 @@ fn pnpm_packages(text: &str) -> Vec<String> {
 
 /// Go: the modules `go.work` uses (or the root's `go.mod`), depending on one another through
 /// their `require`s.
-fn go(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
+fn go(tree: &impl Tree) -> Vec<Package> {
     let dirs: Vec<String> = match tree.read(Path::new("go.work")) {
-        Some(text) => {
-            manifests.push(PathBuf::from("go.work"));
-            go_directives(&text, "use")
-                .into_iter()
-                .filter_map(|dir| join("", &dir))
-                .collect()
-        }
+        Some(text) => go_directives(&text, "use")
+            .into_iter()
+            .filter_map(|dir| join("", &dir))
+            .collect(),
         None => vec![String::new()],
     };
     let mut packages = Vec::new();
@@ -493,7 +531,6 @@ fn go(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
         let Some(text) = tree.read(Path::new(&path)) else {
             continue;
         };
-        manifests.push(PathBuf::from(path));
         let Some(module) = go_directives(&text, "module").into_iter().next() else {
             continue;
         };
@@ -543,8 +580,8 @@ fn go_directives(text: &str, directive: &str) -> Vec<String> {
 
 /// Python: a uv workspace's members, else the root's and the top-level folders' projects
 /// (`pyproject.toml` with a `[project]` name); dependencies by normalized name.
-fn python(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
-    let root = read_toml(tree, "pyproject.toml", manifests);
+fn python(tree: &impl Tree) -> Vec<Package> {
+    let root = read_toml(tree, "pyproject.toml");
     let members = root
         .as_ref()
         .and_then(|root| root.get("tool")?.get("uv")?.get("workspace").cloned());
@@ -570,7 +607,7 @@ fn python(tree: &impl Tree, manifests: &mut Vec<PathBuf>) -> Vec<Package> {
         let project = if dir.is_empty() {
             root.clone()
         } else {
-            read_toml(tree, &manifest_path(&dir, "pyproject.toml"), manifests)
+            read_toml(tree, &manifest_path(&dir, "pyproject.toml"))
         };
         let Some(project) = project.as_ref().and_then(|file| file.get("project")) else {
             continue;

@@ -91,7 +91,7 @@ impl CacheView {
         let mut statement = self.conn.prepare_cached(
             "SELECT id, name, description, paths, depends_on, status, note, files, status_by, status_ms,
                  source
-             FROM components WHERE room = ?1 ORDER BY id",
+             FROM components WHERE room = ?1 AND def_seq > 0 ORDER BY id",
         )?;
         let mut components: Vec<ComponentView> = statement
             .query_map([room], |row| {

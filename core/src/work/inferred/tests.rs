@@ -87,7 +87,7 @@ serde = "1"
         ("crates/lexer/src/lib.rs", ""),
         ("target/debug/x", ""),
     ]);
-    let inference = infer(&repo).unwrap();
+    let inference = infer(&repo, true).unwrap();
     assert_eq!(inference.source, "Cargo workspace");
     assert_eq!(
         shape(&inference),
@@ -122,7 +122,7 @@ fn js_workspaces_give_their_packages_and_dependencies_by_name() {
             r#"{"name": "react"}"#,
         ),
     ]);
-    let inference = infer(&npm).unwrap();
+    let inference = infer(&npm, true).unwrap();
     assert_eq!(inference.source, "npm packages");
     assert_eq!(
         shape(&inference),
@@ -145,7 +145,7 @@ fn js_workspaces_give_their_packages_and_dependencies_by_name() {
         ("libs/kit/package.json", r#"{"name": "kit"}"#),
     ]);
     assert_eq!(
-        shape(&infer(&pnpm).unwrap()),
+        shape(&infer(&pnpm, true).unwrap()),
         ["web: apps/web/** -> kit", "kit: libs/kit/** -> "]
     );
     let yarn = Files::new(&[
@@ -159,7 +159,7 @@ fn js_workspaces_give_their_packages_and_dependencies_by_name() {
         ),
     ]);
     assert_eq!(
-        shape(&infer(&yarn).unwrap()),
+        shape(&infer(&yarn, true).unwrap()),
         ["root: ** -> ", "cli: tools/cli/** -> root"]
     );
 }
@@ -177,7 +177,7 @@ fn go_work_and_python_workspaces_give_their_modules_and_packages() {
         ),
         ("lib/go.mod", "module example.com/lib\n"),
     ]);
-    let inference = infer(&go).unwrap();
+    let inference = infer(&go, true).unwrap();
     assert_eq!(inference.source, "Go modules");
     assert_eq!(
         shape(&inference),
@@ -198,7 +198,7 @@ fn go_work_and_python_workspaces_give_their_modules_and_packages() {
         ("packages/notes/README.md", "not a package"),
     ]);
     assert_eq!(
-        shape(&infer(&python).unwrap()),
+        shape(&infer(&python, true).unwrap()),
         [
             "acme-app: ** -> acme-core",
             "acme-core: packages/core/** -> "
@@ -215,10 +215,10 @@ fn without_manifests_the_top_level_folders_are_the_components() {
         ("build/out.o", ""),
         ("README.md", ""),
     ]);
-    let inference = infer(&repo).unwrap();
+    let inference = infer(&repo, true).unwrap();
     assert_eq!(inference.source, "top-level folders");
     assert_eq!(shape(&inference), ["docs: docs/** -> ", "src: src/** -> "]);
-    assert_eq!(infer(&Files::new(&[("README.md", "")])), None);
+    assert_eq!(infer(&Files::new(&[("README.md", "")]), true), None);
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn broken_manifests_and_escaping_paths_are_passed_over() {
         ("c/Cargo.toml", "[package]\nversion = \"1\"\n"),
         ("package.json", "{not json"),
     ]);
-    assert_eq!(shape(&infer(&repo).unwrap()), ["a: a/** -> "]);
+    assert_eq!(shape(&infer(&repo, true).unwrap()), ["a: a/** -> "]);
     // Two packages of one name stay apart.
     let twins = Files::new(&[
         ("Cargo.toml", "[workspace]\nmembers = [\"x\", \"y\"]\n"),
@@ -247,7 +247,7 @@ fn broken_manifests_and_escaping_paths_are_passed_over() {
         ),
     ]);
     assert_eq!(
-        shape(&infer(&twins).unwrap()),
+        shape(&infer(&twins, true).unwrap()),
         ["twin (x): x/** -> ", "twin (y): y/** -> twin (x)"]
     );
 }
@@ -255,7 +255,7 @@ fn broken_manifests_and_escaping_paths_are_passed_over() {
 #[test]
 fn this_repository_is_a_cargo_workspace_and_an_npm_package() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let inference = infer(&Disk(root)).unwrap();
+    let inference = infer(&Disk(root), true).unwrap();
     assert_eq!(inference.source, "Cargo workspace, npm packages");
     let component = |id: &str| {
         inference
@@ -302,10 +302,73 @@ fn a_workspace_too_large_for_one_board_falls_back_to_its_folders() {
         ));
     }
     let repo = Files(files.into_iter().collect());
-    let inference = infer(&repo).unwrap();
+    let inference = infer(&repo, true).unwrap();
     assert_eq!(
         inference.source,
         "top-level folders (its 601 packages are more than one board holds)"
     );
     assert_eq!(shape(&inference), ["packages: packages/** -> "]);
+}
+
+#[test]
+fn members_stay_inside_the_repository_and_ids_stay_unique() {
+    let repo = Files::new(&[
+        (
+            "Cargo.toml",
+            "[workspace]\nmembers = [\".\", \"./xtask\", \"../other\", \"/etc\", \"a/../../x\"]\n[package]\nname = \"app\"\n",
+        ),
+        ("xtask/Cargo.toml", "[package]\nname = \"xtask\"\n"),
+    ]);
+    let inference = infer(&repo, true).unwrap();
+    assert_eq!(shape(&inference), ["app: ** -> ", "xtask: xtask/** -> "]);
+    assert!(
+        inference
+            .manifests
+            .iter()
+            .all(|path| path.is_relative() && !path.starts_with("..")),
+        "{:?}",
+        inference.manifests
+    );
+    // Two long names alike in their first 64 characters stay two components.
+    let long = "github.com/some-organization/some-monorepo-name/services/billing";
+    let go = Files::new(&[
+        ("go.work", "use (\n  ./api\n  ./worker\n)\n"),
+        (
+            "api/go.mod",
+            &format!("module {long}-api\nrequire {long}-worker v0\n"),
+        ),
+        ("worker/go.mod", &format!("module {long}-worker\n")),
+    ]);
+    let inference = infer(&go, true).unwrap();
+    let ids: Vec<&str> = inference.components.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    assert!(ids.iter().all(|id| id.chars().count() <= 64), "{ids:?}");
+    assert_eq!(inference.components[0].depends_on, [ids[1]]);
+}
+
+#[test]
+fn a_home_directory_is_not_described_by_its_folders_and_what_was_looked_at_is_kept() {
+    let home = Files::new(&[("Documents/notes.md", ""), ("Downloads/x.zip", "")]);
+    assert_eq!(infer(&home, false), None);
+    assert!(infer(&home, true).is_some());
+    let repo = Files::new(&[
+        ("Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\n"),
+        ("crates/a/Cargo.toml", "[package]\nname = \"a\"\n"),
+    ]);
+    let inference = infer(&repo, true).unwrap();
+    // The folder a new member would appear in, and the manifests looked for but absent.
+    for looked in [
+        "crates",
+        "Cargo.toml",
+        "crates/a/Cargo.toml",
+        "package.json",
+        "go.work",
+    ] {
+        assert!(
+            inference.manifests.contains(&PathBuf::from(looked)),
+            "{looked} in {:?}",
+            inference.manifests
+        );
+    }
 }
