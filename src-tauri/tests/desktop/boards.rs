@@ -946,7 +946,7 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
     );
     let text = desk.window_text().await;
     assert!(!text.contains("write the lexer"), "done before: {text}");
-    assert_eq!(text.matches("3 messages").count(), 1, "{text}");
+    assert_eq!(text.matches("3 messages (1 for you)").count(), 1, "{text}");
     desk.screenshot("away").await;
 
     // The CLI's digest of the same cache says the same.

@@ -88,6 +88,8 @@ export class FakeBackend implements Backend {
   private nextOutbox = 100;
   /** Codes the hub refuses with `conflict` (one's own invite, one used up), and why. */
   private readonly refusedCodes = new Map<string, string>();
+  /** Every invite this person made, withdrawn or not. */
+  private readonly inviteIds = new Set<string>();
 
   constructor(options: FakeOptions = {}) {
     this.world = options.world ?? emptyWorld();
@@ -386,10 +388,11 @@ export class FakeBackend implements Backend {
     this.enter("respondContact", [request, accept]);
     const found = this.world.requests.find((candidate) => candidate.id === request);
     if (!found) throw new BackendError("not_found", "This request no longer exists.");
+    // As the hub does: who may decide first, then whether it is still to decide.
+    if (!found.incoming && accept) throw new BackendError("forbidden", `Only ${found.to_handle} can accept this request.`);
     if (found.state !== "pending") throw new BackendError("conflict", `This request was already ${found.state}.`);
     if (!found.incoming) {
-      // As the hub does: one's own request can be withdrawn, never accepted.
-      if (accept) throw new BackendError("forbidden", `Only ${found.to_handle} can accept this request.`);
+      // One's own request can be withdrawn, never accepted.
       found.state = "cancelled";
       const entry = this.world.directory.find((candidate) => candidate.id === found.to);
       if (entry) entry.contact = "none";
@@ -431,6 +434,7 @@ export class FakeBackend implements Backend {
       created_at: new Date(now).toISOString(),
     });
     this.refusedCodes.set(code, "This is your own invite: send it to the teammate you made it for.");
+    this.inviteIds.add(id);
     this.changed({ contacts: true });
     return { code, link: `roundtable://invite/${code}?hub=${this.inviteHub()}`, invite: id };
   }
@@ -443,6 +447,9 @@ export class FakeBackend implements Backend {
   async revokeInvite(invite: string): Promise<null> {
     this.enter("revokeInvite", [invite]);
     if (invite.trim() === "") throw new BackendError("invalid", "Name the invite to withdraw.");
+    const known = this.inviteIds.has(invite) || this.world.invites.some((candidate) => candidate.id === invite);
+    if (!known) throw new BackendError("not_found", "There is no such invite.");
+    this.inviteIds.add(invite);
     // As the hub does: withdrawing an invite twice is no error.
     this.world.invites = this.world.invites.filter((candidate) => candidate.id !== invite);
     this.changed({ contacts: true });
@@ -497,7 +504,13 @@ export class FakeBackend implements Backend {
     if (room !== null) this.room(room);
     // As the core records it: one control per room (null: everywhere); a resume lifts what
     // it covers, everywhere lifts them all.
-    const others = found.controls.filter((control) => room !== null && control.room !== room);
+    // One control per room: everywhere replaces the everywhere one (a resume everywhere lifts all).
+    const others =
+      room === null
+        ? action === "resume"
+          ? []
+          : found.controls.filter((control) => control.room !== null)
+        : found.controls.filter((control) => control.room !== room);
     found.controls = action === "resume" ? others : [...others, { room, action, by: me.id, seq: this.nextId++ }];
     const inForce = (at: string | null) =>
       [...new Set(found.controls.filter((control) => control.room === null || control.room === at).map((control) => control.action))].sort();

@@ -405,9 +405,13 @@ pub fn session_board_in(
     let issued = view.issued_controls(me)?;
     for id in ids {
         let principal = view.principal(&id)?;
-        // What the agent's own cache on this machine saw, and what we put on it.
-        let mut in_force = controls.get(&id).cloned().unwrap_or_default();
-        in_force.extend(issued.get(&id).into_iter().flatten().cloned());
+        // What the agent's own cache on this machine saw (the hub's word, whoever lifted
+        // what), else what we put on it.
+        let in_force = controls
+            .get(&id)
+            .or_else(|| issued.get(&id))
+            .cloned()
+            .unwrap_or_default();
         rows.agents.push(KnownAgent {
             controls: in_force,
             handle: principal.as_ref().map(|p| p.handle.clone()),
