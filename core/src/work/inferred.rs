@@ -450,13 +450,10 @@ fn npm(tree: &impl Tree) -> Vec<Package> {
         patterns.extend(pnpm_packages(&text));
     }
     let mut dirs = if patterns.is_empty() {
-        let mut dirs: Vec<String> = tree
-            .dirs(Path::new(""))
+        source_folders(tree)
             .into_iter()
-            .filter(|dir| !dir.starts_with('.') && !NOT_SOURCE.contains(&dir.as_str()))
-            .collect();
-        dirs.retain(|dir| tree.read(&Path::new(dir).join("package.json")).is_some());
-        dirs
+            .filter(|dir| tree.read(&Path::new(dir).join("package.json")).is_some())
+            .collect()
     } else {
         expand(tree, &patterns, &[])
     };
@@ -591,10 +588,8 @@ fn python(tree: &impl Tree) -> Vec<Package> {
             &strings(workspace.get("members")),
             &strings(workspace.get("exclude")),
         ),
-        None => tree
-            .dirs(Path::new(""))
+        None => source_folders(tree)
             .into_iter()
-            .filter(|dir| !dir.starts_with('.') && !NOT_SOURCE.contains(&dir.as_str()))
             .filter(|dir| tree.read(&Path::new(dir).join("pyproject.toml")).is_some())
             .collect(),
     };
@@ -635,10 +630,17 @@ fn python(tree: &impl Tree) -> Vec<Package> {
 }
 
 /// The top-level folders that may hold source: not hidden, not tools' output.
-fn folders(tree: &impl Tree) -> Vec<ComponentDef> {
+fn source_folders(tree: &impl Tree) -> Vec<String> {
     tree.dirs(Path::new(""))
         .into_iter()
         .filter(|dir| !dir.starts_with('.') && !NOT_SOURCE.contains(&dir.as_str()))
+        .collect()
+}
+
+/// The top-level source folders as components.
+fn folders(tree: &impl Tree) -> Vec<ComponentDef> {
+    source_folders(tree)
+        .into_iter()
         .map(|dir| ComponentDef {
             id: dir.chars().take(64).collect(),
             name: dir.clone(),

@@ -57,6 +57,27 @@ fn with_cargo_workspace(home: &Path) -> PathBuf {
     repo
 }
 
+/// The app with Claude Code onboarded in one click, and a repository `make` lays out in
+/// its home; a finished turn rests at once rather than listening ten minutes for messages.
+async fn claude_at_a_repository(name: &str, make: fn(&Path) -> PathBuf) -> (Desk, PathBuf) {
+    let mut repo = PathBuf::new();
+    let desk = Desk::start(name, |home| {
+        with_claude_config(home);
+        std::fs::create_dir_all(home.join(".claude/projects")).unwrap();
+        repo = make(home);
+    })
+    .await;
+    onboard_claude(&desk).await;
+    std::fs::write(
+        desk.machine
+            .roundtable_home()
+            .join("profiles/dana.claude/hooks.toml"),
+        "listen_s = 1\npermission_wait_s = 1\n",
+    )
+    .unwrap();
+    (desk, repo)
+}
+
 fn python() -> PathBuf {
     let python = std::env::var_os("ROUNDTABLE_TEST_PYTHON")
         .map(PathBuf::from)
@@ -189,21 +210,7 @@ fn home_room(desk: &Desk, agent: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_architecture_board_fills_itself_from_the_repositorys_manifests() {
-    let mut repo = PathBuf::new();
-    let desk = Desk::start("boards-inferred", |home| {
-        with_claude_config(home);
-        std::fs::create_dir_all(home.join(".claude/projects")).unwrap();
-        repo = with_cargo_workspace(home);
-    })
-    .await;
-    onboard_claude(&desk).await;
-    std::fs::write(
-        desk.machine
-            .roundtable_home()
-            .join("profiles/dana.claude/hooks.toml"),
-        "listen_s = 1\npermission_wait_s = 1\n",
-    )
-    .unwrap();
+    let (desk, repo) = claude_at_a_repository("boards-inferred", with_cargo_workspace).await;
     // The agent edits the parser crate; nobody wrote an architecture.
     let ran = Command::new(workspace().join("tests/fixtures/agent-clis/claude"))
         .args(["-p", "fix the parser", "--session-id", SESSION])
@@ -242,22 +249,7 @@ async fn the_architecture_board_fills_itself_from_the_repositorys_manifests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tasks_and_architecture_boards_follow_a_fake_agent_live() {
-    let mut repo = PathBuf::new();
-    let desk = Desk::start("boards-live", |home| {
-        with_claude_config(home);
-        std::fs::create_dir_all(home.join(".claude/projects")).unwrap();
-        repo = with_repository(home);
-    })
-    .await;
-    onboard_claude(&desk).await;
-    // A finished turn rests at once rather than listening ten minutes for messages.
-    std::fs::write(
-        desk.machine
-            .roundtable_home()
-            .join("profiles/dana.claude/hooks.toml"),
-        "listen_s = 1\npermission_wait_s = 1\n",
-    )
-    .unwrap();
+    let (desk, repo) = claude_at_a_repository("boards-live", with_repository).await;
 
     // The agent works: Claude Code (the fake) keeps a task list and edits the parser.
     let ran = Command::new(workspace().join("tests/fixtures/agent-clis/claude"))
