@@ -80,6 +80,8 @@ const NOT_SOURCE: &[&str] = &[
 /// and the names or directories it depends on.
 #[derive(Debug)]
 struct Package {
+    /// Which manifests named it: a dependency by name is on a package of the same kind.
+    ecosystem: &'static str,
     dir: String,
     name: String,
     /// Dependencies by directory (Cargo's path dependencies) or by name (the rest).
@@ -106,7 +108,10 @@ pub fn infer(tree: &impl Tree, folders_allowed: bool) -> Option<Inference> {
     ] {
         if !found.is_empty() {
             sources.push(source);
-            packages.extend(found);
+            packages.extend(found.into_iter().map(|package| Package {
+                ecosystem: source,
+                ..package
+            }));
         }
     }
     let found = packages.len();
@@ -199,10 +204,10 @@ fn components(mut packages: Vec<Package>) -> Vec<ComponentDef> {
         .zip(&ids)
         .map(|(package, id)| (package.dir.as_str(), id.as_str()))
         .collect();
-    let by_name: BTreeMap<&str, &str> = packages
+    let by_name: BTreeMap<(&str, &str), &str> = packages
         .iter()
         .zip(&ids)
-        .map(|(package, id)| (package.name.as_str(), id.as_str()))
+        .map(|(package, id)| ((package.ecosystem, package.name.as_str()), id.as_str()))
         .collect();
     packages
         .iter()
@@ -216,7 +221,7 @@ fn components(mut packages: Vec<Package>) -> Vec<ComponentDef> {
                     package
                         .on_names
                         .iter()
-                        .filter_map(|name| by_name.get(name.as_str())),
+                        .filter_map(|name| by_name.get(&(package.ecosystem, name.as_str()))),
                 )
                 .filter(|other| **other != id.as_str())
                 .map(|other| (*other).to_owned())
@@ -414,6 +419,7 @@ fn cargo(tree: &impl Tree) -> Vec<Package> {
             }
         }
         packages.push(Package {
+            ecosystem: "",
             dir,
             name: name.to_owned(),
             on_dirs,
@@ -484,6 +490,7 @@ fn npm(tree: &impl Tree) -> Vec<Package> {
         .flat_map(|deps| deps.keys().cloned())
         .collect();
         packages.push(Package {
+            ecosystem: "",
             dir,
             name: name.to_owned(),
             on_dirs: Vec::new(),
@@ -536,6 +543,7 @@ fn go(tree: &impl Tree) -> Vec<Package> {
             .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
             .collect();
         packages.push(Package {
+            ecosystem: "",
             dir,
             name: module,
             on_dirs: Vec::new(),
@@ -620,6 +628,7 @@ fn python(tree: &impl Tree) -> Vec<Package> {
             })
             .collect();
         packages.push(Package {
+            ecosystem: "",
             dir,
             name: normalize(name),
             on_dirs: Vec::new(),

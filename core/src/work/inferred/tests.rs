@@ -372,3 +372,30 @@ fn a_home_directory_is_not_described_by_its_folders_and_what_was_looked_at_is_ke
         );
     }
 }
+
+#[test]
+fn a_dependency_by_name_is_on_a_package_of_the_same_kind() {
+    // A Rust crate and an npm package both called `core`: the web app's `core` is the npm one.
+    let repo = Files::new(&[
+        ("Cargo.toml", "[workspace]\nmembers = [\"crates/core\"]\n"),
+        ("crates/core/Cargo.toml", "[package]\nname = \"core\"\n"),
+        (
+            "package.json",
+            r#"{"name": "root", "workspaces": ["web/*"]}"#,
+        ),
+        ("web/core/package.json", r#"{"name": "core"}"#),
+        (
+            "web/app/package.json",
+            r#"{"name": "app", "dependencies": {"core": "*"}}"#,
+        ),
+    ]);
+    assert_eq!(
+        shape(&infer(&repo, true).unwrap()),
+        [
+            "root: ** -> ",
+            "core (crates/core): crates/core/** -> ",
+            "app: web/app/** -> core (web/core)",
+            "core (web/core): web/core/** -> ",
+        ]
+    );
+}
