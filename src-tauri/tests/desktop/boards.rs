@@ -436,15 +436,17 @@ async fn a_session_is_paused_in_its_own_room_and_the_agents_others_go_on() {
     // A headless runner answers the agent's mentions, in a session per room.
     let workdir = desk.home().join("work/app");
     std::fs::create_dir_all(&workdir).unwrap();
-    let mut runner = Command::new(roundtable_bin())
-        .args(["run", "--agent", "dana/claude"])
-        .current_dir(&workdir)
-        .envs(desk.env())
-        .env("FAKE_AGENT_REPLY", "on it")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let _runner = Stopped(
+        Command::new(roundtable_bin())
+            .args(["run", "--agent", "dana/claude"])
+            .current_dir(&workdir)
+            .envs(desk.env())
+            .env("FAKE_AGENT_REPLY", "on it")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     desk.cli(&["send", &home, "@dana/claude the lexer, please"]);
     desk.cli(&["send", "review", "@dana/claude review the parser"]);
 
@@ -489,9 +491,17 @@ async fn a_session_is_paused_in_its_own_room_and_the_agents_others_go_on() {
     ))
     .await;
     desk.screenshot("sessions-paused-in-one-room").await;
-    let _ = runner.kill();
-    let _ = runner.wait();
     desk.finish().await;
+}
+
+/// A child process stopped when dropped, should the test fail before its end.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A Claude Code transcript of `requests` (model, input, output, cache read), written as the
