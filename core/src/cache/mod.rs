@@ -154,12 +154,19 @@ pub(crate) fn create_private_file(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn configure(conn: &Connection) -> rusqlite::Result<()> {
+/// The writing connection's settings. The busy timeout comes first: switching to WAL takes a
+/// lock that another process's writer (the app's, while a CLI opens the same profile) may
+/// hold. Write transactions begin `IMMEDIATE`: a deferred one that read first and then writes
+/// after another process committed fails at once (SQLite cannot wait on that), where an
+/// immediate one waits its turn.
+fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
-        "PRAGMA journal_mode = WAL;
-         PRAGMA synchronous = FULL;
-         PRAGMA busy_timeout = 10000;",
-    )
+        "PRAGMA busy_timeout = 10000;
+         PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;",
+    )?;
+    conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
+    Ok(())
 }
 
 impl CacheView {
@@ -231,7 +238,7 @@ impl Cache {
         })?;
         // SQLite gives the WAL and shared-memory files the database file's permissions.
         let mut conn = Connection::open(path)?;
-        configure(&conn)?;
+        configure(&mut conn)?;
         roundtable_sqlite::migrate(&mut conn, MIGRATIONS, now_ms)?;
         Ok(Cache {
             view: CacheView { conn },
