@@ -161,6 +161,14 @@ pub enum ClientCommand {
     Arch { room: Option<String> },
     /// What happened in your rooms since you last read them.
     Digest,
+    /// Budgets: what agents, people and teams may spend in a day, week or month. Without a
+    /// command, each budget's spend; at 80 % you are warned, at 100 % your agents that count
+    /// toward it are paused (the desktop app keeps them as usage arrives; `check` does it
+    /// once).
+    Budget {
+        #[command(subcommand)]
+        command: Option<BudgetCommand>,
+    },
     /// The rooms your agents' work is shared with besides their home rooms.
     Share {
         #[command(subcommand)]
@@ -351,6 +359,32 @@ pub enum AgentsCommand {
         #[arg(long)]
         room: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BudgetCommand {
+    /// Set a budget: `roundtable budget set agent writer 5 --per day` (an agent of yours by
+    /// name, or anyone's as person/name), `person dana 50 --per week`, `team core 200`.
+    Set {
+        /// `agent`, `person` or `team`.
+        scope: String,
+        /// The agent's handle (or your agent's name), the person's handle, the team's name.
+        name: String,
+        /// Dollars.
+        usd: f64,
+        /// `day`, `week` (Monday to Sunday) or `month`, in UTC.
+        #[arg(long, default_value = "day")]
+        per: String,
+    },
+    /// Remove a budget.
+    Remove {
+        scope: String,
+        name: String,
+        #[arg(long, default_value = "day")]
+        per: String,
+    },
+    /// Keep the budgets now: warn at 80 %, pause your agents at 100 % (each once a period).
+    Check,
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,7 @@ use std::io::IsTerminal as _;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use roundtable_core::budgets::{Budget, BudgetLevel, BudgetPeriod, BudgetScope};
 use roundtable_core::cache::UsageQuery;
 use roundtable_core::client::PATIENCE;
 use roundtable_core::local_agents::Environment;
@@ -17,6 +18,7 @@ use roundtable_core::work::scan;
 use roundtable_core::work::watch::{WatchOptions, WatchState};
 use roundtable_core::{Core, SyncOptions, now_ms};
 
+use crate::args::BudgetCommand;
 use crate::client::{Exit, Failure, Out};
 
 fn pricing() -> Result<Pricing, Failure> {
@@ -416,6 +418,111 @@ pub async fn digest(core: &Core, out: &Out) -> Result<(), Failure> {
         },
         &digests,
     )
+}
+
+/// The budget's scope and period from their words.
+fn budget_words(scope: &str, per: &str) -> Result<(BudgetScope, BudgetPeriod), Failure> {
+    let scope = BudgetScope::parse(scope).ok_or_else(|| {
+        Failure::new(
+            Exit::Usage,
+            format!("{scope:?} is not a budget's scope: write agent, person or team"),
+        )
+    })?;
+    let period = BudgetPeriod::parse(per).ok_or_else(|| {
+        Failure::new(
+            Exit::Usage,
+            format!("{per:?} is not a budget's period: write --per day, week or month"),
+        )
+    })?;
+    Ok((scope, period))
+}
+
+/// `roundtable budget`: list, set, remove, or keep the budgets once.
+pub async fn budget(core: &Core, out: &Out, command: Option<BudgetCommand>) -> Result<(), Failure> {
+    match command {
+        Some(BudgetCommand::Set {
+            scope,
+            name,
+            usd,
+            per,
+        }) => {
+            let (scope, period) = budget_words(&scope, &per)?;
+            let budget = core
+                .set_budget(
+                    Budget {
+                        scope,
+                        name,
+                        period,
+                        usd,
+                    },
+                    now_ms(),
+                )
+                .await?;
+            out.show(format!("budget set: {}", budget.describe()), &budget)
+        }
+        Some(BudgetCommand::Remove { scope, name, per }) => {
+            let (scope, period) = budget_words(&scope, &per)?;
+            if core.remove_budget(scope, &name, period).await? {
+                out.show(
+                    format!("budget removed: {} {name} per {per}", scope.as_str()),
+                    true,
+                )
+            } else {
+                Err(Failure::new(
+                    Exit::Failure,
+                    format!(
+                        "there is no budget for {} {name} per {per}; list them with `roundtable budget`",
+                        scope.as_str()
+                    ),
+                ))
+            }
+        }
+        Some(BudgetCommand::Check) => {
+            read_logs(core).await?;
+            let alerts = core.keep_budgets(now_ms(), pricing()?).await?;
+            let text: Vec<&str> = alerts.iter().map(|alert| alert.text.as_str()).collect();
+            out.show(
+                if text.is_empty() {
+                    "nothing to do: no budget crossed 80 % or 100 % since last time".into()
+                } else {
+                    text.join("\n")
+                },
+                &alerts,
+            )
+        }
+        None => {
+            read_logs(core).await?;
+            let board = core.budget_board(now_ms(), pricing()?).await?;
+            let mut text: Vec<String> = board
+                .states
+                .iter()
+                .map(|state| {
+                    format!(
+                        "{:<7} {:<24} ${:>9.2} of ${:.2} per {} ({:.0}%){}",
+                        state.budget.scope.as_str(),
+                        state.budget.name,
+                        state.spent_usd,
+                        state.budget.usd,
+                        state.budget.period.as_str(),
+                        state.share * 100.0,
+                        match state.level {
+                            BudgetLevel::Under => "",
+                            BudgetLevel::Near => "  near",
+                            BudgetLevel::Reached => "  REACHED",
+                        }
+                    )
+                })
+                .collect();
+            if text.is_empty() {
+                text.push(
+                    "no budgets; set one with `roundtable budget set agent NAME USD --per day`"
+                        .into(),
+                );
+            }
+            text.extend(board.alerts.iter().map(|alert| format!("  {}", alert.text)));
+            out.show(text.join("\n"), &board)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -135,17 +135,33 @@ impl Core {
         room: Option<&str>,
         patience: Duration,
     ) -> Result<String, CoreError> {
+        self.control_agent_because(agent, action, room, None, patience)
+            .await
+    }
+
+    /// [`Core::control_agent`] with a reason the agent is told and the hub's audit log
+    /// keeps.
+    pub async fn control_agent_because(
+        &self,
+        agent: &str,
+        action: ControlAction,
+        room: Option<&str>,
+        reason: Option<&str>,
+        patience: Duration,
+    ) -> Result<String, CoreError> {
         let room = match room {
             Some(room) => Some(self.room_id(room).await?),
             None => None,
         };
         let (handle, id) = self.resolve_agent(agent).await?;
+        let reason = reason.map(str::to_owned);
         self.call(
             Control {
                 id: 0,
                 agent: id.clone(),
                 action,
                 room: room.clone(),
+                reason: reason.clone(),
             },
             patience,
         )
@@ -153,7 +169,9 @@ impl Core {
         // The hub tells only the agent; our views learn it from what we record.
         let now = crate::now_ms();
         self.shared
-            .write(move |cache| cache.record_issued_control(&id, room.as_deref(), action, now))
+            .write(move |cache| {
+                cache.record_issued_control(&id, room.as_deref(), action, reason.as_deref(), now)
+            })
             .await?;
         Ok(handle)
     }

@@ -60,6 +60,8 @@ pub enum Change {
     Contacts,
     /// A pause, stop or resume on us.
     Controls,
+    /// A budget was set or removed, or keeping one warned or paused.
+    Budgets,
     /// The outbox: something queued, sent, failed.
     Outbox,
     /// What this machine's agent logs say changed (sessions, tasks, files, usage).

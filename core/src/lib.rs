@@ -27,6 +27,7 @@
 pub mod agent_session;
 pub mod agent_work;
 pub mod agents;
+pub mod budgets;
 pub mod cache;
 pub mod changes;
 pub mod client;

@@ -151,6 +151,7 @@ pub enum Write {
         action: ControlAction,
         by: String,
         seq: u64,
+        reason: Option<String>,
     },
 }
 
@@ -380,6 +381,7 @@ fn project_inbox(me: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<Wr
                 action: control.action,
                 by: control.by,
                 seq,
+                reason: control.reason,
             }]
         }
         _ => Vec::new(),
@@ -722,7 +724,8 @@ mod tests {
                 room: None,
                 action: ControlAction::Pause,
                 by: "p_u".into(),
-                seq: 5
+                seq: 5,
+                reason: None,
             }]
         );
     }

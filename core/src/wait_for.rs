@@ -48,6 +48,8 @@ pub struct ControlEvent {
     pub action: String,
     pub room: Option<String>,
     pub by: String,
+    /// Why, when the control said.
+    pub reason: Option<String>,
 }
 
 /// The most messages one wait returns.
@@ -139,6 +141,7 @@ impl Core {
                         action: body["action"].as_str().unwrap_or_default().to_owned(),
                         room: body["room"].as_str().map(str::to_owned),
                         by: body["by"].as_str().unwrap_or_default().to_owned(),
+                        reason: body["reason"].as_str().map(str::to_owned),
                     })
                     .collect();
                 Ok((

@@ -5,7 +5,7 @@
 //! transaction of the change they record.
 //!
 //! Canonical JSON: the object
-//! `{"action","code"?,"count"?,"n","principal","result","target"?,"ts"}` with keys in that
+//! `{"action","code"?,"count"?,"n","principal","reason"?,"result","target"?,"ts"}` with keys in that
 //! (alphabetical) order, no whitespace, absent optional keys omitted, `ts` in the wire
 //! timestamp format. "previous hash" is the previous entry's 32 hash bytes (32 zero bytes
 //! before the first entry).
@@ -44,6 +44,8 @@ struct Canonical<'a> {
     count: Option<u64>,
     n: u64,
     principal: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
     result: AuditResult,
     #[serde(skip_serializing_if = "Option::is_none")]
     target: Option<&'a str>,
@@ -58,6 +60,7 @@ pub fn canonical_json(entry: &AuditRecord) -> String {
         count: entry.count,
         n: entry.n,
         principal: &entry.principal,
+        reason: entry.reason.as_deref(),
         result: entry.result,
         target: entry.target.as_deref(),
         ts: roundtable_protocol::ts::format_millis(entry.ts_ms),
@@ -117,6 +120,7 @@ pub fn next_entry(
         principal: principal.to_owned(),
         action: action.to_owned(),
         target: target.map(cut_target),
+        reason: None,
         result: if refusal.is_some() {
             AuditResult::Err
         } else {
@@ -130,6 +134,16 @@ pub fn next_entry(
     entry
 }
 
+/// `entry`, built after `previous` (hex), with the reason its command gave: the hash is
+/// computed again, as the reason is part of what it chains.
+pub fn with_reason(mut entry: AuditRecord, previous: &str, reason: Option<String>) -> AuditRecord {
+    if reason.is_some() {
+        entry.reason = reason;
+        entry.hash = chain_hash(previous, &entry);
+    }
+    entry
+}
+
 /// An entry as the `audit` command shows it.
 pub fn wire_entry(entry: &AuditRecord) -> AuditEntry {
     AuditEntry {
@@ -138,6 +152,7 @@ pub fn wire_entry(entry: &AuditRecord) -> AuditEntry {
         principal: entry.principal.clone(),
         action: entry.action.clone(),
         target: entry.target.clone(),
+        reason: entry.reason.clone(),
         result: entry.result,
         code: entry.code.clone(),
         count: entry.count,
@@ -456,6 +471,27 @@ mod tests {
             canonical_json(entry),
             r#"{"action":"room_create","code":"forbidden","n":3,"principal":"p_dana","result":"err","target":"r_2","ts":"2027-01-15T08:00:00.002Z"}"#
         );
+    }
+
+    #[test]
+    fn a_reason_is_chained_in_its_sorted_place_and_an_entry_without_one_is_unchanged() {
+        let entries = chain(2);
+        let head = (entries[0].n, entries[0].hash.clone());
+        let plain = next_entry(&head, 5, "p_dana", "control", None, None, None);
+        assert_eq!(with_reason(plain.clone(), &head.1, None), plain);
+        let reasoned = with_reason(plain.clone(), &head.1, Some("budget reached".into()));
+        assert_eq!(
+            canonical_json(&reasoned),
+            r#"{"action":"control","n":2,"principal":"p_dana","reason":"budget reached","result":"ok","ts":"1970-01-01T00:00:00.005Z"}"#
+        );
+        assert_ne!(reasoned.hash, plain.hash);
+        assert_eq!(
+            check(&[entries[0].clone(), reasoned.clone()]).unwrap().1,
+            reasoned.hash
+        );
+        let mut edited = reasoned;
+        edited.reason = Some("no reason".into());
+        assert!(check(&[entries[0].clone(), edited]).is_err());
     }
 
     #[test]

@@ -304,7 +304,7 @@ impl HubState {
 
     /// The control in force on `agent` for a send in `room`: a stop wins over a pause, and
     /// an all-rooms control applies everywhere.
-    pub fn control_in(&self, agent: &str, room: &str) -> Option<ControlAction> {
+    pub fn control_in(&self, agent: &str, room: &str) -> Option<&ControlRecord> {
         let controls = self.controls.get(agent)?;
         let applying = controls
             .iter()
@@ -312,8 +312,8 @@ impl HubState {
         let mut strongest = None;
         for control in applying {
             match control.action {
-                ControlAction::Stop => return Some(ControlAction::Stop),
-                action => strongest = Some(action),
+                ControlAction::Stop => return Some(control),
+                _ => strongest = Some(control),
             }
         }
         strongest

@@ -339,6 +339,9 @@ pub struct ControlBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room: Option<String>,
     pub by: String,
+    /// The control's `reason`, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Why a body was refused.

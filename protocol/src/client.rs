@@ -398,6 +398,10 @@ pub struct Control {
     pub action: ControlAction,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room: Option<String>,
+    /// Why, in words the agent is told and the audit log keeps (a Roundtable extension:
+    /// a budget reached, say); at most [`crate::limits::CONTROL_REASON`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

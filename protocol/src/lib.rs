@@ -69,6 +69,8 @@ pub mod limits {
     /// `history.limit` default and maximum.
     pub const HISTORY_DEFAULT: u32 = 50;
     pub const HISTORY_MAX: u32 = 500;
+    /// A `control`'s `reason` (a Roundtable extension).
+    pub const CONTROL_REASON: usize = 500;
     /// A display name, a room title or topic.
     pub const NAME: usize = 128;
     pub const TITLE: usize = 256;

@@ -235,6 +235,9 @@ pub struct AuditEntry {
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Why, when the command gave a reason (a `control`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub result: AuditResult,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,

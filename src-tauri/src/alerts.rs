@@ -61,6 +61,11 @@ impl CoreChanged {
             | Change::LocalWork => self.work = true,
             Change::Ping { .. } => self.pings = true,
             Change::Status { .. } | Change::Controls => self.agents = true,
+            // Spend against budgets is on the costs board; a budget reached pauses agents.
+            Change::Budgets => {
+                self.work = true;
+                self.agents = true;
+            }
             Change::Contacts => self.contacts = true,
             Change::Outbox => self.rooms = true,
             Change::Reset => self.everything = true,

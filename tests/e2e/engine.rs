@@ -289,6 +289,7 @@ async fn wait_for_wakes_as_soon_as_each_kind_of_event_arrives() {
             agent: writer.me().to_owned(),
             action: ControlAction::Pause,
             room: None,
+            reason: None,
         },
         PATIENCE,
     )
@@ -538,6 +539,7 @@ async fn a_stopped_agent_keeps_its_token_and_comes_back_after_a_resume() {
         agent: agent.clone(),
         action,
         room: None,
+        reason: None,
     };
 
     let mut state = writer.sync_state();

@@ -2,6 +2,7 @@
 //! over real sockets and real SQLite files, in temporary directories.
 
 mod agents;
+mod budgets;
 mod cli;
 mod convergence;
 mod crashes;

@@ -273,6 +273,10 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             cx.synced(async |core| crate::work::digest(core, out).await)
                 .await
         }
+        ClientCommand::Budget { command } => {
+            cx.synced(async |core| crate::work::budget(core, out, command).await)
+                .await
+        }
     }
 }
 

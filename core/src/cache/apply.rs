@@ -521,19 +521,21 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             action,
             by,
             seq,
+            reason,
         } => match action {
             ControlAction::Pause | ControlAction::Stop => {
                 tx.prepare_cached(
-                    "INSERT INTO controls (room, action, by, seq) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO controls (room, action, by, seq, reason) VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (room) DO UPDATE SET action = excluded.action, by = excluded.by,
-                         seq = excluded.seq
+                         seq = excluded.seq, reason = excluded.reason
                      WHERE excluded.seq > controls.seq",
                 )?
                 .execute(params![
                     room.unwrap_or_default(),
                     action.as_str(),
                     by,
-                    seq as i64
+                    seq as i64,
+                    reason
                 ])?;
             }
             ControlAction::Resume => match room {

@@ -9,6 +9,7 @@
 
 mod apply;
 mod board_queries;
+mod budgets;
 mod local_work;
 mod outbox;
 mod queries;
@@ -71,6 +72,7 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "component_sources",
         include_str!("migrations/0008_component_sources.sql"),
     ),
+    (9, "budgets", include_str!("migrations/0009_budgets.sql")),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -446,6 +448,7 @@ impl Cache {
         agent: &str,
         room: Option<&str>,
         action: ControlAction,
+        reason: Option<&str>,
         now_ms: i64,
     ) -> Result<(), CacheError> {
         let room = room.unwrap_or("");
@@ -462,9 +465,11 @@ impl Cache {
             }
             ControlAction::Pause | ControlAction::Stop => {
                 tx.execute(
-                    "INSERT INTO issued_controls (agent, room, action, ts_ms) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (agent, room) DO UPDATE SET action = excluded.action, ts_ms = excluded.ts_ms",
-                    params![agent, room, action.as_str(), now_ms],
+                    "INSERT INTO issued_controls (agent, room, action, ts_ms, reason)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (agent, room) DO UPDATE SET action = excluded.action,
+                         ts_ms = excluded.ts_ms, reason = excluded.reason",
+                    params![agent, room, action.as_str(), now_ms, reason],
                 )?;
             }
         }

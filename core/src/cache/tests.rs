@@ -1468,13 +1468,13 @@ fn controls_we_issue_are_kept_until_a_resume_lifts_them() {
             .collect()
     };
     cache
-        .record_issued_control("p_bot", None, ControlAction::Pause, 1)
+        .record_issued_control("p_bot", None, ControlAction::Pause, None, 1)
         .unwrap();
     cache
-        .record_issued_control("p_bot", Some("r1"), ControlAction::Stop, 2)
+        .record_issued_control("p_bot", Some("r1"), ControlAction::Stop, None, 2)
         .unwrap();
     cache
-        .record_issued_control("p_other", Some("r1"), ControlAction::Pause, 3)
+        .record_issued_control("p_other", Some("r1"), ControlAction::Pause, None, 3)
         .unwrap();
     assert_eq!(
         actions(&cache, "p_bot"),
@@ -1482,11 +1482,11 @@ fn controls_we_issue_are_kept_until_a_resume_lifts_them() {
     );
     // A resume in one room lifts that room's control only; everywhere, every control.
     cache
-        .record_issued_control("p_bot", Some("r1"), ControlAction::Resume, 4)
+        .record_issued_control("p_bot", Some("r1"), ControlAction::Resume, None, 4)
         .unwrap();
     assert_eq!(actions(&cache, "p_bot"), [(None, "pause".into())]);
     cache
-        .record_issued_control("p_bot", None, ControlAction::Resume, 5)
+        .record_issued_control("p_bot", None, ControlAction::Resume, None, 5)
         .unwrap();
     assert!(actions(&cache, "p_bot").is_empty());
     assert_eq!(

@@ -678,6 +678,7 @@ not json at all
             action: action.into(),
             by: "p_dana".into(),
             seq: 3,
+            reason: None,
         };
         let everywhere = [control(None, "pause")];
         assert!(control_in(&everywhere, "r1").is_some());

@@ -290,17 +290,28 @@ impl Engine {
         if caller.kind != PrincipalKind::Agent {
             return Ok(());
         }
-        match self.state.control_in(&caller.id, room) {
-            Some(ControlAction::Stop) => refuse(
+        let Some(control) = self.state.control_in(&caller.id, room) else {
+            return Ok(());
+        };
+        let why = |text: &str| match &control.reason {
+            Some(reason) => format!("{text}. Why: {reason}"),
+            None => text.to_owned(),
+        };
+        match control.action {
+            ControlAction::Stop => refuse(
                 ErrorCode::Paused,
-                "you are stopped in this room by your owner or the room's creator: your \
-                 writes here are refused until a resume",
+                why(
+                    "you are stopped in this room by your owner or the room's creator: your \
+                     writes here are refused until a resume",
+                ),
             ),
-            Some(ControlAction::Pause) if write != RoomWrite::OtherSend => refuse(
+            ControlAction::Pause if write != RoomWrite::OtherSend => refuse(
                 ErrorCode::Paused,
-                "you are paused in this room by your owner or the room's creator: your \
-                 messages, room changes and invitations are refused until a resume; status, \
-                 tasks and usage still go through",
+                why(
+                    "you are paused in this room by your owner or the room's creator: your \
+                     messages, room changes and invitations are refused until a resume; \
+                     status, tasks and usage still go through",
+                ),
             ),
             _ => Ok(()),
         }
@@ -314,6 +325,11 @@ impl Engine {
         control: Control,
     ) -> Result<Outcome, ExecError> {
         let agent = self.known_agent(caller, &control.agent)?;
+        super::rooms::check_text(
+            &control.reason,
+            "reason",
+            roundtable_protocol::limits::CONTROL_REASON,
+        )?;
         let owner = agent.owner.as_deref() == Some(caller.id.as_str());
         if let Some(room) = &control.room {
             // A room the caller has nothing to do with is answered as one that does not
@@ -375,6 +391,7 @@ impl Engine {
                     action: control.action,
                     by: caller.id.clone(),
                     ts_ms: now_ms,
+                    reason: control.reason.clone(),
                 };
                 tx.set_control(&record)?;
                 let controls = self.state.controls.entry(agent.id.clone()).or_default();
@@ -408,6 +425,7 @@ impl Engine {
             action: control.action,
             room: control.room.clone(),
             by: caller.id.clone(),
+            reason: control.reason.clone(),
         };
         let event = self.append_hub(
             tx,
@@ -429,6 +447,7 @@ impl Engine {
             Some(room) => format!("{} {} {room}", agent.id, control.action.as_str()),
             None => format!("{} {}", agent.id, control.action.as_str()),
         });
+        outcome.audit_reason = control.reason;
         Ok(outcome)
     }
 }

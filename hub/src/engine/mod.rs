@@ -180,6 +180,8 @@ pub struct Outcome {
     pub effects: Vec<Effect>,
     /// The audit entry's target when the command created it (a room, an agent…).
     pub audit_target: Option<String>,
+    /// Why, when the command said (a `control`'s reason).
+    pub audit_reason: Option<String>,
 }
 
 impl Outcome {
@@ -193,6 +195,7 @@ impl Outcome {
             events,
             effects: Vec::new(),
             audit_target: None,
+            audit_reason: None,
         }
     }
 }
@@ -314,7 +317,8 @@ impl Engine {
         match &result {
             Ok(outcome) if !UNAUDITED_SUCCESSES.contains(&action) => {
                 let target = outcome.audit_target.clone().or(target);
-                self.audit(tx, now_ms, &caller.id, action, target, None)?;
+                let reason = outcome.audit_reason.clone();
+                self.append_audit(tx, now_ms, &caller.id, action, target, None, None, reason)?;
             }
             Err(ExecError::Refused(refusal)) => {
                 self.audit_refusal(tx, now_ms, &caller.id, action, target, refusal)?;
@@ -342,6 +346,7 @@ impl Engine {
             target,
             refusal.map(ErrorCode::as_str),
             None,
+            None,
         )
     }
 
@@ -355,16 +360,11 @@ impl Engine {
         target: Option<String>,
         code: Option<&str>,
         count: Option<u64>,
+        reason: Option<String>,
     ) -> Result<(), StoreError> {
-        let entry = crate::audit::next_entry(
-            &self.state.audit_head,
-            now_ms,
-            principal,
-            action,
-            target,
-            code,
-            count,
-        );
+        let head = &self.state.audit_head;
+        let entry = crate::audit::next_entry(head, now_ms, principal, action, target, code, count);
+        let entry = crate::audit::with_reason(entry, &head.1, reason);
         tx.append_audit(&entry)?;
         self.state.audit_head = (entry.n, entry.hash);
         Ok(())
@@ -395,7 +395,16 @@ impl Engine {
                 if let Some(closed) = closed {
                     self.write_folded(tx, now_ms, closed)?;
                 }
-                self.append_audit(tx, now_ms, principal, action, target, Some(code), None)
+                self.append_audit(
+                    tx,
+                    now_ms,
+                    principal,
+                    action,
+                    target,
+                    Some(code),
+                    None,
+                    None,
+                )
             }
             Folding::Counted { closed } => match closed {
                 Some(closed) => self.write_folded(tx, now_ms, closed),
@@ -418,6 +427,7 @@ impl Engine {
             folded.target,
             Some(folded.code),
             Some(folded.count),
+            None,
         )
     }
 

@@ -18,7 +18,11 @@ use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
 use crate::state::{Recipient, Recipients};
 use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, WriteTx};
 
-fn check_text(value: &Option<String>, what: &str, limit: usize) -> Result<(), ExecError> {
+pub(super) fn check_text(
+    value: &Option<String>,
+    what: &str,
+    limit: usize,
+) -> Result<(), ExecError> {
     if let Some(text) = value {
         if text.len() > limit {
             return refuse(
@@ -156,6 +160,7 @@ impl Engine {
             events,
             effects: Vec::new(),
             audit_target: None,
+            audit_reason: None,
         })
     }
 
@@ -316,6 +321,7 @@ impl Engine {
             events,
             effects: Vec::new(),
             audit_target: None,
+            audit_reason: None,
         })
     }
 
@@ -363,6 +369,7 @@ impl Engine {
             events: vec![event],
             effects: Vec::new(),
             audit_target: None,
+            audit_reason: None,
         })
     }
 
@@ -387,6 +394,7 @@ impl Engine {
             events,
             effects: Vec::new(),
             audit_target: None,
+            audit_reason: None,
         })
     }
 

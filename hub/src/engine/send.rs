@@ -28,6 +28,7 @@ fn duplicate(original: EventRecord) -> Outcome {
         events: Vec::new(),
         effects: Vec::new(),
         audit_target: None,
+        audit_reason: None,
     }
 }
 
@@ -235,6 +236,7 @@ impl Engine {
             }],
             effects: Vec::new(),
             audit_target: None,
+            audit_reason: None,
         })
     }
 

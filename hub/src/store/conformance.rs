@@ -577,7 +577,10 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.sqlite3");
     let mut conn = rusqlite::Connection::open(&path).unwrap();
-    assert_eq!(sqlite::migrate(&mut conn, 1).unwrap(), vec![1, 2, 3, 4, 5]);
+    assert_eq!(
+        sqlite::migrate(&mut conn, 1).unwrap(),
+        vec![1, 2, 3, 4, 5, 6]
+    );
     assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
     let tables: i64 = conn
         .query_row(

@@ -180,6 +180,8 @@ pub struct ControlRecord {
     pub action: ControlAction,
     pub by: String,
     pub ts_ms: i64,
+    /// Why, when the control said.
+    pub reason: Option<String>,
 }
 
 /// One audit log entry.
@@ -191,6 +193,8 @@ pub struct AuditRecord {
     pub principal: String,
     pub action: String,
     pub target: Option<String>,
+    /// Why, when the command gave a reason (a `control`'s).
+    pub reason: Option<String>,
     pub result: AuditResult,
     pub code: Option<String>,
     /// How many refusals the entry stands for, when more than one (see

@@ -16,6 +16,7 @@ fn control(id: u64, agent: &str, action: ControlAction, room: Option<&str>) -> C
         agent: agent.into(),
         action,
         room: room.map(str::to_owned),
+        reason: None,
     })
 }
 

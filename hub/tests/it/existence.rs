@@ -65,6 +65,7 @@ async fn commands_naming_what_the_caller_may_not_see_answer_as_for_nothing() {
                 agent: agent.into(),
                 action: ControlAction::Stop,
                 room: None,
+                reason: None,
             })
         }),
         ("agent_token", |id, agent, _| {
@@ -88,6 +89,7 @@ async fn commands_naming_what_the_caller_may_not_see_answer_as_for_nothing() {
                 agent: agent.into(),
                 action: ControlAction::Pause,
                 room: Some(room.into()),
+                reason: None,
             })
         }),
     ];

@@ -16,6 +16,7 @@ fn control(id: u64, agent: &str, action: ControlAction, room: Option<&str>) -> C
         agent: agent.into(),
         action,
         room: room.map(str::to_owned),
+        reason: None,
     })
 }
 
@@ -401,4 +402,92 @@ async fn the_audit_log_records_changes_and_refusals_for_the_owner() {
     let (count, head) = roundtable_hub::admin::verify_audit(hub.data_dir(), None).unwrap();
     assert!(count >= 5, "{count}");
     assert_eq!(head.len(), 64);
+}
+
+#[tokio::test]
+async fn a_control_says_why_to_the_agent_and_in_the_audit_log() {
+    let mut hub = TestHub::start().await;
+    let (mut dana, _) = hub.user("dana").await;
+    let writer = agent(&mut dana, "writer").await;
+    let mut writer_client = login(&hub, &writer.token, "w").await;
+    sync(&mut writer_client, &[("inbox", 100)]).await;
+    let because = |id: u64, reason: &str| {
+        ClientFrame::Control(Control {
+            id,
+            agent: writer.agent.id.clone(),
+            action: ControlAction::Pause,
+            room: None,
+            reason: Some(reason.into()),
+        })
+    };
+
+    // A reason over the limit, or with a control character, is refused and changes nothing.
+    let id = dana.id();
+    let long = "x".repeat(roundtable_protocol::limits::CONTROL_REASON + 1);
+    assert_eq!(dana.err(because(id, &long)).await.code, ErrorCode::TooLarge);
+    let id = dana.id();
+    assert_eq!(
+        dana.err(because(id, "over\u{7}budget")).await.code,
+        ErrorCode::BadFrame
+    );
+    let id = writer_client.id();
+    let home = writer.room.clone().unwrap().id;
+    writer_client
+        .ok(message(id, &home, "still-free-1", "not paused"))
+        .await;
+
+    let reason = "budget: $5.00 a day for dana/writer reached ($5.02 spent)";
+    let id = dana.id();
+    dana.ok(because(id, reason)).await;
+    let told = loop {
+        let event = writer_client.next_event().await.unwrap();
+        if event.kind == "control" {
+            break event;
+        }
+    };
+    assert_eq!(told.body["action"], "pause");
+    assert_eq!(told.body["reason"], reason);
+    // A refused write says it too, also after a restart of the hub (the control keeps it).
+    let id = writer_client.id();
+    let refused = writer_client
+        .err(message(id, &home, "paused-why-1", "more"))
+        .await;
+    assert_eq!(refused.code, ErrorCode::Paused);
+    assert!(
+        refused.msg.ends_with(&format!("Why: {reason}")),
+        "{}",
+        refused.msg
+    );
+
+    let id = dana.id();
+    let audit: AuditOk = dana
+        .ok(ClientFrame::Audit(Audit {
+            id,
+            principal: None,
+            since: None,
+            limit: None,
+        }))
+        .await
+        .decode()
+        .unwrap();
+    let control = audit
+        .entries
+        .iter()
+        .rfind(|entry| entry.action == "control" && entry.result == AuditResult::Ok)
+        .unwrap();
+    assert_eq!(control.reason.as_deref(), Some(reason));
+    // The reason is part of what the chain covers, and the chain still verifies.
+    roundtable_hub::admin::verify_audit(hub.data_dir(), None).unwrap();
+    drop((dana, writer_client));
+    hub.restart().await;
+    let mut writer_client = login(&hub, &writer.token, "w").await;
+    let id = writer_client.id();
+    let refused = writer_client
+        .err(message(id, &home, "paused-why-2", "again"))
+        .await;
+    assert!(
+        refused.msg.ends_with(&format!("Why: {reason}")),
+        "{}",
+        refused.msg
+    );
 }

@@ -221,18 +221,21 @@ fn client_frame() -> impl Strategy<Value = ClientFrame> {
         (id, text())
             .prop_map(|(id, invite)| ClientFrame::InviteRevoke(InviteRevoke { id, invite })),
         id.prop_map(|id| ClientFrame::Invites(Invites { id })),
-        (id, text(), 0..3u8, option::of(text())).prop_map(|(id, agent, action, room)| {
-            ClientFrame::Control(Control {
-                id,
-                agent,
-                action: [
-                    ControlAction::Pause,
-                    ControlAction::Resume,
-                    ControlAction::Stop,
-                ][action as usize],
-                room,
-            })
-        }),
+        (id, text(), 0..3u8, option::of(text()), option::of(text())).prop_map(
+            |(id, agent, action, room, reason)| {
+                ClientFrame::Control(Control {
+                    id,
+                    agent,
+                    action: [
+                        ControlAction::Pause,
+                        ControlAction::Resume,
+                        ControlAction::Stop,
+                    ][action as usize],
+                    room,
+                    reason,
+                })
+            }
+        ),
         (
             id,
             option::of(text()),

@@ -377,6 +377,8 @@ pub struct ControlView {
     pub action: String,
     pub by: String,
     pub seq: u64,
+    /// Why, when the control said (a budget reached, say).
+    pub reason: Option<String>,
 }
 
 fn strings(json: Option<String>) -> Vec<String> {

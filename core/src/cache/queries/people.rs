@@ -149,7 +149,7 @@ impl CacheView {
         me: &str,
     ) -> Result<std::collections::HashMap<String, Vec<ControlView>>, CacheError> {
         let mut statement = self.conn.prepare_cached(
-            "SELECT agent, room, action FROM issued_controls ORDER BY agent, room",
+            "SELECT agent, room, action, reason FROM issued_controls ORDER BY agent, room",
         )?;
         let mut issued: std::collections::HashMap<String, Vec<ControlView>> = Default::default();
         let rows = statement.query_map([], |row| {
@@ -157,15 +157,17 @@ impl CacheView {
                 row.get::<_, String>(0)?,
                 row.get::<_, String>(1)?,
                 row.get::<_, String>(2)?,
+                row.get::<_, Option<String>>(3)?,
             ))
         })?;
         for row in rows {
-            let (agent, room, action) = row?;
+            let (agent, room, action, reason) = row?;
             issued.entry(agent).or_default().push(ControlView {
                 room: (!room.is_empty()).then_some(room),
                 action,
                 by: me.to_owned(),
                 seq: 0,
+                reason,
             });
         }
         Ok(issued)
@@ -221,7 +223,7 @@ impl CacheView {
     pub fn controls(&self) -> Result<Vec<ControlView>, CacheError> {
         let mut statement = self
             .conn
-            .prepare_cached("SELECT room, action, by, seq FROM controls ORDER BY room")?;
+            .prepare_cached("SELECT room, action, by, seq, reason FROM controls ORDER BY room")?;
         let controls = statement
             .query_map([], |row| {
                 let room: String = row.get(0)?;
@@ -230,6 +232,7 @@ impl CacheView {
                     action: row.get(1)?,
                     by: row.get(2)?,
                     seq: row.get::<_, i64>(3)? as u64,
+                    reason: row.get(4)?,
                 })
             })?
             .collect::<Result<_, _>>()?;

@@ -341,6 +341,7 @@ fn rows() -> SessionRows {
                     action: (*action).to_owned(),
                     by: "p_dana".into(),
                     seq: 0,
+                    reason: None,
                 })
                 .collect(),
         };

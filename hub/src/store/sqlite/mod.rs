@@ -59,6 +59,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "audit_folding",
         include_str!("../migrations/0005_audit_folding.sql"),
     ),
+    (
+        6,
+        "control_reasons",
+        include_str!("../migrations/0006_control_reasons.sql"),
+    ),
 ];
 
 /// Applies every embedded migration the database lacks. Returns the versions applied.
@@ -319,7 +324,7 @@ impl Store for SqliteStore {
         }
         {
             let mut statement =
-                tx.prepare("SELECT agent, room, action, by, ts_ms FROM controls")?;
+                tx.prepare("SELECT agent, room, action, by, ts_ms, reason FROM controls")?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
                 let room: String = row.get(1)?;
@@ -339,6 +344,7 @@ impl Store for SqliteStore {
                     },
                     by: row.get(3)?,
                     ts_ms: row.get(4)?,
+                    reason: row.get(5)?,
                 });
             }
         }

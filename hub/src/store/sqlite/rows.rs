@@ -115,8 +115,9 @@ pub(super) fn audit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditR
         code: row.get(6)?,
         hash: row.get(7)?,
         count: row.get::<_, Option<i64>>(8)?.map(|count| count as u64),
+        reason: row.get(9)?,
     })
 }
 
 pub(super) const AUDIT_COLUMNS: &str =
-    "n, ts_ms, principal, action, target, result, code, hash, count";
+    "n, ts_ms, principal, action, target, result, code, hash, count, reason";

@@ -285,16 +285,18 @@ impl WriteTx for SqliteTx<'_> {
     fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
         self.tx
             .prepare_cached(
-                "INSERT INTO controls (agent, room, action, by, ts_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                "INSERT INTO controls (agent, room, action, by, ts_ms, reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (agent, room) DO UPDATE SET action = excluded.action, by = excluded.by,
-                     ts_ms = excluded.ts_ms",
+                     ts_ms = excluded.ts_ms, reason = excluded.reason",
             )?
             .execute(params![
                 control.agent,
                 control.room.as_deref().unwrap_or(""),
                 control.action.as_str(),
                 control.by,
-                control.ts_ms
+                control.ts_ms,
+                control.reason
             ])?;
         Ok(())
     }
@@ -309,8 +311,9 @@ impl WriteTx for SqliteTx<'_> {
     fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
         self.tx
             .prepare_cached(
-                "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash, count)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO audit
+                 (n, ts_ms, principal, action, target, result, code, hash, count, reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
             .execute(params![
                 entry.n as i64,
@@ -321,7 +324,8 @@ impl WriteTx for SqliteTx<'_> {
                 audit_result_str(entry.result),
                 entry.code,
                 entry.hash,
-                entry.count.map(|count| count as i64)
+                entry.count.map(|count| count as i64),
+                entry.reason
             ])?;
         Ok(())
     }
