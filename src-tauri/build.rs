@@ -40,6 +40,10 @@ fn main() {
             "work_scan",
             "started_at_ms",
             "take_start_target",
+            "budgets",
+            "set_budget",
+            "remove_budget",
+            "open_link",
         ]),
     ))
     .expect("tauri-build");

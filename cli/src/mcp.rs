@@ -209,6 +209,25 @@ pub struct UpdateComponent {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClaimComponent {
+    /// The room (title or id) whose architecture board has the component.
+    room: String,
+    /// The component's id.
+    component: String,
+    /// What you are doing in it, for the others.
+    #[serde(default)]
+    note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReleaseComponent {
+    /// The room (title or id).
+    room: String,
+    /// The component's id.
+    component: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
     Pending,
@@ -495,6 +514,32 @@ impl Bridge {
     }
 
     #[tool(
+        description = "Claim a component of a room's architecture board before working on it at length: other agents editing it are told that you hold it. Advisory, never a lock; release it when done."
+    )]
+    async fn claim_component(
+        &self,
+        Parameters(args): Parameters<ClaimComponent>,
+    ) -> CallToolResult {
+        delivered(
+            self.core
+                .claim_component(&args.room, &args.component, true, args.note.as_deref())
+                .await,
+        )
+    }
+
+    #[tool(description = "Release your claim on a component (see claim_component).")]
+    async fn release_component(
+        &self,
+        Parameters(args): Parameters<ReleaseComponent>,
+    ) -> CallToolResult {
+        delivered(
+            self.core
+                .claim_component(&args.room, &args.component, false, None)
+                .await,
+        )
+    }
+
+    #[tool(
         description = "Report your task list (the whole list, which replaces the last one) so your person sees what you are doing."
     )]
     async fn report_tasks(&self, Parameters(args): Parameters<ReportTasks>) -> CallToolResult {
@@ -658,7 +703,7 @@ fn human(answered: HumanAnswer) -> CallToolResult {
 
 #[tool_handler(
     name = "roundtable",
-    instructions = "Roundtable connects you with other agents and your person. Your messages: read_messages, wait_for_messages. Talk: send_message (mention @handles). Rooms: list_rooms, create_room, invite. Others: find_agents, request_contact. Say what you do: set_status, report_tasks, define_components, update_component. A decision only your person can make: ask_human. Keep your task list where your person sees it: if you have no task tool of your own (TaskCreate, TodoWrite, update_plan, write_todos), call report_tasks with your whole list whenever it changes."
+    instructions = "Roundtable connects you with other agents and your person. Your messages: read_messages, wait_for_messages. Talk: send_message (mention @handles). Rooms: list_rooms, create_room, invite. Others: find_agents, request_contact. Say what you do: set_status, report_tasks, define_components, update_component; claim_component and release_component when you hold a component for a while (you are told when others edit yours). A decision only your person can make: ask_human. Keep your task list where your person sees it: if you have no task tool of your own (TaskCreate, TodoWrite, update_plan, write_todos), call report_tasks with your whole list whenever it changes."
 )]
 impl ServerHandler for Bridge {}
 

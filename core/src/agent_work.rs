@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::cache::{MessageView, PingView};
 use crate::wait_for::{Arrived, WaitFilter};
+use crate::work::overlaps::{self, Overlap};
 use crate::{Core, CoreError, Delivered, now_ms, random_key};
 
 /// The longest a client may wait for messages or an answer in one call.
@@ -193,6 +194,59 @@ impl Core {
             body["files"] = json!(files);
         }
         self.post(&room, "arch", body, None).await
+    }
+
+    /// Claims a component of a room (`claim` true), or releases our claim: others editing it
+    /// are told who holds it. Advisory: it never stops anyone.
+    pub async fn claim_component(
+        &self,
+        room: &str,
+        component: &str,
+        claim: bool,
+        note: Option<&str>,
+    ) -> Result<Delivered, CoreError> {
+        let room = self.room_id(room).await?;
+        let status = if claim {
+            ComponentStatus::Working
+        } else {
+            ComponentStatus::Idle
+        };
+        let mut body = json!({ "component": component, "status": status, "claim": claim });
+        if let Some(note) = note {
+            body["note"] = json!(note);
+        }
+        self.post(&room, "arch", body, None).await
+    }
+
+    /// The other agents on the components we edit or claim, at `now_ms`.
+    pub async fn overlaps(&self, now_ms: i64) -> Result<Vec<Overlap>, CoreError> {
+        let me = self.me().to_owned();
+        self.read(move |cache| {
+            let touches = cache.component_touches(now_ms - overlaps::WINDOW_MS)?;
+            Ok(overlaps::overlaps_for(&me, &touches, now_ms))
+        })
+        .await
+    }
+
+    /// What we have not been told yet of the other agents on our components, as a notice
+    /// for our session; recorded as told.
+    pub async fn overlap_notice(&self, now_ms: i64) -> Result<Option<String>, CoreError> {
+        let found = self.overlaps(now_ms).await?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let told = self.read(|cache| cache.overlaps_told()).await?;
+        let new = overlaps::untold(found, &told, now_ms);
+        if new.is_empty() {
+            return Ok(None);
+        }
+        let keys: Vec<(String, String, String)> = new
+            .iter()
+            .map(|o| (o.room.clone(), o.component.clone(), o.other.clone()))
+            .collect();
+        self.write_job(move |cache| cache.record_overlaps_told(&keys, now_ms))
+            .await?;
+        Ok(Some(overlaps::notice(&new)))
     }
 
     /// Reports the task list of one of our sessions (a snapshot that replaces the last), to

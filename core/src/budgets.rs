@@ -143,8 +143,19 @@ impl Budget {
             BudgetScope::Agent | BudgetScope::Person => format!("{}'s", self.name),
             BudgetScope::Team => format!("team {}'s", self.name),
         };
-        format!("{whose} ${:.2} {}", self.usd, self.period.per())
+        format!("{whose} {} {}", dollars(self.usd), self.period.per())
     }
+}
+
+/// Dollars to the cent, or to a hundredth of a cent where that matters: `$5.00`, `$0.02`,
+/// `$0.0125` (a budget of cents is read to the cent, not rounded away).
+pub fn dollars(usd: f64) -> String {
+    let text = format!("{usd:.4}");
+    let trimmed = text
+        .strip_suffix("00")
+        .or_else(|| text.strip_suffix('0'))
+        .unwrap_or(&text);
+    format!("${trimmed}")
 }
 
 /// How far into its budget the spend is.
@@ -278,7 +289,7 @@ pub fn actions_due(
     let mut due = Vec::new();
     for state in states {
         let budget = &state.budget;
-        let spent = format!("${:.2}", state.spent_usd);
+        let spent = dollars(state.spent_usd);
         let percent = (state.share * 100.0).floor();
         let action = |level, agent: Option<String>, text: String| BudgetAction {
             budget: budget.clone(),
@@ -521,12 +532,22 @@ impl Core {
     pub fn watch_budgets(&self, pricing: Pricing) -> BudgetWatch {
         let core = self.clone();
         let mut changes = self.changes();
+        let (told, _) = tokio::sync::broadcast::channel(64);
+        let tell = told.clone();
         let task = tokio::spawn(async move {
             let keep = |core: &Core| {
-                let (core, pricing) = (core.clone(), pricing.clone());
+                let (core, pricing, tell) = (core.clone(), pricing.clone(), tell.clone());
                 async move {
-                    if let Err(error) = core.keep_budgets(crate::now_ms(), pricing).await {
-                        tracing::warn!(%error, "keeping the budgets failed; trying again with the next change");
+                    match core.keep_budgets(crate::now_ms(), pricing).await {
+                        Ok(alerts) => {
+                            for alert in alerts {
+                                let _ = tell.send(alert);
+                            }
+                        }
+                        Err(error) => tracing::warn!(
+                            %error,
+                            "keeping the budgets failed; trying again with the next change"
+                        ),
                     }
                 }
             };
@@ -549,7 +570,7 @@ impl Core {
                 keep(&core).await;
             }
         });
-        BudgetWatch { task }
+        BudgetWatch { task, told }
     }
 }
 
@@ -557,6 +578,14 @@ impl Core {
 #[derive(Debug)]
 pub struct BudgetWatch {
     task: tokio::task::JoinHandle<()>,
+    told: tokio::sync::broadcast::Sender<BudgetAlert>,
+}
+
+impl BudgetWatch {
+    /// What keeping the budgets does from now on (a warning, a pause), to tell the person.
+    pub fn alerts(&self) -> tokio::sync::broadcast::Receiver<BudgetAlert> {
+        self.told.subscribe()
+    }
 }
 
 impl Drop for BudgetWatch {
@@ -598,6 +627,16 @@ mod tests {
             period,
             usd,
         }
+    }
+
+    #[test]
+    fn dollars_are_read_to_the_cent_or_finer_when_it_matters() {
+        assert_eq!(dollars(5.0), "$5.00");
+        assert_eq!(dollars(0.02), "$0.02");
+        assert_eq!(dollars(0.022), "$0.022");
+        assert_eq!(dollars(0.0125), "$0.0125");
+        assert_eq!(dollars(1234.5), "$1234.50");
+        assert_eq!(dollars(0.0), "$0.00");
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub mod sync;
 pub mod teams;
 pub mod transport;
 pub mod wait_for;
+pub mod web_links;
 pub mod work;
 
 use std::collections::HashMap;

@@ -88,6 +88,8 @@ pub enum Write {
         by: String,
         seq: u64,
         ts_ms: i64,
+        /// A claim (`true`) or its release (`false`); none leaves a claim as it was.
+        claim: Option<bool>,
     },
     Usage {
         room: String,
@@ -270,6 +272,7 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
                 note,
                 files,
                 agent,
+                claim,
             } => vec![Write::ComponentStatus {
                 room,
                 id: component,
@@ -280,6 +283,7 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
                 by: agent.unwrap_or_else(|| event.from.clone()),
                 seq,
                 ts_ms,
+                claim,
             }],
         },
         "usage" => {
@@ -548,7 +552,8 @@ mod tests {
                 files: Some(r#"["a.rs"]"#.into()),
                 by: "p_a".into(),
                 seq: 7,
-                ts_ms: TS
+                ts_ms: TS,
+                claim: None,
             }]
         );
         assert_eq!(

@@ -213,6 +213,10 @@ pub enum ArchBody {
         /// sender.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
+        /// `true`: the agent claims the component (others editing it are told who holds
+        /// it); `false`: it releases its claim. Advisory, never a lock (an extension).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim: Option<bool>,
     },
 }
 

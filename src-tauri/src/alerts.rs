@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use roundtable_core::budgets::{BudgetAlert, BudgetLevel};
 use roundtable_core::cache::{PingState, PingView};
 use roundtable_core::work::watch::WatchState;
 use roundtable_core::{Change, Core, notification_text};
@@ -83,6 +84,8 @@ pub enum OpenTarget {
     },
     /// Every question waiting.
     Pings,
+    /// The costs board, with spend against budgets.
+    Costs,
     Room {
         room: String,
     },
@@ -143,6 +146,8 @@ pub struct Alerts {
     notified: HashSet<(String, String)>,
     /// Notifications still shown, by ping: closing them when the ping is answered elsewhere.
     shown: HashMap<(String, String), oneshot::Sender<()>>,
+    /// What keeping the budgets did (a warning at 80 %, a pause at 100 %).
+    budgets: Option<broadcast::Receiver<BudgetAlert>>,
 }
 
 impl Alerts {
@@ -153,7 +158,14 @@ impl Alerts {
             scan,
             notified: HashSet::new(),
             shown: HashMap::new(),
+            budgets: None,
         }
+    }
+
+    /// Also tells the person what keeping their budgets did.
+    pub fn with_budgets(mut self, alerts: broadcast::Receiver<BudgetAlert>) -> Alerts {
+        self.budgets = Some(alerts);
+        self
     }
 
     pub async fn run(mut self) {
@@ -181,6 +193,12 @@ impl Alerts {
                 changed = scan.changed(), if scanning => {
                     scanning = changed.is_ok();
                     gathered.scan = true;
+                }
+                alert = next_budget_alert(&mut self.budgets) => {
+                    if let Some(alert) = alert {
+                        notify_budget(self.app.clone(), alert);
+                    }
+                    continue;
                 }
             }
             let gather_until = tokio::time::sleep(GATHER);
@@ -309,6 +327,59 @@ impl Alerts {
             }
         });
     }
+}
+
+/// The next budget alert; never, without a budget watch (or once it has stopped).
+async fn next_budget_alert(
+    alerts: &mut Option<broadcast::Receiver<BudgetAlert>>,
+) -> Option<BudgetAlert> {
+    let Some(receiver) = alerts else {
+        return std::future::pending().await;
+    };
+    match receiver.recv().await {
+        Ok(alert) => Some(alert),
+        Err(broadcast::error::RecvError::Lagged(_)) => None,
+        Err(broadcast::error::RecvError::Closed) => {
+            *alerts = None;
+            None
+        }
+    }
+}
+
+/// A budget's warning or pause as a notification; clicking it opens the costs board.
+fn notify_budget(app: AppHandle, alert: BudgetAlert) {
+    let summary = match (alert.level, &alert.agent) {
+        (BudgetLevel::Reached, Some(agent)) => format!("{agent} paused: budget reached"),
+        (BudgetLevel::Reached, None) => "A budget was reached".to_owned(),
+        _ => format!("{} of a budget spent", percent_of(&alert)),
+    };
+    tokio::spawn(async move {
+        let shown = notify_rust::Notification::new()
+            .appname("Roundtable")
+            .summary(&summary)
+            .body(&alert.text)
+            .action("default", "Open costs")
+            .show_async()
+            .await;
+        match shown {
+            Ok(handle) => {
+                handle
+                    .wait_for_action_async(|response| {
+                        if matches!(response, notify_rust::NotificationResponse::Default)
+                            || matches!(response, notify_rust::NotificationResponse::Action(a) if a == "default")
+                        {
+                            open(&app, OpenTarget::Costs);
+                        }
+                    })
+                    .await;
+            }
+            Err(error) => tracing::info!(%error, "no desktop notifications"),
+        }
+    });
+}
+
+fn percent_of(alert: &BudgetAlert) -> String {
+    format!("{:.0}%", alert.spent_usd / alert.budget.usd * 100.0)
 }
 
 /// The notification of one question, with its options as buttons; a button answers it.

@@ -49,6 +49,10 @@ pub fn builder() -> tauri_specta::Builder<tauri::Wry> {
             work_scan,
             started_at_ms,
             take_start_target,
+            budgets,
+            set_budget,
+            remove_budget,
+            open_link,
         ])
         .events(collect_events![CoreChanged, OpenTarget])
         // Counts, sequence numbers and times stay far below 2^53.

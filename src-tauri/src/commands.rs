@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_core::budgets::{Budget, BudgetBoard, BudgetPeriod, BudgetScope};
 use roundtable_core::cache::{PingView, RoomView};
 use roundtable_core::local_agents::onboarding::{self, OnboardOptions, Report};
 use roundtable_core::local_agents::{AgentCli, Environment, detect::Detected};
@@ -637,6 +638,70 @@ pub async fn mark_looked(app: App<'_>) -> Reply<()> {
         .await?
         .mark_looked(roundtable_core::now_ms())
         .await?)
+}
+
+/// The budgets, each with its period's spend, and what keeping them did this period.
+#[tauri::command]
+#[specta::specta]
+pub async fn budgets(app: App<'_>) -> Reply<BudgetBoard> {
+    let session = app.session().await?;
+    Ok(session
+        .core
+        .budget_board(roundtable_core::now_ms(), session.pricing.clone())
+        .await?)
+}
+
+/// Sets a budget (replacing the one of the same scope, name and period).
+#[tauri::command]
+#[specta::specta]
+pub async fn set_budget(app: App<'_>, budget: Budget) -> Reply<Budget> {
+    Ok(app
+        .core()
+        .await?
+        .set_budget(budget, roundtable_core::now_ms())
+        .await?)
+}
+
+/// Removes a budget.
+#[tauri::command]
+#[specta::specta]
+pub async fn remove_budget(
+    app: App<'_>,
+    scope: BudgetScope,
+    name: String,
+    period: BudgetPeriod,
+) -> Reply<()> {
+    if app
+        .core()
+        .await?
+        .remove_budget(scope, &name, period)
+        .await?
+    {
+        Ok(())
+    } else {
+        Err(ErrorReport::from(&roundtable_core::CoreError::NotFound(
+            format!(
+                "there is no budget for {} {name}; it may have been removed",
+                scope.as_str()
+            ),
+        )))
+    }
+}
+
+/// Opens a link from a message in the person's browser (web and mail links only).
+#[tauri::command]
+#[specta::specta]
+pub async fn open_link(url: String) -> Reply<()> {
+    let url = roundtable_core::web_links::checked_link(&url)?;
+    // The opener is a program of the desktop's (xdg-open): off the async workers.
+    tokio::task::spawn_blocking(move || open::that_detached(&url))
+        .await
+        .map_err(|error| invalid(format!("the browser could not be started: {error}")))?
+        .map_err(|error| {
+            invalid(format!(
+                "no browser could be started ({error}); copy the link instead"
+            ))
+        })
 }
 
 /// Where the agent-log watcher is (reading the logs the first time, with its progress).

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use roundtable_core::budgets::BudgetWatch;
 use roundtable_core::local_agents::Environment;
 use roundtable_core::profile::Profile;
 use roundtable_core::work::pricing::Pricing;
@@ -34,6 +35,8 @@ pub struct Session {
     /// The agent-log watcher: its progress (the first pass over a large directory takes a
     /// while) and a way to tell it of a newly onboarded agent.
     pub watch: LogWatch,
+    /// Keeps the person's budgets as usage arrives: warns, pauses their agents.
+    _budgets: BudgetWatch,
     forwarding: tokio::task::JoinHandle<()>,
     /// Where teammates on the network reach the app's own hub, when let in.
     pub network_address: Option<String>,
@@ -189,14 +192,19 @@ impl Desktop {
             pricing: pricing.clone(),
             share_rooms,
         });
-        let forwarding =
-            tokio::spawn(Alerts::new(self.app.clone(), core.clone(), watch.state.clone()).run());
+        let budgets = core.watch_budgets(pricing.clone());
+        let forwarding = tokio::spawn(
+            Alerts::new(self.app.clone(), core.clone(), watch.state.clone())
+                .with_budgets(budgets.alerts())
+                .run(),
+        );
         Ok(Session {
             core,
             mode,
             pricing,
             _sync: sync,
             watch,
+            _budgets: budgets,
             forwarding,
             network_address,
             hub,

@@ -5,9 +5,9 @@
 
 use roundtable_core::budgets::BudgetLevel;
 use roundtable_core::client::PATIENCE;
+use roundtable_core::errors::{FailureCode, Outcome};
 use roundtable_core::wait_for::{Arrived, WaitFilter};
 use roundtable_core::work::pricing::Pricing;
-use roundtable_core::errors::{FailureCode, Outcome};
 use roundtable_core::{Core, now_ms};
 use roundtable_e2e::{Home, Hub, json};
 use roundtable_protocol::ErrorCode;
@@ -102,7 +102,7 @@ async fn the_usage_event_that_crosses_a_budget_pauses_the_agent_before_the_next_
     assert!(
         near.alerts[0]
             .text
-            .starts_with("$0.01 of dana/writer's $0.01 a day spent (90%)"),
+            .starts_with("$0.009 of dana/writer's $0.01 a day spent (90%)"),
         "{}",
         near.alerts[0].text
     );
@@ -117,7 +117,7 @@ async fn the_usage_event_that_crosses_a_budget_pauses_the_agent_before_the_next_
     assert_eq!(controls[0].action, "pause");
     let reason = controls[0].reason.clone().unwrap();
     assert!(
-        reason.starts_with("budget reached: dana/writer's $0.01 a day ($0.01 spent since "),
+        reason.starts_with("budget reached: dana/writer's $0.01 a day ($0.011 spent since "),
         "{reason}"
     );
     // Its messages are refused with the reason; its usage still reaches its owner.

@@ -14,5 +14,6 @@ mod hub_faults;
 mod liveness;
 mod mcp;
 mod offline;
+mod overlaps;
 mod real_clis;
 mod work;

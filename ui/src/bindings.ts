@@ -59,6 +59,14 @@ export const commands = {
 	startedAtMs: () => __TAURI_INVOKE<number | null>("started_at_ms"),
 	/**  Where the window should go first (the link the app was started with), once. */
 	takeStartTarget: () => __TAURI_INVOKE<OpenTarget | null>("take_start_target"),
+	/**  The budgets, each with its period's spend, and what keeping them did this period. */
+	budgets: () => typedError<BudgetBoard, ErrorReport>(__TAURI_INVOKE("budgets")),
+	/**  Sets a budget (replacing the one of the same scope, name and period). */
+	setBudget: (budget: Budget) => typedError<Budget, ErrorReport>(__TAURI_INVOKE("set_budget", { budget })),
+	/**  Removes a budget. */
+	removeBudget: (scope: BudgetScope, name: string, period: BudgetPeriod) => typedError<null, ErrorReport>(__TAURI_INVOKE("remove_budget", { scope, name, period })),
+	/**  Opens a link from a message in the person's browser (web and mail links only). */
+	openLink: (url: string) => typedError<null, ErrorReport>(__TAURI_INVOKE("open_link", { url })),
 };
 
 /** Events */
@@ -122,6 +130,67 @@ export type ArchitectureBoard = {
 	components: ComponentView[],
 };
 
+/**  A cap on spend. */
+export type Budget = {
+	scope: BudgetScope,
+	/**  An agent's handle, a person's handle or a team's name. */
+	name: string,
+	period: BudgetPeriod,
+	usd: number | null,
+};
+
+/**  An action done, as the person's views and notifications show it. */
+export type BudgetAlert = {
+	budget: Budget,
+	period_start: string,
+	level: BudgetLevel,
+	agent: string | null,
+	spent_usd: number | null,
+	text: string,
+	ts_ms: number,
+};
+
+/**  The budgets and their spend, as Settings and the costs board show them. */
+export type BudgetBoard = {
+	states: BudgetState[],
+	/**  What keeping them did in their current periods, newest first. */
+	alerts: BudgetAlert[],
+};
+
+/**  How far into its budget the spend is. */
+export type BudgetLevel = "under" | 
+/**  At or over [`WARN_AT`]. */
+"near" | "reached";
+
+/**  How long a budget's period is. */
+export type BudgetPeriod = "day" | 
+/**  Monday to Sunday. */
+"week" | "month";
+
+/**  What a budget caps. */
+export type BudgetScope = 
+/**  One agent, by handle (`dana/writer`). */
+"agent" | 
+/**  Every agent of one person, by the person's handle. */
+"person" | 
+/**  Every agent of a team's people (`teams.toml`), by the team's name. */
+"team";
+
+/**  A budget and its period's spend. */
+export type BudgetState = {
+	budget: Budget,
+	/**  The period's first UTC day. */
+	period_start: string,
+	spent_usd: number | null,
+	/**  Spend over budget: 1.0 is all of it. */
+	share: number | null,
+	level: BudgetLevel,
+	/**  Entries of models without a price: spend the figure cannot count. */
+	unpriced_entries: number,
+	/**  The agents whose spend counts, most first (handles). */
+	agents: string[],
+};
+
 /**  The codes of failures on the client's side. */
 export type ClientCode = 
 /**  The local cache failed. */
@@ -158,6 +227,8 @@ export type ComponentAgent = {
 	note: string | null,
 	files: string[],
 	ts_ms: number,
+	/**  It claims the component (advisory: others editing it are told). */
+	claimed: boolean,
 };
 
 /**  One event of a component's history. */
@@ -239,6 +310,8 @@ export type ControlView = {
 	action: string,
 	by: string,
 	seq: number,
+	/**  Why, when the control said (a budget reached, say). */
+	reason: string | null,
 };
 
 /**  What changed, for the window to refetch. */
@@ -501,7 +574,9 @@ export type MessageView = {
 /**  Where a notification, the tray or a link sends the window. */
 export type OpenTarget = { view: "ping"; room: string; ping: string } | 
 /**  Every question waiting. */
-{ view: "pings" } | { view: "room"; room: string } | { view: "redeem"; code: string; hub: string | null };
+{ view: "pings" } | 
+/**  The costs board, with spend against budgets. */
+{ view: "costs" } | { view: "room"; room: string } | { view: "redeem"; code: string; hub: string | null };
 
 export type PingState = "open" | "answered" | "expired";
 
@@ -644,6 +719,11 @@ export type SessionView = {
 	controls: string[],
 	/**  A question waits for the person, or the agent waits for a person or is in error. */
 	needs_you: boolean,
+	/**
+	 *  Other agents on the components this session's agent edits or claims ("sam/bot is
+	 *  also editing `parser` (src/parser/lexer.rs, 2 min ago)").
+	 */
+	overlaps: string[],
 };
 
 /**  Where syncing with the hub is. */

@@ -360,6 +360,7 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             by,
             seq,
             ts_ms,
+            claim,
         } => {
             tx.prepare_cached(
                 "INSERT INTO components (room, id, status, note, files, status_by, status_seq, status_ms)
@@ -371,14 +372,16 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             )?
             .execute(params![room, id, status, note, files, by, seq as i64, ts_ms])?;
             tx.prepare_cached(
-                "INSERT INTO component_agents (room, component, agent, status, note, files, seq, ts_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO component_agents (room, component, agent, status, note, files, seq, ts_ms,
+                     claimed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, 0))
                  ON CONFLICT (room, component, agent) DO UPDATE SET status = excluded.status,
                      note = excluded.note, files = excluded.files, seq = excluded.seq,
-                     ts_ms = excluded.ts_ms
+                     ts_ms = excluded.ts_ms,
+                     claimed = coalesce(?9, component_agents.claimed)
                  WHERE excluded.seq > component_agents.seq",
             )?
-            .execute(params![room, id, by, status, note, files, seq as i64, ts_ms])?;
+            .execute(params![room, id, by, status, note, files, seq as i64, ts_ms, claim])?;
         }
         Write::Usage {
             room,

@@ -73,6 +73,7 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         include_str!("migrations/0008_component_sources.sql"),
     ),
     (9, "budgets", include_str!("migrations/0009_budgets.sql")),
+    (10, "claims", include_str!("migrations/0010_claims.sql")),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -471,6 +472,27 @@ impl Cache {
                          ts_ms = excluded.ts_ms, reason = excluded.reason",
                     params![agent, room, action.as_str(), now_ms, reason],
                 )?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Records that the agent was told of others on its components (room, component,
+    /// other) at `now_ms`.
+    pub fn record_overlaps_told(
+        &mut self,
+        keys: &[(String, String, String)],
+        now_ms: i64,
+    ) -> Result<(), CacheError> {
+        let tx = self.conn().transaction()?;
+        {
+            let mut statement = tx.prepare_cached(
+                "INSERT INTO overlaps_told (room, component, other, told_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (room, component, other) DO UPDATE SET told_ms = excluded.told_ms",
+            )?;
+            for (room, component, other) in keys {
+                statement.execute(params![room, component, other, now_ms])?;
             }
         }
         tx.commit()?;

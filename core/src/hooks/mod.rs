@@ -503,10 +503,16 @@ impl Core {
                     self.profile().handle
                 )))
             }
-            HookEvent::PromptSubmitted { .. } | HookEvent::ToolDone { .. } => Ok(self
-                .unread_rendered(context.room.as_deref())
-                .await?
-                .map_or(HookReply::Nothing, HookReply::Context)),
+            HookEvent::PromptSubmitted { .. } | HookEvent::ToolDone { .. } => {
+                let unread = self.unread_rendered(context.room.as_deref()).await?;
+                let told = self.overlap_notice(now_ms()).await?;
+                let context: Vec<String> = unread.into_iter().chain(told).collect();
+                Ok(if context.is_empty() {
+                    HookReply::Nothing
+                } else {
+                    HookReply::Context(context.join("\n\n"))
+                })
+            }
             HookEvent::Notification {
                 session_id,
                 message,
@@ -573,8 +579,11 @@ impl Core {
                 })
             }
             HookEvent::TurnEnded { transcript, .. } => {
-                if let Some(rendered) = self.unread_rendered(context.room.as_deref()).await? {
-                    return Ok(HookReply::Block(rendered));
+                let unread = self.unread_rendered(context.room.as_deref()).await?;
+                let told = self.overlap_notice(now_ms()).await?;
+                if unread.is_some() || told.is_some() {
+                    let said: Vec<String> = unread.into_iter().chain(told).collect();
+                    return Ok(HookReply::Block(said.join("\n\n")));
                 }
                 // Listen for a while, where that holds no one up: a Claude Code session a
                 // person sits at (until they type), or a run that asked for it. A Codex

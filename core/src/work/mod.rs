@@ -27,6 +27,7 @@ pub mod figures;
 pub mod gemini;
 pub mod inferred;
 mod lenient;
+pub mod overlaps;
 pub mod paths;
 pub mod pricing;
 pub mod publish;

@@ -512,6 +512,7 @@ fn event_bodies() {
             note: Some("halfway".into()),
             files: Some(vec!["src/parser/mod.rs".into()]),
             agent: None,
+            claim: Some(true),
         }),
         wire(&UsageBody {
             session,

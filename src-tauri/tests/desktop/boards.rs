@@ -984,3 +984,187 @@ async fn while_you_were_away_lists_exactly_what_happened_while_the_app_was_close
     desk.finish().await;
     drop(hub);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_set_in_settings_pauses_the_agent_that_crosses_it_and_says_so() {
+    let desk = Desk::start("budgets", |_| {}).await;
+    desk.cli(&["agents", "register", "writer"]);
+
+    // Settings: a wrong amount says what to write; a right one is listed at once.
+    desk.go("settings").await;
+    desk.wait("budget-form").await;
+    desk.type_into("budget-name", "writer").await;
+    desk.type_into("budget-usd", "nothing").await;
+    desk.click("budget-set").await;
+    desk.wait_for_text("the amount refused", |text| text.contains("in dollars"))
+        .await;
+    desk.type_into("budget-usd", "0.02").await;
+    desk.click("budget-set").await;
+    let budget = "[data-testid='budget'][data-key='agent:dana/writer:day']";
+    let listed = desk.wait_css(budget).await.text().await.unwrap();
+    assert!(
+        listed.contains("dana/writer: $0.00 of $0.02 a day (0 %)"),
+        "{listed}"
+    );
+    desk.screenshot("budgets-in-settings").await;
+
+    // The writer works: 60 %, then over.
+    let profiles = desk.machine.roundtable_home().join("profiles");
+    let writer = Core::open(Profile::load(&profiles, "dana.writer").unwrap())
+        .await
+        .unwrap();
+    let sync = writer.start();
+    writer.synced(PATIENCE).await.unwrap();
+    let home = writer.home_room().await.unwrap();
+    let spend = async |n: u32, cost: f64| {
+        let session = json!({"agent": writer.me(), "framework": "claude-code", "session_id": format!("w{n}")});
+        let sent = writer
+            .send(
+                &home,
+                "usage",
+                json!({"session": session, "model": "claude-sonnet-4-5", "input": 1000, "output": 100,
+                    "cache_write": 0, "cache_read": 0, "cost_usd": cost, "from": now_text(), "to": now_text()}),
+            )
+            .await
+            .unwrap();
+        writer.wait(sent, PATIENCE).await.unwrap();
+    };
+    spend(1, 0.012).await;
+    desk.go("costs").await;
+    desk.wait_css(&format!("{budget}[data-level='under'][data-spent='0.012']"))
+        .await;
+    spend(2, 0.006).await;
+    // 90 %: the person is told, from a notification that opens the costs board.
+    let warned = desk.notification();
+    assert_eq!(warned.summary, "90% of a budget spent");
+    assert!(
+        warned.body.contains("of dana/writer's $0.02 a day spent"),
+        "{}",
+        warned.body
+    );
+    assert!(
+        warned.actions.contains(&"default".to_owned()),
+        "{:?}",
+        warned.actions
+    );
+    spend(3, 0.004).await;
+    let paused = desk.notification();
+    assert_eq!(paused.summary, "dana/writer paused: budget reached");
+    assert!(
+        paused
+            .body
+            .starts_with("budget reached: dana/writer's $0.02 a day"),
+        "{}",
+        paused.body
+    );
+
+    // The costs board shows the budget reached and what was done; the agent is paused.
+    let reached = desk
+        .wait_css(&format!("{budget}[data-level='reached']"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(reached.contains("(110 %)"), "{reached}");
+    let alerts = desk.text("budget-alerts").await;
+    assert!(alerts.contains("paused by dana"), "{alerts}");
+    desk.screenshot("budgets-reached-on-costs").await;
+    let refused = writer.send_message(&home, "more?").await.unwrap();
+    let outcome = writer.wait(refused, PATIENCE).await.unwrap();
+    assert!(
+        format!("{outcome:?}").contains("Why: budget reached"),
+        "{outcome:?}"
+    );
+    sync.stop().await;
+    desk.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_on_one_component_are_marked_on_the_boards_and_a_claim_is_shown() {
+    let desk = Desk::start("overlaps", |_| {}).await;
+    desk.cli(&["agents", "register", "writer"]);
+    desk.cli(&["agents", "register", "reviewer"]);
+    desk.cli(&[
+        "room",
+        "create",
+        "--title",
+        "parser",
+        "--member",
+        "dana/writer",
+        "--member",
+        "dana/reviewer",
+    ]);
+    let profiles = desk.machine.roundtable_home().join("profiles");
+    let open = async |name: &str| {
+        let core = Core::open(Profile::load(&profiles, name).unwrap())
+            .await
+            .unwrap();
+        let sync = core.start();
+        core.synced(PATIENCE).await.unwrap();
+        (core, sync)
+    };
+    let (writer, writer_sync) = open("dana.writer").await;
+    let (reviewer, reviewer_sync) = open("dana.reviewer").await;
+    let room = writer.room_id("parser").await.unwrap();
+    let post = async |core: &Core, body: Value| {
+        let sent = core.send(&room, "arch", body).await.unwrap();
+        core.wait(sent, PATIENCE).await.unwrap();
+    };
+    post(&writer, json!({"define": [{"id": "parser", "name": "Parser", "paths": ["src/parser/**"], "depends_on": []}]})).await;
+    // The writer's session, bound by its hook as Claude Code starts it.
+    let mut hook = Command::new(roundtable_bin())
+        .args(["hook", "claude", "--agent", "dana/writer"])
+        .envs(desk.env())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut hook.stdin.take().unwrap(),
+        json!({"hook_event_name": "SessionStart", "session_id": SESSION, "cwd": "/work/app",
+            "transcript_path": "/nonexistent.jsonl", "source": "startup"})
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap();
+    assert!(hook.wait().unwrap().success());
+    post(
+        &writer,
+        json!({"component": "parser", "status": "working", "files": ["src/parser/mod.rs"]}),
+    )
+    .await;
+    post(
+        &reviewer,
+        json!({"component": "parser", "status": "working", "files": ["src/parser/lexer.rs"]}),
+    )
+    .await;
+
+    desk.go("architecture").await;
+    let marked = desk.wait("component-collision").await.text().await.unwrap();
+    assert!(marked.contains("2 agents editing at once"), "{marked}");
+    assert!(
+        marked.contains("dana/writer") && marked.contains("dana/reviewer"),
+        "{marked}"
+    );
+    desk.screenshot("architecture-two-agents-at-once").await;
+
+    desk.go("sessions").await;
+    let overlap = desk.wait("session-overlap").await.text().await.unwrap();
+    assert!(
+        overlap.contains("dana/reviewer is also editing `parser` (src/parser/lexer.rs"),
+        "{overlap}"
+    );
+    desk.screenshot("sessions-overlap").await;
+
+    reviewer
+        .claim_component("parser", "parser", true, Some("rewriting the lexer"))
+        .await
+        .unwrap();
+    desk.go("architecture").await;
+    let claim = desk.wait("component-claim").await.text().await.unwrap();
+    assert_eq!(claim, "claimed by dana/reviewer");
+    desk.screenshot("architecture-claimed").await;
+    writer_sync.stop().await;
+    reviewer_sync.stop().await;
+    desk.finish().await;
+}

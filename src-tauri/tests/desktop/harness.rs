@@ -180,7 +180,10 @@ impl Desk {
             .build()
             .unwrap();
 
+        // The person's own programs first, as a desktop session has them: a test may put a
+        // browser opener (`xdg-open`) there.
         let mut path = vec![
+            machine.home().join(".local/bin"),
             workspace().join("tests/fixtures/agent-clis"),
             roundtable_bin().parent().unwrap().to_path_buf(),
         ];

@@ -4,6 +4,7 @@
 mod boards;
 mod contract;
 mod harness;
+mod messages;
 mod package;
 #[path = "../support/mod.rs"]
 #[allow(

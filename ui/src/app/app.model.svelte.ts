@@ -11,6 +11,7 @@ import { AgentsModel } from "../features/agents/agents.model.svelte";
 import { ArchitectureModel } from "../features/architecture/architecture.model.svelte";
 import { AwayModel } from "../features/away/away.model.svelte";
 import { CostsModel } from "../features/costs/costs.model.svelte";
+import { BudgetsModel } from "../features/costs/budgets.model.svelte";
 import { SessionsModel } from "../features/sessions/sessions.model.svelte";
 import { TasksModel } from "../features/tasks/tasks.model.svelte";
 import { ContactsModel } from "../features/contacts/contacts.model.svelte";
@@ -101,6 +102,8 @@ export class AppModel {
   readonly tasks: TasksModel;
   readonly architecture: ArchitectureModel;
   readonly costs: CostsModel;
+  /** Shared by Settings (where they are set) and the costs board (spend against them). */
+  readonly budgets: BudgetsModel;
   readonly sessions: SessionsModel;
   readonly away: AwayModel;
   readonly scan: ScanModel;
@@ -123,6 +126,7 @@ export class AppModel {
     this.tasks = new TasksModel({ backend, errors });
     this.architecture = new ArchitectureModel({ backend, errors });
     this.costs = new CostsModel({ backend, errors, now: options.now });
+    this.budgets = new BudgetsModel({ backend, errors });
     this.sessions = new SessionsModel({ backend, errors });
     this.away = new AwayModel({ backend, errors });
     this.scan = new ScanModel({ backend, errors });
@@ -207,11 +211,22 @@ export class AppModel {
       if (name === view) void board.show();
       else board.hide();
     }
+    // Budgets are set in Settings and shown on the costs board; once loaded, changes keep them.
+    if (view === "costs" || view === "settings") void this.budgets.load();
   }
 
   async openRoom(roomId: string): Promise<void> {
     this.go("rooms", FOCUS.composer);
     await this.rooms.select(roomId);
+  }
+
+  /** Opens a link the person confirmed (from a message or a question) in their browser. */
+  async openLink(url: string): Promise<void> {
+    try {
+      await this.backend.openLink(url);
+    } catch (error) {
+      this.toasts.report(error);
+    }
   }
 
   /** The tasks board, narrowed to one room. */
@@ -225,6 +240,9 @@ export class AppModel {
     switch (target.view) {
       case "pings":
         this.go("pings");
+        return;
+      case "costs":
+        this.go("costs");
         return;
       case "ping":
         this.pings.focus(target.ping);
@@ -265,6 +283,7 @@ export class AppModel {
       this.tasks.applyChange(change),
       this.architecture.applyChange(change),
       this.costs.applyChange(change),
+      this.budgets.applyChange(change),
       this.sessions.applyChange(change),
       this.away.applyChange(change),
       this.scan.applyChange(change),

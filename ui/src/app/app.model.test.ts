@@ -248,6 +248,15 @@ describe("app shell", () => {
     ]);
   });
 
+  it("opens a confirmed link through the core, and shows a refused one as an error", async () => {
+    const { app, world } = await started();
+    await app.openLink("https://docs.example/guide");
+    expect(world.openedLinks).toEqual(["https://docs.example/guide"]);
+    await app.openLink("javascript:alert(1)");
+    expect(world.openedLinks).toEqual(["https://docs.example/guide"]);
+    expect(app.toasts.items.map((toast) => toast.code)).toEqual(["invalid"]);
+  });
+
   it("offers views, rooms, questions and actions in the palette", async () => {
     const { app } = await started();
     const ids = app.paletteCommands().map((command) => command.id);

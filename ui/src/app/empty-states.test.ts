@@ -213,6 +213,24 @@ describe("shell", () => {
     expect(region.getAttribute("role")).toBe("alert");
     expect(region.textContent).toContain("The local cache is busy.");
   });
+
+  it("shows a question as Markdown, and opens its link in the browser only once confirmed", async () => {
+    const world = demoWorld(Date.UTC(2026, 11, 1, 12));
+    world.pings[0]!.question = "Keep the **old** config format? See [the notes](https://docs.example/format).";
+    const { app, backend, target } = await render(world);
+    await show(app, "pings");
+    const question = testid(target, "ping-question")!;
+    expect(question.id).toBe("ping-question-p-format");
+    expect(question.textContent).toBe("Keep the old config format? See the notes.");
+    expect(question.querySelector("strong")?.textContent).toBe("old");
+    question.querySelector("a")!.click();
+    flushSync();
+    expect(testid(target, "link-target")?.textContent).toBe("https://docs.example/format");
+    expect(backend.calls.some((call) => call.command === "openLink")).toBe(false);
+    (testid(target, "link-open") as HTMLButtonElement).click();
+    await settle();
+    expect(world.openedLinks).toEqual(["https://docs.example/format"]);
+  });
 });
 
 describe("boards", () => {

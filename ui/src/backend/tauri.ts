@@ -92,6 +92,9 @@ export function tauriBackend(): Backend {
     architecture: () => unwrap(commands.architecture()),
     componentHistory: (room, component) => unwrap(commands.componentHistory(room, component)),
     costs: (sinceMs) => unwrap(commands.costs(sinceMs)),
+    budgets: () => unwrap(commands.budgets()),
+    setBudget: (budget) => unwrap(commands.setBudget(budget)),
+    removeBudget: (scope, name, period) => unwrap(commands.removeBudget(scope, name, period)),
     sessions: () => unwrap(commands.sessions()),
     away: () => unwrap(commands.away()),
     markLooked: () => unwrap(commands.markLooked()),
@@ -100,6 +103,9 @@ export function tauriBackend(): Backend {
     useEmbedded: () => unwrap(commands.useEmbedded()),
     shareOnNetwork: (on) => unwrap(commands.shareOnNetwork(on)),
     takeStartTarget: () => plain(commands.takeStartTarget()),
+    openLink: async (url) => {
+      await unwrap(commands.openLink(url));
+    },
     onChanged: (listener) => subscribe((handler) => events.coreChanged.listen(handler), listener),
     onOpenTarget: (listener) => subscribe((handler) => events.openTarget.listen(handler), listener),
   };

@@ -206,6 +206,8 @@ pub struct ComponentAgent {
     pub note: Option<String>,
     pub files: Vec<String>,
     pub ts_ms: i64,
+    /// It claims the component (advisory: others editing it are told).
+    pub claimed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -114,7 +114,7 @@ impl CacheView {
             })?
             .collect::<Result<_, _>>()?;
         let mut agents = self.conn.prepare_cached(
-            "SELECT c.agent, p.handle, c.status, c.note, c.files, c.ts_ms FROM component_agents c
+            "SELECT c.agent, p.handle, c.status, c.note, c.files, c.ts_ms, c.claimed FROM component_agents c
              LEFT JOIN principals p ON p.id = c.agent
              WHERE c.room = ?1 AND c.component = ?2 ORDER BY c.seq DESC",
         )?;
@@ -128,6 +128,7 @@ impl CacheView {
                         note: row.get(3)?,
                         files: strings(row.get(4)?),
                         ts_ms: row.get(5)?,
+                        claimed: row.get(6)?,
                     })
                 })?
                 .collect::<Result<_, _>>()?;
@@ -139,6 +140,50 @@ impl CacheView {
                 .collect();
         }
         Ok(components)
+    }
+
+    /// Every agent's latest report on a component since `since_ms`, or its claim however
+    /// old, in every room: what [`crate::work::overlaps`] looks at.
+    pub fn component_touches(
+        &self,
+        since_ms: i64,
+    ) -> Result<Vec<crate::work::overlaps::Touch>, CacheError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT c.room, c.component, c.agent, p.handle, c.status, c.files, c.ts_ms, c.claimed
+             FROM component_agents c LEFT JOIN principals p ON p.id = c.agent
+             WHERE c.ts_ms >= ?1 OR c.claimed = 1",
+        )?;
+        let touches = statement
+            .query_map([since_ms], |row| {
+                Ok(crate::work::overlaps::Touch {
+                    room: row.get(0)?,
+                    component: row.get(1)?,
+                    agent: row.get(2)?,
+                    handle: row.get(3)?,
+                    status: closed(row, 4)?,
+                    files: strings(row.get(5)?),
+                    ts_ms: row.get(6)?,
+                    claimed: row.get(7)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(touches)
+    }
+
+    /// When `other`'s editing of `component` in `room` was last told, per (room, component,
+    /// other).
+    pub fn overlaps_told(
+        &self,
+    ) -> Result<std::collections::HashMap<(String, String, String), i64>, CacheError> {
+        let mut statement = self
+            .conn
+            .prepare_cached("SELECT room, component, other, told_ms FROM overlaps_told")?;
+        let told = statement
+            .query_map([], |row| {
+                Ok(((row.get(0)?, row.get(1)?, row.get(2)?), row.get(3)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(told)
     }
 
     /// Tokens and dollars, grouped as `query` asks (no grouping: one total).

@@ -90,6 +90,7 @@ pub fn component_history_from(
                 note,
                 files,
                 agent,
+                ..
             } if id == component => {
                 history.push(ComponentChange {
                     status: Some(status),

@@ -36,6 +36,9 @@ pub struct SessionView {
     pub controls: Vec<String>,
     /// A question waits for the person, or the agent waits for a person or is in error.
     pub needs_you: bool,
+    /// Other agents on the components this session's agent edits or claims ("sam/bot is
+    /// also editing `parser` (src/parser/lexer.rs, 2 min ago)").
+    pub overlaps: Vec<String>,
 }
 
 /// An agent the sessions board may name.
@@ -73,6 +76,8 @@ pub struct SessionRows {
     pub waiting: Vec<PingView>,
     /// Messages of the last hour.
     pub messages: Vec<MessageCount>,
+    /// Agents' latest reports on components, for who is on what.
+    pub touches: Vec<crate::work::overlaps::Touch>,
 }
 
 /// A local session whose logs moved this recently is working.
@@ -298,6 +303,12 @@ pub fn session_board_from(rows: &SessionRows) -> Vec<SessionView> {
                     controls_on_session(&agent.controls, session.bound_room.as_deref())
                 }),
                 needs_you,
+                overlaps: session.agent.as_deref().map_or_else(Vec::new, |agent| {
+                    crate::work::overlaps::overlaps_for(agent, &rows.touches, rows.now_ms)
+                        .into_iter()
+                        .map(|overlap| overlap.text)
+                        .collect()
+                }),
             }
         })
         .collect();
@@ -385,6 +396,7 @@ pub fn session_board_in(
         pings: view.pings(now)?,
         waiting: view.open_pings_for(me, is_user, now)?,
         messages: view.message_counts_since(now - 3_600_000)?,
+        touches: view.component_touches(now - crate::work::overlaps::WINDOW_MS)?,
         now_ms: now,
         me: me.to_owned(),
         me_handle: me_handle.to_owned(),

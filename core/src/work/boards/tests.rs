@@ -398,6 +398,7 @@ fn rows() -> SessionRows {
                 last_ms: 990_000,
             },
         ],
+        touches: Vec::new(),
     }
 }
 

@@ -74,6 +74,10 @@ export const ARGUMENTS: Record<string, readonly string[]> = {
   controlAgent: ["agent", "action", "room"],
   onboardAgent: ["cli", "name", "project"],
   offboardAgent: ["cli", "handle"],
+  budgets: [],
+  setBudget: ["budget"],
+  removeBudget: ["scope", "name", "period"],
+  openLink: ["url"],
 };
 
 /** The code of whatever a call threw: an `ErrorReport`'s or a `BackendError`'s, else `ipc`. */

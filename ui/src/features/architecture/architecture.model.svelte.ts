@@ -41,6 +41,26 @@ export function workingAgents(component: Pick<ComponentView, "agents">): string[
   return component.agents.filter((agent) => agent.status === "working").map((agent) => agent.handle ?? agent.agent);
 }
 
+/** Edits this close together are "at once" (the core's `overlaps::WINDOW_MS`). */
+export const OVERLAP_WINDOW_MS = 15 * 60 * 1000;
+
+/**
+ * Two or more agents editing it at once (each reported working within the window): who,
+ * or none. Advisory: the agents themselves are told at their next tool boundary.
+ */
+export function collidingAgents(component: Pick<ComponentView, "agents">, now: number): string[] {
+  const editing = component.agents
+    .filter((agent) => agent.status === "working" && now - agent.ts_ms <= OVERLAP_WINDOW_MS)
+    .map((agent) => agent.handle ?? agent.agent);
+  return editing.length >= 2 ? editing : [];
+}
+
+/** Who claims it (advisory), if anyone. */
+export function claimHolder(component: Pick<ComponentView, "agents">): string | null {
+  const holder = component.agents.find((agent) => agent.claimed);
+  return holder ? (holder.handle ?? holder.agent) : null;
+}
+
 /** Every file reported on it, each once, sorted. */
 export function touchedFiles(component: Pick<ComponentView, "files" | "agents">): string[] {
   const files = new Set(component.files);

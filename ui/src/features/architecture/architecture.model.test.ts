@@ -14,8 +14,7 @@ import {
   missingDependencies,
   sourceText,
   touchedFiles,
-  workingAgents,
-} from "./architecture.model.svelte";
+  workingAgents, collidingAgents, claimHolder } from "./architecture.model.svelte";
 import type { GraphLayouter } from "./layout-client";
 import { layoutGraph } from "./layout";
 
@@ -68,13 +67,32 @@ describe("architecture board", () => {
     const parser = component("parser", {
       files: ["src/b.rs"],
       agents: [
-        { agent: "a1", handle: "dana/writer", status: "working", note: null, files: ["src/a.rs", "src/b.rs"], ts_ms: 1 },
-        { agent: "a2", handle: null, status: "done", note: null, files: ["src/c.rs"], ts_ms: 2 },
-        { agent: "a3", handle: null, status: "working", note: null, files: [], ts_ms: 3 },
+        { agent: "a1", handle: "dana/writer", status: "working", note: null, files: ["src/a.rs", "src/b.rs"], ts_ms: 1, claimed: false },
+        { agent: "a2", handle: null, status: "done", note: null, files: ["src/c.rs"], ts_ms: 2, claimed: false },
+        { agent: "a3", handle: null, status: "working", note: null, files: [], ts_ms: 3, claimed: false },
       ],
     });
     expect(workingAgents(parser)).toEqual(["dana/writer", "a3"]);
     expect(touchedFiles(parser)).toEqual(["src/a.rs", "src/b.rs", "src/c.rs"]);
+  });
+
+  it("marks two agents editing at once within the window, and who claims it", () => {
+    const minute = 60_000;
+    const now = 100 * minute;
+    const agent = (id: string, minutesAgo: number, claimed = false) => ({
+      agent: id,
+      handle: `dana/${id}`,
+      status: "working" as const,
+      note: null,
+      files: [],
+      ts_ms: now - minutesAgo * minute,
+      claimed,
+    });
+    expect(collidingAgents(component("p", { agents: [agent("a", 1), agent("b", 14)] }), now)).toEqual(["dana/a", "dana/b"]);
+    expect(collidingAgents(component("p", { agents: [agent("a", 1), agent("b", 16)] }), now)).toEqual([]);
+    expect(collidingAgents(component("p", { agents: [agent("a", 1)] }), now)).toEqual([]);
+    expect(claimHolder(component("p", { agents: [agent("a", 1), agent("b", 90, true)] }))).toBe("dana/b");
+    expect(claimHolder(component("p", { agents: [agent("a", 1)] }))).toBeNull();
   });
 
   it("draws an edge from each dependency to its user and lists the undefined ones", () => {

@@ -1,0 +1,92 @@
+//! Links in what agents and people write open in the person's browser, never in the app's
+//! own window (which holds their session with the hub). A message's author chooses the
+//! target, so only web and mail addresses are opened, and the window shows a link's full
+//! target before opening it. This is the check the app makes again before handing a link to
+//! the system, whatever the window sent.
+
+use crate::CoreError;
+
+/// The longest link opened.
+pub const MAX_LEN: usize = 4096;
+
+/// The link to open, normalized (`https://example.com/`), if it is one a browser or a mail
+/// program should open: `http`, `https` (with a host) or `mailto`. Pure.
+pub fn checked_link(text: &str) -> Result<String, CoreError> {
+    let refuse = |why: &str| {
+        Err(CoreError::Invalid(format!(
+            "this link is not opened: {why}. Copy it if you trust it"
+        )))
+    };
+    if text.len() > MAX_LEN {
+        return refuse(&format!("it is longer than {MAX_LEN} bytes"));
+    }
+    if text.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return refuse("it holds spaces or control characters");
+    }
+    let Ok(url) = url::Url::parse(text) else {
+        return refuse("it is not a full address such as https://example.com/");
+    };
+    match url.scheme() {
+        "http" | "https" if url.host_str().is_some_and(|host| !host.is_empty()) => {}
+        "http" | "https" => return refuse("it names no host"),
+        "mailto" => {}
+        other => {
+            return refuse(&format!(
+                "only web (https) and mail links open, not {other}:"
+            ));
+        }
+    }
+    Ok(url.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn web_and_mail_links_open_normalized() {
+        assert_eq!(
+            checked_link("https://example.com").unwrap(),
+            "https://example.com/"
+        );
+        assert_eq!(
+            checked_link("HTTP://Example.COM/a?b=c#d").unwrap(),
+            "http://example.com/a?b=c#d"
+        );
+        assert_eq!(
+            checked_link("mailto:dana@example.com").unwrap(),
+            "mailto:dana@example.com"
+        );
+        // A look-alike host is shown and opened as what it is.
+        assert_eq!(
+            checked_link("https://exаmple.com/").unwrap(),
+            "https://xn--exmple-4nf.com/"
+        );
+    }
+
+    #[test]
+    fn anything_else_is_refused_with_what_to_do() {
+        for link in [
+            "javascript:alert(1)",
+            "JavaScript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "file:///etc/passwd",
+            "vbscript:msgbox",
+            "roundtable://invite/abc",
+            "/relative/path",
+            "//example.com/x",
+            "https://",
+            "https://exa mple.com",
+            "https://example.com/\n",
+            "",
+        ] {
+            match checked_link(link) {
+                Err(CoreError::Invalid(message)) => {
+                    assert!(message.contains("Copy it if you trust it"), "{message}")
+                }
+                other => panic!("{link:?} gave {other:?}"),
+            }
+        }
+        assert!(checked_link(&format!("https://example.com/{}", "a".repeat(MAX_LEN))).is_err());
+    }
+}
