@@ -40,6 +40,7 @@ pub mod ids;
 pub mod listener;
 pub mod metrics;
 pub mod operator;
+pub mod relay;
 pub mod sent_keys;
 pub mod session;
 pub mod state;
