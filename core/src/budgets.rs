@@ -31,6 +31,9 @@ pub const WARN_AT: f64 = 0.8;
 /// The largest budget accepted, in dollars (a typo's guard, not a policy).
 pub const MAX_USD: f64 = 1_000_000.0;
 
+/// How often [`BudgetWatch`] looks again with no change of usage.
+const AGAIN_EVERY: Duration = Duration::from_secs(60);
+
 /// What a budget caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "specta", derive(specta::Type))]
@@ -552,14 +555,22 @@ impl Core {
                 }
             };
             keep(&core).await;
+            // Also now and then: a budget another process set (`roundtable budget set`) or
+            // a failed pause is looked at again without waiting for usage.
+            let mut now_and_then = tokio::time::interval(AGAIN_EVERY);
+            now_and_then.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            now_and_then.tick().await;
             loop {
-                let relevant = match changes.recv().await {
-                    Ok(change) => matches!(
-                        change,
-                        Change::Usage { .. } | Change::LocalWork | Change::Budgets | Change::Reset
-                    ),
-                    Err(RecvError::Lagged(_)) => true,
-                    Err(RecvError::Closed) => return,
+                let relevant = tokio::select! {
+                    change = changes.recv() => match change {
+                        Ok(change) => matches!(
+                            change,
+                            Change::Usage { .. } | Change::LocalWork | Change::Budgets | Change::Reset
+                        ),
+                        Err(RecvError::Lagged(_)) => true,
+                        Err(RecvError::Closed) => return,
+                    },
+                    _ = now_and_then.tick() => true,
                 };
                 if !relevant {
                     continue;
