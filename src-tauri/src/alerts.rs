@@ -301,31 +301,10 @@ impl Alerts {
             &format!("{who} mentioned you in {title}"),
             &message.message.text,
         );
-        let app = self.app.clone();
-        let room = room.to_owned();
-        tokio::spawn(async move {
-            let shown = notify_rust::Notification::new()
-                .appname("Roundtable")
-                .summary(&text.summary)
-                .body(&text.body)
-                .action("default", "Open")
-                .show_async()
-                .await;
-            match shown {
-                Ok(handle) => {
-                    handle
-                        .wait_for_action_async(|response| {
-                            if matches!(response, notify_rust::NotificationResponse::Default)
-                                || matches!(response, notify_rust::NotificationResponse::Action(a) if a == "default")
-                            {
-                                open(&app, OpenTarget::Room { room });
-                            }
-                        })
-                        .await;
-                }
-                Err(error) => tracing::info!(%error, "no desktop notifications"),
-            }
-        });
+        let target = OpenTarget::Room {
+            room: room.to_owned(),
+        };
+        notify_opening(self.app.clone(), text.summary, text.body, "Open", target);
     }
 }
 
@@ -353,22 +332,26 @@ fn notify_budget(app: AppHandle, alert: BudgetAlert) {
         (BudgetLevel::Reached, None) => "A budget was reached".to_owned(),
         _ => format!("{} of a budget spent", percent_of(&alert)),
     };
+    notify_opening(app, summary, alert.text, "Open costs", OpenTarget::Costs);
+}
+
+/// A notification whose click (or its one action, `label`) shows the window at `target`.
+fn notify_opening(app: AppHandle, summary: String, body: String, label: &str, target: OpenTarget) {
+    let notification = notify_rust::Notification::new()
+        .appname("Roundtable")
+        .summary(&summary)
+        .body(&body)
+        .action("default", label)
+        .finalize();
     tokio::spawn(async move {
-        let shown = notify_rust::Notification::new()
-            .appname("Roundtable")
-            .summary(&summary)
-            .body(&alert.text)
-            .action("default", "Open costs")
-            .show_async()
-            .await;
-        match shown {
+        match notification.show_async().await {
             Ok(handle) => {
                 handle
                     .wait_for_action_async(|response| {
                         if matches!(response, notify_rust::NotificationResponse::Default)
                             || matches!(response, notify_rust::NotificationResponse::Action(a) if a == "default")
                         {
-                            open(&app, OpenTarget::Costs);
+                            open(&app, target);
                         }
                     })
                     .await;
