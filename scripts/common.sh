@@ -97,3 +97,37 @@ ensure_tauri_driver() {
         cargo install tauri-driver --version '^2' --locked --quiet
     fi
 }
+
+# A private PostgreSQL for the hub's Postgres store tests: its own cluster in a temporary
+# directory, reached only over a Unix socket there, stopped when the calling script exits.
+# Postgres refuses to run as root, so as root it runs as the `postgres` user the package
+# creates. The tests create a database each (`ROUNDTABLE_TEST_POSTGRES` names the server).
+ensure_test_postgres() {
+    local package=postgresql-15
+    apt-cache show "$package" >/dev/null 2>&1 || package=postgresql
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ensure_packages "$package"
+    local bin
+    bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
+    local dir
+    dir="$(mktemp -d /tmp/roundtable-pg.XXXXXX)"
+    local as=()
+    if [ "$(id -u)" -eq 0 ]; then
+        chown postgres: "$dir"
+        as=(runuser -u postgres --)
+    fi
+    local port
+    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    "${as[@]}" "$bin/initdb" -D "$dir/data" -A trust -U postgres --no-sync >/dev/null
+    "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -s start -o \
+        "-p $port -k $dir -c listen_addresses='' -c fsync=on -c synchronous_commit=on -c max_connections=200 -c idle_in_transaction_session_timeout=5s"
+    TEST_POSTGRES_DIR="$dir"
+    TEST_POSTGRES_STOP=("${as[@]}" "$bin/pg_ctl" -D "$dir/data" -s -m immediate stop)
+    trap 'stop_test_postgres' EXIT
+    export ROUNDTABLE_TEST_POSTGRES="postgresql://postgres@localhost:$port/postgres?host=$dir"
+    export ROUNDTABLE_TEST_POSTGRES_BIN="$bin"
+}
+
+stop_test_postgres() {
+    "${TEST_POSTGRES_STOP[@]}" || true
+    rm -rf "$TEST_POSTGRES_DIR"
+}

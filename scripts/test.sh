@@ -16,6 +16,7 @@ ensure_test_python
 ensure_test_ccusage
 ensure_test_agent_clis
 ensure_ui_packages
+ensure_test_postgres
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # The fake agent CLIs the tests drive write and print the real formats: check them first.
@@ -41,8 +42,11 @@ cargo build --locked -p roundtable-cli
     --config '{"bundle":{"linux":{"deb":{"files":{"/usr/bin/roundtable":"../target/debug/roundtable"}}}}}')
 if command -v cargo-nextest >/dev/null; then
     cargo nextest run --workspace --locked --profile ci
+    # The hub's integration suite again, each hub keeping its data in PostgreSQL.
+    ROUNDTABLE_TEST_HUB_STORE=postgres cargo nextest run -p roundtable-hub --test it --locked --profile ci
 else
     cargo test --workspace --locked
+    ROUNDTABLE_TEST_HUB_STORE=postgres cargo test -p roundtable-hub --test it --locked
 fi
 cargo build --workspace --benches --locked --features roundtable-desktop/bench-peer
 echo "all tests passed"

@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 use roundtable_hub::browsers::Origin;
 use roundtable_hub::config::{ConnectionLimits, TlsFiles};
 use roundtable_hub::engine::{RateLimit, RateLimits};
-use roundtable_hub::{Hub, HubConfig, SignupMode, admin};
+use roundtable_hub::{Hub, HubConfig, SignupMode, StoreLocation, admin};
 use roundtable_protocol::client::TokenAction;
 use roundtable_protocol::defaults;
 
@@ -25,8 +25,27 @@ pub struct HubArgs {
     /// Directory of the hub's database (created if missing).
     #[arg(long, env = "ROUNDTABLE_HUB_DATA", global = true, default_value_os_t = default_data_dir())]
     data: PathBuf,
+    /// Where the hub's data is: `sqlite` (in --data) or a PostgreSQL database,
+    /// postgres://user@host:port/database (or postgres:///database?host=/socket/dir).
+    #[arg(
+        long,
+        env = "ROUNDTABLE_HUB_STORE",
+        global = true,
+        default_value = "sqlite",
+        hide_default_value = true
+    )]
+    store: StoreLocation,
     #[command(flatten)]
     serve: ServeArgs,
+}
+
+impl HubArgs {
+    /// The hub's settings as far as the operator's commands need them.
+    fn config(&self) -> HubConfig {
+        let mut config = HubConfig::new(&self.data);
+        config.store = self.store.clone();
+        config
+    }
 }
 
 #[derive(Debug, Args)]
@@ -242,9 +261,12 @@ fn default_data_dir() -> PathBuf {
 
 pub fn run(args: HubArgs) -> Result<()> {
     match args.command {
-        Some(HubCommand::User(UserCommand::Add { handle, name })) => {
-            let config = HubConfig::new(&args.data);
-            let created = admin::add_user(&config, &handle, name.as_deref().unwrap_or(&handle))
+        Some(HubCommand::User(UserCommand::Add {
+            ref handle,
+            ref name,
+        })) => {
+            let config = args.config();
+            let created = admin::add_user(&config, handle, name.as_deref().unwrap_or(handle))
                 .with_context(|| format!("cannot create the user {handle:?}"))?;
             eprintln!(
                 "created user {} ({}); this is its token, shown once:",
@@ -254,14 +276,14 @@ pub fn run(args: HubArgs) -> Result<()> {
             writeln!(stdout, "{}", created.token)?;
             Ok(())
         }
-        Some(HubCommand::User(UserCommand::Token { handle, revoke })) => {
-            let config = HubConfig::new(&args.data);
+        Some(HubCommand::User(UserCommand::Token { ref handle, revoke })) => {
+            let config = args.config();
             let action = if revoke {
                 TokenAction::Revoke
             } else {
                 TokenAction::Rotate
             };
-            let token = admin::user_token(&config, &handle, action)
+            let token = admin::user_token(&config, handle, action)
                 .with_context(|| format!("cannot change the tokens of {handle:?}"))?;
             match token {
                 Some(token) => {
@@ -275,9 +297,9 @@ pub fn run(args: HubArgs) -> Result<()> {
             }
             Ok(())
         }
-        Some(HubCommand::Audit(AuditCommand::Verify { expect_head })) => {
+        Some(HubCommand::Audit(AuditCommand::Verify { ref expect_head })) => {
             let expected = expect_head.as_ref().map(|(n, hash)| (*n, hash.as_str()));
-            match admin::verify_audit(&args.data, expected) {
+            match admin::verify_audit(&args.config(), expected) {
                 Ok((count, head)) => {
                     let mut stdout = std::io::stdout().lock();
                     match expected {
@@ -306,13 +328,13 @@ pub fn run(args: HubArgs) -> Result<()> {
             // throughput at 10 rooms × 4 members (docs/benchmarks.md).
             builder.global_queue_interval(4).event_interval(8);
             let runtime = builder.build().context("starting the async runtime")?;
-            runtime.block_on(serve(args.data, args.serve))
+            let config = args.config();
+            runtime.block_on(serve(config, args.serve))
         }
     }
 }
 
-async fn serve(data: PathBuf, args: ServeArgs) -> Result<()> {
-    let mut config = HubConfig::new(&data);
+async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
     config.signup = args.signup;
     config.allowed_origins = args.allowed_origins;
     config.rate_limits = (!args.no_rate_limit).then_some(RateLimits {
@@ -337,8 +359,14 @@ async fn serve(data: PathBuf, args: ServeArgs) -> Result<()> {
     let address = listener.local_addr()?;
     config.public_address = Some(args.public_address.unwrap_or_else(|| address.to_string()));
     let pinnable = config.tls.clone();
-    let hub = Hub::open(config)
-        .with_context(|| format!("cannot open the hub's data in {}", data.display()))?;
+    let opening = match &config.store {
+        StoreLocation::DataDir => format!(
+            "cannot open the hub's data in {}",
+            config.data_dir.display()
+        ),
+        StoreLocation::Postgres(_) => "cannot open the hub's PostgreSQL store".to_owned(),
+    };
+    let hub = Hub::open(config).context(opening)?;
     // The first line on stdout tells scripts and tests where to connect.
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on {}://{address}", hub.scheme())?;

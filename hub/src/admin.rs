@@ -5,7 +5,6 @@
 //! operator socket; checking the audit log only reads, and works while the hub runs.
 
 use std::fs::File;
-use std::path::Path;
 
 use roundtable_protocol::client::{SignupRequest, TokenAction};
 
@@ -13,7 +12,7 @@ use crate::audit::{BrokenLink, ChainCheck};
 use crate::config::{HubConfig, SignupMode};
 use crate::engine::{Engine, EngineConfig, ExecError, SignupOutcome};
 use crate::ids::IdSource;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 use crate::{HubError, unix_ms};
 
 /// How often, and how long apart, a held data directory is tried again before it counts
@@ -101,7 +100,7 @@ fn with_engine<T>(
 ) -> Result<T, AdminError> {
     let mut ids = IdSource::from_os();
     let now = unix_ms();
-    let (mut store, _reader) = crate::store::sqlite::open(&config.database_path(), &mut ids, now)?;
+    let (mut store, _reader) = crate::store::open(config, &mut ids, now)?;
     let snapshot = store.load(crate::unix_ms())?;
     let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
     let mut tx = store.transaction()?;
@@ -161,25 +160,24 @@ fn user_token_online(
     .into())
 }
 
-/// Walks the audit log of the hub in `data_dir`; returns the number of entries and the head
-/// hash, or the first broken link. With `expected_head` (`n` and hash, as `GET /v1/health`
-/// showed them earlier), the log must still hold that entry and extend it.
+/// Walks the audit log of the hub whose store `config` names; returns the number of entries
+/// and the head hash, or the first broken link. With `expected_head` (`n` and hash, as
+/// `GET /v1/health` showed them earlier), the log must still hold that entry and extend it.
 pub fn verify_audit(
-    data_dir: &Path,
+    config: &HubConfig,
     expected_head: Option<(u64, &str)>,
 ) -> Result<(u64, String), AdminError> {
-    let path = HubConfig::new(data_dir).database_path();
-    if !path.exists() {
+    if config.store == crate::config::StoreLocation::DataDir && !config.database_path().exists() {
         return Err(AdminError::Refused(format!(
-            "there is no hub database in {}; pass the hub's --data directory",
-            data_dir.display()
+            "there is no hub database in {}; pass the hub's --data directory (or its --store)",
+            config.data_dir.display()
         )));
     }
     let mut check = match expected_head {
         Some((n, hash)) => ChainCheck::expecting(n, hash),
         None => ChainCheck::new(),
     };
-    crate::store::sqlite::read_audit_log(&path, |entry| check.feed(&entry))?;
+    crate::store::read_audit_log(config, |entry| check.feed(&entry))?;
     check.finish().map_err(AdminError::Broken)
 }
 

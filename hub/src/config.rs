@@ -46,11 +46,52 @@ impl std::str::FromStr for SignupMode {
     }
 }
 
+/// Where the hub keeps its data.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub enum StoreLocation {
+    /// SQLite, `hub.sqlite3` in the data directory (the default).
+    #[default]
+    DataDir,
+    /// A PostgreSQL database, by its `postgres://` URL.
+    Postgres(String),
+}
+
+impl std::fmt::Debug for StoreLocation {
+    // The URL may hold a password: never in a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreLocation::DataDir => f.write_str("DataDir"),
+            StoreLocation::Postgres(_) => f.write_str("Postgres(..)"),
+        }
+    }
+}
+
+impl std::str::FromStr for StoreLocation {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<StoreLocation, String> {
+        if text.is_empty() || text == "sqlite" {
+            Ok(StoreLocation::DataDir)
+        } else if crate::store::postgres::is_postgres_url(text) {
+            Ok(StoreLocation::Postgres(text.to_owned()))
+        } else {
+            Err(
+                "the store is `sqlite` (in the data directory) or a PostgreSQL URL, \
+                 postgres://user@host:port/database"
+                    .to_owned(),
+            )
+        }
+    }
+}
+
 /// Everything the hub needs to run.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
-    /// Where the SQLite database lives (created if missing).
+    /// The hub's own files: its SQLite database (created if missing) unless `store` says
+    /// otherwise, its lock, its Unix sockets.
     pub data_dir: PathBuf,
+    /// Where the hub's data is.
+    pub store: StoreLocation,
     pub signup: SignupMode,
     /// Heartbeat period announced in `hello`; a connection silent for twice this is closed.
     pub heartbeat: Duration,
@@ -147,6 +188,7 @@ impl HubConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> HubConfig {
         HubConfig {
             data_dir: data_dir.into(),
+            store: StoreLocation::DataDir,
             signup: SignupMode::Open,
             heartbeat: Duration::from_millis(defaults::HB_MS),
             max_frame: defaults::MAX_FRAME,

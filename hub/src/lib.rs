@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use config::{HubConfig, SignupMode, TlsFiles};
+pub use config::{HubConfig, SignupMode, StoreLocation, TlsFiles};
 
 /// The hub's Unix socket, in its data directory (see [`Hub::bind_socket`]).
 pub const SOCKET: &str = "hub.sock";
@@ -67,7 +67,7 @@ use crate::engine::Engine;
 use crate::ids::IdSource;
 use crate::metrics::Metrics;
 use crate::session::SessionContext;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 use crate::writer::Request;
 
 /// Why the hub could not start or stopped abnormally.
@@ -207,8 +207,7 @@ impl Hub {
         let lock = admin::DataLock::acquire(&config)?;
         let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let mut ids = IdSource::from_os();
-        let (mut store, reader) =
-            store::sqlite::open(&config.database_path(), &mut ids, unix_ms())?;
+        let (mut store, reader) = store::open(&config, &mut ids, unix_ms())?;
         let snapshot = store.load(unix_ms())?;
         let hub_id = snapshot.hub_id.clone();
         let epoch = snapshot.epoch.clone();
@@ -234,7 +233,7 @@ impl Hub {
             metrics.clone(),
         );
         let (writer, writer_thread) = writer::start(
-            Box::new(store) as Box<dyn Store>,
+            store,
             engine,
             flushing,
             watermark.clone(),
@@ -247,7 +246,7 @@ impl Hub {
         let mut context = SessionContext::new(
             writer,
             dispatch,
-            Arc::new(durability::DurableReads::new(Arc::new(reader), watermark)),
+            Arc::new(durability::DurableReads::new(reader, watermark)),
             config,
             metrics,
             hub_id,

@@ -73,6 +73,10 @@ pub enum Request {
 /// few shards of the remembered `client_key`s.
 const HOUSEKEEPING_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long the writer keeps trying to read the store again after a failed commit (a
+/// database server restarting) before it gives up and stops the hub.
+const RECOVERY_PATIENCE: Duration = Duration::from_secs(120);
+
 /// The handle the rest of the hub uses to reach the writer.
 #[derive(Debug, Clone)]
 pub struct WriterHandle {
@@ -385,14 +389,28 @@ impl Writer {
         }
     }
 
-    /// Rebuilds the in-memory state from the store after a failed batch.
+    /// Rebuilds the in-memory state from the store after a failed batch. A store that
+    /// cannot be read (a database restarting) is tried again, less and less often, while
+    /// nothing is decided on the state, which may be ahead of the store; past
+    /// [`RECOVERY_PATIENCE`] the hub stops rather than guess.
     fn recover(&mut self) {
-        match self.store.load(now_ms()) {
-            Ok(snapshot) => self.engine.reload(snapshot),
-            Err(error) => {
-                // The state may now be ahead of the store; refuse to go on with it.
-                error!(%error, "cannot reload the hub state after a failed commit; stopping");
-                std::process::abort();
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.store.load(now_ms()) {
+                Ok(snapshot) => {
+                    self.engine.reload(snapshot);
+                    return;
+                }
+                Err(error) if started.elapsed() < RECOVERY_PATIENCE => {
+                    error!(%error, "cannot reload the hub state after a failed commit; trying again");
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                Err(error) => {
+                    error!(%error, "cannot reload the hub state after a failed commit; stopping");
+                    std::process::abort();
+                }
             }
         }
     }

@@ -23,6 +23,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 pub mod agent_clis;
 pub mod model_server;
 pub mod pki;
+pub mod postgres;
 mod process;
 pub mod seed;
 mod wait;
@@ -32,11 +33,19 @@ pub use wait::{eventually, until};
 /// How long a test waits for something that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// Whether the hubs of this test run keep their data in PostgreSQL
+/// (`ROUNDTABLE_TEST_HUB_STORE=postgres`) rather than SQLite.
+pub fn on_postgres() -> bool {
+    std::env::var("ROUNDTABLE_TEST_HUB_STORE").is_ok_and(|store| store == "postgres")
+}
+
 /// A hub running in this process.
 pub struct TestHub {
     pub addr: SocketAddr,
     pub config: HubConfig,
     dir: Option<tempfile::TempDir>,
+    /// The hub's PostgreSQL database, when the suite runs on one (see [`TestHub::start_with`]).
+    _database: Option<postgres::TestDatabase>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -49,17 +58,23 @@ impl TestHub {
 
     /// Starts a hub in a fresh directory, letting the test adjust its settings. Rate
     /// limits, of writes and of signups, start off (tests send fast); a test of them turns
-    /// them on.
+    /// them on. With `ROUNDTABLE_TEST_HUB_STORE=postgres` the hub keeps its data in a fresh
+    /// PostgreSQL database instead of SQLite (see [`postgres`]): the suites run on both.
     pub async fn start_with(adjust: impl FnOnce(&mut HubConfig)) -> TestHub {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut config = HubConfig::new(dir.path().join("hub"));
         config.rate_limits = None;
         config.signups_per_hour = None;
+        let database = on_postgres().then(postgres::TestDatabase::create);
+        if let Some(database) = &database {
+            config.store = roundtable_hub::StoreLocation::Postgres(database.url.clone());
+        }
         adjust(&mut config);
         let mut hub = TestHub {
             addr: "127.0.0.1:0".parse().unwrap(),
             config,
             dir: Some(dir),
+            _database: database,
             stop: None,
             task: None,
         };
@@ -124,6 +139,92 @@ impl TestHub {
         (client, signup)
     }
 
+    /// Rows `sql` selects from the hub's store, each column as text (NULL as ""), for tests
+    /// that look at what was stored. The SQL must read the same in SQLite and PostgreSQL:
+    /// the two schemas name the tables and columns they share alike.
+    pub fn select(&self, sql: &str) -> Vec<Vec<String>> {
+        match &self.config.store {
+            roundtable_hub::StoreLocation::Postgres(url) => postgres::select(url, sql),
+            roundtable_hub::StoreLocation::DataDir => {
+                let db = rusqlite::Connection::open_with_flags(
+                    self.config.database_path(),
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .expect("opening the hub's database");
+                let mut statement = db.prepare(sql).expect("a valid query");
+                let columns = statement.column_count();
+                statement
+                    .query_map([], |row| {
+                        (0..columns)
+                            .map(|index| {
+                                Ok(match row.get_ref(index)? {
+                                    rusqlite::types::ValueRef::Null => String::new(),
+                                    rusqlite::types::ValueRef::Integer(value) => value.to_string(),
+                                    rusqlite::types::ValueRef::Real(value) => value.to_string(),
+                                    rusqlite::types::ValueRef::Text(text)
+                                    | rusqlite::types::ValueRef::Blob(text) => {
+                                        String::from_utf8_lossy(text).into_owned()
+                                    }
+                                })
+                            })
+                            .collect()
+                    })
+                    .and_then(|rows| rows.collect())
+                    .expect("reading the rows")
+            }
+        }
+    }
+
+    /// The one integer `sql` selects (see [`TestHub::select`]).
+    pub fn select_i64(&self, sql: &str) -> i64 {
+        let rows = self.select(sql);
+        assert_eq!(rows.len(), 1, "{sql} selects one row");
+        rows[0][0].parse().expect("an integer")
+    }
+
+    /// Everything the store holds, as bytes to search (a secret must appear nowhere): the
+    /// SQLite files, or a dump of the PostgreSQL database.
+    pub fn stored_bytes(&self) -> Vec<u8> {
+        match &self.config.store {
+            roundtable_hub::StoreLocation::Postgres(url) => postgres::dump(url),
+            roundtable_hub::StoreLocation::DataDir => {
+                let path = self.config.database_path();
+                let mut bytes = std::fs::read(&path).expect("reading the database");
+                let wal = format!("{}-wal", path.display());
+                bytes.extend(std::fs::read(wal).unwrap_or_default());
+                bytes
+            }
+        }
+    }
+
+    /// Bytes the store takes on disk: the data directory, or the PostgreSQL database.
+    pub fn stored_size(&self) -> u64 {
+        match &self.config.store {
+            roundtable_hub::StoreLocation::Postgres(url) => {
+                postgres::select(url, "SELECT pg_database_size(current_database())")[0][0]
+                    .parse()
+                    .expect("a size")
+            }
+            roundtable_hub::StoreLocation::DataDir => tree_size(self.data_dir()),
+        }
+    }
+
+    /// Runs `sql` (a change) on the hub's store, as someone with the database in hand
+    /// would; the SQL must read the same in SQLite and PostgreSQL.
+    pub fn execute(&self, sql: &str) {
+        match &self.config.store {
+            roundtable_hub::StoreLocation::Postgres(url) => {
+                postgres::select(url, sql);
+            }
+            roundtable_hub::StoreLocation::DataDir => {
+                rusqlite::Connection::open(self.config.database_path())
+                    .expect("opening the hub's database")
+                    .execute_batch(sql)
+                    .expect("a valid change");
+            }
+        }
+    }
+
     /// The hub's directory outlives the hub only while the test holds it.
     pub fn keep_dir(&mut self) -> PathBuf {
         self.dir.take().expect("kept once").keep()
@@ -135,7 +236,27 @@ impl Drop for TestHub {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        // A hub still running (nobody awaited `stop`) keeps its database: dropping it under
+        // the hub would fail the hub's next commit, and the hub would wait for the database
+        // to come back. The server is a throwaway one (scripts/test.sh).
+        if self.task.is_some()
+            && let Some(database) = self._database.take()
+        {
+            std::mem::forget(database);
+        }
     }
+}
+
+fn tree_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("reading a directory")
+        .filter_map(Result::ok)
+        .map(|entry| match entry.metadata() {
+            Ok(metadata) if metadata.is_dir() => tree_size(&entry.path()),
+            Ok(metadata) => metadata.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// A plain HTTP/1.1 response.

@@ -123,12 +123,23 @@ fn in_flight_total(senders: &[Arc<Mutex<Sender>>]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_events_survive_sigkill_exactly_once() {
+    survives_sigkill(&["--no-rate-limit"]).await;
+}
+
+/// The same, the hub keeping its data in PostgreSQL: a killed hub's transaction in flight is
+/// rolled back by the server, and every acknowledged one was committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_events_survive_sigkill_exactly_once_on_postgres() {
+    let database = roundtable_testkit::postgres::TestDatabase::create();
+    survives_sigkill(&["--no-rate-limit", "--store", &database.url]).await;
+}
+
+async fn survives_sigkill(hub_args: &[&str]) {
     let seed: u64 = rand::rng().random();
     println!("crash test seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut hub =
-        HubProcess::start(std::path::Path::new(BIN), dir.path(), &["--no-rate-limit"]).await;
+    let mut hub = HubProcess::start(std::path::Path::new(BIN), dir.path(), hub_args).await;
 
     // One user, three agents (kin, so they share rooms), three rooms with all four.
     let user = signup(hub.addr, "crash").await.unwrap();
@@ -218,7 +229,7 @@ async fn acknowledged_events_survive_sigkill_exactly_once() {
             0 < partial && partial < total,
             "round {round}: the kill came after {partial} of {total} sends were acknowledged"
         );
-        hub = HubProcess::start(std::path::Path::new(BIN), dir.path(), &["--no-rate-limit"]).await;
+        hub = HubProcess::start(std::path::Path::new(BIN), dir.path(), hub_args).await;
     }
 
     // Every key sent was acknowledged by the end (in-flight keys were retried).

@@ -29,3 +29,32 @@ async fn an_independent_client_finds_no_deviation() {
     assert!(stdout.contains("PASS"), "{stdout}");
     hub.terminate().await;
 }
+
+/// The same client, against a hub that keeps its data in PostgreSQL: it cannot tell.
+#[tokio::test]
+async fn an_independent_client_finds_no_deviation_on_postgres() {
+    let database = roundtable_testkit::postgres::TestDatabase::create();
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hub/tests/independent/client.py");
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(
+        std::path::Path::new(BIN),
+        dir.path(),
+        &["--store", &database.url],
+    )
+    .await;
+    let output = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(hub.addr.to_string())
+        .output()
+        .await
+        .expect("python3 runs (the test command installs it)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the independent client found a deviation:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("PASS"), "{stdout}");
+    hub.terminate().await;
+}

@@ -5,3 +5,4 @@ mod crash;
 mod hub_command;
 mod independent;
 mod operator;
+mod postgres;

@@ -134,3 +134,84 @@ async fn audit_verify_finds_the_first_tampered_entry() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no hub database"));
 }
+
+/// On a PostgreSQL store: users added by the operator, one hub per database (a second one,
+/// or `user add` while it runs, is told why), and `audit verify --store` finding an edit.
+#[tokio::test]
+async fn the_operator_commands_work_on_a_postgres_store() {
+    let database = roundtable_testkit::postgres::TestDatabase::create();
+    let url = database.url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("first");
+    let data = data.to_str().unwrap();
+    let created = roundtable(&[
+        "hub", "user", "add", "--data", data, "--store", url, "--handle", "dana",
+    ])
+    .await;
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let token = String::from_utf8(created.stdout).unwrap().trim().to_owned();
+
+    let hub = HubProcess::start(
+        std::path::Path::new(BIN),
+        std::path::Path::new(data),
+        &["--store", url, "--signup", "closed"],
+    )
+    .await;
+    let mut client = Client::connect(&hub.ws_url()).await.unwrap();
+    client.auth(&token, "laptop").await.unwrap();
+    let other = dir.path().join("second");
+    let second = roundtable(&[
+        "hub",
+        "--listen",
+        "127.0.0.1:0",
+        "--data",
+        other.to_str().unwrap(),
+        "--store",
+        url,
+    ])
+    .await;
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("another hub"), "{said}");
+    assert!(
+        !said.contains(url),
+        "the store's URL is never printed: {said}"
+    );
+    let busy = roundtable(&[
+        "hub",
+        "user",
+        "add",
+        "--data",
+        other.to_str().unwrap(),
+        "--store",
+        url,
+        "--handle",
+        "sam",
+    ])
+    .await;
+    assert!(!busy.status.success());
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("another hub"));
+    let running = roundtable(&["hub", "audit", "verify", "--store", url]).await;
+    assert!(
+        String::from_utf8_lossy(&running.stdout).starts_with("audit log intact: "),
+        "{}",
+        String::from_utf8_lossy(&running.stderr)
+    );
+    hub.terminate().await;
+
+    roundtable_testkit::postgres::select(
+        url,
+        "UPDATE audit SET principal = 'p_mallory' WHERE n = 1",
+    );
+    let broken = roundtable(&["hub", "audit", "verify", "--store", url]).await;
+    assert!(!broken.status.success());
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert!(stderr.contains("broken at entry 1"), "{stderr}");
+    let unknown = roundtable(&["hub", "audit", "verify", "--store", "mysql://x"]).await;
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("postgres://"));
+}

@@ -1,10 +1,10 @@
-//! The suite every storage backend must pass, run here against SQLite. A new backend adds
-//! one `#[test]` per function below with its own constructor.
+//! The suite every storage backend must pass, run against SQLite and PostgreSQL: each
+//! function below takes a fresh backend, and `suite!` makes one `#[test]` of it per backend.
 
 use roundtable_protocol::model::{Discoverable, PrincipalKind, Routing};
 
-use super::sqlite;
 use super::*;
+use super::{postgres, sqlite};
 use crate::ids::IdSource;
 
 fn principal(id: &str, kind: PrincipalKind, owner: Option<&str>) -> PrincipalRecord {
@@ -39,11 +39,14 @@ fn event(stream: StreamKey, seq: u64, from: &str, kind: &str, mentions: &[&str])
     }
 }
 
+/// A backend under test: its writer store and reader, and how to open the same data again.
 struct Backend {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-    store: sqlite::SqliteStore,
-    reader: sqlite::SqliteReader,
+    store: Box<dyn Store>,
+    reader: Box<dyn ReadStore>,
+    /// Opens the backend's data again (as a restarted hub does), with ids from `seed`.
+    reopen: Box<dyn Fn(u64, i64) -> Box<dyn Store>>,
+    /// What must outlive the store: its directory, its database.
+    _keep: Box<dyn std::any::Any>,
 }
 
 fn sqlite_backend() -> Backend {
@@ -51,11 +54,76 @@ fn sqlite_backend() -> Backend {
     let path = dir.path().join("hub.sqlite3");
     let (store, reader) = sqlite::open(&path, &mut IdSource::seeded(3), 1).unwrap();
     Backend {
-        _dir: dir,
-        path,
-        store,
-        reader,
+        store: Box::new(store),
+        reader: Box::new(reader),
+        reopen: Box::new(move |seed, now_ms| {
+            Box::new(
+                sqlite::open(&path, &mut IdSource::seeded(seed), now_ms)
+                    .unwrap()
+                    .0,
+            )
+        }),
+        _keep: Box::new(dir),
     }
+}
+
+fn postgres_backend() -> Backend {
+    let database = roundtable_testkit::postgres::TestDatabase::create();
+    let url = database.url.clone();
+    let (store, reader) = postgres::open(&url, &mut IdSource::seeded(3), 1).unwrap();
+    Backend {
+        store: Box::new(store),
+        reader: Box::new(reader),
+        reopen: Box::new(move |seed, now_ms| {
+            Box::new(
+                postgres::open(&url, &mut IdSource::seeded(seed), now_ms)
+                    .unwrap()
+                    .0,
+            )
+        }),
+        _keep: Box::new(database),
+    }
+}
+
+/// One `#[test]` per function of the suite, for the backend `$open` makes.
+macro_rules! suite {
+    ($open:path) => {
+        suite!($open;
+            a_new_store_has_ids_and_nothing_else,
+            committed_writes_load_back,
+            a_dropped_transaction_writes_nothing,
+            an_invite_s_uses_and_withdrawal_are_updated_in_place_and_load_back,
+            only_what_can_still_change_is_loaded_and_the_rest_is_read_when_named,
+            events_are_found_by_position_inside_and_after_the_transaction,
+            the_keys_of_recent_room_events_load_with_the_snapshot,
+            a_seq_is_stored_once_per_stream,
+            sync_replays_from_cursors_with_gaps_and_agent_filtering,
+            a_replay_read_in_small_pages_is_the_same_replay,
+            history_pages_in_ascending_order,
+            a_history_page_stops_at_its_byte_budget_and_says_more,
+            commits_after_the_flusher_takes_over_are_kept_once_flushed,
+            reopening_keeps_the_hub_id_and_epoch,
+            the_directory_and_the_audit_log_read_what_was_committed
+        );
+    };
+    ($open:path; $($test:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                super::$test($open());
+            }
+        )*
+    };
+}
+
+mod on_sqlite {
+    suite!(super::sqlite_backend);
+}
+
+/// Against the PostgreSQL server of `scripts/test.sh` (`ROUNDTABLE_TEST_POSTGRES`), a new
+/// database per test.
+mod on_postgres {
+    suite!(super::postgres_backend);
 }
 
 /// Users `u` and `v`, agent `a` of `u`, room `r` with all three, 6 messages.
@@ -106,19 +174,15 @@ fn populate(store: &mut dyn Store) {
     tx.commit().unwrap();
 }
 
-#[test]
-fn a_new_store_has_ids_and_nothing_else() {
-    let mut backend = sqlite_backend();
+fn a_new_store_has_ids_and_nothing_else(mut backend: Backend) {
     let snapshot = backend.store.load(1).unwrap();
     assert!(snapshot.hub_id.starts_with("h_"));
     assert!(snapshot.epoch.starts_with("ep_"));
     assert!(snapshot.principals.is_empty() && snapshot.rooms.is_empty());
 }
 
-#[test]
-fn committed_writes_load_back() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn committed_writes_load_back(mut backend: Backend) {
+    populate(&mut *backend.store);
     let snapshot = backend.store.load(1).unwrap();
     assert_eq!(snapshot.principals.len(), 3);
     let agent = snapshot.principals.iter().find(|p| p.id == "a").unwrap();
@@ -136,9 +200,7 @@ fn committed_writes_load_back() {
     );
 }
 
-#[test]
-fn a_dropped_transaction_writes_nothing() {
-    let mut backend = sqlite_backend();
+fn a_dropped_transaction_writes_nothing(mut backend: Backend) {
     {
         let mut tx = backend.store.transaction().unwrap();
         tx.insert_principal(&principal("u", PrincipalKind::User, None))
@@ -147,10 +209,8 @@ fn a_dropped_transaction_writes_nothing() {
     assert!(backend.store.load(1).unwrap().principals.is_empty());
 }
 
-#[test]
-fn an_invite_s_uses_and_withdrawal_are_updated_in_place_and_load_back() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn an_invite_s_uses_and_withdrawal_are_updated_in_place_and_load_back(mut backend: Backend) {
+    populate(&mut *backend.store);
     let mut invite = InviteRecord {
         id: "i_1".into(),
         code_hash: TokenHash([9; 32]),
@@ -182,10 +242,8 @@ fn an_invite_s_uses_and_withdrawal_are_updated_in_place_and_load_back() {
     assert_eq!(tx.invite("i_2").unwrap(), None);
 }
 
-#[test]
-fn only_what_can_still_change_is_loaded_and_the_rest_is_read_when_named() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn only_what_can_still_change_is_loaded_and_the_rest_is_read_when_named(mut backend: Backend) {
+    populate(&mut *backend.store);
     let invite = |id: &str, byte: u8, uses: u32, expires_ms: i64| InviteRecord {
         id: id.into(),
         code_hash: TokenHash([byte; 32]),
@@ -263,10 +321,8 @@ fn only_what_can_still_change_is_loaded_and_the_rest_is_read_when_named() {
     assert_eq!(tx.ping("r", "nothing").unwrap(), None);
 }
 
-#[test]
-fn events_are_found_by_position_inside_and_after_the_transaction() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn events_are_found_by_position_inside_and_after_the_transaction(mut backend: Backend) {
+    populate(&mut *backend.store);
     let room = StreamKey::Room("r".into());
     let mut tx = backend.store.transaction().unwrap();
     let original = tx.event_at(&room, 2).unwrap().unwrap();
@@ -285,10 +341,8 @@ fn events_are_found_by_position_inside_and_after_the_transaction() {
     assert_eq!(tx.event_at(&room, 7).unwrap(), Some(fresh));
 }
 
-#[test]
-fn the_keys_of_recent_room_events_load_with_the_snapshot() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn the_keys_of_recent_room_events_load_with_the_snapshot(mut backend: Backend) {
+    populate(&mut *backend.store);
     let retention = crate::sent_keys::RETENTION_MS;
     // Events carry ts 1001..=1006: all within the retention a moment later…
     let mut keys = backend.store.load(2_000).unwrap().sent_keys;
@@ -311,14 +365,34 @@ fn the_keys_of_recent_room_events_load_with_the_snapshot() {
     );
 }
 
-#[test]
-fn a_seq_is_stored_once_per_stream() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn a_seq_is_stored_once_per_stream(mut backend: Backend) {
+    populate(&mut *backend.store);
     let mut tx = backend.store.transaction().unwrap();
     let mut duplicate = event(StreamKey::Room("r".into()), 6, "u", "message", &[]);
     duplicate.client_key = None;
-    assert!(tx.append_event(&duplicate).is_err());
+    duplicate.id = "e_again".into();
+    let mut other = event(StreamKey::Room("r".into()), 7, "u", "message", &[]);
+    other.client_key = None;
+    // A backend may refuse at the append or, holding appends, at the commit; either way
+    // nothing of the transaction is kept.
+    let refused = if tx.append_event(&other).is_err() || tx.append_event(&duplicate).is_err() {
+        drop(tx);
+        true
+    } else {
+        tx.commit().is_err()
+    };
+    assert!(refused, "a second event at seq 6 is refused");
+    let snapshot = backend.store.load(1).unwrap();
+    assert!(snapshot.heads.contains(&(StreamKey::Room("r".into()), 6)));
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(tx.event_at(&StreamKey::Room("r".into()), 7).unwrap(), None);
+    assert_eq!(
+        tx.event_at(&StreamKey::Room("r".into()), 6)
+            .unwrap()
+            .unwrap()
+            .id,
+        "e6"
+    );
 }
 
 /// One stream of a replay read whole: its head, its gap and the seqs replayed.
@@ -374,15 +448,13 @@ fn replayed_room(replayed: &[Replayed]) -> &Replayed {
         .unwrap()
 }
 
-#[test]
-fn sync_replays_from_cursors_with_gaps_and_agent_filtering() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn sync_replays_from_cursors_with_gaps_and_agent_filtering(mut backend: Backend) {
+    populate(&mut *backend.store);
     let cursors = |stream: &StreamKey| match stream {
         StreamKey::Room(_) => 1,
         StreamKey::Inbox(_) => 0,
     };
-    let (user, _) = replay(&backend.reader, "v", false, &cursors, 3, 1 << 20);
+    let (user, _) = replay(&*backend.reader, "v", false, &cursors, 3, 1 << 20);
     let room = replayed_room(&user);
     assert_eq!(room.head, 6);
     assert_eq!(room.gap, Some((2, 3)));
@@ -394,37 +466,33 @@ fn sync_replays_from_cursors_with_gaps_and_agent_filtering() {
     assert_eq!(inbox.seqs.len(), 1);
 
     // The agent sees only what mentions it or what it wrote; gap counting uses raw seqs.
-    let (agent, _) = replay(&backend.reader, "a", true, &|_| 0, 500, 1 << 20);
+    let (agent, _) = replay(&*backend.reader, "a", true, &|_| 0, 500, 1 << 20);
     let room = replayed_room(&agent);
     assert_eq!(room.gap, None);
     assert_eq!(room.seqs, vec![3, 5]);
 
     // Up to date (or past the head): nothing to replay.
-    let (current, pages) = replay(&backend.reader, "u", false, &|_| 6, 500, 1 << 20);
+    let (current, pages) = replay(&*backend.reader, "u", false, &|_| 6, 500, 1 << 20);
     assert!(current.iter().all(|s| s.seqs.is_empty()));
     assert_eq!(pages, 1);
-    let (ahead, _) = replay(&backend.reader, "u", false, &|_| 60, 500, 1 << 20);
+    let (ahead, _) = replay(&*backend.reader, "u", false, &|_| 60, 500, 1 << 20);
     assert!(ahead.iter().all(|s| s.seqs.is_empty() && s.gap.is_none()));
 }
 
-#[test]
-fn a_replay_read_in_small_pages_is_the_same_replay() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn a_replay_read_in_small_pages_is_the_same_replay(mut backend: Backend) {
+    populate(&mut *backend.store);
     let cursors = |_: &StreamKey| 0;
-    let (whole, one) = replay(&backend.reader, "v", false, &cursors, 500, 1 << 20);
+    let (whole, one) = replay(&*backend.reader, "v", false, &cursors, 500, 1 << 20);
     assert_eq!(one, 1, "one page holds it all");
     // Each body is 13 bytes: a page of 20 bytes holds two events.
-    let (paged, pages) = replay(&backend.reader, "v", false, &cursors, 500, 20);
+    let (paged, pages) = replay(&*backend.reader, "v", false, &cursors, 500, 20);
     assert_eq!(paged, whole);
     assert_eq!(replayed_room(&paged).seqs, vec![1, 2, 3, 4, 5, 6]);
     assert!(pages >= 4, "{pages} pages");
 }
 
-#[test]
-fn history_pages_in_ascending_order() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn history_pages_in_ascending_order(mut backend: Backend) {
+    populate(&mut *backend.store);
     let seqs = |page: HistoryPage| {
         assert!(!page.more);
         page.events.iter().map(|e| e.seq).collect::<Vec<_>>()
@@ -435,7 +503,7 @@ fn history_pages_in_ascending_order() {
         limit,
         max_bytes: 1 << 20,
     };
-    let reader = &backend.reader;
+    let reader = &*backend.reader;
     assert_eq!(
         seqs(
             reader
@@ -486,10 +554,8 @@ fn history_pages_in_ascending_order() {
     ));
 }
 
-#[test]
-fn a_history_page_stops_at_its_byte_budget_and_says_more() {
-    let mut backend = sqlite_backend();
-    populate(&mut backend.store);
+fn a_history_page_stops_at_its_byte_budget_and_says_more(mut backend: Backend) {
+    populate(&mut *backend.store);
     // Bodies are 13 bytes: 30 bytes hold two of them.
     let page = |before, after| {
         backend
@@ -545,29 +611,25 @@ fn a_history_page_stops_at_its_byte_budget_and_says_more() {
     assert!(single.more);
 }
 
-#[test]
-fn commits_after_the_flusher_takes_over_are_kept_once_flushed() {
-    let mut backend = sqlite_backend();
+fn commits_after_the_flusher_takes_over_are_kept_once_flushed(mut backend: Backend) {
     let mut flush = backend.store.flusher().unwrap();
-    populate(&mut backend.store);
+    populate(&mut *backend.store);
     flush.flush().unwrap();
     // A second flush with nothing new is harmless.
     flush.flush().unwrap();
     drop(flush);
     drop(backend.store);
     drop(backend.reader);
-    let (mut store, _) = sqlite::open(&backend.path, &mut IdSource::seeded(98), 2).unwrap();
+    let mut store = (backend.reopen)(98, 2);
     let snapshot = store.load(1).unwrap();
     assert_eq!(snapshot.principals.len(), 3);
     assert_eq!(snapshot.members.len(), 3);
 }
 
-#[test]
-fn reopening_keeps_the_hub_id_and_epoch() {
-    let mut backend = sqlite_backend();
+fn reopening_keeps_the_hub_id_and_epoch(mut backend: Backend) {
     let before = backend.store.load(1).unwrap();
     drop(backend.store);
-    let (mut store, _) = sqlite::open(&backend.path, &mut IdSource::seeded(99), 2).unwrap();
+    let mut store = (backend.reopen)(99, 2);
     let after = store.load(1).unwrap();
     assert_eq!((before.hub_id, before.epoch), (after.hub_id, after.epoch));
 }
@@ -617,4 +679,106 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
             roundtable_sqlite::MigrationError::NewerSchema { found: 999, .. }
         ))
     ));
+}
+
+fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend) {
+    use roundtable_protocol::model::{AuditResult, ContactRelation};
+    populate(&mut *backend.store);
+    assert_eq!(
+        backend.reader.audit_head().unwrap(),
+        Some((0, crate::audit::GENESIS.to_owned()))
+    );
+    let mut tx = backend.store.transaction().unwrap();
+    tx.insert_contact(&ContactRecord {
+        a: "u".into(),
+        b: "v".into(),
+        since_ms: 4,
+        request: None,
+    })
+    .unwrap();
+    for (n, principal) in [(1, "u"), (2, "a"), (3, "v")] {
+        tx.append_audit(&AuditRecord {
+            n,
+            ts_ms: 10 * n as i64,
+            principal: principal.into(),
+            action: "room_invite".into(),
+            target: Some("r".into()),
+            reason: (n == 2).then(|| "budget reached".into()),
+            result: if n == 3 {
+                AuditResult::Err
+            } else {
+                AuditResult::Ok
+            },
+            code: (n == 3).then(|| "not_member".into()),
+            count: (n == 3).then_some(4),
+            hash: format!("{n:064}"),
+        })
+        .unwrap();
+    }
+    tx.commit().unwrap();
+
+    let directory = |viewer: &str, query: Option<&str>| {
+        backend
+            .reader
+            .directory(&DirectoryQuery {
+                viewer: viewer.into(),
+                query: query.map(str::to_owned),
+                limit: 10,
+                now_ms: 100,
+            })
+            .unwrap()
+            .into_iter()
+            .map(|entry| (entry.id, entry.contact))
+            .collect::<Vec<_>>()
+    };
+    // Ascending by handle: "u", "u/a", "v".
+    assert_eq!(
+        directory("u", None),
+        [
+            ("a".to_owned(), ContactRelation::Kin),
+            ("v".to_owned(), ContactRelation::Accepted)
+        ]
+    );
+    assert_eq!(
+        directory("v", None),
+        [
+            ("u".to_owned(), ContactRelation::Accepted),
+            ("a".to_owned(), ContactRelation::None)
+        ]
+    );
+    assert_eq!(
+        directory("v", Some("u/a")),
+        [("a".to_owned(), ContactRelation::None)]
+    );
+    assert_eq!(directory("nobody", None), []);
+
+    let audit = |viewer: &str, principal: Option<&str>, since_ms: Option<i64>| {
+        backend.reader.audit(&AuditQuery {
+            viewer: viewer.into(),
+            principal: principal.map(str::to_owned),
+            since_ms,
+            limit: 10,
+        })
+    };
+    let mine = audit("u", None, None).unwrap();
+    assert_eq!(mine.iter().map(|entry| entry.n).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(mine[1].reason.as_deref(), Some("budget reached"));
+    assert_eq!(
+        audit("u", Some("a"), Some(15)).unwrap().len(),
+        1,
+        "since filters by time"
+    );
+    assert!(matches!(
+        audit("u", Some("v"), None),
+        Err(ReadError::NotFound)
+    ));
+    let theirs = audit("v", None, None).unwrap();
+    assert_eq!(
+        (theirs[0].result, theirs[0].code.as_deref(), theirs[0].count),
+        (AuditResult::Err, Some("not_member"), Some(4))
+    );
+    assert_eq!(
+        backend.reader.audit_head().unwrap(),
+        Some((3, format!("{:064}", 3)))
+    );
 }

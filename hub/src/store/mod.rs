@@ -1,4 +1,4 @@
-//! Durable storage, behind traits so another backend (Postgres) can replace SQLite without
+//! Durable storage, behind traits so PostgreSQL can replace the embedded SQLite without
 //! touching the protocol code.
 //!
 //! The split follows how the hub uses storage:
@@ -12,6 +12,7 @@
 //!
 //! `conformance` holds the suite every backend must pass.
 
+pub mod postgres;
 pub mod sqlite;
 
 #[cfg(test)]
@@ -35,8 +36,46 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Migration(#[from] roundtable_sqlite::MigrationError),
+    #[error(transparent)]
+    Postgres(#[from] postgres::PostgresError),
     #[error("corrupt record in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
+}
+
+/// A store opened: the writer's half and the readers'.
+pub type Opened = (Box<dyn Store>, std::sync::Arc<dyn ReadStore>);
+
+/// Opens the store `config` names (creating its tables if needed): the writer's store and
+/// the readers. `ids` mints the hub id and epoch of a new one.
+pub fn open(
+    config: &crate::HubConfig,
+    ids: &mut crate::ids::IdSource,
+    now_ms: i64,
+) -> Result<Opened, StoreError> {
+    Ok(match &config.store {
+        crate::config::StoreLocation::DataDir => {
+            let (store, reader) = sqlite::open(&config.database_path(), ids, now_ms)?;
+            (Box::new(store), std::sync::Arc::new(reader))
+        }
+        crate::config::StoreLocation::Postgres(url) => {
+            let (store, reader) = postgres::open(url, ids, now_ms)?;
+            (Box::new(store), std::sync::Arc::new(reader))
+        }
+    })
+}
+
+/// Calls `visit` on each entry of the audit log of the store `config` names, ascending,
+/// until it returns false. Reads only: safe while the hub runs.
+pub fn read_audit_log(
+    config: &crate::HubConfig,
+    visit: impl FnMut(AuditRecord) -> bool,
+) -> Result<(), StoreError> {
+    match &config.store {
+        crate::config::StoreLocation::DataDir => {
+            sqlite::read_audit_log(&config.database_path(), visit)
+        }
+        crate::config::StoreLocation::Postgres(url) => postgres::read_audit_log(url, visit),
+    }
 }
 
 /// A stream: a room's log or a principal's inbox.

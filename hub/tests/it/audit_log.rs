@@ -2,12 +2,11 @@
 //! a second, targets cut, `ack` left out, and a head published in `GET /v1/health` that
 //! verification later holds the log to.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use roundtable_hub::audit::{GENESIS, TARGET_MAX, chain_hash};
 use roundtable_hub::store::AuditRecord;
-use roundtable_hub::store::sqlite::read_audit_log;
+use roundtable_hub::store::read_audit_log;
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;
 use roundtable_protocol::model::{AuditEntry, AuditResult};
@@ -70,13 +69,7 @@ async fn flood_refused(client: &mut Client, room: &str, count: usize, expected: 
 
 /// The audit log's entry count in the database.
 fn audit_rows(hub: &TestHub) -> i64 {
-    let db = rusqlite::Connection::open_with_flags(
-        hub.data_dir().join("hub.sqlite3"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    db.query_row("SELECT count(*) FROM audit", [], |row| row.get(0))
-        .unwrap()
+    hub.select_i64("SELECT count(*) FROM audit")
 }
 
 /// Waits until the audit log, as `client` reads it, counts `total` refused sends with
@@ -88,21 +81,6 @@ async fn refusals_on_record(client: &mut Client, code: &str, total: u64) {
         async || refused_sends(&audit_of(client).await, code).1 == total,
     )
     .await;
-}
-
-fn dir_size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| {
-            let entry = entry.unwrap();
-            let meta = entry.metadata().unwrap();
-            if meta.is_dir() {
-                dir_size(&entry.path())
-            } else {
-                meta.len()
-            }
-        })
-        .sum()
 }
 
 #[tokio::test]
@@ -200,14 +178,14 @@ async fn ten_thousand_refused_sends_with_60_kb_targets_grow_the_data_by_under_2_
     let (mut eve, _) = hub.user("eve").await;
     let (mut dana, _) = hub.user("dana").await;
     room(&mut dana, &[]).await;
-    let before = dir_size(hub.data_dir());
+    let before = hub.stored_size();
     let long_room = "r".repeat(60 * 1024);
 
     let started = Instant::now();
     flood_refused(&mut eve, &long_room, 10_000, ErrorCode::NotFound).await;
     let took = started.elapsed();
     refusals_on_record(&mut eve, "not_found", 10_000).await;
-    let after = dir_size(hub.data_dir());
+    let after = hub.stored_size();
     let grown = after.saturating_sub(before);
     eprintln!(
         "10,000 refused sends with 60 KB targets in {took:?}: data directory {before} -> \
@@ -239,16 +217,16 @@ async fn health_head(hub: &TestHub) -> (u64, String) {
     (head.n, head.hash)
 }
 
-fn verify_expecting(dir: &Path, head: &(u64, String)) -> Result<(u64, String), String> {
-    roundtable_hub::admin::verify_audit(dir, Some((head.0, &head.1)))
+fn verify_expecting(hub: &TestHub, head: &(u64, String)) -> Result<(u64, String), String> {
+    roundtable_hub::admin::verify_audit(&hub.config, Some((head.0, &head.1)))
         .map_err(|error| error.to_string())
 }
 
 /// Recomputes every hash from entry `from` on, as someone rewriting the log would, so the
 /// chain alone still verifies.
-fn rehash_from(db: &rusqlite::Connection, path: &Path, from: u64) {
+fn rehash_from(hub: &TestHub, from: u64) {
     let mut entries: Vec<AuditRecord> = Vec::new();
-    read_audit_log(path, |entry| {
+    read_audit_log(&hub.config, |entry| {
         entries.push(entry);
         true
     })
@@ -257,11 +235,10 @@ fn rehash_from(db: &rusqlite::Connection, path: &Path, from: u64) {
     for entry in &mut entries {
         if entry.n >= from {
             entry.hash = chain_hash(&previous, entry);
-            db.execute(
-                "UPDATE audit SET hash = ?1 WHERE n = ?2",
-                rusqlite::params![entry.hash, entry.n as i64],
-            )
-            .unwrap();
+            hub.execute(&format!(
+                "UPDATE audit SET hash = '{}' WHERE n = {}",
+                entry.hash, entry.n
+            ));
         }
         previous = entry.hash.clone();
     }
@@ -277,7 +254,7 @@ async fn a_head_from_health_catches_a_log_cut_back_or_rewritten() {
     assert_eq!(recorded.1.len(), 64);
     // The head is durable and the log holds it.
     assert_eq!(
-        roundtable_hub::admin::verify_audit(hub.data_dir(), None)
+        roundtable_hub::admin::verify_audit(&hub.config, None)
             .unwrap()
             .1,
         recorded.1
@@ -287,44 +264,25 @@ async fn a_head_from_health_catches_a_log_cut_back_or_rewritten() {
     }
     let later = health_head(&hub).await;
     assert!(later.0 > recorded.0);
-    let dir = hub.keep_dir();
     hub.stop().await;
-    let data = dir.join("hub");
-    let path = data.join("hub.sqlite3");
-    assert!(verify_expecting(&data, &recorded).is_ok());
-    assert!(verify_expecting(&data, &later).is_ok());
-    // Everything into the database file itself, so a copy of that file is the whole log.
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
-        .unwrap();
-    let copy = dir.join("copy.sqlite3");
-    std::fs::copy(&path, &copy).unwrap();
+    assert!(verify_expecting(&hub, &recorded).is_ok());
+    assert!(verify_expecting(&hub, &later).is_ok());
 
     // Rewritten from the recorded entry on, every hash recomputed: the chain alone looks
     // intact, the recorded head does not.
-    {
-        let db = rusqlite::Connection::open(&path).unwrap();
-        db.execute(
-            "UPDATE audit SET target = 'r_forged' WHERE n = ?1",
-            [recorded.0 as i64],
-        )
-        .unwrap();
-        rehash_from(&db, &path, recorded.0);
-    }
-    assert!(roundtable_hub::admin::verify_audit(&data, None).is_ok());
-    let rewritten = verify_expecting(&data, &recorded).unwrap_err();
+    hub.execute(&format!(
+        "UPDATE audit SET target = 'r_forged' WHERE n = {}",
+        recorded.0
+    ));
+    rehash_from(&hub, recorded.0);
+    assert!(roundtable_hub::admin::verify_audit(&hub.config, None).is_ok());
+    let rewritten = verify_expecting(&hub, &recorded).unwrap_err();
     assert!(rewritten.contains("rewritten"), "{rewritten}");
 
-    // Cut back to before the recorded head: again intact in itself, and caught.
-    std::fs::copy(&copy, &path).unwrap();
-    {
-        let db = rusqlite::Connection::open(&path).unwrap();
-        db.execute("DELETE FROM audit WHERE n >= ?1", [recorded.0 as i64])
-            .unwrap();
-    }
-    assert!(roundtable_hub::admin::verify_audit(&data, None).is_ok());
-    let cut = verify_expecting(&data, &recorded).unwrap_err();
+    // Cut back to before the recorded head (the entries before it were never touched):
+    // again intact in itself, and caught.
+    hub.execute(&format!("DELETE FROM audit WHERE n >= {}", recorded.0));
+    assert!(roundtable_hub::admin::verify_audit(&hub.config, None).is_ok());
+    let cut = verify_expecting(&hub, &recorded).unwrap_err();
     assert!(cut.contains("removed"), "{cut}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -379,16 +379,11 @@ async fn the_audit_log_records_changes_and_refusals_for_the_owner() {
     let mut stranger = hub.connect().await;
     stranger.send_text(r#"{"t":"rooms","id":1}"#).await.unwrap();
     assert_eq!(stranger.closed().await.unwrap(), Some(4001));
-    let db = rusqlite::Connection::open(hub.data_dir().join("hub.sqlite3")).unwrap();
     let refused_auths: i64 = tokio::time::timeout(std::time::Duration::from_secs(5), async {
         loop {
-            let count: i64 = db
-                .query_row(
-                    "SELECT count(*) FROM audit WHERE action = 'auth' AND code = 'unauthorized'",
-                    [],
-                    |r| r.get(0),
-                )
-                .unwrap();
+            let count = hub.select_i64(
+                "SELECT count(*) FROM audit WHERE action = 'auth' AND code = 'unauthorized'",
+            );
             if count > 0 {
                 return count;
             }
@@ -399,7 +394,7 @@ async fn the_audit_log_records_changes_and_refusals_for_the_owner() {
     .expect("the refused auth is recorded");
     assert_eq!(refused_auths, 1);
     // The chain verifies from the hub's files.
-    let (count, head) = roundtable_hub::admin::verify_audit(hub.data_dir(), None).unwrap();
+    let (count, head) = roundtable_hub::admin::verify_audit(&hub.config, None).unwrap();
     assert!(count >= 5, "{count}");
     assert_eq!(head.len(), 64);
 }
@@ -477,7 +472,7 @@ async fn a_control_says_why_to_the_agent_and_in_the_audit_log() {
         .unwrap();
     assert_eq!(control.reason.as_deref(), Some(reason));
     // The reason is part of what the chain covers, and the chain still verifies.
-    roundtable_hub::admin::verify_audit(hub.data_dir(), None).unwrap();
+    roundtable_hub::admin::verify_audit(&hub.config, None).unwrap();
     drop((dana, writer_client));
     hub.restart().await;
     let mut writer_client = login(&hub, &writer.token, "w").await;

@@ -19,9 +19,7 @@ async fn expect_err(client: &mut Client, code: ErrorCode, re: Option<u64>, what:
 }
 
 fn event_count(hub: &TestHub) -> i64 {
-    let db = rusqlite::Connection::open(hub.data_dir().join("hub.sqlite3")).unwrap();
-    db.query_row("SELECT count(*) FROM events", [], |row| row.get(0))
-        .unwrap()
+    hub.select_i64("SELECT count(*) FROM events")
 }
 
 #[tokio::test]

@@ -505,14 +505,14 @@ async fn ack_records_read_markers_clamped_to_the_head() {
     cursors.insert("r_not_mine".to_owned(), 5);
     let id = dana.id();
     dana.ok(ClientFrame::Ack(Ack { id, cursors })).await;
-    let db = rusqlite::Connection::open(hub.data_dir().join("hub.sqlite3")).unwrap();
-    let mut rows: Vec<(String, i64)> = db
-        .prepare("SELECT stream, seq FROM acks WHERE principal = ?1 AND device = 'test-device' ORDER BY stream")
-        .unwrap()
-        .query_map([&created.principal.id], |row| Ok((row.get(0)?, row.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let mut rows: Vec<(String, i64)> = hub
+        .select(&format!(
+            "SELECT stream, seq FROM acks WHERE principal = '{}' AND device = 'test-device'",
+            created.principal.id
+        ))
+        .into_iter()
+        .map(|row| (row[0].clone(), row[1].parse().unwrap()))
+        .collect();
     rows.sort();
     let mut expected = vec![
         (format!("inbox:{}", created.principal.id), 1),

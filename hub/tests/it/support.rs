@@ -149,12 +149,7 @@ pub async fn respond(client: &mut Client, request: &str, accept: bool) {
 /// Counts of every table a command can write (the audit log aside): equal before and
 /// after a refused command means it wrote nothing.
 pub fn fingerprint(hub: &roundtable_testkit::TestHub) -> Vec<(String, i64)> {
-    let db = rusqlite::Connection::open_with_flags(
-        hub.data_dir().join("hub.sqlite3"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    [
+    let counts = [
         "SELECT count(*) FROM principals",
         "SELECT count(*) FROM tokens WHERE revoked_ms IS NULL",
         "SELECT count(*) FROM rooms",
@@ -169,13 +164,17 @@ pub fn fingerprint(hub: &roundtable_testkit::TestHub) -> Vec<(String, i64)> {
         "SELECT count(*) FROM controls",
         "SELECT count(*) FROM acks",
         "SELECT count(*) FROM pings",
-    ]
-    .into_iter()
-    .map(|sql| {
-        (
-            sql.to_owned(),
-            db.query_row(sql, [], |row| row.get(0)).unwrap(),
-        )
-    })
-    .collect()
+    ];
+    // One query (and one round trip) for all of them.
+    let together = counts
+        .iter()
+        .map(|sql| format!("({sql})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let row = hub.select(&format!("SELECT {together}")).remove(0);
+    counts
+        .iter()
+        .zip(row)
+        .map(|(sql, count)| (sql.to_string(), count.parse().unwrap()))
+        .collect()
 }

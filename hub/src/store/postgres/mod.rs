@@ -1,0 +1,727 @@
+//! The PostgreSQL backend, for teams that keep their hub's data in a database they already
+//! run (and, with the bus, for several hub processes sharing it: `../shared/SCALEOUT.md`).
+//!
+//! Every commit is durable when `COMMIT` returns (`synchronous_commit` is on by default, and
+//! the store refuses a server where it is off), so [`Store::flusher`] hands back a flush with
+//! nothing to do. The writer keeps one connection; readers share a small pool. Both run
+//! their I/O on a runtime of the store's own, so the synchronous store traits can be called
+//! from the writer thread, from blocking tasks, or while the hub opens, and a slow database
+//! never occupies the threads that serve WebSockets.
+//!
+//! Migrations are numbered SQL files embedded in the binary, applied in order, each in one
+//! transaction under an advisory lock (hub processes starting together apply each once), and
+//! checksummed like the SQLite ones.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use roundtable_protocol::client::ControlAction;
+use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
+use sha2::{Digest, Sha256};
+use tokio_postgres::Row;
+
+use super::{
+    AuditRecord, ContactRecord, ControlRecord, EventRecord, Flush, InviteRecord, MemberRecord,
+    PingRecord, PrincipalRecord, RequestRecord, RoomRecord, Snapshot, Store, StoreError, StreamKey,
+    TokenRecord, WriteTx,
+};
+use crate::ids::{IdSource, TokenHash};
+use crate::sent_keys::SentKeyRecord;
+
+mod read;
+mod write;
+
+pub use read::{PostgresReader, read_audit_log};
+use write::PostgresTx;
+
+/// The embedded migrations, in order. Append only: never edit or remove one.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "hub", include_str!("migrations/0001_hub.sql"))];
+
+/// Any `pg_advisory_xact_lock` key the hub's migrations serialise on ("rtmigrat").
+const MIGRATION_LOCK: i64 = 0x7274_6d69_6772_6174;
+
+/// The `pg_advisory_lock` key the writing hub holds for as long as it runs ("rthubwrt"):
+/// one hub writes a database, as one hub writes a data directory.
+const WRITER_LOCK: i64 = 0x7274_6875_6277_7274;
+
+/// Connections the readers (replay, history, directory, audit) share.
+const READ_CONNECTIONS: usize = 8;
+
+/// How the hub names a PostgreSQL store: `postgres://user@host/db` or
+/// `postgresql:///db?host=/run/postgresql`, as libpq takes them.
+pub fn is_postgres_url(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// A failure reaching or using PostgreSQL.
+#[derive(Debug, thiserror::Error)]
+pub enum PostgresError {
+    #[error("PostgreSQL: {0}")]
+    Database(#[from] tokio_postgres::Error),
+    #[error("cannot get a PostgreSQL connection: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error(
+        "the store address is not a PostgreSQL connection string ({0}); give \
+         postgres://user@host:port/database, or postgres:///database?host=/socket/dir"
+    )]
+    Address(String),
+    #[error(
+        "the PostgreSQL server runs with synchronous_commit = {0}: a commit could be lost \
+         after the hub acknowledged it; set synchronous_commit = on for the hub's database"
+    )]
+    NotDurable(String),
+    #[error(
+        "another hub (or `roundtable hub user add`) is writing this database; stop it \
+         first, or give this one a database of its own"
+    )]
+    InUse,
+    #[error("the hub's store cannot start its PostgreSQL runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(error: tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres(PostgresError::Database(error))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(error: deadpool_postgres::PoolError) -> StoreError {
+        StoreError::Postgres(PostgresError::Pool(error))
+    }
+}
+
+/// The runtime the store's connections live on, and how synchronous code waits on them.
+pub(super) struct Io {
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Io {
+    fn new() -> Result<Io, PostgresError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("roundtable-postgres")
+            .enable_all()
+            .build()
+            .map_err(PostgresError::Runtime)?;
+        Ok(Io {
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Runs `work` to completion on the calling thread, with the store's runtime as the one
+    /// new connections and timers register with. Safe on any thread: the connections' own
+    /// tasks run on the store's runtime, not on the caller's.
+    pub(super) fn wait<F: Future>(&self, work: F) -> F::Output {
+        let _runtime = self
+            .runtime
+            .as_ref()
+            .expect("the runtime lives as long as the store")
+            .enter();
+        futures_executor::block_on(work)
+    }
+}
+
+impl Drop for Io {
+    fn drop(&mut self) {
+        // Dropped wherever the last handle goes, maybe on an async thread, where a blocking
+        // shutdown would panic.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The writer's connection.
+pub struct PostgresStore {
+    io: Arc<Io>,
+    pool: Pool,
+    client: Option<deadpool_postgres::Object>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PostgresStore")
+    }
+}
+
+/// TLS for connections over the network (rustls, the Mozilla roots), as the URL's
+/// `sslmode` asks: `prefer` (the default) and `require` use it when the server offers it;
+/// a Unix socket never does.
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|error| StoreError::Postgres(PostgresError::Address(error.to_string())))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+fn pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config.clone(),
+        tls()?,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .build()
+        .map_err(|error| StoreError::Postgres(PostgresError::Address(error.to_string())))
+}
+
+/// Connects to the database at `url` (creating the hub's tables if needed): the writer's
+/// store and a reader pool. `ids` mints the hub id and epoch of a new database.
+pub fn open(
+    url: &str,
+    ids: &mut IdSource,
+    now_ms: i64,
+) -> Result<(PostgresStore, PostgresReader), StoreError> {
+    let config: tokio_postgres::Config = url.parse().map_err(|error: tokio_postgres::Error| {
+        StoreError::Postgres(PostgresError::Address(error.to_string()))
+    })?;
+    let io = Arc::new(Io::new().map_err(StoreError::Postgres)?);
+    let writer_pool = pool(&config, 1)?;
+    let mut client = io.wait(writer_pool.get())?;
+    let synchronous: String = io
+        .wait(client.query_one("SHOW synchronous_commit", &[]))?
+        .try_get(0)?;
+    if !matches!(synchronous.as_str(), "on" | "remote_write" | "remote_apply") {
+        return Err(StoreError::Postgres(PostgresError::NotDurable(synchronous)));
+    }
+    io.wait(migrate(&mut client, now_ms))?;
+    io.wait(hold_writer_lock(&client))?;
+    io.wait(client.execute(
+        "INSERT INTO hub_meta (key, value) VALUES ('hub_id', $1), ('epoch', $2), ('created_ms', $3)
+         ON CONFLICT (key) DO NOTHING",
+        &[&ids.id("h"), &ids.id("ep"), &now_ms.to_string()],
+    ))?;
+    let reader = PostgresReader {
+        io: io.clone(),
+        pool: pool(&config, READ_CONNECTIONS)?,
+    };
+    Ok((
+        PostgresStore {
+            io,
+            pool: writer_pool,
+            client: Some(client),
+        },
+        reader,
+    ))
+}
+
+fn checksum(sql: &str) -> String {
+    Sha256::digest(sql.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Applies every embedded migration the database lacks, each in its own transaction under
+/// an advisory lock; returns the versions this call applied.
+pub(super) async fn migrate(
+    client: &mut tokio_postgres::Client,
+    now_ms: i64,
+) -> Result<Vec<i64>, StoreError> {
+    migrate_with(client, MIGRATIONS, now_ms).await
+}
+
+pub(super) async fn migrate_with(
+    client: &mut tokio_postgres::Client,
+    migrations: &[(i64, &str, &str)],
+    now_ms: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let known = migrations.last().map_or(0, |(version, _, _)| *version);
+    let mut applied = Vec::new();
+    for &(version, name, sql) in migrations {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version    bigint PRIMARY KEY,
+                 name       text NOT NULL,
+                 checksum   text NOT NULL,
+                 applied_ms bigint NOT NULL
+             )",
+        )
+        .await?;
+        let done: Vec<(i64, String)> = tx
+            .query(
+                "SELECT version, checksum FROM schema_migrations ORDER BY version",
+                &[],
+            )
+            .await?
+            .into_iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<Result<_, tokio_postgres::Error>>()?;
+        for (found, stored) in &done {
+            match migrations.iter().find(|(known, _, _)| known == found) {
+                None => {
+                    return Err(StoreError::Migration(
+                        roundtable_sqlite::MigrationError::NewerSchema {
+                            found: *found,
+                            known,
+                        },
+                    ));
+                }
+                Some((_, _, sql)) if checksum(sql) != *stored => {
+                    return Err(StoreError::Migration(
+                        roundtable_sqlite::MigrationError::Edited { version: *found },
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if done.iter().any(|(found, _)| *found == version) {
+            continue;
+        }
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES ($1, $2, $3, $4)",
+            &[&version, &name, &checksum(sql), &now_ms],
+        )
+        .await?;
+        tx.commit().await?;
+        applied.push(version);
+    }
+    Ok(applied)
+}
+
+/// Takes the writer's lock on this connection, for as long as the connection lives.
+async fn hold_writer_lock(client: &tokio_postgres::Client) -> Result<(), StoreError> {
+    let held: bool = client
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&WRITER_LOCK])
+        .await?
+        .try_get(0)?;
+    if held {
+        Ok(())
+    } else {
+        Err(StoreError::Postgres(PostgresError::InUse))
+    }
+}
+
+/// Nothing to do: a PostgreSQL commit is durable when it returns.
+struct DurableAlready;
+
+impl Flush for DurableAlready {
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl PostgresStore {
+    /// The writer's connection, a new one if the last broke (a restarted server).
+    fn client(&mut self) -> Result<&mut deadpool_postgres::Object, StoreError> {
+        if self
+            .client
+            .as_ref()
+            .is_some_and(|client| client.is_closed())
+        {
+            self.client = None;
+        }
+        if self.client.is_none() {
+            // A new connection: the last one's lock went with it.
+            let client = self.io.wait(self.pool.get())?;
+            self.io.wait(hold_writer_lock(&client))?;
+            self.client = Some(client);
+        }
+        Ok(self.client.as_mut().expect("connected above"))
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // Let go of the lock now rather than when the server notices the closed socket, so
+        // a hub restarted at once finds the database free.
+        if let Some(client) = self.client.take()
+            && !client.is_closed()
+        {
+            let _ = self
+                .io
+                .wait(client.execute("SELECT pg_advisory_unlock($1)", &[&WRITER_LOCK]));
+        }
+    }
+}
+
+impl Store for PostgresStore {
+    fn load(&mut self, now_ms: i64) -> Result<Snapshot, StoreError> {
+        let io = self.io.clone();
+        let client = self.client()?;
+        io.wait(load(client, now_ms))
+    }
+
+    fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError> {
+        let io = self.io.clone();
+        let client = self.client()?;
+        let tx = io.wait(client.transaction())?;
+        Ok(Box::new(PostgresTx::new(io, tx)))
+    }
+
+    fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError> {
+        Ok(Box::new(DurableAlready))
+    }
+}
+
+async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Snapshot, StoreError> {
+    // One snapshot of the whole database, as the writer starts from it.
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let meta = |rows: &[Row], key: &str| -> Result<String, StoreError> {
+        for row in rows {
+            if row.try_get::<_, &str>(0)? == key {
+                return Ok(row.try_get(1)?);
+            }
+        }
+        Err(StoreError::Corrupt {
+            table: "hub_meta",
+            detail: format!("{key} is missing"),
+        })
+    };
+    let rows = tx.query("SELECT key, value FROM hub_meta", &[]).await?;
+    let mut snapshot = Snapshot {
+        hub_id: meta(&rows, "hub_id")?,
+        epoch: meta(&rows, "epoch")?,
+        ..Snapshot::default()
+    };
+    for row in tx
+        .query(
+            "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms
+             FROM principals",
+            &[],
+        )
+        .await?
+    {
+        snapshot.principals.push(principal_from_row(&row)?);
+    }
+    // Revoked tokens stay on record but not in memory: unknown and revoked answer alike.
+    for row in tx
+        .query(
+            "SELECT hash, principal FROM tokens WHERE revoked_ms IS NULL",
+            &[],
+        )
+        .await?
+    {
+        snapshot.tokens.push(TokenRecord {
+            hash: hash_from(&row, 0, "tokens")?,
+            principal: row.try_get(1)?,
+            revoked: false,
+        });
+    }
+    for row in tx
+        .query(
+            "SELECT id, title, topic, creator, created_ms FROM rooms",
+            &[],
+        )
+        .await?
+    {
+        snapshot.rooms.push(RoomRecord {
+            id: row.try_get(0)?,
+            title: row.try_get(1)?,
+            topic: row.try_get(2)?,
+            creator: row.try_get(3)?,
+            created_ms: row.try_get(4)?,
+        });
+    }
+    for row in tx
+        .query(
+            "SELECT room, principal, routing, joined_ms FROM members",
+            &[],
+        )
+        .await?
+    {
+        snapshot.members.push(MemberRecord {
+            room: row.try_get(0)?,
+            principal: row.try_get(1)?,
+            routing: routing_from(row.try_get(2)?)?,
+            joined_ms: row.try_get(3)?,
+        });
+    }
+    for row in tx
+        .query("SELECT stream, head FROM stream_heads", &[])
+        .await?
+    {
+        let stream: &str = row.try_get(0)?;
+        snapshot.heads.push((
+            StreamKey::from_storage_key(stream),
+            seq_from(row.try_get(1)?),
+        ));
+    }
+    // The keys are in rooms only (a `send` targets a room).
+    let cutoff = now_ms.saturating_sub(crate::sent_keys::RETENTION_MS);
+    for row in tx
+        .query(
+            "SELECT sender, client_key, stream, seq, ts_ms FROM events
+             WHERE client_key IS NOT NULL AND ts_ms >= $1 AND stream NOT LIKE 'inbox:%'
+             ORDER BY ts_ms, stream, seq",
+            &[&cutoff],
+        )
+        .await?
+    {
+        snapshot.sent_keys.push(SentKeyRecord {
+            sender: row.try_get(0)?,
+            client_key: row.try_get(1)?,
+            room: row.try_get(2)?,
+            seq: seq_from(row.try_get(3)?),
+            ts_ms: row.try_get(4)?,
+        });
+    }
+    // Only pings that can still be answered; the rest are read when asked for.
+    for row in tx
+        .query(
+            &format!(
+                "SELECT {PING_COLUMNS} FROM pings
+                 WHERE answered_by IS NULL AND (expires_ms IS NULL OR expires_ms > $1)"
+            ),
+            &[&now_ms],
+        )
+        .await?
+    {
+        snapshot.pings.push(ping_from_row(&row)?);
+    }
+    for row in tx
+        .query("SELECT a, b, since_ms, request FROM contacts", &[])
+        .await?
+    {
+        snapshot.contacts.push(ContactRecord {
+            a: row.try_get(0)?,
+            b: row.try_get(1)?,
+            since_ms: row.try_get(2)?,
+            request: row.try_get(3)?,
+        });
+    }
+    // Only pending requests; final ones are read when asked for.
+    for row in tx
+        .query(
+            &format!("SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE state = 'pending'"),
+            &[],
+        )
+        .await?
+    {
+        snapshot.requests.push(request_from_row(&row)?);
+    }
+    // Only invites that can still be redeemed; the others are read when named.
+    for row in tx
+        .query(
+            &format!(
+                "SELECT {INVITE_COLUMNS} FROM invites
+                 WHERE revoked_ms IS NULL AND uses < max_uses AND expires_ms > $1"
+            ),
+            &[&now_ms],
+        )
+        .await?
+    {
+        snapshot.invites.push(invite_from_row(&row)?);
+    }
+    for row in tx
+        .query(
+            "SELECT agent, room, action, by_id, ts_ms, reason FROM controls",
+            &[],
+        )
+        .await?
+    {
+        let room: String = row.try_get(1)?;
+        snapshot.controls.push(ControlRecord {
+            agent: row.try_get(0)?,
+            room: (!room.is_empty()).then_some(room),
+            action: match row.try_get::<_, &str>(2)? {
+                "pause" => ControlAction::Pause,
+                "stop" => ControlAction::Stop,
+                other => {
+                    return Err(StoreError::Corrupt {
+                        table: "controls",
+                        detail: format!("action {other:?}"),
+                    });
+                }
+            },
+            by: row.try_get(3)?,
+            ts_ms: row.try_get(4)?,
+            reason: row.try_get(5)?,
+        });
+    }
+    snapshot.audit_head = tx
+        .query_opt("SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1", &[])
+        .await?
+        .map(|row| -> Result<_, StoreError> { Ok((seq_from(row.try_get(0)?), row.try_get(1)?)) })
+        .transpose()?
+        .unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned()));
+    tx.commit().await?;
+    Ok(snapshot)
+}
+
+// Rows to records: the column lists and decoders the writer and the readers share.
+
+/// A stored seq or count: never negative (the schema checks), so the cast is exact.
+pub(super) fn seq_from(value: i64) -> u64 {
+    value.max(0) as u64
+}
+
+/// A seq as PostgreSQL's `bigint`; a seq past `i64::MAX` cannot exist, so it saturates.
+pub(super) fn seq_to(value: u64) -> i64 {
+    value.min(i64::MAX as u64) as i64
+}
+
+fn hash_from(row: &Row, index: usize, table: &'static str) -> Result<TokenHash, StoreError> {
+    let bytes: &[u8] = row.try_get(index)?;
+    Ok(TokenHash(bytes.try_into().map_err(|_| {
+        StoreError::Corrupt {
+            table,
+            detail: "a hash is not 32 bytes".into(),
+        }
+    })?))
+}
+
+fn routing_from(text: &str) -> Result<Routing, StoreError> {
+    Routing::parse(text).ok_or_else(|| StoreError::Corrupt {
+        table: "members",
+        detail: format!("routing {text:?}"),
+    })
+}
+
+pub(super) fn kind_from(text: &str) -> Result<PrincipalKind, StoreError> {
+    match text {
+        "user" => Ok(PrincipalKind::User),
+        "agent" => Ok(PrincipalKind::Agent),
+        other => Err(StoreError::Corrupt {
+            table: "principals",
+            detail: format!("kind {other:?}"),
+        }),
+    }
+}
+
+fn principal_from_row(row: &Row) -> Result<PrincipalRecord, StoreError> {
+    let discoverable: &str = row.try_get(5)?;
+    Ok(PrincipalRecord {
+        id: row.try_get(0)?,
+        kind: kind_from(row.try_get(1)?)?,
+        handle: row.try_get(2)?,
+        name: row.try_get(3)?,
+        owner: row.try_get(4)?,
+        discoverable: Discoverable::parse(discoverable).ok_or_else(|| StoreError::Corrupt {
+            table: "principals",
+            detail: format!("discoverable {discoverable:?}"),
+        })?,
+        description: row.try_get(6)?,
+        card: row.try_get(7)?,
+        created_ms: row.try_get(8)?,
+    })
+}
+
+pub(super) const EVENT_COLUMNS: &str =
+    "stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair";
+
+pub(super) fn event_from_row(row: &Row) -> Result<EventRecord, StoreError> {
+    let stream: &str = row.try_get(0)?;
+    Ok(EventRecord {
+        stream: StreamKey::from_storage_key(stream),
+        seq: seq_from(row.try_get(1)?),
+        id: row.try_get(2)?,
+        ts_ms: row.try_get(3)?,
+        from: row.try_get(4)?,
+        kind: row.try_get(5)?,
+        body: row.try_get(6)?,
+        client_key: row.try_get(7)?,
+        mentions: row.try_get(8)?,
+        pair: row.try_get(9)?,
+    })
+}
+
+pub(super) const PING_COLUMNS: &str = "room, ping, seq, recipients, expires_ms, answered_by";
+
+pub(super) fn ping_from_row(row: &Row) -> Result<PingRecord, StoreError> {
+    Ok(PingRecord {
+        room: row.try_get(0)?,
+        ping: row.try_get(1)?,
+        seq: seq_from(row.try_get(2)?),
+        to: row.try_get(3)?,
+        expires_ms: row.try_get(4)?,
+        answered_by: row.try_get(5)?,
+    })
+}
+
+pub(super) const REQUEST_COLUMNS: &str =
+    "id, sender, target, state, message, created_ms, decided_ms";
+
+pub(super) fn request_from_row(row: &Row) -> Result<RequestRecord, StoreError> {
+    let state: &str = row.try_get(3)?;
+    Ok(RequestRecord {
+        id: row.try_get(0)?,
+        from: row.try_get(1)?,
+        to: row.try_get(2)?,
+        state: RequestState::parse(state).ok_or_else(|| StoreError::Corrupt {
+            table: "contact_requests",
+            detail: format!("state {state:?}"),
+        })?,
+        message: row.try_get(4)?,
+        created_ms: row.try_get(5)?,
+        decided_ms: row.try_get(6)?,
+    })
+}
+
+pub(super) const INVITE_COLUMNS: &str =
+    "id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms, revoked_ms";
+
+pub(super) fn invite_from_row(row: &Row) -> Result<InviteRecord, StoreError> {
+    let count = |index: usize| -> Result<u32, StoreError> {
+        let value: i64 = row.try_get(index)?;
+        u32::try_from(value).map_err(|_| StoreError::Corrupt {
+            table: "invites",
+            detail: format!("a count of {value}"),
+        })
+    };
+    Ok(InviteRecord {
+        id: row.try_get(0)?,
+        code_hash: hash_from(row, 1, "invites")?,
+        creator: row.try_get(2)?,
+        room: row.try_get(3)?,
+        max_uses: count(4)?,
+        uses: count(5)?,
+        expires_ms: row.try_get(6)?,
+        created_ms: row.try_get(7)?,
+        revoked_ms: row.try_get(8)?,
+    })
+}
+
+pub(super) fn audit_result_str(result: AuditResult) -> &'static str {
+    match result {
+        AuditResult::Ok => "ok",
+        AuditResult::Err => "err",
+    }
+}
+
+pub(super) const AUDIT_COLUMNS: &str =
+    "n, ts_ms, principal, action, target, result, code, hash, count, reason";
+
+pub(super) fn audit_from_row(row: &Row) -> Result<AuditRecord, StoreError> {
+    let result: &str = row.try_get(5)?;
+    Ok(AuditRecord {
+        n: seq_from(row.try_get(0)?),
+        ts_ms: row.try_get(1)?,
+        principal: row.try_get(2)?,
+        action: row.try_get(3)?,
+        target: row.try_get(4)?,
+        result: if result == "ok" {
+            AuditResult::Ok
+        } else {
+            AuditResult::Err
+        },
+        code: row.try_get(6)?,
+        hash: row.try_get(7)?,
+        count: row.try_get::<_, Option<i64>>(8)?.map(seq_from),
+        reason: row.try_get(9)?,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,498 @@
+//! The readers: replay and history for connections, the directory and the audit log, on
+//! pooled connections. Long reads go through a portal a few hundred rows at a time, so a
+//! page cut short by its byte budget never fetched the rows after it.
+
+use std::sync::Arc;
+
+use deadpool_postgres::{Pool, Transaction};
+use roundtable_protocol::model::{ContactRelation, DirectoryEntry};
+use tokio_postgres::IsolationLevel;
+use tokio_postgres::types::ToSql;
+
+use super::*;
+use crate::store::{
+    AuditQuery, DirectoryQuery, HistoryPage, HistoryRange, ReadError, ReadStore, ReplayPage,
+    ReplayPosition, StreamPlan, SyncPlan,
+};
+use crate::visibility;
+
+/// Rows one replay page reads at most: bounds its time for an agent that sees few of a
+/// room's events, as `max_bytes` bounds its memory.
+const REPLAY_PAGE_ROWS: usize = 4096;
+
+/// Rows fetched from a portal at a time.
+const FETCH_ROWS: i32 = 256;
+
+/// Reads the whole audit log of the database at `url`, ascending, calling `visit` for each
+/// entry until it returns false (read-only: safe while hubs run).
+pub fn read_audit_log(
+    url: &str,
+    mut visit: impl FnMut(AuditRecord) -> bool,
+) -> Result<(), StoreError> {
+    let config: tokio_postgres::Config = url.parse().map_err(|error: tokio_postgres::Error| {
+        StoreError::Postgres(PostgresError::Address(error.to_string()))
+    })?;
+    let io = Io::new().map_err(StoreError::Postgres)?;
+    let pool = pool(&config, 1)?;
+    io.wait(async {
+        let mut client = pool.get().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let statement = tx
+            .prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY n"))
+            .await?;
+        let portal = tx.bind(&statement, &[]).await?;
+        loop {
+            let rows = tx.query_portal(&portal, FETCH_ROWS).await?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            for row in &rows {
+                if !visit(audit_from_row(row)?) {
+                    return Ok(());
+                }
+            }
+        }
+    })
+}
+
+/// Pooled connections for replay and history.
+pub struct PostgresReader {
+    pub(super) io: Arc<Io>,
+    pub(super) pool: Pool,
+}
+
+impl std::fmt::Debug for PostgresReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PostgresReader")
+    }
+}
+
+/// A read that may be refused for a reason other than the store.
+fn store_only<T>(result: Result<T, ReadError>, table: &'static str) -> Result<T, StoreError> {
+    result.map_err(|error| match error {
+        ReadError::Store(error) => error,
+        other => StoreError::Corrupt {
+            table,
+            detail: other.to_string(),
+        },
+    })
+}
+
+impl PostgresReader {
+    /// Runs `work` in a read-only transaction that sees one snapshot of the database.
+    fn read<T>(
+        &self,
+        work: impl AsyncFnOnce(&Transaction<'_>) -> Result<T, ReadError>,
+    ) -> Result<T, ReadError> {
+        self.io.wait(async {
+            let mut client = self.pool.get().await.map_err(StoreError::from)?;
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(StoreError::from)?;
+            let result = work(&tx).await;
+            // Read only: nothing to keep, and a failed transaction cannot commit anyway.
+            drop(tx);
+            result
+        })
+    }
+}
+
+/// Calls `visit` on the rows of `sql` in order, a few hundred at a time, until it returns
+/// false or the rows run out.
+async fn each_row(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    mut visit: impl FnMut(&Row) -> Result<bool, StoreError>,
+) -> Result<(), StoreError> {
+    let statement = tx.prepare_cached(sql).await?;
+    let portal = tx.bind(&statement, params).await?;
+    loop {
+        let rows = tx.query_portal(&portal, FETCH_ROWS).await?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for row in &rows {
+            if !visit(row)? {
+                return Ok(());
+            }
+        }
+        if rows.len() < FETCH_ROWS as usize {
+            return Ok(());
+        }
+    }
+}
+
+async fn head_of(tx: &Transaction<'_>, stream: &StreamKey) -> Result<u64, StoreError> {
+    let statement = tx
+        .prepare_cached("SELECT head FROM stream_heads WHERE stream = $1")
+        .await?;
+    let head = tx
+        .query_opt(&statement, &[&stream.storage_key().as_ref()])
+        .await?;
+    Ok(match head {
+        Some(row) => seq_from(row.try_get(0)?),
+        None => 0,
+    })
+}
+
+impl ReadStore for PostgresReader {
+    fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
+        let head = self.read(async |tx| {
+            let row = tx
+                .query_opt("SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1", &[])
+                .await
+                .map_err(StoreError::from)?;
+            Ok(match row {
+                Some(row) => (
+                    seq_from(row.try_get(0).map_err(StoreError::from)?),
+                    row.try_get(1).map_err(StoreError::from)?,
+                ),
+                None => (0, crate::audit::GENESIS.to_owned()),
+            })
+        });
+        store_only(head, "audit").map(Some)
+    }
+
+    fn directory(&self, query: &DirectoryQuery) -> Result<Vec<DirectoryEntry>, StoreError> {
+        let entries = self.read(async |tx| {
+            let viewer_owner = tx
+                .query_opt(
+                    "SELECT coalesce(owner, id) FROM principals WHERE id = $1",
+                    &[&query.viewer],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            let Some(viewer_owner) = viewer_owner else {
+                return Ok(Vec::new());
+            };
+            let viewer_owner: String = viewer_owner.try_get(0).map_err(StoreError::from)?;
+            let mut pending_out = std::collections::HashSet::new();
+            let mut pending_in = std::collections::HashSet::new();
+            let lifetime = crate::engine::REQUEST_LIFETIME_MS;
+            for row in tx
+                .query(
+                    "SELECT sender, target FROM contact_requests WHERE state = 'pending'
+                     AND created_ms > $2 AND (sender = $1 OR target = $1)",
+                    &[&query.viewer, &(query.now_ms - lifetime)],
+                )
+                .await
+                .map_err(StoreError::from)?
+            {
+                let sender: String = row.try_get(0).map_err(StoreError::from)?;
+                let target: String = row.try_get(1).map_err(StoreError::from)?;
+                if sender == query.viewer {
+                    pending_out.insert(target);
+                } else {
+                    pending_in.insert(sender);
+                }
+            }
+            let contact = "EXISTS (SELECT 1 FROM contacts WHERE (a = $1 AND b = {x}) \
+                           OR (a = {x} AND b = $1))";
+            let sql = format!(
+                "SELECT id, kind, handle, name, owner, description, card, \
+                 coalesce(owner, id) = $2, {is_contact} \
+                 FROM principals WHERE id != $1 AND (coalesce(owner, id) = $2 \
+                 OR discoverable = 'public' OR (discoverable = 'contacts' AND ({is_contact} \
+                 OR {owner_is_contact}))) ORDER BY handle",
+                is_contact = contact.replace("{x}", "id"),
+                owner_is_contact = contact.replace("{x}", "coalesce(owner, id)"),
+            );
+            let mut entries = Vec::new();
+            each_row(tx, &sql, &[&query.viewer, &viewer_owner], |row| {
+                if entries.len() >= query.limit {
+                    return Ok(false);
+                }
+                let handle: String = row.try_get(2)?;
+                let name: String = row.try_get(3)?;
+                let description: Option<String> = row.try_get(5)?;
+                if let Some(wanted) = &query.query
+                    && !handle.contains(wanted.as_str())
+                    && !name.to_lowercase().contains(wanted.as_str())
+                    && !description
+                        .as_deref()
+                        .is_some_and(|d| d.to_lowercase().contains(wanted.as_str()))
+                {
+                    return Ok(true);
+                }
+                let id: String = row.try_get(0)?;
+                let kin: bool = row.try_get(7)?;
+                let is_contact: bool = row.try_get(8)?;
+                let contact = if kin {
+                    ContactRelation::Kin
+                } else if is_contact {
+                    ContactRelation::Accepted
+                } else if pending_out.contains(&id) {
+                    ContactRelation::PendingOut
+                } else if pending_in.contains(&id) {
+                    ContactRelation::PendingIn
+                } else {
+                    ContactRelation::None
+                };
+                let card: Option<String> = row.try_get(6)?;
+                entries.push(DirectoryEntry {
+                    kind: kind_from(row.try_get(1)?)?,
+                    owner: row.try_get(4)?,
+                    card: card.and_then(|card| serde_json::from_str(&card).ok()),
+                    id,
+                    handle,
+                    name,
+                    description,
+                    contact,
+                });
+                Ok(true)
+            })
+            .await?;
+            Ok(entries)
+        });
+        store_only(entries, "principals")
+    }
+
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
+        self.read(async |tx| {
+            let visible: Vec<String> = tx
+                .query(
+                    "SELECT id FROM principals WHERE id = $1 OR owner = $1",
+                    &[&query.viewer],
+                )
+                .await
+                .map_err(StoreError::from)?
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<Result<_, _>>()
+                .map_err(StoreError::from)?;
+            let principals: Vec<String> = match &query.principal {
+                Some(principal) if visible.contains(principal) => vec![principal.clone()],
+                Some(_) => return Err(ReadError::NotFound),
+                None => visible,
+            };
+            let rows = tx
+                .query(
+                    &format!(
+                        "SELECT {AUDIT_COLUMNS} FROM audit WHERE principal = ANY($1) \
+                         AND ts_ms >= $2 ORDER BY n LIMIT $3"
+                    ),
+                    &[
+                        &principals,
+                        &query.since_ms.unwrap_or(i64::MIN),
+                        &i64::from(query.limit),
+                    ],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn sync_plan(
+        &self,
+        principal: &str,
+        cursors: &dyn Fn(&StreamKey) -> u64,
+        replay_max: u64,
+    ) -> Result<SyncPlan, StoreError> {
+        let plan = self.read(async |tx| {
+            let rooms = tx
+                .query(
+                    "SELECT m.room, m.routing, coalesce(h.head, 0) FROM members m
+                     LEFT JOIN stream_heads h ON h.stream = m.room WHERE m.principal = $1",
+                    &[&principal],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            let mut plan = SyncPlan::default();
+            let mut streams = Vec::with_capacity(rooms.len() + 1);
+            for row in &rooms {
+                let room: String = row.try_get(0).map_err(StoreError::from)?;
+                let routing: &str = row.try_get(1).map_err(StoreError::from)?;
+                let head: i64 = row.try_get(2).map_err(StoreError::from)?;
+                streams.push((
+                    StreamKey::Room(room),
+                    Routing::parse(routing).unwrap_or_default(),
+                    seq_from(head),
+                ));
+            }
+            let inbox = StreamKey::Inbox(principal.to_owned());
+            let inbox_head = head_of(tx, &inbox).await?;
+            streams.push((inbox, Routing::All, inbox_head));
+            for (stream, routing, head) in streams {
+                let mut after = cursors(&stream).min(head);
+                let mut gap = None;
+                if matches!(stream, StreamKey::Room(_)) && head - after > replay_max {
+                    let start = head - replay_max;
+                    gap = Some((after + 1, start));
+                    after = start;
+                }
+                plan.streams.push(StreamPlan {
+                    stream,
+                    routing,
+                    head,
+                    gap,
+                    after,
+                });
+            }
+            for row in tx
+                .query(
+                    "SELECT stream, max(seq) FROM acks WHERE principal = $1 GROUP BY stream",
+                    &[&principal],
+                )
+                .await
+                .map_err(StoreError::from)?
+            {
+                let key: &str = row.try_get(0).map_err(StoreError::from)?;
+                let seq: i64 = row.try_get(1).map_err(StoreError::from)?;
+                let stream = StreamKey::from_storage_key(key);
+                if plan.streams.iter().any(|planned| planned.stream == stream) {
+                    plan.read_markers.push((stream, seq_from(seq)));
+                }
+            }
+            Ok(plan)
+        });
+        store_only(plan, "members")
+    }
+
+    fn replay_page(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        plan: &[StreamPlan],
+        from: ReplayPosition,
+        max_bytes: usize,
+    ) -> Result<ReplayPage, StoreError> {
+        let page = self.read(async |tx| {
+            let mut page = ReplayPage::default();
+            let mut bytes = 0;
+            let mut rows_read = 0;
+            let mut position = from;
+            while let Some(planned) = plan.get(position.stream) {
+                if position.after >= planned.head {
+                    position.stream += 1;
+                    if let Some(next) = plan.get(position.stream) {
+                        position.after = next.after;
+                    }
+                    continue;
+                }
+                if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
+                    page.next = Some(position);
+                    return Ok(page);
+                }
+                let mut exhausted = true;
+                let stream_index = position.stream;
+                let mut last = position.after;
+                each_row(
+                    tx,
+                    &format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 \
+                         AND seq <= $3 ORDER BY seq LIMIT $4"
+                    ),
+                    &[
+                        &planned.stream.storage_key().as_ref(),
+                        &seq_to(position.after),
+                        &seq_to(planned.head),
+                        &((REPLAY_PAGE_ROWS - rows_read) as i64),
+                    ],
+                    |row| {
+                        let event = event_from_row(row)?;
+                        rows_read += 1;
+                        last = event.seq;
+                        if !is_agent || visibility::agent_sees(&event, principal, planned.routing) {
+                            bytes += event.body.len();
+                            page.events.push((stream_index, event));
+                        }
+                        if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
+                            exhausted = false;
+                            return Ok(false);
+                        }
+                        Ok(true)
+                    },
+                )
+                .await?;
+                // Fewer rows than asked: nothing more up to the head.
+                position.after = if exhausted { planned.head } else { last };
+            }
+            Ok(page)
+        });
+        store_only(page, "events")
+    }
+
+    fn history(
+        &self,
+        principal: &str,
+        is_agent: bool,
+        room: &str,
+        range: HistoryRange,
+    ) -> Result<HistoryPage, ReadError> {
+        self.read(async |tx| {
+            let exists = tx
+                .query_opt("SELECT 1 FROM rooms WHERE id = $1", &[&room])
+                .await
+                .map_err(StoreError::from)?
+                .is_some();
+            if !exists {
+                return Err(ReadError::NotFound);
+            }
+            let routing = tx
+                .query_opt(
+                    "SELECT routing FROM members WHERE room = $1 AND principal = $2",
+                    &[&room, &principal],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            let Some(routing) = routing else {
+                return Err(ReadError::NotMember);
+            };
+            let routing: &str = routing.try_get(0).map_err(StoreError::from)?;
+            let routing = Routing::parse(routing).unwrap_or_default();
+            let limit = range.limit as usize;
+            let before = seq_to(range.before.unwrap_or(u64::MAX));
+            let (sql, after, ascending) = match range.after {
+                Some(after) => (
+                    format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 \
+                         AND seq < $3 ORDER BY seq ASC"
+                    ),
+                    seq_to(after),
+                    true,
+                ),
+                None => (
+                    format!(
+                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 \
+                         AND seq < $3 ORDER BY seq DESC"
+                    ),
+                    0,
+                    false,
+                ),
+            };
+            let mut page = HistoryPage::default();
+            let mut bytes = 0;
+            each_row(tx, &sql, &[&room, &after, &before], |row| {
+                if page.events.len() >= limit {
+                    return Ok(false);
+                }
+                let event = event_from_row(row)?;
+                if !is_agent || visibility::agent_sees(&event, principal, routing) {
+                    if !page.events.is_empty() && bytes + event.body.len() > range.max_bytes {
+                        page.more = true;
+                        return Ok(false);
+                    }
+                    bytes += event.body.len();
+                    page.events.push(event);
+                }
+                Ok(true)
+            })
+            .await?;
+            if !ascending {
+                page.events.reverse();
+            }
+            Ok(page)
+        })
+    }
+}

@@ -1,0 +1,407 @@
+//! The writer's transaction. Events are the bulk of every batch, so they are held and
+//! written together, in one statement per batch with the stream heads they move, just before
+//! anything reads them back and at commit; every other change is a statement of its own.
+
+use std::sync::Arc;
+
+use super::*;
+
+pub(super) struct PostgresTx<'conn> {
+    io: Arc<Io>,
+    tx: deadpool_postgres::Transaction<'conn>,
+    /// Appended events not yet sent to the server.
+    held: Vec<EventRecord>,
+}
+
+impl<'conn> PostgresTx<'conn> {
+    pub(super) fn new(io: Arc<Io>, tx: deadpool_postgres::Transaction<'conn>) -> Self {
+        PostgresTx {
+            io,
+            tx,
+            held: Vec::new(),
+        }
+    }
+
+    fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let tx = &self.tx;
+        self.io.wait(async {
+            let statement = tx.prepare_cached(sql).await?;
+            Ok(tx.execute(&statement, params).await?)
+        })
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        self.write_held()?;
+        let tx = &self.tx;
+        self.io.wait(async {
+            let statement = tx.prepare_cached(sql).await?;
+            Ok(tx.query_opt(&statement, params).await?)
+        })
+    }
+
+    /// Sends the held events, and the heads they move, in two statements.
+    fn write_held(&mut self) -> Result<(), StoreError> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let held = std::mem::take(&mut self.held);
+        let streams: Vec<String> = held
+            .iter()
+            .map(|event| event.stream.storage_key().into_owned())
+            .collect();
+        let seqs: Vec<i64> = held.iter().map(|event| seq_to(event.seq)).collect();
+        let ids: Vec<&str> = held.iter().map(|event| event.id.as_str()).collect();
+        let times: Vec<i64> = held.iter().map(|event| event.ts_ms).collect();
+        let senders: Vec<&str> = held.iter().map(|event| event.from.as_str()).collect();
+        let kinds: Vec<&str> = held.iter().map(|event| event.kind.as_str()).collect();
+        let bodies: Vec<&str> = held.iter().map(|event| event.body.as_str()).collect();
+        let keys: Vec<Option<&str>> = held
+            .iter()
+            .map(|event| event.client_key.as_deref())
+            .collect();
+        // Principal ids hold no spaces (they are hub-minted), so a mention list travels as
+        // one space-separated text per event: `unnest` cannot take ragged arrays.
+        let mentions: Vec<String> = held.iter().map(|event| event.mentions.join(" ")).collect();
+        let pairs: Vec<bool> = held.iter().map(|event| event.pair).collect();
+        let tx = &self.tx;
+        self.io.wait(async {
+            let append = tx
+                .prepare_cached(
+                    "INSERT INTO events (stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair)
+                     SELECT stream, seq, id, ts_ms, sender, kind, body, client_key,
+                            coalesce(string_to_array(nullif(mentions, ''), ' '), '{}'), pair
+                     FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
+                                 $6::text[], $7::text[], $8::text[], $9::text[], $10::boolean[])
+                          AS held (stream, seq, id, ts_ms, sender, kind, body, client_key, mentions, pair)",
+                )
+                .await?;
+            let heads = tx
+                .prepare_cached(
+                    "INSERT INTO stream_heads (stream, head)
+                     SELECT stream, max(seq) FROM unnest($1::text[], $2::bigint[]) AS held (stream, seq)
+                     GROUP BY stream
+                     ON CONFLICT (stream) DO UPDATE SET head = greatest(stream_heads.head, excluded.head)",
+                )
+                .await?;
+            // Pipelined: both go out before either answer is awaited.
+            let (appended, moved) = futures_util::future::join(
+                tx.execute(
+                    &append,
+                    &[
+                        &streams, &seqs, &ids, &times, &senders, &kinds, &bodies, &keys,
+                        &mentions, &pairs,
+                    ],
+                ),
+                tx.execute(&heads, &[&streams, &seqs]),
+            )
+            .await;
+            appended?;
+            moved?;
+            Ok(())
+        })
+    }
+}
+
+impl WriteTx for PostgresTx<'_> {
+    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO principals (id, kind, handle, name, owner, discoverable, description, card, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &p.id,
+                &p.kind.as_str(),
+                &p.handle,
+                &p.name,
+                &p.owner,
+                &p.discoverable.as_str(),
+                &p.description,
+                &p.card,
+                &p.created_ms,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE principals SET name = $2, discoverable = $3, description = $4, card = $5
+             WHERE id = $1",
+            &[
+                &p.id,
+                &p.name,
+                &p.discoverable.as_str(),
+                &p.description,
+                &p.card,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO tokens (hash, principal, created_ms, revoked_ms) VALUES ($1, $2, $3, $4)",
+            &[
+                &&token.hash.0[..],
+                &token.principal,
+                &now_ms,
+                &token.revoked.then_some(now_ms),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE tokens SET revoked_ms = $2 WHERE principal = $1 AND revoked_ms IS NULL",
+            &[&principal, &now_ms],
+        )?;
+        Ok(())
+    }
+
+    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO rooms (id, title, topic, creator, created_ms) VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &room.id,
+                &room.title,
+                &room.topic,
+                &room.creator,
+                &room.created_ms,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE rooms SET title = $2, topic = $3 WHERE id = $1",
+            &[&room.id, &room.title, &room.topic],
+        )?;
+        Ok(())
+    }
+
+    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO members (room, principal, routing, joined_ms) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (room, principal) DO UPDATE SET routing = excluded.routing",
+            &[
+                &member.room,
+                &member.principal,
+                &member.routing.as_str(),
+                &member.joined_ms,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM members WHERE room = $1 AND principal = $2",
+            &[&room, &principal],
+        )?;
+        Ok(())
+    }
+
+    fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
+        self.held.push(event.clone());
+        Ok(())
+    }
+
+    fn event_at(
+        &mut self,
+        stream: &StreamKey,
+        seq: u64,
+    ) -> Result<Option<EventRecord>, StoreError> {
+        self.query_opt(
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq = $2"),
+            &[&stream.storage_key().as_ref(), &seq_to(seq)],
+        )?
+        .map(|row| event_from_row(&row))
+        .transpose()
+    }
+
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+        self.query_opt(
+            &format!("SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE id = $1"),
+            &[&id],
+        )?
+        .map(|row| request_from_row(&row))
+        .transpose()
+    }
+
+    fn invite_by_code(
+        &mut self,
+        code_hash: &TokenHash,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        self.query_opt(
+            &format!("SELECT {INVITE_COLUMNS} FROM invites WHERE code_hash = $1"),
+            &[&&code_hash.0[..]],
+        )?
+        .map(|row| invite_from_row(&row))
+        .transpose()
+    }
+
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+        self.query_opt(
+            &format!("SELECT {INVITE_COLUMNS} FROM invites WHERE id = $1"),
+            &[&id],
+        )?
+        .map(|row| invite_from_row(&row))
+        .transpose()
+    }
+
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+        self.query_opt(
+            &format!("SELECT {PING_COLUMNS} FROM pings WHERE room = $1 AND ping = $2"),
+            &[&room, &ping],
+        )?
+        .map(|row| ping_from_row(&row))
+        .transpose()
+    }
+
+    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO pings (room, ping, seq, recipients, expires_ms, answered_by)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (room, ping) DO UPDATE SET answered_by = excluded.answered_by",
+            &[
+                &ping.room,
+                &ping.ping,
+                &seq_to(ping.seq),
+                &ping.to,
+                &ping.expires_ms,
+                &ping.answered_by,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn set_ack(
+        &mut self,
+        principal: &str,
+        device: &str,
+        stream: &StreamKey,
+        seq: u64,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO acks (principal, device, stream, seq) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (principal, device, stream) DO UPDATE SET seq = greatest(acks.seq, excluded.seq)",
+            &[
+                &principal,
+                &device,
+                &stream.storage_key().as_ref(),
+                &seq_to(seq),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO contacts (a, b, since_ms, request) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (a, b) DO NOTHING",
+            &[&contact.a, &contact.b, &contact.since_ms, &contact.request],
+        )?;
+        Ok(())
+    }
+
+    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO contact_requests (id, sender, target, state, message, created_ms, decided_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, decided_ms = excluded.decided_ms",
+            &[
+                &request.id,
+                &request.from,
+                &request.to,
+                &request.state.as_str(),
+                &request.message,
+                &request.created_ms,
+                &request.decided_ms,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO invites
+                 (id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms, revoked_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (id) DO UPDATE SET uses = excluded.uses, revoked_ms = excluded.revoked_ms",
+            &[
+                &invite.id,
+                &&invite.code_hash.0[..],
+                &invite.creator,
+                &invite.room,
+                &i64::from(invite.max_uses),
+                &i64::from(invite.uses),
+                &invite.expires_ms,
+                &invite.created_ms,
+                &invite.revoked_ms,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO controls (agent, room, action, by_id, ts_ms, reason)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (agent, room) DO UPDATE SET action = excluded.action, by_id = excluded.by_id,
+                 ts_ms = excluded.ts_ms, reason = excluded.reason",
+            &[
+                &control.agent,
+                &control.room.as_deref().unwrap_or(""),
+                &control.action.as_str(),
+                &control.by,
+                &control.ts_ms,
+                &control.reason,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM controls WHERE agent = $1 AND room = $2",
+            &[&agent, &room.unwrap_or("")],
+        )?;
+        Ok(())
+    }
+
+    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash, count, reason)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &seq_to(entry.n),
+                &entry.ts_ms,
+                &entry.principal,
+                &entry.action,
+                &entry.target,
+                &audit_result_str(entry.result),
+                &entry.code,
+                &entry.hash,
+                &entry.count.map(seq_to),
+                &entry.reason,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.write_held()?;
+        let PostgresTx { io, tx, .. } = *self;
+        io.wait(tx.commit())?;
+        Ok(())
+    }
+}
