@@ -21,6 +21,29 @@ impl std::fmt::Debug for TokenHash {
     }
 }
 
+/// Hex, for the batches hub processes share (the database holds the same hashes).
+impl serde::Serialize for TokenHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let hex: String = self.0.iter().map(|byte| format!("{byte:02x}")).collect();
+        serializer.serialize_str(&hex)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TokenHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let hex = String::deserialize(deserializer)?;
+        let mut hash = [0u8; 32];
+        if hex.len() != 64 || !hex.is_ascii() {
+            return Err(serde::de::Error::custom("a token hash is 64 hex digits"));
+        }
+        for (byte, pair) in hash.iter_mut().zip(hex.as_bytes().chunks(2)) {
+            let pair = std::str::from_utf8(pair).map_err(serde::de::Error::custom)?;
+            *byte = u8::from_str_radix(pair, 16).map_err(serde::de::Error::custom)?;
+        }
+        Ok(TokenHash(hash))
+    }
+}
+
 impl TokenHash {
     pub fn of(token: &str) -> TokenHash {
         TokenHash(Sha256::digest(token.as_bytes()).into())

@@ -41,6 +41,7 @@ pub mod listener;
 pub mod metrics;
 pub mod operator;
 pub mod relay;
+pub mod replication;
 pub mod sent_keys;
 pub mod session;
 pub mod state;

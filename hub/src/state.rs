@@ -187,6 +187,89 @@ impl HubState {
         state
     }
 
+    /// Applies a change another hub process committed (see [`crate::replication`]), as
+    /// its engine applied it to its own memory; `now_ms` dates what time ends (invites,
+    /// pings), as [`HubState::from_snapshot`] of a load at that time would.
+    pub fn apply(&mut self, op: &crate::replication::WriteOp, now_ms: i64) {
+        use crate::replication::WriteOp;
+        match op {
+            WriteOp::InsertPrincipal { principal } => {
+                self.handles
+                    .insert(principal.handle.clone(), principal.id.clone());
+                self.skeletons.insert(
+                    roundtable_protocol::handles::skeleton(&principal.handle),
+                    principal.handle.clone(),
+                );
+                if let Some(owner) = &principal.owner {
+                    *self.agents_of.entry(owner.clone()).or_default() += 1;
+                }
+                self.principals
+                    .insert(principal.id.clone(), principal.clone());
+            }
+            WriteOp::UpdatePrincipal { principal } => {
+                self.principals
+                    .insert(principal.id.clone(), principal.clone());
+            }
+            WriteOp::InsertToken { token } => {
+                if !token.revoked {
+                    self.add_token(token.clone());
+                }
+            }
+            WriteOp::RevokeTokens { principal } => self.revoke_tokens_of(principal),
+            WriteOp::InsertRoom { room } => {
+                self.rooms
+                    .entry(room.id.clone())
+                    .or_insert_with(|| RoomState::new(room.clone()));
+            }
+            WriteOp::UpdateRoom { room } => {
+                if let Some(state) = self.rooms.get_mut(&room.id) {
+                    state.record = room.clone();
+                }
+            }
+            WriteOp::UpsertMember { member } => {
+                self.add_member(&member.room, &member.principal, member.routing);
+            }
+            WriteOp::DeleteMember { room, principal } => self.remove_member(room, principal),
+            WriteOp::AppendEvent { event } => match &event.stream {
+                StreamKey::Room(room) => {
+                    if let Some(state) = self.rooms.get_mut(room) {
+                        state.head = state.head.max(event.seq);
+                    }
+                    if let Some(key) = &event.client_key {
+                        self.sent_keys
+                            .insert(&event.from, key, room, event.seq, event.ts_ms);
+                    }
+                }
+                StreamKey::Inbox(principal) => {
+                    let head = self.inbox_heads.entry(principal.clone()).or_insert(0);
+                    *head = (*head).max(event.seq);
+                }
+            },
+            WriteOp::UpsertPing { ping } => self.put_ping(ping.clone(), now_ms),
+            WriteOp::InsertContact { contact } => self.add_contact(contact.clone()),
+            WriteOp::UpsertRequest { request } => self.put_request(request.clone()),
+            WriteOp::UpsertInvite { invite } => self.put_invite(invite.clone(), now_ms),
+            WriteOp::SetControl { control } => {
+                let controls = self.controls.entry(control.agent.clone()).or_default();
+                controls.retain(|existing| existing.room != control.room);
+                controls.push(control.clone());
+            }
+            WriteOp::DeleteControl { agent, room } => {
+                if let Some(controls) = self.controls.get_mut(agent) {
+                    controls.retain(|existing| existing.room != *room);
+                    if controls.is_empty() {
+                        self.controls.remove(agent);
+                    }
+                }
+            }
+            WriteOp::AppendAudit { entry } => {
+                if entry.n > self.audit_head.0 {
+                    self.audit_head = (entry.n, entry.hash.clone());
+                }
+            }
+        }
+    }
+
     /// Remembers a token (new, or loaded).
     pub fn add_token(&mut self, token: TokenRecord) {
         self.tokens_of

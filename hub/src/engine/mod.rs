@@ -686,6 +686,12 @@ pub(crate) mod test_support {
         pub engine: Engine,
         pub now_ms: i64,
         next_conn: u64,
+        /// Another hub process's memory of the same store, kept only from the changes
+        /// each transaction shares (see [`crate::replication`]): it must always equal the
+        /// engine's, which every test checks as it ends.
+        pub replica: HubState,
+        /// Every `(sender, client_key)` a transaction stored.
+        keys: Vec<(String, String)>,
     }
 
     impl Fixture {
@@ -695,51 +701,66 @@ pub(crate) mod test_support {
             let (mut store, _reader) =
                 sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1_000).unwrap();
             let snapshot = store.load(1).unwrap();
+            let replica = HubState::from_snapshot(store.load(1).unwrap());
             Fixture {
                 _dir: dir,
                 store,
                 engine: Engine::new(snapshot, ids),
                 now_ms: 1_800_000_000_000,
                 next_conn: 0,
+                replica,
+                keys: Vec::new(),
             }
+        }
+
+        /// Runs `work` in one committed transaction, and applies what it shared to the
+        /// replica.
+        pub fn transaction<T>(
+            &mut self,
+            work: impl FnOnce(&mut Engine, &mut dyn WriteTx, i64) -> T,
+        ) -> T {
+            let mut tx = crate::replication::RecordingTx::new(self.store.transaction().unwrap());
+            let result = work(&mut self.engine, &mut tx, self.now_ms);
+            let ops = std::mem::take(&mut tx.ops);
+            Box::new(tx).commit().unwrap();
+            for op in &ops {
+                if let crate::replication::WriteOp::AppendEvent { event } = op
+                    && let Some(key) = &event.client_key
+                {
+                    self.keys.push((event.from.clone(), key.clone()));
+                }
+                self.replica.apply(op, self.now_ms);
+            }
+            result
         }
 
         /// Runs one command in its own committed transaction.
         pub fn run(&mut self, caller: &Caller, frame: ClientFrame) -> Result<Outcome, Refusal> {
-            let mut tx = self.store.transaction().unwrap();
-            match self
-                .engine
-                .execute(&mut *tx, self.now_ms, caller, Command::Frame(frame))
-            {
-                Ok(outcome) => {
-                    tx.commit().unwrap();
-                    Ok(outcome)
-                }
-                Err(ExecError::Refused(refusal)) => {
-                    tx.commit().unwrap();
-                    Err(refusal)
-                }
+            match self.transaction(|engine, tx, now_ms| {
+                engine.execute(tx, now_ms, caller, Command::Frame(frame))
+            }) {
+                Ok(outcome) => Ok(outcome),
+                Err(ExecError::Refused(refusal)) => Err(refusal),
                 Err(ExecError::Store(error)) => panic!("store error: {error}"),
             }
         }
 
         pub fn signup(&mut self, handle: &str) -> Caller {
-            let mut tx = self.store.transaction().unwrap();
             let outcome = self
-                .engine
-                .signup(
-                    &mut *tx,
-                    self.now_ms,
-                    crate::config::SignupMode::Open,
-                    roundtable_protocol::client::SignupRequest {
-                        handle: handle.into(),
-                        name: handle.to_uppercase(),
-                        discoverable: None,
-                        invite: None,
-                    },
-                )
+                .transaction(|engine, tx, now_ms| {
+                    engine.signup(
+                        tx,
+                        now_ms,
+                        crate::config::SignupMode::Open,
+                        roundtable_protocol::client::SignupRequest {
+                            handle: handle.into(),
+                            name: handle.to_uppercase(),
+                            discoverable: None,
+                            invite: None,
+                        },
+                    )
+                })
                 .unwrap_or_else(|error| panic!("signup {handle}: {error:?}"));
-            tx.commit().unwrap();
             self.caller(&outcome.principal.id)
         }
 
@@ -753,5 +774,91 @@ pub(crate) mod test_support {
                 conn: ConnId(self.next_conn),
             }
         }
+
+        /// The writer's housekeeping, which every process runs on its own memory.
+        pub fn housekeeping(&mut self) {
+            self.engine.forget_old_keys(self.now_ms);
+            self.engine.forget_expired(self.now_ms);
+            self.replica.sent_keys.prune(self.now_ms);
+            self.replica.forget_expired(self.now_ms);
+        }
+
+        /// A restart: the engine, and the replica, from what the store holds.
+        pub fn restart(&mut self) {
+            let snapshot = self.store.load(self.now_ms).unwrap();
+            self.engine = Engine::new(snapshot, IdSource::seeded(2));
+            self.replica = HubState::from_snapshot(self.store.load(self.now_ms).unwrap());
+        }
+
+        /// The replica and the engine remember the same things.
+        pub fn assert_replica_matches(&self) {
+            assert_eq!(digest(&self.replica), digest(&self.engine.state));
+            for (sender, key) in &self.keys {
+                let positions = |state: &HubState| -> Vec<(String, u64)> {
+                    let mut found: Vec<(String, u64)> = state
+                        .sent_keys
+                        .find(sender, key)
+                        .into_iter()
+                        .map(|at| (at.room.to_owned(), at.seq))
+                        .collect();
+                    found.sort();
+                    found
+                };
+                assert_eq!(positions(&self.replica), positions(&self.engine.state));
+            }
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                self.assert_replica_matches();
+            }
+        }
+    }
+
+    /// Everything a state remembers, as sorted lines (its maps have no order).
+    fn digest(state: &HubState) -> Vec<String> {
+        fn lines<K: std::fmt::Debug, V: std::fmt::Debug>(
+            name: &str,
+            map: impl IntoIterator<Item = (K, V)>,
+        ) -> Vec<String> {
+            let mut lines: Vec<String> = map
+                .into_iter()
+                .map(|(key, value)| format!("{name} {key:?} {value:?}"))
+                .collect();
+            lines.sort();
+            lines
+        }
+        let sorted_tokens_of = state.tokens_of.iter().map(|(principal, hashes)| {
+            let mut hashes: Vec<String> = hashes.iter().map(|h| format!("{h:?}")).collect();
+            hashes.sort();
+            (principal.clone(), hashes)
+        });
+        let sorted_controls = state.controls.iter().map(|(agent, controls)| {
+            let mut controls: Vec<String> = controls.iter().map(|c| format!("{c:?}")).collect();
+            controls.sort();
+            (agent.clone(), controls)
+        });
+        let mut all = vec![format!("ids {} {}", state.hub_id, state.epoch)];
+        all.extend(lines("principal", &state.principals));
+        all.extend(lines("handle", &state.handles));
+        all.extend(lines("token", &state.tokens));
+        all.extend(lines("tokens_of", sorted_tokens_of));
+        all.extend(lines("agents_of", &state.agents_of));
+        all.extend(lines("room", &state.rooms));
+        all.extend(lines("rooms_of", &state.rooms_of));
+        all.extend(lines("inbox", &state.inbox_heads));
+        all.extend(lines("ping", &state.pings));
+        all.extend(lines("skeleton", &state.skeletons));
+        all.extend(lines("contact", &state.contacts));
+        all.extend(lines("contacts_of", &state.contacts_of));
+        all.extend(lines("request", &state.requests));
+        all.extend(lines("pending", &state.pending));
+        all.extend(lines("pending_of", &state.pending_of));
+        all.extend(lines("invite", &state.invites));
+        all.extend(lines("control", sorted_controls));
+        all.push(format!("audit {:?}", state.audit_head));
+        all
     }
 }

@@ -158,8 +158,7 @@ fn a_key_is_remembered_across_a_reload_until_its_retention_ends() {
 
     // The keys come back from the events themselves.
     fixture.now_ms = sent_at + 7 * 24 * 60 * 60 * 1000;
-    let snapshot = fixture.store.load(fixture.now_ms).unwrap();
-    fixture.engine = Engine::new(snapshot, crate::ids::IdSource::seeded(2));
+    fixture.restart();
     let (again, dup) = sent(fixture.run(&dana, frame()).unwrap());
     assert!(
         dup,
@@ -172,7 +171,7 @@ fn a_key_is_remembered_across_a_reload_until_its_retention_ends() {
     fixture.now_ms = sent_at + crate::sent_keys::RETENTION_MS;
     for _ in 0..60 {
         fixture.now_ms += 60 * 1000;
-        fixture.engine.forget_old_keys(fixture.now_ms);
+        fixture.housekeeping();
     }
     let (fresh, dup) = sent(fixture.run(&dana, frame()).unwrap());
     assert!(!dup);
@@ -189,12 +188,13 @@ fn a_remembered_position_is_checked_against_the_stored_event() {
             .run(&dana, message(2, &room, "first-key", json!({"text": "a"})))
             .unwrap(),
     );
-    // As after a hash collision: another key's candidate points at `first`.
-    fixture
-        .engine
-        .state
-        .sent_keys
-        .insert(&dana.id, "second-key", &room, first.seq, fixture.now_ms);
+    // As after a hash collision: another key's candidate points at `first` (in every
+    // process's memory alike: the hash is keyed the same).
+    for state in [&mut fixture.engine.state, &mut fixture.replica] {
+        state
+            .sent_keys
+            .insert(&dana.id, "second-key", &room, first.seq, fixture.now_ms);
+    }
     let (second, dup) = sent(
         fixture
             .run(&dana, message(3, &room, "second-key", json!({"text": "b"})))
@@ -494,34 +494,33 @@ fn an_event_goes_to_the_members_of_the_moment_it_was_stored() {
     let writer = register(&mut fixture, &dana, "writer");
     let room = create_room(&mut fixture, &dana, &["dana/writer"]);
     // In one transaction (one batch): a message, then the agent leaves.
-    let mut tx = fixture.store.transaction().unwrap();
-    let message = fixture
-        .engine
-        .execute(
-            &mut *tx,
-            fixture.now_ms,
-            &dana,
-            Command::Frame(message(
-                2,
-                &room,
-                "before-leave",
-                json!({"text": "@dana/writer bye"}),
-            )),
-        )
-        .unwrap();
-    let leave = fixture
-        .engine
-        .execute(
-            &mut *tx,
-            fixture.now_ms,
-            &writer,
-            Command::Frame(ClientFrame::RoomLeave(RoomLeave {
-                id: 3,
-                room: room.clone(),
-            })),
-        )
-        .unwrap();
-    tx.commit().unwrap();
+    let (message, leave) = fixture.transaction(|engine, tx, now_ms| {
+        let message = engine
+            .execute(
+                tx,
+                now_ms,
+                &dana,
+                Command::Frame(message(
+                    2,
+                    &room,
+                    "before-leave",
+                    json!({"text": "@dana/writer bye"}),
+                )),
+            )
+            .unwrap();
+        let leave = engine
+            .execute(
+                tx,
+                now_ms,
+                &writer,
+                Command::Frame(ClientFrame::RoomLeave(RoomLeave {
+                    id: 3,
+                    room: room.clone(),
+                })),
+            )
+            .unwrap();
+        (message, leave)
+    });
     let members = |event: &NewEvent| match &event.recipients {
         crate::state::Recipients::Room { members, also_to } => {
             let mut ids: Vec<String> = members
@@ -602,15 +601,11 @@ fn pending_contact_requests_expire_after_fourteen_days() {
 
     // A day short of the limit, nothing expires.
     fixture.now_ms += 13 * 24 * 3600 * 1000;
-    let mut tx = fixture.store.transaction().unwrap();
     assert!(
         fixture
-            .engine
-            .expire_requests(&mut *tx, fixture.now_ms)
-            .unwrap()
+            .transaction(|engine, tx, now_ms| engine.expire_requests(tx, now_ms).unwrap())
             .is_empty()
     );
-    tx.commit().unwrap();
 
     fixture.now_ms += 24 * 3600 * 1000;
     // Past it, the request can no longer be accepted…
@@ -627,12 +622,8 @@ fn pending_contact_requests_expire_after_fourteen_days() {
     assert_eq!(refused.code, ErrorCode::Conflict);
     assert!(refused.msg.contains("expired"));
     // …and the writer's housekeeping records it and tells both sides.
-    let mut tx = fixture.store.transaction().unwrap();
-    let events = fixture
-        .engine
-        .expire_requests(&mut *tx, fixture.now_ms)
-        .unwrap();
-    tx.commit().unwrap();
+    let events =
+        fixture.transaction(|engine, tx, now_ms| engine.expire_requests(tx, now_ms).unwrap());
     assert_eq!(events.len(), 2);
     for event in &events {
         assert_eq!(event.record.kind, "contact");
@@ -717,7 +708,7 @@ fn what_time_ends_leaves_the_writers_memory_and_is_still_answered_from_the_store
 
     // A minute on, the writer's housekeeping forgets both.
     fixture.now_ms += 60_000;
-    fixture.engine.forget_expired(fixture.now_ms);
+    fixture.housekeeping();
     assert_eq!(fixture.engine.state.invites.len(), invites_before);
     assert!(fixture.engine.state.pings.is_empty());
 
@@ -842,4 +833,125 @@ fn work_is_reported_by_the_agent_that_did_it_or_its_owner_only() {
         )
         .unwrap(),
     );
+}
+
+/// Every kind of change a command makes reaches another process's memory through what
+/// its transaction shares: the fixture's replica must equal the engine after each command
+/// (checked here as it goes, and once more as the fixture drops).
+#[test]
+fn every_kind_of_change_reaches_another_process_through_what_it_shares() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let sam = fixture.signup("sam");
+    let asker = register(&mut fixture, &dana, "asker");
+    let room = create_room(&mut fixture, &dana, &["dana/asker"]);
+    let frame =
+        |value: serde_json::Value| -> ClientFrame { serde_json::from_value(value).unwrap() };
+    let steps: Vec<(&Caller, ClientFrame)> = vec![
+        (
+            &dana,
+            frame(
+                json!({"t": "room_update", "id": 1, "room": room, "title": "Plans", "topic": "v2"}),
+            ),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "member_set", "id": 2, "room": room, "routing": "all"})),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "profile_set", "id": 3, "name": "Dana D", "discoverable": "public"})),
+        ),
+        (
+            &dana,
+            frame(
+                json!({"t": "control", "id": 4, "agent": asker.id, "action": "pause", "room": room, "reason": "budget reached"}),
+            ),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "control", "id": 5, "agent": asker.id, "action": "stop"})),
+        ),
+        (
+            &dana,
+            frame(
+                json!({"t": "control", "id": 6, "agent": asker.id, "action": "resume", "room": room}),
+            ),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "control", "id": 7, "agent": asker.id, "action": "resume"})),
+        ),
+        (
+            &sam,
+            frame(json!({"t": "profile_set", "id": 8, "discoverable": "public"})),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "contact_request", "id": 8, "to": "sam", "message": "hi"})),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "invite_create", "id": 9, "room": room, "max_uses": 2})),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "agent_token", "id": 10, "agent": asker.id, "action": "rotate"})),
+        ),
+        (
+            &asker,
+            message(11, &room, "from-the-agent", json!({"text": "done"})),
+        ),
+        (
+            &dana,
+            message(
+                12,
+                &room,
+                "from-dana-0001",
+                json!({"text": "@dana/asker thanks"}),
+            ),
+        ),
+        (
+            &dana,
+            frame(json!({"t": "room_kick", "id": 13, "room": room, "handle": "dana/asker"})),
+        ),
+    ];
+    for (step, (caller, frame)) in steps.into_iter().enumerate() {
+        let caller = caller.clone();
+        if let Err(refusal) = fixture.run(&caller, frame) {
+            panic!("step {step} refused: {refusal:?}");
+        }
+        fixture.assert_replica_matches();
+    }
+    // Sam accepts the request; an invite is redeemed and withdrawn.
+    let request = fixture.engine.state.pending[&(dana.id.clone(), sam.id.clone())].clone();
+    fixture
+        .run(
+            &sam,
+            frame(json!({"t": "contact_respond", "id": 14, "request": request, "accept": true})),
+        )
+        .unwrap();
+    let invite = fixture
+        .engine
+        .state
+        .invites
+        .values()
+        .next()
+        .unwrap()
+        .id
+        .clone();
+    fixture
+        .run(
+            &dana,
+            frame(json!({"t": "invite_revoke", "id": 15, "invite": invite})),
+        )
+        .unwrap();
+    fixture
+        .run(
+            &dana,
+            frame(json!({"t": "user_token", "id": 16, "action": "rotate"})),
+        )
+        .unwrap();
+    fixture.assert_replica_matches();
+    assert!(fixture.engine.state.is_contact(&dana.id, &sam.id));
 }

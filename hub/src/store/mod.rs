@@ -79,7 +79,9 @@ pub fn read_audit_log(
 }
 
 /// A stream: a room's log or a principal's inbox.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum StreamKey {
     Room(String),
     Inbox(String),
@@ -102,7 +104,7 @@ impl StreamKey {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PrincipalRecord {
     pub id: String,
     pub kind: PrincipalKind,
@@ -117,14 +119,14 @@ pub struct PrincipalRecord {
     pub created_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TokenRecord {
     pub hash: TokenHash,
     pub principal: String,
     pub revoked: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RoomRecord {
     pub id: String,
     pub title: Option<String>,
@@ -133,7 +135,7 @@ pub struct RoomRecord {
     pub created_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemberRecord {
     pub room: String,
     pub principal: String,
@@ -142,7 +144,7 @@ pub struct MemberRecord {
 }
 
 /// An event as stored.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EventRecord {
     pub stream: StreamKey,
     pub seq: u64,
@@ -161,7 +163,7 @@ pub struct EventRecord {
 }
 
 /// A question for a human, and its answer once there is one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PingRecord {
     pub room: String,
     pub ping: String,
@@ -174,7 +176,7 @@ pub struct PingRecord {
 }
 
 /// An accepted contact; `a < b`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ContactRecord {
     pub a: String,
     pub b: String,
@@ -184,7 +186,7 @@ pub struct ContactRecord {
 }
 
 /// A contact request and its decision.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RequestRecord {
     pub id: String,
     pub from: String,
@@ -196,7 +198,7 @@ pub struct RequestRecord {
 }
 
 /// An invite code (only its hash is kept).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InviteRecord {
     pub id: String,
     pub code_hash: TokenHash,
@@ -211,7 +213,7 @@ pub struct InviteRecord {
 }
 
 /// A pause or stop in force on an agent, in one room or (room `None`) everywhere.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ControlRecord {
     pub agent: String,
     pub room: Option<String>,
@@ -224,7 +226,7 @@ pub struct ControlRecord {
 }
 
 /// One audit log entry.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AuditRecord {
     pub n: u64,
     pub ts_ms: i64,
@@ -335,6 +337,21 @@ pub trait WriteTx {
     /// Deletes the control of `agent` in `room` (`None`: the all-rooms one).
     fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError>;
     fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError>;
+    /// What other hub processes sharing the store committed since this process last
+    /// looked, in their commit order; this transaction comes after all of them. Empty for
+    /// a store only this process writes.
+    fn others(&mut self) -> Vec<crate::replication::Committed> {
+        Vec::new()
+    }
+    /// This transaction's place in the order of the batches of every process sharing the
+    /// store (`None`: only this process writes it).
+    fn position(&self) -> Option<u64> {
+        None
+    }
+    /// What this batch tells the other processes, written with it at `commit`.
+    fn share(&mut self, _batch: crate::replication::SharedBatch) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Makes the transaction durable; returns only once it is.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }

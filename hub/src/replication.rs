@@ -1,0 +1,389 @@
+//! What one hub process tells the others when several share a database.
+//!
+//! Each process keeps the whole command state in memory and decides commands from it, as a
+//! lone hub does. To stay exact with others writing the same database, every process's
+//! batches are serialised by one lock taken at the start of the batch's transaction, and
+//! every committed batch leaves a [`SharedBatch`] numbered in that order: the changes it
+//! wrote ([`WriteOp`], which the others apply to their memory before deciding anything
+//! after it) and what it delivered (events with the recipients of their moment, connections
+//! to close, devices that authenticated), which every other process fans out to its own
+//! connections in the same order. So the processes make one hub: one order of commands,
+//! one order of events per stream, wherever a client is connected.
+
+use std::sync::Arc;
+
+use roundtable_protocol::CloseCode;
+use roundtable_protocol::model::Routing;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::TokenHash;
+use crate::state::{Recipient, Recipients};
+use crate::store::{
+    AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
+    PrincipalRecord, RequestRecord, RoomRecord, StoreError, StreamKey, TokenRecord, WriteTx,
+};
+
+/// One change a batch wrote: a [`WriteTx`] call, as data. Read markers are left out: no
+/// process keeps them in memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum WriteOp {
+    InsertPrincipal { principal: PrincipalRecord },
+    UpdatePrincipal { principal: PrincipalRecord },
+    InsertToken { token: TokenRecord },
+    RevokeTokens { principal: String },
+    InsertRoom { room: RoomRecord },
+    UpdateRoom { room: RoomRecord },
+    UpsertMember { member: MemberRecord },
+    DeleteMember { room: String, principal: String },
+    AppendEvent { event: EventRecord },
+    UpsertPing { ping: PingRecord },
+    InsertContact { contact: ContactRecord },
+    UpsertRequest { request: RequestRecord },
+    UpsertInvite { invite: InviteRecord },
+    SetControl { control: ControlRecord },
+    DeleteControl { agent: String, room: Option<String> },
+    AppendAudit { entry: AuditRecord },
+}
+
+/// Who receives an event, as the process that stored it saw the room.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "to", rename_all = "snake_case")]
+pub enum SharedRecipients {
+    Room {
+        members: Vec<SharedRecipient>,
+        also_to: Option<SharedRecipient>,
+    },
+    One {
+        principal: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedRecipient {
+    pub id: String,
+    pub routing: Routing,
+    pub agent: bool,
+}
+
+impl From<&Recipient> for SharedRecipient {
+    fn from(recipient: &Recipient) -> SharedRecipient {
+        SharedRecipient {
+            id: recipient.id.to_string(),
+            routing: recipient.routing,
+            agent: recipient.agent,
+        }
+    }
+}
+
+impl From<&SharedRecipient> for Recipient {
+    fn from(recipient: &SharedRecipient) -> Recipient {
+        Recipient {
+            id: Arc::from(recipient.id.as_str()),
+            routing: recipient.routing,
+            agent: recipient.agent,
+        }
+    }
+}
+
+impl From<&Recipients> for SharedRecipients {
+    fn from(recipients: &Recipients) -> SharedRecipients {
+        match recipients {
+            Recipients::Room { members, also_to } => SharedRecipients::Room {
+                members: members.iter().map(SharedRecipient::from).collect(),
+                also_to: also_to.as_ref().map(SharedRecipient::from),
+            },
+            Recipients::One(principal) => SharedRecipients::One {
+                principal: principal.to_string(),
+            },
+        }
+    }
+}
+
+impl From<&SharedRecipients> for Recipients {
+    fn from(recipients: &SharedRecipients) -> Recipients {
+        match recipients {
+            SharedRecipients::Room { members, also_to } => Recipients::Room {
+                members: members.iter().map(Recipient::from).collect(),
+                also_to: also_to.as_ref().map(Recipient::from),
+            },
+            SharedRecipients::One { principal } => Recipients::One(Arc::from(principal.as_str())),
+        }
+    }
+}
+
+/// An event a batch delivered: the stored event is its [`WriteOp::AppendEvent`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedEvent {
+    pub stream: StreamKey,
+    pub seq: u64,
+    pub recipients: SharedRecipients,
+}
+
+/// A device that authenticated: the others close their connection of it (4009).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedAuth {
+    pub principal: String,
+    pub device: String,
+}
+
+/// A rate bucket as the batch left it: tokens left, and when they were counted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedBucket {
+    pub principal: String,
+    pub tokens: f64,
+    pub at_ms: i64,
+}
+
+/// Everything a committed batch tells the other processes, in its order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharedBatch {
+    pub ops: Vec<WriteOp>,
+    pub events: Vec<SharedEvent>,
+    /// Principals whose connections close, with the code.
+    pub closes: Vec<(String, u16)>,
+    pub auths: Vec<SharedAuth>,
+    pub buckets: Vec<SharedBucket>,
+}
+
+impl SharedBatch {
+    /// Whether another process has anything to learn from it (a batch of reads and
+    /// refusals only still moves audit heads and buckets, so this is rare).
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+            && self.events.is_empty()
+            && self.closes.is_empty()
+            && self.auths.is_empty()
+            && self.buckets.is_empty()
+    }
+
+    /// The delivered events with their stored records, in order.
+    pub fn delivered_events(&self) -> Vec<(EventRecord, Recipients)> {
+        let mut stored: rustc_hash::FxHashMap<(&StreamKey, u64), &EventRecord> = Default::default();
+        for op in &self.ops {
+            if let WriteOp::AppendEvent { event } = op {
+                stored.insert((&event.stream, event.seq), event);
+            }
+        }
+        self.events
+            .iter()
+            .filter_map(|shared| {
+                let record = stored.get(&(&shared.stream, shared.seq))?;
+                Some(((*record).clone(), Recipients::from(&shared.recipients)))
+            })
+            .collect()
+    }
+
+    /// The connections to close (a code no version knows closes as revoked: the safe
+    /// side).
+    pub fn close_codes(&self) -> impl Iterator<Item = (&str, CloseCode)> {
+        self.closes.iter().map(|(principal, code)| {
+            (
+                principal.as_str(),
+                CloseCode::from_code(*code).unwrap_or(CloseCode::TokenRevoked),
+            )
+        })
+    }
+}
+
+/// A batch another process committed, numbered in the order batches took the lock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    pub n: u64,
+    pub node: String,
+    pub batch: SharedBatch,
+}
+
+/// A transaction that also notes each change it writes, to share them.
+pub struct RecordingTx<'a> {
+    pub inner: Box<dyn WriteTx + 'a>,
+    pub ops: Vec<WriteOp>,
+}
+
+impl<'a> RecordingTx<'a> {
+    pub fn new(inner: Box<dyn WriteTx + 'a>) -> RecordingTx<'a> {
+        RecordingTx {
+            inner,
+            ops: Vec::new(),
+        }
+    }
+}
+
+impl WriteTx for RecordingTx<'_> {
+    fn insert_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError> {
+        self.inner.insert_principal(principal)?;
+        self.ops.push(WriteOp::InsertPrincipal {
+            principal: principal.clone(),
+        });
+        Ok(())
+    }
+
+    fn update_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError> {
+        self.inner.update_principal(principal)?;
+        self.ops.push(WriteOp::UpdatePrincipal {
+            principal: principal.clone(),
+        });
+        Ok(())
+    }
+
+    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+        self.inner.insert_token(token, now_ms)?;
+        self.ops.push(WriteOp::InsertToken {
+            token: token.clone(),
+        });
+        Ok(())
+    }
+
+    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError> {
+        self.inner.revoke_tokens(principal, now_ms)?;
+        self.ops.push(WriteOp::RevokeTokens {
+            principal: principal.to_owned(),
+        });
+        Ok(())
+    }
+
+    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+        self.inner.insert_room(room)?;
+        self.ops.push(WriteOp::InsertRoom { room: room.clone() });
+        Ok(())
+    }
+
+    fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+        self.inner.update_room(room)?;
+        self.ops.push(WriteOp::UpdateRoom { room: room.clone() });
+        Ok(())
+    }
+
+    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError> {
+        self.inner.upsert_member(member)?;
+        self.ops.push(WriteOp::UpsertMember {
+            member: member.clone(),
+        });
+        Ok(())
+    }
+
+    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError> {
+        self.inner.delete_member(room, principal)?;
+        self.ops.push(WriteOp::DeleteMember {
+            room: room.to_owned(),
+            principal: principal.to_owned(),
+        });
+        Ok(())
+    }
+
+    fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
+        self.inner.append_event(event)?;
+        self.ops.push(WriteOp::AppendEvent {
+            event: event.clone(),
+        });
+        Ok(())
+    }
+
+    fn event_at(
+        &mut self,
+        stream: &StreamKey,
+        seq: u64,
+    ) -> Result<Option<EventRecord>, StoreError> {
+        self.inner.event_at(stream, seq)
+    }
+
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+        self.inner.request(id)
+    }
+
+    fn invite_by_code(
+        &mut self,
+        code_hash: &TokenHash,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        self.inner.invite_by_code(code_hash)
+    }
+
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+        self.inner.invite(id)
+    }
+
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+        self.inner.ping(room, ping)
+    }
+
+    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
+        self.inner.upsert_ping(ping)?;
+        self.ops.push(WriteOp::UpsertPing { ping: ping.clone() });
+        Ok(())
+    }
+
+    fn set_ack(
+        &mut self,
+        principal: &str,
+        device: &str,
+        stream: &StreamKey,
+        seq: u64,
+    ) -> Result<(), StoreError> {
+        self.inner.set_ack(principal, device, stream, seq)
+    }
+
+    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError> {
+        self.inner.insert_contact(contact)?;
+        self.ops.push(WriteOp::InsertContact {
+            contact: contact.clone(),
+        });
+        Ok(())
+    }
+
+    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
+        self.inner.upsert_request(request)?;
+        self.ops.push(WriteOp::UpsertRequest {
+            request: request.clone(),
+        });
+        Ok(())
+    }
+
+    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
+        self.inner.upsert_invite(invite)?;
+        self.ops.push(WriteOp::UpsertInvite {
+            invite: invite.clone(),
+        });
+        Ok(())
+    }
+
+    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
+        self.inner.set_control(control)?;
+        self.ops.push(WriteOp::SetControl {
+            control: control.clone(),
+        });
+        Ok(())
+    }
+
+    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError> {
+        self.inner.delete_control(agent, room)?;
+        self.ops.push(WriteOp::DeleteControl {
+            agent: agent.to_owned(),
+            room: room.map(str::to_owned),
+        });
+        Ok(())
+    }
+
+    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
+        self.inner.append_audit(entry)?;
+        self.ops.push(WriteOp::AppendAudit {
+            entry: entry.clone(),
+        });
+        Ok(())
+    }
+
+    fn others(&mut self) -> Vec<Committed> {
+        self.inner.others()
+    }
+
+    fn position(&self) -> Option<u64> {
+        self.inner.position()
+    }
+
+    fn share(&mut self, batch: SharedBatch) -> Result<(), StoreError> {
+        self.inner.share(batch)
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.inner.commit()
+    }
+}
