@@ -35,6 +35,10 @@ pub struct HubArgs {
         hide_default_value = true
     )]
     store: StoreLocation,
+    /// This hub's name in a cluster of hubs sharing one PostgreSQL --store (clients may
+    /// use any of them): 1 to 64 of a-z, 0-9, _ and -, different for each.
+    #[arg(long, env = "ROUNDTABLE_HUB_NODE", global = true, value_parser = roundtable_hub::config::node_name)]
+    node: Option<String>,
     #[command(flatten)]
     serve: ServeArgs,
 }
@@ -44,6 +48,7 @@ impl HubArgs {
     fn config(&self) -> HubConfig {
         let mut config = HubConfig::new(&self.data);
         config.store = self.store.clone();
+        config.node = self.node.clone();
         config
     }
 }

@@ -100,7 +100,13 @@ fn with_engine<T>(
 ) -> Result<T, AdminError> {
     let mut ids = IdSource::from_os();
     let now = unix_ms();
-    let (mut store, _reader) = crate::store::open(config, &mut ids, now)?;
+    // Alone on the store, as a lone hub: its changes reach no other process's memory, so
+    // it must not run beside a cluster's (the exclusive lock refuses it while one runs).
+    let alone = HubConfig {
+        node: None,
+        ..config.clone()
+    };
+    let (mut store, _reader) = crate::store::open(&alone, &mut ids, now)?;
     let snapshot = store.load(crate::unix_ms())?;
     let mut engine = Engine::with_config(snapshot, ids, EngineConfig::default());
     let mut tx = store.transaction()?;

@@ -84,6 +84,21 @@ impl std::str::FromStr for StoreLocation {
     }
 }
 
+/// Checks a cluster process's name: 1 to 64 of `a-z 0-9 _ -`.
+pub fn node_name(text: &str) -> Result<String, String> {
+    let valid = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "a node name is 1 to 64 of a-z, 0-9, _ and -, such as hub-1; got {text:?}"
+        ))
+    }
+}
+
 /// Everything the hub needs to run.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
@@ -92,6 +107,11 @@ pub struct HubConfig {
     pub data_dir: PathBuf,
     /// Where the hub's data is.
     pub store: StoreLocation,
+    /// This process's name in a cluster of hub processes sharing a PostgreSQL store
+    /// (`None`: the only hub on its store).
+    pub node: Option<String>,
+    /// How often a process of a cluster looks for the others' batches.
+    pub cluster_poll: Duration,
     pub signup: SignupMode,
     /// Heartbeat period announced in `hello`; a connection silent for twice this is closed.
     pub heartbeat: Duration,
@@ -189,6 +209,8 @@ impl HubConfig {
         HubConfig {
             data_dir: data_dir.into(),
             store: StoreLocation::DataDir,
+            node: None,
+            cluster_poll: Duration::from_millis(20),
             signup: SignupMode::Open,
             heartbeat: Duration::from_millis(defaults::HB_MS),
             max_frame: defaults::MAX_FRAME,

@@ -60,6 +60,52 @@ pub enum Delivery {
         reply: oneshot::Sender<Result<Option<String>, Refusal>>,
         result: Result<Option<String>, Refusal>,
     },
+    /// In a cluster: the deliveries that follow, up to the next position, are those of the
+    /// batch at this place in the order of every process's batches.
+    Position(u64),
+    /// Another process of the cluster authenticated this device: a connection of it here
+    /// is replaced (4009).
+    Replaced { principal: String, device: String },
+}
+
+impl Delivery {
+    /// Whether every process fans it out (an event, a close), rather than only the one
+    /// that holds the connection it answers.
+    fn is_shared(&self) -> bool {
+        matches!(
+            self,
+            Delivery::Event { .. } | Delivery::Effect(_) | Delivery::Replaced { .. }
+        )
+    }
+}
+
+/// What a batch another process committed delivers here, after its position.
+pub fn deliveries_of(
+    committed: &crate::replication::Committed,
+    at: std::time::Instant,
+) -> Vec<Delivery> {
+    let batch = &committed.batch;
+    let mut deliveries = vec![Delivery::Position(committed.n)];
+    for (record, recipients) in batch.delivered_events() {
+        deliveries.push(Delivery::Event {
+            event: Arc::new(crate::delivery::LiveEvent::new(Arc::new(record), at)),
+            recipients,
+            origin: None,
+        });
+    }
+    for auth in &batch.auths {
+        deliveries.push(Delivery::Replaced {
+            principal: auth.principal.clone(),
+            device: auth.device.clone(),
+        });
+    }
+    for (principal, code) in batch.close_codes() {
+        deliveries.push(Delivery::Effect(crate::engine::Effect::Close {
+            principal: principal.to_owned(),
+            code,
+        }));
+    }
+    deliveries
 }
 
 /// The dispatcher, shared by the flush stage (fan-out) and the sessions (subscriptions).
@@ -79,8 +125,26 @@ impl DispatchHandle {
                 queued: HashMap::default(),
                 stopped: false,
                 max_devices: max_devices.max(1),
+                next: None,
+                held: std::collections::BTreeMap::new(),
+                waiting_since: None,
             })),
         }
+    }
+
+    /// Makes this the dispatcher of one process of a cluster, whose memory includes the
+    /// shared batches up to `position`: from now on batches are fanned out by position,
+    /// each once and in order, wherever they come from.
+    pub fn in_cluster(self, position: u64) -> DispatchHandle {
+        self.lock().next = Some(position + 1);
+        self
+    }
+
+    /// In a cluster: the next position to fan out, and since when later ones have been
+    /// waiting for it (`None` while nothing waits).
+    pub fn expecting(&self) -> Option<(u64, Option<std::time::Instant>)> {
+        let dispatcher = self.lock();
+        dispatcher.next.map(|next| (next, dispatcher.waiting_since))
     }
 
     fn lock(&self) -> MutexGuard<'_, Dispatcher> {
@@ -140,6 +204,12 @@ struct Dispatcher {
     stopped: bool,
     /// Live connections one principal may have.
     max_devices: usize,
+    /// In a cluster: the position of the next batch to fan out.
+    next: Option<u64>,
+    /// In a cluster: batches that came before the one they follow.
+    held: std::collections::BTreeMap<u64, Vec<Delivery>>,
+    /// Since when `held` has been waiting for `next`.
+    waiting_since: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -156,13 +226,66 @@ impl Dispatcher {
         if self.stopped {
             return;
         }
+        let Some(mut next) = self.next else {
+            self.fan_out(deliveries);
+            return;
+        };
+        // Cut at the positions: each piece is one batch of the cluster's order (a piece
+        // before any position is the answers of a batch that failed, which has none).
+        let mut pieces: Vec<(Option<u64>, Vec<Delivery>)> = vec![(None, Vec::new())];
+        for delivery in deliveries {
+            match delivery {
+                Delivery::Position(n) => pieces.push((Some(n), Vec::new())),
+                delivery => pieces
+                    .last_mut()
+                    .expect("one piece at least")
+                    .1
+                    .push(delivery),
+            }
+        }
+        for (position, piece) in pieces {
+            match position {
+                None => self.fan_out(piece),
+                // Fanned out already (another path brought it first): only what answers
+                // this process's own connections is left.
+                Some(n) if n < next => {
+                    self.fan_out(piece.into_iter().filter(|d| !d.is_shared()).collect())
+                }
+                Some(n) => {
+                    // The same batch from two paths: keep the one with the answers.
+                    let keep = self
+                        .held
+                        .get(&n)
+                        .is_none_or(|held| held.len() < piece.len());
+                    if keep {
+                        self.held.insert(n, piece);
+                    }
+                }
+            }
+        }
+        while let Some(piece) = self.held.remove(&next) {
+            self.fan_out(piece);
+            next += 1;
+        }
+        self.next = Some(next);
+        self.waiting_since = if self.held.is_empty() {
+            None
+        } else {
+            Some(self.waiting_since.unwrap_or_else(std::time::Instant::now))
+        };
+    }
+
+    fn fan_out(&mut self, deliveries: Vec<Delivery>) {
+        if deliveries.is_empty() {
+            return;
+        }
         // Gather each connection's items, then queue them with one push: one wake-up of
         // its sink per batch, not one per item.
         let mut queued = std::mem::take(&mut self.queued);
         let mut closes = Vec::new();
         for delivery in deliveries {
             match delivery {
-                effect @ Delivery::Effect(_) => closes.push(effect),
+                effect @ (Delivery::Effect(_) | Delivery::Replaced { .. }) => closes.push(effect),
                 delivery => self.deliver(delivery, &mut queued),
             }
         }
@@ -234,6 +357,22 @@ impl Dispatcher {
             Delivery::Operator { reply, result } => {
                 let _ = reply.send(result);
             }
+            Delivery::Replaced { principal, device } => {
+                let replaced: Vec<ConnId> = self
+                    .by_principal
+                    .get(principal.as_str())
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|id| self.conns.get(id).is_some_and(|c| c.device == device))
+                    .collect();
+                for id in replaced {
+                    if let Some(old) = self.remove(id) {
+                        old.handle.control.close(CloseCode::Replaced);
+                    }
+                }
+            }
+            Delivery::Position(_) => {}
         }
     }
 

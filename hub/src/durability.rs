@@ -261,6 +261,15 @@ impl DurableReads {
 }
 
 impl ReadStore for DurableReads {
+    /// Not held back: other processes' batches are durable before they are readable.
+    fn committed_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::replication::Committed>, StoreError> {
+        self.inner.committed_after(after, limit)
+    }
+
     fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
         self.durable(|reads| reads.audit_head())
     }

@@ -29,6 +29,7 @@ pub mod admin;
 pub mod admission;
 pub mod audit;
 pub mod browsers;
+pub mod cluster;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
@@ -210,6 +211,7 @@ impl Hub {
         let mut ids = IdSource::from_os();
         let (mut store, reader) = store::open(&config, &mut ids, unix_ms())?;
         let snapshot = store.load(unix_ms())?;
+        let shared_position = snapshot.shared_position;
         let hub_id = snapshot.hub_id.clone();
         let epoch = snapshot.epoch.clone();
         let metrics = Arc::new(Metrics::default());
@@ -226,6 +228,10 @@ impl Hub {
             },
         );
         let dispatch = dispatch::DispatchHandle::new(metrics.clone(), config.max_devices);
+        let dispatch = match &config.node {
+            Some(_) => dispatch.in_cluster(shared_position),
+            None => dispatch,
+        };
         let watermark = Arc::new(durability::Watermark::default());
         let (flushing, flush_thread) = durability::start(
             store.flusher()?,
@@ -327,7 +333,16 @@ impl Hub {
             }),
             None => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         };
-        info!(%address, hub = %context.hub_id, "hub serving");
+        info!(%address, hub = %context.hub_id, node = ?context.config.node, "hub serving");
+        // In a cluster: the other processes' batches, between this one's own.
+        let _follower = context.config.node.clone().map(|node| {
+            cluster::follow(
+                node,
+                context.reader.clone(),
+                context.dispatch.clone(),
+                context.config.cluster_poll,
+            )
+        });
         let browsers = browsers::BrowserPolicy::new(
             tls.is_some(),
             address,

@@ -194,17 +194,26 @@ pub struct Committed {
     pub batch: SharedBatch,
 }
 
-/// A transaction that also notes each change it writes, to share them.
+/// A transaction that also notes each change it writes, to share them (when `recording`:
+/// a lone hub has nobody to tell).
 pub struct RecordingTx<'a> {
     pub inner: Box<dyn WriteTx + 'a>,
     pub ops: Vec<WriteOp>,
+    recording: bool,
 }
 
 impl<'a> RecordingTx<'a> {
-    pub fn new(inner: Box<dyn WriteTx + 'a>) -> RecordingTx<'a> {
+    pub fn new(inner: Box<dyn WriteTx + 'a>, recording: bool) -> RecordingTx<'a> {
         RecordingTx {
             inner,
             ops: Vec::new(),
+            recording,
+        }
+    }
+
+    fn note(&mut self, op: impl FnOnce() -> WriteOp) {
+        if self.recording {
+            self.ops.push(op());
         }
     }
 }
@@ -212,7 +221,7 @@ impl<'a> RecordingTx<'a> {
 impl WriteTx for RecordingTx<'_> {
     fn insert_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError> {
         self.inner.insert_principal(principal)?;
-        self.ops.push(WriteOp::InsertPrincipal {
+        self.note(|| WriteOp::InsertPrincipal {
             principal: principal.clone(),
         });
         Ok(())
@@ -220,7 +229,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn update_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError> {
         self.inner.update_principal(principal)?;
-        self.ops.push(WriteOp::UpdatePrincipal {
+        self.note(|| WriteOp::UpdatePrincipal {
             principal: principal.clone(),
         });
         Ok(())
@@ -228,7 +237,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
         self.inner.insert_token(token, now_ms)?;
-        self.ops.push(WriteOp::InsertToken {
+        self.note(|| WriteOp::InsertToken {
             token: token.clone(),
         });
         Ok(())
@@ -236,7 +245,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError> {
         self.inner.revoke_tokens(principal, now_ms)?;
-        self.ops.push(WriteOp::RevokeTokens {
+        self.note(|| WriteOp::RevokeTokens {
             principal: principal.to_owned(),
         });
         Ok(())
@@ -244,19 +253,19 @@ impl WriteTx for RecordingTx<'_> {
 
     fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
         self.inner.insert_room(room)?;
-        self.ops.push(WriteOp::InsertRoom { room: room.clone() });
+        self.note(|| WriteOp::InsertRoom { room: room.clone() });
         Ok(())
     }
 
     fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
         self.inner.update_room(room)?;
-        self.ops.push(WriteOp::UpdateRoom { room: room.clone() });
+        self.note(|| WriteOp::UpdateRoom { room: room.clone() });
         Ok(())
     }
 
     fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError> {
         self.inner.upsert_member(member)?;
-        self.ops.push(WriteOp::UpsertMember {
+        self.note(|| WriteOp::UpsertMember {
             member: member.clone(),
         });
         Ok(())
@@ -264,7 +273,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError> {
         self.inner.delete_member(room, principal)?;
-        self.ops.push(WriteOp::DeleteMember {
+        self.note(|| WriteOp::DeleteMember {
             room: room.to_owned(),
             principal: principal.to_owned(),
         });
@@ -273,7 +282,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
         self.inner.append_event(event)?;
-        self.ops.push(WriteOp::AppendEvent {
+        self.note(|| WriteOp::AppendEvent {
             event: event.clone(),
         });
         Ok(())
@@ -308,7 +317,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
         self.inner.upsert_ping(ping)?;
-        self.ops.push(WriteOp::UpsertPing { ping: ping.clone() });
+        self.note(|| WriteOp::UpsertPing { ping: ping.clone() });
         Ok(())
     }
 
@@ -324,7 +333,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError> {
         self.inner.insert_contact(contact)?;
-        self.ops.push(WriteOp::InsertContact {
+        self.note(|| WriteOp::InsertContact {
             contact: contact.clone(),
         });
         Ok(())
@@ -332,7 +341,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
         self.inner.upsert_request(request)?;
-        self.ops.push(WriteOp::UpsertRequest {
+        self.note(|| WriteOp::UpsertRequest {
             request: request.clone(),
         });
         Ok(())
@@ -340,7 +349,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
         self.inner.upsert_invite(invite)?;
-        self.ops.push(WriteOp::UpsertInvite {
+        self.note(|| WriteOp::UpsertInvite {
             invite: invite.clone(),
         });
         Ok(())
@@ -348,7 +357,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
         self.inner.set_control(control)?;
-        self.ops.push(WriteOp::SetControl {
+        self.note(|| WriteOp::SetControl {
             control: control.clone(),
         });
         Ok(())
@@ -356,7 +365,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError> {
         self.inner.delete_control(agent, room)?;
-        self.ops.push(WriteOp::DeleteControl {
+        self.note(|| WriteOp::DeleteControl {
             agent: agent.to_owned(),
             room: room.map(str::to_owned),
         });
@@ -365,7 +374,7 @@ impl WriteTx for RecordingTx<'_> {
 
     fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
         self.inner.append_audit(entry)?;
-        self.ops.push(WriteOp::AppendAudit {
+        self.note(|| WriteOp::AppendAudit {
             entry: entry.clone(),
         });
         Ok(())

@@ -26,7 +26,8 @@ use crate::dispatch::Delivery;
 use crate::durability::{FlushHandle, Flushing, Watermark};
 use crate::engine::{Caller, Command, Engine, ExecError, NewEvent, Refusal, Reply, SignupOutcome};
 use crate::metrics::Metrics;
-use crate::store::{PrincipalRecord, Store};
+use crate::replication::{RecordingTx, SharedBatch};
+use crate::store::{PrincipalRecord, Store, WriteTx as _};
 
 /// A request to the writer.
 #[derive(Debug)]
@@ -285,8 +286,19 @@ impl Writer {
             shutdown: false,
         };
         let started = Instant::now();
+        // In a cluster the transaction comes after the other processes' batches it names:
+        // their changes reach this memory before anything is decided, and their
+        // deliveries go out here ahead of this batch's.
+        let mut caught_up = Vec::new();
         let mut tx = match self.store.transaction() {
-            Ok(tx) => Some(tx),
+            Ok(mut tx) => {
+                for committed in tx.others() {
+                    self.engine.apply_shared(&committed.batch, now);
+                    caught_up.push(committed);
+                }
+                let position = tx.position();
+                Some((RecordingTx::new(tx, position.is_some()), position))
+            }
             Err(error) => {
                 state.failure = Some(error);
                 None
@@ -297,7 +309,7 @@ impl Writer {
             metrics: &self.metrics,
             signup: self.signup,
         };
-        if housekeeping && let Some(tx) = tx.as_deref_mut() {
+        if housekeeping && let Some((tx, _)) = tx.as_mut() {
             context.engine.forget_old_keys(now);
             context.engine.forget_expired(now);
             match context.engine.expire_requests(tx, now) {
@@ -307,7 +319,7 @@ impl Writer {
             }
         }
         for request in batch {
-            context.execute(tx.as_deref_mut(), now, request, &mut state);
+            context.execute(writing(&mut tx), now, request, &mut state);
         }
         let advanced = self.watermark.advanced();
         while !state.shutdown
@@ -319,11 +331,11 @@ impl Writer {
                 recv(self.requests) -> request => {
                     let Ok(request) = request else { break };
                     now = now_ms();
-                    context.execute(tx.as_deref_mut(), now, request, &mut state);
+                    context.execute(writing(&mut tx), now, request, &mut state);
                     while state.pending.len() < self.max_batch
                         && let Ok(request) = self.requests.try_recv()
                     {
-                        context.execute(tx.as_deref_mut(), now, request, &mut state);
+                        context.execute(writing(&mut tx), now, request, &mut state);
                     }
                 }
                 recv(advanced) -> _ => {}
@@ -332,25 +344,38 @@ impl Writer {
         // Refusal windows that have closed become their audit entries (every one when the
         // hub stops, so nothing counted is lost to a clean shutdown).
         if state.failure.is_none()
-            && let Some(tx) = tx.as_deref_mut()
+            && let Some((tx, _)) = tx.as_mut()
             && let Err(error) = context
                 .engine
                 .close_refusal_folds(tx, now_ms(), state.shutdown)
         {
             state.failure = Some(error);
         }
+        let buckets = self.engine.take_touched_buckets();
         let BatchState {
             mut pending,
             mut failure,
             shutdown,
         } = state;
+        // What the other processes of a cluster learn from this batch.
+        if failure.is_none()
+            && let Some((tx, Some(_))) = tx.as_mut()
+        {
+            let shared = shared_batch(std::mem::take(&mut tx.ops), &pending, buckets);
+            if let Err(error) = tx.share(shared) {
+                failure = Some(error);
+            }
+        }
         // Numbered before the commit can become visible to readers (see `DurableReads`).
         let commit = self.watermark.begin();
+        let mut position = None;
         if failure.is_none()
-            && let Some(tx) = tx.take()
-            && let Err(error) = tx.commit()
+            && let Some((tx, at)) = tx.take()
         {
-            failure = Some(error);
+            match Box::new(tx).commit() {
+                Ok(()) => position = at,
+                Err(error) => failure = Some(error),
+            }
         }
         drop(tx);
         let committed = Instant::now();
@@ -364,7 +389,13 @@ impl Writer {
         }
         self.publish_memory();
         // A send is its reply and its event; other commands grow the list as they need.
-        let mut deliveries = Vec::with_capacity(2 * pending.len());
+        let mut deliveries = Vec::with_capacity(2 * pending.len() + 1);
+        for other in &caught_up {
+            deliveries.extend(crate::dispatch::deliveries_of(other, committed));
+        }
+        if let Some(position) = position {
+            deliveries.push(Delivery::Position(position));
+        }
         for item in pending {
             self.deliveries(item, committed, &mut deliveries);
         }
@@ -497,6 +528,78 @@ impl Writer {
             origin: event.origin,
         }
     }
+}
+
+/// The batch's transaction, as commands write to it.
+fn writing<'t>(
+    tx: &'t mut Option<(RecordingTx<'_>, Option<u64>)>,
+) -> Option<&'t mut (dyn crate::store::WriteTx + 't)> {
+    match tx {
+        Some((tx, _)) => Some(tx),
+        None => None,
+    }
+}
+
+/// What a committed batch tells the other processes of a cluster: its changes, and what
+/// it delivers to everyone (events, closes, authenticated devices).
+fn shared_batch(
+    ops: Vec<crate::replication::WriteOp>,
+    pending: &[Pending],
+    buckets: Vec<crate::replication::SharedBucket>,
+) -> SharedBatch {
+    let mut shared = SharedBatch {
+        ops,
+        buckets,
+        ..SharedBatch::default()
+    };
+    let mut events = |events: &[NewEvent]| {
+        for event in events {
+            shared.events.push(crate::replication::SharedEvent {
+                stream: event.record.stream.clone(),
+                seq: event.record.seq,
+                recipients: (&event.recipients).into(),
+            });
+        }
+    };
+    let mut closes = Vec::new();
+    let mut auths = Vec::new();
+    for item in pending {
+        match item {
+            Pending::Command {
+                result: Ok(outcome),
+                ..
+            } => {
+                events(&outcome.events);
+                closes.extend(outcome.effects.iter().map(close_of));
+            }
+            Pending::Signup {
+                result: Ok(outcome),
+                ..
+            } => events(&outcome.events),
+            Pending::Events(written) => events(written),
+            Pending::Auth {
+                device,
+                result: Ok(principal),
+                ..
+            } => auths.push(crate::replication::SharedAuth {
+                principal: principal.id.clone(),
+                device: device.clone(),
+            }),
+            Pending::Operator {
+                result: Ok((_, close)),
+                ..
+            } => closes.push(close_of(close)),
+            _ => {}
+        }
+    }
+    shared.closes = closes;
+    shared.auths = auths;
+    shared
+}
+
+fn close_of(effect: &crate::engine::Effect) -> (String, u16) {
+    let crate::engine::Effect::Close { principal, code } = effect;
+    (principal.clone(), code.code())
 }
 
 /// What a batch has produced so far.

@@ -33,6 +33,66 @@ pub use wait::{eventually, until};
 /// How long a test waits for something that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// Hub processes (in this process) of one cluster, sharing a fresh PostgreSQL database,
+/// each on its own port and data directory.
+pub struct TestCluster {
+    pub hubs: Vec<TestHub>,
+    pub database: postgres::TestDatabase,
+}
+
+impl TestCluster {
+    /// `nodes` hubs named hub-1, hub-2…, with default test settings adjusted by `adjust`.
+    pub async fn start(nodes: usize, adjust: impl Fn(&mut HubConfig)) -> TestCluster {
+        let database = postgres::TestDatabase::create();
+        let mut hubs = Vec::new();
+        for node in 1..=nodes {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            let mut config = HubConfig::new(dir.path().join("hub"));
+            config.rate_limits = None;
+            config.signups_per_hour = None;
+            config.store = roundtable_hub::StoreLocation::Postgres(database.url.clone());
+            config.node = Some(format!("hub-{node}"));
+            config.cluster_poll = Duration::from_millis(5);
+            adjust(&mut config);
+            let mut hub = TestHub {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                config,
+                dir: Some(dir),
+                _database: None,
+                stop: None,
+                task: None,
+            };
+            hub.launch().await;
+            hubs.push(hub);
+        }
+        TestCluster { hubs, database }
+    }
+
+    /// Stops every hub (so the database outlives them).
+    pub async fn stop(&mut self) {
+        for hub in &mut self.hubs {
+            hub.stop().await;
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        // Hubs still running keep the database (see `TestHub`'s drop).
+        if self.hubs.iter().any(|hub| hub.task.is_some()) {
+            let database = std::mem::replace(
+                &mut self.database,
+                postgres::TestDatabase {
+                    url: String::new(),
+                    server: String::new(),
+                    name: String::new(),
+                },
+            );
+            std::mem::forget(database);
+        }
+    }
+}
+
 /// Whether the hubs of this test run keep their data in PostgreSQL
 /// (`ROUNDTABLE_TEST_HUB_STORE=postgres`) rather than SQLite.
 pub fn on_postgres() -> bool {

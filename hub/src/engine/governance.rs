@@ -121,8 +121,12 @@ impl Engine {
             ),
             PrincipalKind::User => (limits.user, None),
         };
+        self.touched_buckets.insert(caller.id.clone());
         take_from(&mut self.buckets, &caller.id, limit, now_ms)
             .map_err(|wait_ms| refusal(limit, "you may make", wait_ms))?;
+        if let Some(owner) = &owner {
+            self.touched_buckets.insert(owner.clone());
+        }
         if let Some(owner) = owner
             && let Err(wait_ms) = take_from(&mut self.buckets, &owner, limits.user, now_ms)
         {

@@ -275,6 +275,9 @@ pub struct Engine {
     /// Per principal: tokens left and when they were counted (not durable: a restart
     /// refills every bucket).
     buckets: rustc_hash::FxHashMap<String, (f64, i64)>,
+    /// The buckets changed since [`Engine::take_touched_buckets`] last ran (shared with
+    /// the other processes of a cluster, so a limit holds across them).
+    touched_buckets: rustc_hash::FxHashSet<String>,
     /// Refusals being folded into one audit entry a second (memory only).
     refusal_folds: crate::audit::RefusalFolds,
 }
@@ -290,8 +293,36 @@ impl Engine {
             ids,
             config,
             buckets: Default::default(),
+            touched_buckets: Default::default(),
             refusal_folds: Default::default(),
         }
+    }
+
+    /// Applies a batch another process of the cluster committed: its changes to the
+    /// state, its rate buckets to this process's.
+    pub fn apply_shared(&mut self, batch: &crate::replication::SharedBatch, now_ms: i64) {
+        for op in &batch.ops {
+            self.state.apply(op, now_ms);
+        }
+        for bucket in &batch.buckets {
+            self.buckets
+                .insert(bucket.principal.clone(), (bucket.tokens, bucket.at_ms));
+        }
+    }
+
+    /// The rate buckets this process changed since the last call, as they are now.
+    pub fn take_touched_buckets(&mut self) -> Vec<crate::replication::SharedBucket> {
+        self.touched_buckets
+            .drain()
+            .filter_map(|principal| {
+                let (tokens, at_ms) = *self.buckets.get(&principal)?;
+                Some(crate::replication::SharedBucket {
+                    principal,
+                    tokens,
+                    at_ms,
+                })
+            })
+            .collect()
     }
 
     /// Replaces the state after a failed commit.
@@ -719,7 +750,8 @@ pub(crate) mod test_support {
             &mut self,
             work: impl FnOnce(&mut Engine, &mut dyn WriteTx, i64) -> T,
         ) -> T {
-            let mut tx = crate::replication::RecordingTx::new(self.store.transaction().unwrap());
+            let mut tx =
+                crate::replication::RecordingTx::new(self.store.transaction().unwrap(), true);
             let result = work(&mut self.engine, &mut tx, self.now_ms);
             let ops = std::mem::take(&mut tx.ops);
             Box::new(tx).commit().unwrap();

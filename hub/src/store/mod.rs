@@ -53,12 +53,17 @@ pub fn open(
     now_ms: i64,
 ) -> Result<Opened, StoreError> {
     Ok(match &config.store {
+        crate::config::StoreLocation::DataDir if config.node.is_some() => {
+            return Err(StoreError::Postgres(
+                postgres::PostgresError::ClusterNeedsPostgres,
+            ));
+        }
         crate::config::StoreLocation::DataDir => {
             let (store, reader) = sqlite::open(&config.database_path(), ids, now_ms)?;
             (Box::new(store), std::sync::Arc::new(reader))
         }
         crate::config::StoreLocation::Postgres(url) => {
-            let (store, reader) = postgres::open(url, ids, now_ms)?;
+            let (store, reader) = postgres::open_as(url, config.node.as_deref(), ids, now_ms)?;
             (Box::new(store), std::sync::Arc::new(reader))
         }
     })
@@ -274,6 +279,9 @@ pub struct Snapshot {
     /// The `client_key`s of room events younger than the retention
     /// ([`crate::sent_keys::RETENTION_MS`] before `now_ms` given to `load`).
     pub sent_keys: Vec<crate::sent_keys::SentKeyRecord>,
+    /// For a store several hub processes share: the last shared batch this snapshot
+    /// includes (see [`crate::replication`]); 0 otherwise.
+    pub shared_position: u64,
 }
 
 /// The writer's handle on durable storage.
@@ -462,6 +470,16 @@ pub struct DirectoryQuery {
 
 /// Reads of committed data, safe to run from many threads at once.
 pub trait ReadStore: Send + Sync {
+    /// The batches every process of a cluster committed after the `after`th, ascending, at
+    /// most `limit` (see [`crate::replication`]); none for a store one hub writes.
+    fn committed_after(
+        &self,
+        _after: u64,
+        _limit: usize,
+    ) -> Result<Vec<crate::replication::Committed>, StoreError> {
+        Ok(Vec::new())
+    }
+
     /// The audit log's last committed entry, `(n, hash)`; `(0, GENESIS)` while it is empty.
     /// `None` from a backend that cannot tell (test doubles).
     fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {

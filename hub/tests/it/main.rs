@@ -3,6 +3,7 @@
 mod audit_log;
 mod bounds;
 mod browsers;
+mod cluster;
 mod consent;
 mod control;
 mod existence;

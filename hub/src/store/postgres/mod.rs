@@ -36,7 +36,21 @@ pub use read::{PostgresReader, read_audit_log};
 use write::PostgresTx;
 
 /// The embedded migrations, in order. Append only: never edit or remove one.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "hub", include_str!("migrations/0001_hub.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "hub", include_str!("migrations/0001_hub.sql")),
+    (
+        2,
+        "shared_batches",
+        include_str!("migrations/0002_shared_batches.sql"),
+    ),
+];
+
+/// The `pg_advisory_xact_lock` key every batch of a cluster's processes takes first
+/// ("rtbatchs"): one batch at a time, in one order (see [`crate::replication`]).
+const BATCH_LOCK: i64 = 0x7274_6261_7463_6873;
+
+/// How long shared batches are kept: a process that fell further behind reloads.
+const SHARED_RETENTION_MS: i64 = 10 * 60 * 1000;
 
 /// Any `pg_advisory_xact_lock` key the hub's migrations serialise on ("rtmigrat").
 const MIGRATION_LOCK: i64 = 0x7274_6d69_6772_6174;
@@ -73,9 +87,22 @@ pub enum PostgresError {
     NotDurable(String),
     #[error(
         "another hub (or `roundtable hub user add`) is writing this database; stop it \
-         first, or give this one a database of its own"
+         first, or give this one a database of its own (hubs of one cluster each take a \
+         --node name)"
     )]
     InUse,
+    #[error(
+        "this hub fell behind the others of its cluster by more than the shared batches \
+         kept; it reloads its state"
+    )]
+    Behind,
+    #[error(
+        "hub processes of a cluster share a PostgreSQL store: give --store postgres://… \
+         with --node"
+    )]
+    ClusterNeedsPostgres,
+    #[error("a shared batch is unreadable: {0}")]
+    SharedBatch(String),
     #[error("the hub's store cannot start its PostgreSQL runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -138,6 +165,10 @@ pub struct PostgresStore {
     io: Arc<Io>,
     pool: Pool,
     client: Option<deadpool_postgres::Object>,
+    /// This process's name in its cluster; `None`: the only hub writing the database.
+    node: Option<String>,
+    /// The last shared batch this process's memory includes.
+    seen: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -178,9 +209,21 @@ fn pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, StoreError
 }
 
 /// Connects to the database at `url` (creating the hub's tables if needed): the writer's
-/// store and a reader pool. `ids` mints the hub id and epoch of a new database.
+/// store and a reader pool, for the only hub writing it. `ids` mints the hub id and epoch
+/// of a new database.
 pub fn open(
     url: &str,
+    ids: &mut IdSource,
+    now_ms: i64,
+) -> Result<(PostgresStore, PostgresReader), StoreError> {
+    open_as(url, None, ids, now_ms)
+}
+
+/// Connects as the process `node` of a cluster sharing the database at `url` (`None`: the
+/// only hub writing it).
+pub fn open_as(
+    url: &str,
+    node: Option<&str>,
     ids: &mut IdSource,
     now_ms: i64,
 ) -> Result<(PostgresStore, PostgresReader), StoreError> {
@@ -197,7 +240,7 @@ pub fn open(
         return Err(StoreError::Postgres(PostgresError::NotDurable(synchronous)));
     }
     io.wait(migrate(&mut client, now_ms))?;
-    io.wait(hold_writer_lock(&client))?;
+    io.wait(hold_writer_lock(&client, node.is_some()))?;
     io.wait(client.execute(
         "INSERT INTO hub_meta (key, value) VALUES ('hub_id', $1), ('epoch', $2), ('created_ms', $3)
          ON CONFLICT (key) DO NOTHING",
@@ -212,6 +255,8 @@ pub fn open(
             io,
             pool: writer_pool,
             client: Some(client),
+            node: node.map(str::to_owned),
+            seen: Default::default(),
         },
         reader,
     ))
@@ -295,12 +340,15 @@ pub(super) async fn migrate_with(
     Ok(applied)
 }
 
-/// Takes the writer's lock on this connection, for as long as the connection lives.
-async fn hold_writer_lock(client: &tokio_postgres::Client) -> Result<(), StoreError> {
-    let held: bool = client
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&WRITER_LOCK])
-        .await?
-        .try_get(0)?;
+/// Takes the writer's lock on this connection, for as long as the connection lives:
+/// shared by the processes of a cluster, exclusive for a lone hub (and `user add`).
+async fn hold_writer_lock(client: &tokio_postgres::Client, shared: bool) -> Result<(), StoreError> {
+    let sql = if shared {
+        "SELECT pg_try_advisory_lock_shared($1)"
+    } else {
+        "SELECT pg_try_advisory_lock($1)"
+    };
+    let held: bool = client.query_one(sql, &[&WRITER_LOCK]).await?.try_get(0)?;
     if held {
         Ok(())
     } else {
@@ -330,7 +378,8 @@ impl PostgresStore {
         if self.client.is_none() {
             // A new connection: the last one's lock went with it.
             let client = self.io.wait(self.pool.get())?;
-            self.io.wait(hold_writer_lock(&client))?;
+            self.io
+                .wait(hold_writer_lock(&client, self.node.is_some()))?;
             self.client = Some(client);
         }
         Ok(self.client.as_mut().expect("connected above"))
@@ -344,9 +393,12 @@ impl Drop for PostgresStore {
         if let Some(client) = self.client.take()
             && !client.is_closed()
         {
-            let _ = self
-                .io
-                .wait(client.execute("SELECT pg_advisory_unlock($1)", &[&WRITER_LOCK]));
+            let unlock = if self.node.is_some() {
+                "SELECT pg_advisory_unlock_shared($1)"
+            } else {
+                "SELECT pg_advisory_unlock($1)"
+            };
+            let _ = self.io.wait(client.execute(unlock, &[&WRITER_LOCK]));
         }
     }
 }
@@ -355,14 +407,25 @@ impl Store for PostgresStore {
     fn load(&mut self, now_ms: i64) -> Result<Snapshot, StoreError> {
         let io = self.io.clone();
         let client = self.client()?;
-        io.wait(load(client, now_ms))
+        let snapshot = io.wait(load(client, now_ms))?;
+        self.seen.store(
+            snapshot.shared_position,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(snapshot)
     }
 
     fn transaction(&mut self) -> Result<Box<dyn WriteTx + '_>, StoreError> {
         let io = self.io.clone();
+        let node = self.node.clone();
+        let seen = self.seen.clone();
         let client = self.client()?;
         let tx = io.wait(client.transaction())?;
-        Ok(Box::new(PostgresTx::new(io, tx)))
+        let mut tx = PostgresTx::new(io, tx);
+        if let Some(node) = node {
+            tx.join_cluster(node, seen)?;
+        }
+        Ok(Box::new(tx))
     }
 
     fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError> {
@@ -550,6 +613,11 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
             reason: row.try_get(5)?,
         });
     }
+    snapshot.shared_position = seq_from(
+        tx.query_one("SELECT coalesce(max(n), 0) FROM shared_batches", &[])
+            .await?
+            .try_get(0)?,
+    );
     snapshot.audit_head = tx
         .query_opt("SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1", &[])
         .await?

@@ -146,6 +146,25 @@ async fn head_of(tx: &Transaction<'_>, stream: &StreamKey) -> Result<u64, StoreE
 }
 
 impl ReadStore for PostgresReader {
+    fn committed_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::replication::Committed>, StoreError> {
+        self.io.wait(async {
+            let client = self.pool.get().await?;
+            let statement = client
+                .prepare_cached(
+                    "SELECT n, node, batch FROM shared_batches WHERE n > $1 ORDER BY n LIMIT $2",
+                )
+                .await?;
+            let rows = client
+                .query(&statement, &[&seq_to(after), &(limit as i64)])
+                .await?;
+            super::write::committed_from_rows(&rows)
+        })
+    }
+
     fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
         let head = self.read(async |tx| {
             let row = tx

@@ -11,6 +11,18 @@ pub(super) struct PostgresTx<'conn> {
     tx: deadpool_postgres::Transaction<'conn>,
     /// Appended events not yet sent to the server.
     held: Vec<EventRecord>,
+    /// This batch's place among a cluster's, when several processes share the database.
+    cluster: Option<ClusterBatch>,
+}
+
+/// A batch of one process of a cluster: it holds the batch lock, knows what the others
+/// committed before it, and leaves its shared batch at commit.
+struct ClusterBatch {
+    node: String,
+    seen: Arc<std::sync::atomic::AtomicU64>,
+    others: Vec<crate::replication::Committed>,
+    position: u64,
+    shared: crate::replication::SharedBatch,
 }
 
 impl<'conn> PostgresTx<'conn> {
@@ -19,7 +31,44 @@ impl<'conn> PostgresTx<'conn> {
             io,
             tx,
             held: Vec::new(),
+            cluster: None,
         }
+    }
+
+    /// Takes the batch lock (every process's batches, one at a time) and reads what the
+    /// others committed after `seen`.
+    pub(super) fn join_cluster(
+        &mut self,
+        node: String,
+        seen: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Result<(), StoreError> {
+        let after = seen.load(std::sync::atomic::Ordering::Relaxed);
+        let tx = &self.tx;
+        let rows = self.io.wait(async {
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&BATCH_LOCK])
+                .await?;
+            let statement = tx
+                .prepare_cached("SELECT n, node, batch FROM shared_batches WHERE n > $1 ORDER BY n")
+                .await?;
+            Ok::<_, StoreError>(tx.query(&statement, &[&seq_to(after)]).await?)
+        })?;
+        let others = committed_from_rows(&rows)?;
+        let mut position = after;
+        for committed in &others {
+            if committed.n != position + 1 {
+                // Pruned before this process read it: only a reload catches up.
+                return Err(StoreError::Postgres(PostgresError::Behind));
+            }
+            position = committed.n;
+        }
+        self.cluster = Some(ClusterBatch {
+            node,
+            seen,
+            others,
+            position: position + 1,
+            shared: Default::default(),
+        });
+        Ok(())
     }
 
     fn execute(
@@ -108,6 +157,24 @@ impl<'conn> PostgresTx<'conn> {
             Ok(())
         })
     }
+}
+
+/// Rows of `shared_batches` (`n, node, batch`) as committed batches.
+pub(super) fn committed_from_rows(
+    rows: &[Row],
+) -> Result<Vec<crate::replication::Committed>, StoreError> {
+    rows.iter()
+        .map(|row| {
+            let batch: &str = row.try_get(2)?;
+            Ok(crate::replication::Committed {
+                n: seq_from(row.try_get(0)?),
+                node: row.try_get(1)?,
+                batch: serde_json::from_str(batch).map_err(|error| {
+                    StoreError::Postgres(PostgresError::SharedBatch(error.to_string()))
+                })?,
+            })
+        })
+        .collect()
 }
 
 impl WriteTx for PostgresTx<'_> {
@@ -398,10 +465,56 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
+    fn others(&mut self) -> Vec<crate::replication::Committed> {
+        self.cluster
+            .as_mut()
+            .map(|cluster| std::mem::take(&mut cluster.others))
+            .unwrap_or_default()
+    }
+
+    fn position(&self) -> Option<u64> {
+        self.cluster.as_ref().map(|cluster| cluster.position)
+    }
+
+    fn share(&mut self, batch: crate::replication::SharedBatch) -> Result<(), StoreError> {
+        if let Some(cluster) = &mut self.cluster {
+            cluster.shared = batch;
+        }
+        Ok(())
+    }
+
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         self.write_held()?;
-        let PostgresTx { io, tx, .. } = *self;
-        io.wait(tx.commit())?;
+        let PostgresTx {
+            io, tx, cluster, ..
+        } = *self;
+        let Some(cluster) = cluster else {
+            io.wait(tx.commit())?;
+            return Ok(());
+        };
+        let batch = serde_json::to_string(&cluster.shared)
+            .map_err(|error| StoreError::Postgres(PostgresError::SharedBatch(error.to_string())))?;
+        let now_ms = crate::unix_ms();
+        let position = seq_to(cluster.position);
+        io.wait(async {
+            tx.execute(
+                "INSERT INTO shared_batches (n, node, committed_ms, batch) VALUES ($1, $2, $3, $4)",
+                &[&position, &cluster.node, &now_ms, &batch],
+            )
+            .await?;
+            // Now and then, under the lock, the oldest go.
+            if position % 512 == 0 {
+                tx.execute(
+                    "DELETE FROM shared_batches WHERE committed_ms < $1 AND n < $2",
+                    &[&(now_ms - SHARED_RETENTION_MS), &position],
+                )
+                .await?;
+            }
+            tx.commit().await
+        })?;
+        cluster
+            .seen
+            .store(cluster.position, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 }

@@ -1,0 +1,80 @@
+//! One process of a cluster follows the others. Its writer catches up on their batches
+//! before each batch of its own, but connections should not wait for that: between its
+//! own batches the follower reads what the other processes committed and hands it to the
+//! dispatcher, which fans each batch out once, in the cluster's order.
+//!
+//! The follower polls the store; the poll is one indexed read of rows that are usually
+//! not there yet. It never runs ahead of this process's own batches (their answers go out
+//! with them), unless one has been missing for [`OWN_GAP_WAIT`]: its writer failed after
+//! the commit, and the events it stored still reach everyone.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::warn;
+
+use crate::dispatch::{DispatchHandle, deliveries_of};
+use crate::store::ReadStore;
+
+/// Batches read at most per poll.
+const FOLLOW_LIMIT: usize = 256;
+
+/// How long later batches wait for one of this process's own that went missing.
+pub const OWN_GAP_WAIT: Duration = Duration::from_secs(2);
+
+/// The follower's task; dropping it stops the task.
+#[derive(Debug)]
+pub struct Follower {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts following the other processes of the cluster, as the process `node`, every
+/// `poll`.
+pub fn follow(
+    node: String,
+    reader: Arc<dyn ReadStore>,
+    dispatch: DispatchHandle,
+    poll: Duration,
+) -> Follower {
+    let task = tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(poll);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let Some((next, waiting_since)) = dispatch.expecting() else {
+                return;
+            };
+            let reader = reader.clone();
+            let read =
+                tokio::task::spawn_blocking(move || reader.committed_after(next - 1, FOLLOW_LIMIT))
+                    .await;
+            let committed = match read {
+                Ok(Ok(committed)) => committed,
+                Ok(Err(error)) => {
+                    warn!(%error, "cannot read the other hub processes' batches; trying again");
+                    continue;
+                }
+                Err(_) => return,
+            };
+            let own_may_go = waiting_since.is_some_and(|since| since.elapsed() >= OWN_GAP_WAIT);
+            let now = Instant::now();
+            let mut deliveries = Vec::new();
+            for batch in &committed {
+                if batch.node == node && !own_may_go {
+                    break;
+                }
+                deliveries.extend(deliveries_of(batch, now));
+            }
+            if !deliveries.is_empty() {
+                dispatch.batch(deliveries);
+            }
+        }
+    });
+    Follower { task }
+}
