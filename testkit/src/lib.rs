@@ -54,14 +54,7 @@ impl TestCluster {
             config.node = Some(format!("hub-{node}"));
             config.cluster_poll = Duration::from_millis(5);
             adjust(&mut config);
-            let mut hub = TestHub {
-                addr: "127.0.0.1:0".parse().unwrap(),
-                config,
-                dir: Some(dir),
-                _database: None,
-                stop: None,
-                task: None,
-            };
+            let mut hub = TestHub::of(config, dir, None);
             hub.launch().await;
             hubs.push(hub);
         }
@@ -94,9 +87,16 @@ impl Drop for TestCluster {
 }
 
 /// Whether the hubs of this test run keep their data in PostgreSQL
-/// (`ROUNDTABLE_TEST_HUB_STORE=postgres`) rather than SQLite.
+/// (`ROUNDTABLE_TEST_HUB_STORE=postgres`, or `cluster`) rather than SQLite.
 pub fn on_postgres() -> bool {
-    std::env::var("ROUNDTABLE_TEST_HUB_STORE").is_ok_and(|store| store == "postgres")
+    std::env::var("ROUNDTABLE_TEST_HUB_STORE")
+        .is_ok_and(|store| store == "postgres" || store == "cluster")
+}
+
+/// Whether each hub of this test run is three hub processes of one cluster
+/// (`ROUNDTABLE_TEST_HUB_STORE=cluster`), its clients spread over them.
+pub fn in_cluster() -> bool {
+    std::env::var("ROUNDTABLE_TEST_HUB_STORE").is_ok_and(|store| store == "cluster")
 }
 
 /// A hub running in this process.
@@ -108,6 +108,10 @@ pub struct TestHub {
     _database: Option<postgres::TestDatabase>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The other processes of its cluster, when the suite runs on one: connections go to
+    /// each in turn, this one included.
+    peers: Vec<TestHub>,
+    turn: std::sync::atomic::AtomicUsize,
 }
 
 impl TestHub {
@@ -119,7 +123,9 @@ impl TestHub {
     /// Starts a hub in a fresh directory, letting the test adjust its settings. Rate
     /// limits, of writes and of signups, start off (tests send fast); a test of them turns
     /// them on. With `ROUNDTABLE_TEST_HUB_STORE=postgres` the hub keeps its data in a fresh
-    /// PostgreSQL database instead of SQLite (see [`postgres`]): the suites run on both.
+    /// PostgreSQL database instead of SQLite (see [`postgres`]); with `cluster`, it is
+    /// three hub processes sharing that database, and [`TestHub::connect`] and
+    /// [`TestHub::user`] connect to each in turn: the suites run on all three.
     pub async fn start_with(adjust: impl FnOnce(&mut HubConfig)) -> TestHub {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut config = HubConfig::new(dir.path().join("hub"));
@@ -129,17 +135,54 @@ impl TestHub {
         if let Some(database) = &database {
             config.store = roundtable_hub::StoreLocation::Postgres(database.url.clone());
         }
+        if in_cluster() {
+            config.node = Some("hub-1".into());
+            config.cluster_poll = Duration::from_millis(5);
+        }
         adjust(&mut config);
-        let mut hub = TestHub {
+        let mut peers = Vec::new();
+        if in_cluster() {
+            for node in 2..=3 {
+                let dir = tempfile::tempdir().expect("temporary directory");
+                let mut peer = config.clone();
+                peer.data_dir = dir.path().join("hub");
+                peer.node = Some(format!("hub-{node}"));
+                let mut peer = TestHub::of(peer, dir, None);
+                peer.launch().await;
+                peers.push(peer);
+            }
+        }
+        let mut hub = TestHub::of(config, dir, database);
+        hub.peers = peers;
+        hub.launch().await;
+        hub
+    }
+
+    fn of(
+        config: HubConfig,
+        dir: tempfile::TempDir,
+        database: Option<postgres::TestDatabase>,
+    ) -> TestHub {
+        TestHub {
             addr: "127.0.0.1:0".parse().unwrap(),
             config,
             dir: Some(dir),
             _database: database,
             stop: None,
             task: None,
-        };
-        hub.launch().await;
-        hub
+            peers: Vec::new(),
+            turn: Default::default(),
+        }
+    }
+
+    /// The WebSocket URL of the process whose turn it is (this one, but in a cluster).
+    fn next_ws_url(&self) -> String {
+        let turn =
+            self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % (self.peers.len() + 1);
+        match turn {
+            0 => self.ws_url(),
+            peer => self.peers[peer - 1].ws_url(),
+        }
     }
 
     async fn launch(&mut self) {
@@ -162,6 +205,9 @@ impl TestHub {
 
     /// Stops the hub gracefully (clients see 1012) and waits for it.
     pub async fn stop(&mut self) {
+        for peer in &mut self.peers {
+            Box::pin(peer.stop()).await;
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -173,6 +219,9 @@ impl TestHub {
     /// Stops and starts again on the same data, on a new port.
     pub async fn restart(&mut self) {
         self.stop().await;
+        for peer in &mut self.peers {
+            peer.launch().await;
+        }
         self.launch().await;
     }
 
@@ -185,7 +234,9 @@ impl TestHub {
     }
 
     pub async fn connect(&self) -> Client {
-        Client::connect(&self.ws_url()).await.expect("connecting")
+        Client::connect(&self.next_ws_url())
+            .await
+            .expect("connecting")
     }
 
     /// Signs a user up and returns it, connected and authenticated.
