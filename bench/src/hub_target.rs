@@ -27,8 +27,20 @@ struct Member {
     agent: bool,
 }
 
-pub async fn run(hub_bin: &Path, shape: Shape) -> Result<Outcome> {
-    let data = tempfile::tempdir()?;
+/// Where the hubs keep their data: each its own SQLite, or one PostgreSQL database shared
+/// by `nodes` hub processes of a cluster.
+#[derive(Debug, Clone)]
+pub enum Store {
+    Sqlite,
+    Cluster { postgres: String, nodes: usize },
+}
+
+/// Starts one `roundtable hub`; its process and address.
+async fn start_hub(
+    hub_bin: &Path,
+    data: &Path,
+    extra: &[String],
+) -> Result<(tokio::process::Child, std::net::SocketAddr)> {
     let mut child = tokio::process::Command::new(hub_bin)
         .args([
             "hub",
@@ -37,7 +49,8 @@ pub async fn run(hub_bin: &Path, shape: Shape) -> Result<Outcome> {
             "--no-rate-limit",
             "--data",
         ])
-        .arg(data.path())
+        .arg(data)
+        .args(extra)
         .env("ROUNDTABLE_LOG", "warn")
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -52,7 +65,41 @@ pub async fn run(hub_bin: &Path, shape: Shape) -> Result<Outcome> {
         .strip_prefix("listening on ws://")
         .ok_or_else(|| anyhow!("unexpected first line {first:?}"))?
         .parse()?;
-    let url = format!("ws://{addr}/v1/ws");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, addr))
+}
+
+pub async fn run(hub_bin: &Path, shape: Shape, store: &Store) -> Result<Outcome> {
+    let data = tempfile::tempdir()?;
+    let database = match store {
+        Store::Sqlite => None,
+        Store::Cluster { postgres, .. } => Some(
+            roundtable_testkit::postgres::TestDatabase::create_on(postgres),
+        ),
+    };
+    let nodes = match store {
+        Store::Sqlite => 1,
+        Store::Cluster { nodes, .. } => *nodes,
+    };
+    let mut children = Vec::new();
+    let mut urls = Vec::new();
+    for node in 0..nodes {
+        let extra = match &database {
+            Some(database) => vec![
+                "--store".to_owned(),
+                database.url.clone(),
+                "--node".to_owned(),
+                format!("hub-{node}"),
+            ],
+            None => Vec::new(),
+        };
+        let (child, addr) =
+            start_hub(hub_bin, &data.path().join(format!("hub-{node}")), &extra).await?;
+        children.push((child, addr));
+        urls.push(format!("ws://{addr}/v1/ws"));
+    }
+    let addr = children[0].1;
+    let url = urls[0].clone();
 
     let mut members = Vec::new();
     for room_index in 0..shape.rooms {
@@ -108,8 +155,11 @@ pub async fn run(hub_bin: &Path, shape: Shape) -> Result<Outcome> {
     let tasks: Vec<_> = members
         .into_iter()
         .map(|member| {
+            // A cluster's members spread over its hubs: most events cross from one to
+            // another.
+            let url = urls[member.index % urls.len()].clone();
             tokio::spawn(member_task(
-                url.clone(),
+                url,
                 member,
                 shape,
                 barrier.clone(),
@@ -122,13 +172,22 @@ pub async fn run(hub_bin: &Path, shape: Shape) -> Result<Outcome> {
     clock_cell
         .set(clock)
         .map_err(|_| anyhow!("clock set twice"))?;
-    let cpu = CpuUse::sample(child.id(), clock);
+    let cpu = CpuUse::sample(
+        children
+            .iter()
+            .filter_map(|(child, _)| child.id())
+            .collect(),
+        clock,
+    );
     barrier.wait().await;
     let mut total = Tally::default();
     for task in tasks {
         total.merge(task.await??);
     }
-    let _ = child.kill().await;
+    for (mut child, _) in children {
+        let _ = child.kill().await;
+    }
+    drop(database);
     Ok(Outcome::from_tally(&total, shape.measure, cpu.await?))
 }
 

@@ -63,9 +63,16 @@ struct Args {
     /// versions that have it.
     #[arg(long)]
     nats_jetstream_extra: Option<String>,
-    /// Run only one target: hub or nats.
+    /// Run only one target: hub, cluster or nats.
     #[arg(long)]
     only: Option<String>,
+    /// A PostgreSQL server (`postgresql://…/postgres`, where this user may create
+    /// databases) for the `cluster` target: `--nodes` hubs sharing one database of it.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// Hub processes of the `cluster` target.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
 }
 
 #[tokio::main]
@@ -80,11 +87,11 @@ async fn main() -> Result<()> {
     };
     let nats_version = nats_target::version(&args.nats_bin).await;
     let mut targets = Vec::new();
-    if args.only.as_deref() != Some("nats") {
-        targets.push("hub");
-    }
-    if args.only.as_deref() != Some("hub") {
-        targets.push("nats");
+    for target in ["hub", "cluster", "nats"] {
+        let wanted = args.only.as_deref().is_none_or(|only| only == target);
+        if wanted && (target != "cluster" || args.postgres.is_some()) {
+            targets.push(target);
+        }
     }
     let shape = |workload| Shape {
         rooms: args.rooms,
@@ -107,7 +114,17 @@ async fn main() -> Result<()> {
                 ("latency", Workload::Rate(args.rate)),
             ] {
                 let outcome = match *target {
-                    "hub" => hub_target::run(&hub_bin, shape(workload)).await?,
+                    "hub" => {
+                        hub_target::run(&hub_bin, shape(workload), &hub_target::Store::Sqlite)
+                            .await?
+                    }
+                    "cluster" => {
+                        let store = hub_target::Store::Cluster {
+                            postgres: args.postgres.clone().unwrap_or_default(),
+                            nodes: args.nodes,
+                        };
+                        hub_target::run(&hub_bin, shape(workload), &store).await?
+                    }
                     _ => {
                         nats_target::run(
                             &args.nats_bin,

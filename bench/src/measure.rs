@@ -137,13 +137,18 @@ pub struct CpuUse {
 }
 
 impl CpuUse {
-    /// Samples both processes at the start and the end of the measured period.
-    pub fn sample(server_pid: Option<u32>, clock: Clock) -> tokio::task::JoinHandle<CpuUse> {
+    /// Samples the server's processes (all of them: a cluster's hubs) and this one at the
+    /// start and the end of the measured period.
+    pub fn sample(server_pids: Vec<u32>, clock: Clock) -> tokio::task::JoinHandle<CpuUse> {
         tokio::spawn(async move {
-            let Some(server) = server_pid.map(|pid| pid.to_string()) else {
+            if server_pids.is_empty() {
                 return CpuUse::default();
+            }
+            let servers: Vec<String> = server_pids.iter().map(u32::to_string).collect();
+            let read = || {
+                let total: Option<f64> = servers.iter().map(|pid| cpu_seconds(pid)).sum();
+                (total, cpu_seconds("self"))
             };
-            let read = || (cpu_seconds(&server), cpu_seconds("self"));
             tokio::time::sleep_until(clock.measure_from.into()).await;
             let before = read();
             let from = Instant::now();
@@ -230,7 +235,7 @@ pub fn report(results: &[(&str, &str, Outcome)]) -> String {
     let mut out = String::from(
         "| target | workload | acked sends/s | delivered events/s | p50 ms | p99 ms | p99.9 ms | server cores | server µs/event | client cores |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for target in ["hub", "nats"] {
+    for target in ["hub", "cluster", "nats"] {
         for workload in ["throughput", "latency"] {
             if !results
                 .iter()
@@ -252,6 +257,13 @@ pub fn report(results: &[(&str, &str, Outcome)]) -> String {
         }
     }
     let hub = pick("hub", "throughput", |o| o.delivered_per_s);
+    let cluster = pick("cluster", "throughput", |o| o.delivered_per_s);
+    if hub.is_finite() && cluster.is_finite() && hub > 0.0 {
+        out.push_str(&format!(
+            "\nMedian delivered events/s, cluster / one hub (SQLite): {:.2}x\n",
+            cluster / hub
+        ));
+    }
     let nats = pick("nats", "throughput", |o| o.delivered_per_s);
     if hub.is_finite() && nats.is_finite() && nats > 0.0 {
         out.push_str(&format!(

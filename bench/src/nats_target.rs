@@ -128,7 +128,7 @@ pub async fn run(bin: &Path, jetstream_extra: Option<&str>, shape: Shape) -> Res
     clock_cell
         .set(clock)
         .map_err(|_| anyhow!("clock set twice"))?;
-    let cpu = CpuUse::sample(server.child.id(), clock);
+    let cpu = CpuUse::sample(server.child.id().into_iter().collect(), clock);
     barrier.wait().await;
     let mut total = Tally::default();
     for task in tasks {

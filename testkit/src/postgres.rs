@@ -81,9 +81,15 @@ pub fn dump(url: &str) -> Vec<u8> {
 }
 
 impl TestDatabase {
+    /// A database on the server of `ROUNDTABLE_TEST_POSTGRES`.
     pub fn create() -> TestDatabase {
+        TestDatabase::create_on(&server_url())
+    }
+
+    /// A database on the server whose `postgres` database `server` names.
+    pub fn create_on(server: &str) -> TestDatabase {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let server = server_url();
+        let server = server.to_owned();
         let name = format!(
             "rt_test_{}_{}_{}",
             std::process::id(),
