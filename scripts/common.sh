@@ -130,4 +130,18 @@ ensure_test_postgres() {
 stop_test_postgres() {
     "${TEST_POSTGRES_STOP[@]}" || true
     rm -rf "$TEST_POSTGRES_DIR"
+    [ -z "${TEST_NATS_PID:-}" ] || kill "$TEST_NATS_PID" 2>/dev/null || true
+}
+
+# A private nats-server (core pub/sub only) for the hub's cluster tests, on a free loopback
+# port, stopped with the PostgreSQL above when the calling script exits.
+ensure_test_nats() {
+    command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || ensure_packages nats-server
+    local bin
+    bin="$(command -v nats-server || echo /usr/sbin/nats-server)"
+    local port
+    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    "$bin" -a 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+    TEST_NATS_PID=$!
+    export ROUNDTABLE_TEST_NATS="nats://127.0.0.1:$port"
 }

@@ -17,6 +17,7 @@ ensure_test_ccusage
 ensure_test_agent_clis
 ensure_ui_packages
 ensure_test_postgres
+ensure_test_nats
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # The fake agent CLIs the tests drive write and print the real formats: check them first.

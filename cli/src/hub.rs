@@ -39,6 +39,10 @@ pub struct HubArgs {
     /// use any of them): 1 to 64 of a-z, 0-9, _ and -, different for each.
     #[arg(long, env = "ROUNDTABLE_HUB_NODE", global = true, value_parser = roundtable_hub::config::node_name)]
     node: Option<String>,
+    /// A NATS server (nats://host:port) the hubs of a cluster tell each other of their
+    /// commits on, so events cross between them at once rather than at the next poll.
+    #[arg(long, env = "ROUNDTABLE_HUB_BUS", global = true, requires = "node")]
+    bus: Option<String>,
     #[command(flatten)]
     serve: ServeArgs,
 }
@@ -49,6 +53,7 @@ impl HubArgs {
         let mut config = HubConfig::new(&self.data);
         config.store = self.store.clone();
         config.node = self.node.clone();
+        config.bus = self.bus.clone();
         config
     }
 }

@@ -3,8 +3,8 @@
 //! own batches the follower reads what the other processes committed and hands it to the
 //! dispatcher, which fans each batch out once, in the cluster's order.
 //!
-//! The follower polls the store; the poll is one indexed read of rows that are usually
-//! not there yet. It never runs ahead of this process's own batches (their answers go out
+//! The follower polls the store (one indexed read of rows that are usually not there yet),
+//! and reads at once when the bus says another hub committed (see [`crate::bus`]). It never runs ahead of this process's own batches (their answers go out
 //! with them), unless one has been missing for [`OWN_GAP_WAIT`]: its writer failed after
 //! the commit, and the events it stored still reach everyone.
 
@@ -35,18 +35,22 @@ impl Drop for Follower {
 }
 
 /// Starts following the other processes of the cluster, as the process `node`, every
-/// `poll`.
+/// `poll` and whenever `wake` is notified (the bus).
 pub fn follow(
     node: String,
     reader: Arc<dyn ReadStore>,
     dispatch: DispatchHandle,
     poll: Duration,
+    wake: Arc<tokio::sync::Notify>,
 ) -> Follower {
     let task = tokio::spawn(async move {
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            ticker.tick().await;
+            tokio::select! {
+                _ = ticker.tick() => {}
+                () = wake.notified() => {}
+            }
             let Some((next, waiting_since)) = dispatch.expecting() else {
                 return;
             };

@@ -112,6 +112,9 @@ pub struct HubConfig {
     pub node: Option<String>,
     /// How often a process of a cluster looks for the others' batches.
     pub cluster_poll: Duration,
+    /// A NATS server (`nats://host:port`) the processes of a cluster tell each other of
+    /// their commits on, so they need not wait for the next poll.
+    pub bus: Option<String>,
     pub signup: SignupMode,
     /// Heartbeat period announced in `hello`; a connection silent for twice this is closed.
     pub heartbeat: Duration,
@@ -211,6 +214,7 @@ impl HubConfig {
             store: StoreLocation::DataDir,
             node: None,
             cluster_poll: Duration::from_millis(20),
+            bus: None,
             signup: SignupMode::Open,
             heartbeat: Duration::from_millis(defaults::HB_MS),
             max_frame: defaults::MAX_FRAME,

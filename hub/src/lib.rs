@@ -29,6 +29,7 @@ pub mod admin;
 pub mod admission;
 pub mod audit;
 pub mod browsers;
+pub mod bus;
 pub mod cluster;
 pub mod config;
 pub mod delivery;
@@ -239,6 +240,14 @@ impl Hub {
             dispatch.clone(),
             metrics.clone(),
         );
+        // In a cluster with a bus: the writer announces its batches to the other hubs.
+        let (announcer, announced) = match (&config.node, &config.bus) {
+            (Some(_), Some(_)) => {
+                let (announcer, announced) = bus::announcements();
+                (Some(announcer), Some(announced))
+            }
+            _ => (None, None),
+        };
         let (writer, writer_thread) = writer::start(
             store,
             engine,
@@ -248,6 +257,7 @@ impl Hub {
             writer::WriterConfig {
                 signup: config.signup,
                 max_batch: config.max_batch,
+                announcer,
             },
         );
         let mut context = SessionContext::new(
@@ -260,6 +270,7 @@ impl Hub {
             epoch,
         );
         context.threads = Threads::new(writer_thread, flush_thread);
+        context.announced = std::sync::Mutex::new(announced);
         Ok(Hub {
             context: Arc::new(context),
             lock,
@@ -334,13 +345,30 @@ impl Hub {
             None => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         };
         info!(%address, hub = %context.hub_id, node = ?context.config.node, "hub serving");
-        // In a cluster: the other processes' batches, between this one's own.
+        // In a cluster: the other processes' batches, between this one's own, read at each
+        // poll or as soon as the bus says one is in.
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let announced = context
+            .announced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let _bus = match (&context.config.bus, announced) {
+            (Some(url), Some(announced)) => Some(bus::Bus::start(
+                url,
+                &context.hub_id,
+                announced,
+                wake.clone(),
+            )),
+            _ => None,
+        };
         let _follower = context.config.node.clone().map(|node| {
             cluster::follow(
                 node,
                 context.reader.clone(),
                 context.dispatch.clone(),
                 context.config.cluster_poll,
+                wake.clone(),
             )
         });
         let browsers = browsers::BrowserPolicy::new(

@@ -193,14 +193,17 @@ struct Writer {
     signup: SignupMode,
     max_batch: usize,
     requests: crossbeam_channel::Receiver<Request>,
+    announcer: Option<crate::bus::Announcer>,
 }
 
 /// The writer's settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WriterConfig {
     pub signup: SignupMode,
     /// Most requests in one transaction.
     pub max_batch: usize,
+    /// In a cluster with a bus: where committed batches are announced.
+    pub announcer: Option<crate::bus::Announcer>,
 }
 
 /// Starts the writer thread. It stops after a `Shutdown` request, or once every handle is
@@ -214,7 +217,11 @@ pub fn start(
     metrics: Arc<Metrics>,
     config: WriterConfig,
 ) -> (WriterHandle, std::thread::JoinHandle<()>) {
-    let WriterConfig { signup, max_batch } = config;
+    let WriterConfig {
+        signup,
+        max_batch,
+        announcer,
+    } = config;
     let (sender, receiver) = crossbeam_channel::unbounded();
     let writer = Writer {
         store,
@@ -225,6 +232,7 @@ pub fn start(
         signup,
         max_batch,
         requests: receiver,
+        announcer,
     };
     // Before the hub answers anything, so the gauges are right from the first request.
     writer.publish_memory();
@@ -373,7 +381,12 @@ impl Writer {
             && let Some((tx, at)) = tx.take()
         {
             match Box::new(tx).commit() {
-                Ok(()) => position = at,
+                Ok(()) => {
+                    position = at;
+                    if let (Some(n), Some(announcer)) = (at, &self.announcer) {
+                        announcer.announce(n);
+                    }
+                }
                 Err(error) => failure = Some(error),
             }
         }
@@ -946,6 +959,7 @@ mod tests {
             WriterConfig {
                 signup: SignupMode::Open,
                 max_batch: 64,
+                announcer: None,
             },
         );
         let permits = Arc::new(Semaphore::new(16));

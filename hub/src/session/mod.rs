@@ -80,6 +80,8 @@ pub struct SessionContext {
     /// Set when the hub begins to stop: sockets not yet authenticated, and closed ones
     /// lingering for their peer, end at once.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// In a cluster with a bus: the writer's announcements, until the bus takes them.
+    pub announced: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<u64>>>,
     next_conn: AtomicU64,
 }
 
@@ -120,6 +122,7 @@ impl SessionContext {
             threads: crate::Threads::default(),
             signups,
             stopping: tokio::sync::watch::Sender::new(false),
+            announced: std::sync::Mutex::new(None),
             next_conn: AtomicU64::new(1),
         }
     }

@@ -288,3 +288,99 @@ async fn a_rate_limit_holds_across_hubs() {
     );
     assert!(accepted >= 10, "the burst itself is taken: {accepted}");
 }
+
+/// With a bus, hubs tell each other of their commits: a message crosses to another hub at
+/// once, though that hub would not poll the database for ten minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_bus_a_message_crosses_hubs_without_waiting_for_the_poll() {
+    let nats = std::env::var("ROUNDTABLE_TEST_NATS").unwrap_or_else(|_| {
+        panic!(
+            "ROUNDTABLE_TEST_NATS is not set: run scripts/test.sh (it starts a nats-server), \
+             or set it to nats://HOST:PORT"
+        )
+    });
+    let cluster = TestCluster::start(2, |config| {
+        config.bus = Some(nats.clone());
+        config.cluster_poll = Duration::from_secs(600);
+    })
+    .await;
+    let (mut dana, created) = cluster.hubs[0].user("dana").await;
+    let mut phone = login(&cluster.hubs[1], &created.token, "phone").await;
+    let room_id = room(&mut dana, &[]).await;
+    sync(&mut phone, &[]).await;
+    for n in 0..5 {
+        let sent = say(&mut dana, &room_id, &format!("over-the-bus-{n}"), "hello").await;
+        let crossed = tokio::time::timeout(Duration::from_secs(10), phone.next_event())
+            .await
+            .expect("the bus wakes the other hub long before its poll")
+            .unwrap();
+        assert_eq!(crossed, sent);
+    }
+}
+
+/// The bus going away and coming back under load changes nothing a client sees: sends keep
+/// being acknowledged (they never wait on it), and a reader on another hub gets every
+/// message once and in order, by the poll while the bus is away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_and_deliveries_go_on_while_the_bus_is_away() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start_nats = || {
+        tokio::process::Command::new(nats_server())
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("nats-server starts (scripts/test.sh installs it)")
+    };
+    let mut nats = start_nats();
+    let url = format!("nats://127.0.0.1:{port}");
+    let cluster = TestCluster::start(2, |config| {
+        config.bus = Some(url.clone());
+        config.cluster_poll = Duration::from_millis(100);
+    })
+    .await;
+    let (mut dana, created) = cluster.hubs[0].user("dana").await;
+    let mut reader = login(&cluster.hubs[1], &created.token, "reader").await;
+    let room_id = room(&mut dana, &[]).await;
+    sync(&mut reader, &[]).await;
+    let mut sent = Vec::new();
+    for n in 0..90 {
+        if n == 30 {
+            nats.kill().await.unwrap();
+        }
+        if n == 60 {
+            nats = start_nats();
+        }
+        sent.push(
+            say(&mut dana, &room_id, &format!("through-outage-{n:03}"), "x")
+                .await
+                .seq,
+        );
+    }
+    let mut received = Vec::new();
+    while received.len() < sent.len() {
+        let event = tokio::time::timeout(Duration::from_secs(10), reader.next_event())
+            .await
+            .expect("every message arrives")
+            .unwrap();
+        received.push(event.seq);
+    }
+    assert_eq!(received, sent, "each once, in order");
+    drop(nats);
+}
+
+/// The nats-server binary: on the PATH, or where Debian puts it.
+fn nats_server() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .chain([std::path::PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join("nats-server"))
+        .find(|path| path.exists())
+        .expect("nats-server is installed (scripts/test.sh installs it)")
+}
