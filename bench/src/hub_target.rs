@@ -32,7 +32,11 @@ struct Member {
 #[derive(Debug, Clone)]
 pub enum Store {
     Sqlite,
-    Cluster { postgres: String, nodes: usize },
+    Cluster {
+        postgres: String,
+        nodes: usize,
+        bus: Option<String>,
+    },
 }
 
 /// Starts one `roundtable hub`; its process and address.
@@ -84,7 +88,7 @@ pub async fn run(hub_bin: &Path, shape: Shape, store: &Store) -> Result<Outcome>
     let mut children = Vec::new();
     let mut urls = Vec::new();
     for node in 0..nodes {
-        let extra = match &database {
+        let mut extra = match &database {
             Some(database) => vec![
                 "--store".to_owned(),
                 database.url.clone(),
@@ -93,6 +97,9 @@ pub async fn run(hub_bin: &Path, shape: Shape, store: &Store) -> Result<Outcome>
             ],
             None => Vec::new(),
         };
+        if let Store::Cluster { bus: Some(bus), .. } = store {
+            extra.extend(["--bus".to_owned(), bus.clone()]);
+        }
         let (child, addr) =
             start_hub(hub_bin, &data.path().join(format!("hub-{node}")), &extra).await?;
         children.push((child, addr));

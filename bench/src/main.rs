@@ -73,6 +73,9 @@ struct Args {
     /// Hub processes of the `cluster` target.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
+    /// A NATS server the `cluster` target's hubs announce their commits on (`--bus`).
+    #[arg(long)]
+    bus: Option<String>,
 }
 
 #[tokio::main]
@@ -122,6 +125,7 @@ async fn main() -> Result<()> {
                         let store = hub_target::Store::Cluster {
                             postgres: args.postgres.clone().unwrap_or_default(),
                             nodes: args.nodes,
+                            bus: args.bus.clone(),
                         };
                         hub_target::run(&hub_bin, shape(workload), &store).await?
                     }

@@ -51,7 +51,7 @@ pub fn follow(
                 _ = ticker.tick() => {}
                 () = wake.notified() => {}
             }
-            let Some((next, waiting_since)) = dispatch.expecting() else {
+            let Some((next, own_may_go)) = dispatch.expecting() else {
                 return;
             };
             let reader = reader.clone();
@@ -66,7 +66,6 @@ pub fn follow(
                 }
                 Err(_) => return,
             };
-            let own_may_go = waiting_since.is_some_and(|since| since.elapsed() >= OWN_GAP_WAIT);
             let now = Instant::now();
             let mut deliveries = Vec::new();
             for batch in &committed {

@@ -21,6 +21,7 @@ use tracing::{info, warn};
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
 use crate::engine::{ConnId, Refusal, SignupOutcome};
 use crate::metrics::Metrics;
+use crate::relay::{Relay, RelaySettings};
 use crate::state::Recipients;
 use crate::store::PrincipalRecord;
 use crate::visibility;
@@ -125,26 +126,37 @@ impl DispatchHandle {
                 queued: HashMap::default(),
                 stopped: false,
                 max_devices: max_devices.max(1),
-                next: None,
-                held: std::collections::BTreeMap::new(),
-                waiting_since: None,
+                order: None,
+                started: std::time::Instant::now(),
             })),
         }
     }
 
     /// Makes this the dispatcher of one process of a cluster, whose memory includes the
     /// shared batches up to `position`: from now on batches are fanned out by position,
-    /// each once and in order, wherever they come from.
-    pub fn in_cluster(self, position: u64) -> DispatchHandle {
-        self.lock().next = Some(position + 1);
+    /// each once and in order, wherever they come from. A position that later ones have
+    /// waited on for `own_gap_wait` may be filled from the store even if it is this
+    /// process's own (its writer failed after committing it).
+    pub fn in_cluster(self, position: u64, own_gap_wait: std::time::Duration) -> DispatchHandle {
+        self.lock().order = Some(Relay::after(
+            position,
+            RelaySettings {
+                gap_wait_ms: own_gap_wait.as_millis() as i64,
+                max_held: usize::MAX,
+            },
+        ));
         self
     }
 
-    /// In a cluster: the next position to fan out, and since when later ones have been
-    /// waiting for it (`None` while nothing waits).
-    pub fn expecting(&self) -> Option<(u64, Option<std::time::Instant>)> {
+    /// In a cluster: the next position to fan out, and whether it has been missing long
+    /// enough to be filled from the store whoever committed it.
+    pub fn expecting(&self) -> Option<(u64, bool)> {
         let dispatcher = self.lock();
-        dispatcher.next.map(|next| (next, dispatcher.waiting_since))
+        let now_ms = dispatcher.now_ms();
+        dispatcher
+            .order
+            .as_ref()
+            .map(|order| (order.next(), order.fill_due(now_ms).is_some()))
     }
 
     fn lock(&self) -> MutexGuard<'_, Dispatcher> {
@@ -204,12 +216,11 @@ struct Dispatcher {
     stopped: bool,
     /// Live connections one principal may have.
     max_devices: usize,
-    /// In a cluster: the position of the next batch to fan out.
-    next: Option<u64>,
-    /// In a cluster: batches that came before the one they follow.
-    held: std::collections::BTreeMap<u64, Vec<Delivery>>,
-    /// Since when `held` has been waiting for `next`.
-    waiting_since: Option<std::time::Instant>,
+    /// In a cluster: the batches of every process by position, each released once and in
+    /// order (the same relay a stream of events would use).
+    order: Option<Relay<Vec<Delivery>>>,
+    /// The dispatcher's clock's zero, for the relay's milliseconds.
+    started: std::time::Instant,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -226,10 +237,10 @@ impl Dispatcher {
         if self.stopped {
             return;
         }
-        let Some(mut next) = self.next else {
+        if self.order.is_none() {
             self.fan_out(deliveries);
             return;
-        };
+        }
         // Cut at the positions: each piece is one batch of the cluster's order (a piece
         // before any position is the answers of a batch that failed, which has none).
         let mut pieces: Vec<(Option<u64>, Vec<Delivery>)> = vec![(None, Vec::new())];
@@ -243,36 +254,33 @@ impl Dispatcher {
                     .push(delivery),
             }
         }
+        let now_ms = self.now_ms();
         for (position, piece) in pieces {
-            match position {
-                None => self.fan_out(piece),
+            let Some(n) = position else {
+                self.fan_out(piece);
+                continue;
+            };
+            let order = self.order.as_mut().expect("in a cluster");
+            if n < order.next() {
                 // Fanned out already (another path brought it first): only what answers
                 // this process's own connections is left.
-                Some(n) if n < next => {
-                    self.fan_out(piece.into_iter().filter(|d| !d.is_shared()).collect())
+                self.fan_out(piece.into_iter().filter(|d| !d.is_shared()).collect());
+            } else if let Some(held) = order.held_mut(n) {
+                // The same batch from two paths: keep the one with the answers.
+                if held.len() < piece.len() {
+                    *held = piece;
                 }
-                Some(n) => {
-                    // The same batch from two paths: keep the one with the answers.
-                    let keep = self
-                        .held
-                        .get(&n)
-                        .is_none_or(|held| held.len() < piece.len());
-                    if keep {
-                        self.held.insert(n, piece);
-                    }
+            } else {
+                for (_, ready) in order.on_event(n, piece, now_ms) {
+                    self.fan_out(ready);
                 }
             }
         }
-        while let Some(piece) = self.held.remove(&next) {
-            self.fan_out(piece);
-            next += 1;
-        }
-        self.next = Some(next);
-        self.waiting_since = if self.held.is_empty() {
-            None
-        } else {
-            Some(self.waiting_since.unwrap_or_else(std::time::Instant::now))
-        };
+    }
+
+    /// Milliseconds since the dispatcher began (the relay's clock).
+    fn now_ms(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64
     }
 
     fn fan_out(&mut self, deliveries: Vec<Delivery>) {

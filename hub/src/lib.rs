@@ -230,7 +230,7 @@ impl Hub {
         );
         let dispatch = dispatch::DispatchHandle::new(metrics.clone(), config.max_devices);
         let dispatch = match &config.node {
-            Some(_) => dispatch.in_cluster(shared_position),
+            Some(_) => dispatch.in_cluster(shared_position, cluster::OWN_GAP_WAIT),
             None => dispatch,
         };
         let watermark = Arc::new(durability::Watermark::default());

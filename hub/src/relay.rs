@@ -9,7 +9,8 @@
 //! commit and its publish).
 //!
 //! Sans I/O: the caller feeds events, fills and heads with the time, and does the reads the
-//! relay asks for ([`Relay::fill_due`]). Design: `SCALEOUT.md` §5.2.
+//! relay asks for ([`Relay::fill_due`]). Design: `SCALEOUT.md` §5.2. A cluster's dispatcher
+//! orders the batches of every process with one (their positions are its `seq`s).
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -66,6 +67,11 @@ impl<E> Relay<E> {
     /// How many events wait behind a hole.
     pub fn held(&self) -> usize {
         self.held.len()
+    }
+
+    /// The event held at `seq`, to replace with a fuller copy of it.
+    pub fn held_mut(&mut self, seq: u64) -> Option<&mut E> {
+        self.held.get_mut(&seq)
     }
 
     /// An event from the fan-out (or this node's own commit). Returns what can now be
