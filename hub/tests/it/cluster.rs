@@ -384,3 +384,44 @@ fn nats_server() -> std::path::PathBuf {
         .find(|path| path.exists())
         .expect("nats-server is installed (scripts/test.sh installs it)")
 }
+
+/// Audited commands taken on three hubs at once make one hash chain: dense, and it verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audited_commands_on_three_hubs_make_one_chain_that_verifies() {
+    let mut cluster = TestCluster::start(3, |_| {}).await;
+    let mut tasks = Vec::new();
+    for (index, hub) in cluster.hubs.iter().enumerate() {
+        let (mut client, _) = hub.user(&format!("auditor{index}")).await;
+        tasks.push(tokio::spawn(async move {
+            for n in 0..15 {
+                let room_id = room(&mut client, &[]).await;
+                // A refusal too: its audit entry joins the chain as well.
+                let id = client.id();
+                let refused = client
+                    .call(ClientFrame::RoomKick(
+                        roundtable_protocol::client::RoomKick {
+                            id,
+                            room: room_id,
+                            handle: format!("nobody{n}"),
+                        },
+                    ))
+                    .await
+                    .unwrap();
+                assert!(refused.is_err());
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    cluster.stop().await;
+    let (count, _) = roundtable_hub::admin::verify_audit(&cluster.hubs[0].config, None).unwrap();
+    let rows = roundtable_testkit::postgres::select(
+        &cluster.database.url,
+        "SELECT count(*), min(n), max(n) FROM audit",
+    );
+    assert_eq!(rows[0][0], count.to_string());
+    assert_eq!(rows[0][1], "1");
+    assert_eq!(rows[0][2], count.to_string(), "n dense");
+    assert!(count >= 3 * 15, "{count} entries");
+}
