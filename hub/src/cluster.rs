@@ -19,6 +19,12 @@ use crate::store::ReadStore;
 /// Batches read at most per poll.
 const FOLLOW_LIMIT: usize = 256;
 
+/// How often a process says it lives, when it has nothing new to say.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// How long a revocation's `ok` waits for the other processes to close its connections.
+pub const REVOCATION_WAIT: Duration = Duration::from_secs(1);
+
 /// How long later batches wait for one of this process's own that went missing.
 pub const OWN_GAP_WAIT: Duration = Duration::from_secs(2);
 
@@ -46,6 +52,7 @@ pub fn follow(
     let task = tokio::spawn(async move {
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut reported: Option<(u64, Instant)> = None;
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
@@ -54,10 +61,11 @@ pub fn follow(
             let Some((next, own_may_go)) = dispatch.expecting() else {
                 return;
             };
-            let reader = reader.clone();
-            let read =
-                tokio::task::spawn_blocking(move || reader.committed_after(next - 1, FOLLOW_LIMIT))
-                    .await;
+            let reading = reader.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                reading.committed_after(next - 1, FOLLOW_LIMIT)
+            })
+            .await;
             let committed = match read {
                 Ok(Ok(committed)) => committed,
                 Ok(Err(error)) => {
@@ -76,6 +84,25 @@ pub fn follow(
             }
             if !deliveries.is_empty() {
                 dispatch.batch(deliveries);
+            }
+            // How far this process is, for a revocation waiting on it; and that it lives.
+            let Some((next, _)) = dispatch.expecting() else {
+                return;
+            };
+            let due = reported
+                .is_none_or(|(position, at)| position != next - 1 || at.elapsed() >= HEARTBEAT);
+            if due {
+                let reader = reader.clone();
+                let node = node.clone();
+                let recorded = tokio::task::spawn_blocking(move || {
+                    reader.record_progress(&node, next - 1, crate::unix_ms())
+                })
+                .await;
+                match recorded {
+                    Ok(Ok(())) => reported = Some((next - 1, Instant::now())),
+                    Ok(Err(error)) => warn!(%error, "cannot say how far this hub process is"),
+                    Err(_) => return,
+                }
             }
         }
     });

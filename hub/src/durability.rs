@@ -261,6 +261,10 @@ impl DurableReads {
 }
 
 impl ReadStore for DurableReads {
+    fn record_progress(&self, node: &str, dispatched: u64, now_ms: i64) -> Result<(), StoreError> {
+        self.inner.record_progress(node, dispatched, now_ms)
+    }
+
     /// Not held back: other processes' batches are durable before they are readable.
     fn committed_after(
         &self,

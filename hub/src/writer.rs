@@ -366,10 +366,12 @@ impl Writer {
             shutdown,
         } = state;
         // What the other processes of a cluster learn from this batch.
+        let mut closes = false;
         if failure.is_none()
             && let Some((tx, Some(_))) = tx.as_mut()
         {
             let shared = shared_batch(std::mem::take(&mut tx.ops), &pending, buckets);
+            closes = !shared.closes.is_empty();
             if let Err(error) = tx.share(shared) {
                 failure = Some(error);
             }
@@ -391,6 +393,12 @@ impl Writer {
             }
         }
         drop(tx);
+        // A revocation answers once the other processes have closed its connections too
+        // (or a second has passed).
+        if let (Some(n), true) = (position, closes) {
+            self.store
+                .wait_for_peers(n, crate::cluster::REVOCATION_WAIT);
+        }
         let committed = Instant::now();
         if let Some(error) = failure {
             error!(%error, "a write batch failed; every command in it is answered with internal");

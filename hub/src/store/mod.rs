@@ -298,6 +298,11 @@ pub trait Store: Send {
     /// durable. The writer calls it once, before its first batch; a backend whose commits
     /// are durable by themselves returns a flush that does nothing.
     fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError>;
+
+    /// In a cluster: waits, at most `within`, until every other live process has fanned
+    /// out the batch at `position` (a revocation's, so its connections everywhere are
+    /// closed before its `ok`). Returns at once for a store one hub writes.
+    fn wait_for_peers(&mut self, _position: u64, _within: std::time::Duration) {}
 }
 
 /// Makes every commit that has returned durable (see [`Store::flusher`]).
@@ -470,6 +475,17 @@ pub struct DirectoryQuery {
 
 /// Reads of committed data, safe to run from many threads at once.
 pub trait ReadStore: Send + Sync {
+    /// A cluster's process says how far it has fanned the shared batches out (its
+    /// heartbeat too; not data, and not durable). Nothing for a store one hub writes.
+    fn record_progress(
+        &self,
+        _node: &str,
+        _dispatched: u64,
+        _now_ms: i64,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// The batches every process of a cluster committed after the `after`th, ascending, at
     /// most `limit` (see [`crate::replication`]); none for a store one hub writes.
     fn committed_after(

@@ -173,7 +173,12 @@ async fn a_device_that_signs_in_on_another_hub_replaces_its_first_connection() {
 /// others (4010), and no write of the old token is taken after the rotation's `ok`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_rotated_on_one_hub_closes_its_connections_on_the_others() {
-    let cluster = TestCluster::start(3, |_| {}).await;
+    // Hubs that look for each other's batches only every 400 ms: the rotation's answer
+    // waits for them.
+    let cluster = TestCluster::start(3, |config| {
+        config.cluster_poll = Duration::from_millis(400);
+    })
+    .await;
     let (mut dana, _) = cluster.hubs[0].user("dana").await;
     let registered = agent(&mut dana, "worker").await;
     let home = room(&mut dana, &["dana/worker"]).await;
@@ -187,6 +192,24 @@ async fn a_token_rotated_on_one_hub_closes_its_connections_on_the_others() {
         action: TokenAction::Rotate,
     }))
     .await;
+    // By the rotation's `ok`, the other hubs have fanned its batch out: the agent's
+    // connections there were told to close before the owner heard the rotation was done.
+    let rows = roundtable_testkit::postgres::select(
+        &cluster.database.url,
+        "SELECT (SELECT max(n) FROM shared_batches WHERE node = 'hub-1'), \
+                (SELECT min(dispatched) FROM nodes WHERE node <> 'hub-1'), \
+                (SELECT count(*) FROM nodes WHERE node <> 'hub-1')",
+    );
+    let (rotation, slowest, others): (u64, u64, u64) = (
+        rows[0][0].parse().unwrap(),
+        rows[0][1].parse().unwrap(),
+        rows[0][2].parse().unwrap(),
+    );
+    assert_eq!(others, 2, "both other hubs say how far they are");
+    assert!(
+        slowest >= rotation,
+        "the other hubs had fanned out up to {slowest} when the rotation ({rotation}) was answered"
+    );
     for (name, client) in [("two", &mut on_two), ("three", &mut on_three)] {
         let code = tokio::time::timeout(Duration::from_secs(5), client.closed())
             .await

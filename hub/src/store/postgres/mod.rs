@@ -43,7 +43,12 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "shared_batches",
         include_str!("migrations/0002_shared_batches.sql"),
     ),
+    (3, "nodes", include_str!("migrations/0003_nodes.sql")),
 ];
+
+/// A process that has not said how far it is for this long counts as gone: nobody waits
+/// for it.
+const NODE_SILENCE_MS: i64 = 3_000;
 
 /// The `pg_advisory_xact_lock` key every batch of a cluster's processes takes first
 /// ("rtbatchs"): one batch at a time, in one order (see [`crate::replication`]).
@@ -430,6 +435,42 @@ impl Store for PostgresStore {
 
     fn flusher(&mut self) -> Result<Box<dyn Flush>, StoreError> {
         Ok(Box::new(DurableAlready))
+    }
+
+    fn wait_for_peers(&mut self, position: u64, within: std::time::Duration) {
+        let Some(node) = self.node.clone() else {
+            return;
+        };
+        let io = self.io.clone();
+        let deadline = std::time::Instant::now() + within;
+        let Ok(client) = self.client() else { return };
+        loop {
+            let behind = io.wait(client.query_one(
+                "SELECT count(*) FROM nodes WHERE node <> $1 AND seen_ms > $2 AND dispatched < $3",
+                &[
+                    &node,
+                    &(crate::unix_ms() - NODE_SILENCE_MS),
+                    &seq_to(position),
+                ],
+            ));
+            match behind.and_then(|row| row.try_get::<_, i64>(0)) {
+                Ok(0) => return,
+                Ok(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Ok(behind) => {
+                    tracing::warn!(
+                        behind,
+                        "hub processes did not fan a revocation out within the wait; answering anyway"
+                    );
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot see how far the other hub processes are");
+                    return;
+                }
+            }
+        }
     }
 }
 

@@ -146,6 +146,27 @@ async fn head_of(tx: &Transaction<'_>, stream: &StreamKey) -> Result<u64, StoreE
 }
 
 impl ReadStore for PostgresReader {
+    fn record_progress(&self, node: &str, dispatched: u64, now_ms: i64) -> Result<(), StoreError> {
+        self.io.wait(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            // News, not data: not worth a flush to disk.
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .await?;
+            let statement = tx
+                .prepare_cached(
+                    "INSERT INTO nodes (node, dispatched, seen_ms) VALUES ($1, $2, $3)
+                     ON CONFLICT (node) DO UPDATE SET dispatched = excluded.dispatched,
+                         seen_ms = excluded.seen_ms",
+                )
+                .await?;
+            tx.execute(&statement, &[&node, &seq_to(dispatched), &now_ms])
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
     fn committed_after(
         &self,
         after: u64,
