@@ -130,3 +130,109 @@ impl Drop for TestDatabase {
         );
     }
 }
+
+/// A PostgreSQL server of a test's own (its own cluster in a temporary directory, on a
+/// Unix socket there), for tests that stop and restart the server under load. As root it
+/// runs as the `postgres` user (PostgreSQL refuses root).
+#[derive(Debug)]
+pub struct PrivateServer {
+    dir: tempfile::TempDir,
+    port: u16,
+    /// The URL of its `postgres` database.
+    pub url: String,
+}
+
+fn as_server_user(program: std::path::PathBuf) -> Command {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+    if root {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(command: &mut Command, what: &str) {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {what}: {error}"));
+    assert!(
+        output.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+impl PrivateServer {
+    /// initdb and start; needs `ROUNDTABLE_TEST_POSTGRES_BIN` (scripts/test.sh sets it).
+    pub fn start() -> PrivateServer {
+        let dir = tempfile::Builder::new()
+            .prefix("roundtable-pg-own")
+            .tempdir_in("/tmp")
+            .expect("a temporary directory");
+        let _ = Command::new("chown")
+            .args(["postgres:", dir.path().to_str().unwrap()])
+            .status();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        run(
+            as_server_user(program("initdb"))
+                .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+                .arg(dir.path().join("data")),
+            "initdb",
+        );
+        let server = PrivateServer {
+            url: format!(
+                "postgresql://postgres@localhost:{port}/postgres?host={}",
+                dir.path().display()
+            ),
+            dir,
+            port,
+        };
+        server.pg_ctl(&["start", "-w"]);
+        server
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses='' -c fsync=on -c synchronous_commit=on",
+            self.port,
+            self.dir.path().display()
+        );
+        run(
+            as_server_user(program("pg_ctl"))
+                .arg("-D")
+                .arg(self.dir.path().join("data"))
+                .arg("-l")
+                .arg(self.dir.path().join("log"))
+                .args(["-s", "-o", &options])
+                .args(args),
+            "pg_ctl",
+        );
+    }
+
+    /// Stops the server (`immediate`: as a crash, no checkpoint; `fast`: clean) and starts
+    /// it again.
+    pub fn restart(&self, mode: &str) {
+        self.pg_ctl(&["stop", "-m", mode]);
+        self.pg_ctl(&["start", "-w"]);
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        let _ = as_server_user(program("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-s", "-m", "immediate", "stop"])
+            .output();
+    }
+}

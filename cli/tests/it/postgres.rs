@@ -138,3 +138,167 @@ async fn a_hub_on_postgres_rides_out_its_database_connections_being_cut() {
     );
     hub.terminate().await;
 }
+
+/// Two hubs of a cluster on a PostgreSQL server that is stopped as in a crash
+/// (`pg_ctl stop -m immediate`) and cleanly (`-m fast`), each time started again, under
+/// load: sends in flight are answered with a retryable error or lose their connection,
+/// never an `ok` without a commit; the hubs recover without a restart; a retry of each key
+/// stores exactly one event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_loses_nothing_acknowledged_through_database_restarts() {
+    const PER_SENDER: usize = 600;
+    let server = roundtable_testkit::postgres::PrivateServer::start();
+    let database = TestDatabase::create_on(&server.url);
+    let dir = tempfile::tempdir().unwrap();
+    let mut hubs = Vec::new();
+    for node in 0..2 {
+        hubs.push(
+            HubProcess::start(
+                std::path::Path::new(BIN),
+                &dir.path().join(format!("hub-{node}")),
+                &[
+                    "--store",
+                    &database.url,
+                    "--node",
+                    &format!("hub-{node}"),
+                    "--no-rate-limit",
+                ],
+            )
+            .await,
+        );
+    }
+    let user = signup(hubs[0].addr, "dana").await.unwrap();
+    let mut owner = Client::connect(&hubs[0].ws_url()).await.unwrap();
+    owner.auth(&user.token, "setup").await.unwrap();
+    let id = owner.id();
+    let room: RoomOk = owner
+        .ok(ClientFrame::RoomCreate(RoomCreate {
+            id,
+            title: None,
+            topic: None,
+            members: vec![],
+        }))
+        .await
+        .decode()
+        .unwrap();
+    let room = room.room.id;
+    drop(owner);
+
+    let senders: Vec<_> = hubs
+        .iter()
+        .enumerate()
+        .map(|(index, hub)| {
+            let url = hub.ws_url();
+            let token = user.token.clone();
+            let room = room.clone();
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                let mut retryable = 0;
+                let mut client: Option<Client> = None;
+                while acked.len() < PER_SENDER {
+                    let Some(connected) = client.as_mut() else {
+                        let fresh = match Client::connect(&url).await {
+                            Ok(mut fresh) => fresh
+                                .auth(&token, &format!("sender-{index}"))
+                                .await
+                                .is_ok()
+                                .then_some(fresh),
+                            Err(_) => None,
+                        };
+                        if fresh.is_none() {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        client = fresh;
+                        continue;
+                    };
+                    let key = format!("restart-{index}-{:04}", acked.len());
+                    let id = connected.id();
+                    match connected.call(message(id, &room, &key, &key)).await {
+                        Ok(Ok(ok)) => {
+                            let sent: SendOk = ok.decode().unwrap();
+                            assert_eq!(sent.event.body["text"], key.as_str());
+                            acked.push((key, sent.event.seq));
+                        }
+                        Ok(Err(err)) => {
+                            assert!(
+                                matches!(err.code, ErrorCode::Internal | ErrorCode::Busy),
+                                "{key}: {err:?}"
+                            );
+                            retryable += 1;
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Err(_) => {
+                            retryable += 1;
+                            client = None;
+                        }
+                    }
+                }
+                (acked, retryable)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.restart("immediate");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.restart("fast");
+    let mut acked = Vec::new();
+    let mut retryable = 0;
+    for sender in senders {
+        let (theirs, retried) = sender.await.unwrap();
+        acked.extend(theirs);
+        retryable += retried;
+    }
+    println!(
+        "{} sends acknowledged, {retryable} answered retryable on the way",
+        acked.len()
+    );
+    assert!(
+        retryable > 0,
+        "the restarts hit no send in flight: nothing was tested"
+    );
+
+    let mut reader = Client::connect(&hubs[1].ws_url()).await.unwrap();
+    reader.auth(&user.token, "reader").await.unwrap();
+    let mut stored = std::collections::HashMap::new();
+    let mut seqs = Vec::new();
+    let mut after = 0;
+    loop {
+        let id = reader.id();
+        let page: HistoryOk = reader
+            .ok(ClientFrame::History(History {
+                id,
+                room: room.clone(),
+                before: None,
+                after: Some(after),
+                limit: Some(500),
+            }))
+            .await
+            .decode()
+            .unwrap();
+        let Some(last) = page.events.last() else {
+            break;
+        };
+        after = last.seq;
+        for event in &page.events {
+            seqs.push(event.seq);
+            if let Some(text) = event.body["text"].as_str() {
+                assert!(
+                    stored.insert(text.to_owned(), event.seq).is_none(),
+                    "{text} twice"
+                );
+            }
+        }
+    }
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "dense");
+    for (key, seq) in &acked {
+        assert_eq!(
+            stored.get(key),
+            Some(seq),
+            "{key} stored once, where its ok said"
+        );
+    }
+    assert_eq!(stored.len(), acked.len());
+    for hub in hubs {
+        hub.terminate().await;
+    }
+}
