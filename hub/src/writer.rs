@@ -457,7 +457,7 @@ impl Writer {
                 Err(error) if started.elapsed() < RECOVERY_PATIENCE => {
                     error!(%error, "cannot reload the hub state after a failed commit; trying again");
                     std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_secs(5));
+                    pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 Err(error) => {
                     error!(%error, "cannot reload the hub state after a failed commit; stopping");

@@ -51,7 +51,7 @@ async fn a_hub_on_postgres_rides_out_its_database_connections_being_cut() {
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                      WHERE datname = current_database() AND pid <> pg_backend_pid()",
                 );
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(Duration::from_millis(150));
             }
         })
     };
