@@ -28,6 +28,41 @@ pub const REVOCATION_WAIT: Duration = Duration::from_secs(1);
 /// How long later batches wait for one of this process's own that went missing.
 pub const OWN_GAP_WAIT: Duration = Duration::from_secs(2);
 
+/// What the follower does with what it read.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Nothing to hand over yet.
+    Wait,
+    /// Hand over the first this many batches read.
+    Deliver(usize),
+    /// The batches from `next` on are gone (pruned while this process was away): start
+    /// again after this position, every connection resuming from its cursor.
+    Resync(u64),
+}
+
+/// Decides from the batches read after `next - 1` (ascending): the others' batches in a
+/// row, stopping before this process's own unless it has been missing too long; a first
+/// batch past `next` means the ones before it were pruned.
+fn next_step(
+    next: u64,
+    committed: &[crate::replication::Committed],
+    node: &str,
+    own_may_go: bool,
+) -> Step {
+    match committed.first() {
+        None => Step::Wait,
+        Some(first) if first.n > next => Step::Resync(first.n - 1),
+        Some(_) => match committed
+            .iter()
+            .take_while(|batch| batch.node != node || own_may_go)
+            .count()
+        {
+            0 => Step::Wait,
+            count => Step::Deliver(count),
+        },
+    }
+}
+
 /// The follower's task; dropping it stops the task.
 #[derive(Debug)]
 pub struct Follower {
@@ -74,16 +109,25 @@ pub fn follow(
                 }
                 Err(_) => return,
             };
-            let now = Instant::now();
-            let mut deliveries = Vec::new();
-            for batch in &committed {
-                if batch.node == node && !own_may_go {
-                    break;
+            match next_step(next, &committed, &node, own_may_go) {
+                Step::Wait => {}
+                Step::Deliver(count) => {
+                    let now = Instant::now();
+                    let deliveries = committed[..count]
+                        .iter()
+                        .flat_map(|batch| deliveries_of(batch, now))
+                        .collect();
+                    dispatch.batch(deliveries);
                 }
-                deliveries.extend(deliveries_of(batch, now));
-            }
-            if !deliveries.is_empty() {
-                dispatch.batch(deliveries);
+                Step::Resync(after) => {
+                    warn!(
+                        next,
+                        after,
+                        "this hub process fell behind the batches the others keep; its clients \
+                         reconnect and resume from their cursors"
+                    );
+                    dispatch.resync(after);
+                }
             }
             // How far this process is, for a revocation waiting on it; and that it lives.
             let Some((next, _)) = dispatch.expecting() else {
@@ -107,4 +151,48 @@ pub fn follow(
         }
     });
     Follower { task }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::{Committed, SharedBatch};
+
+    fn batches(from: u64, nodes: &[&str]) -> Vec<Committed> {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(index, node)| Committed {
+                n: from + index as u64,
+                node: (*node).to_owned(),
+                batch: SharedBatch::default(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_others_batches_go_up_to_this_process_own() {
+        assert_eq!(next_step(5, &[], "a", false), Step::Wait);
+        assert_eq!(
+            next_step(5, &batches(5, &["b", "c", "a", "b"]), "a", false),
+            Step::Deliver(2)
+        );
+        assert_eq!(
+            next_step(5, &batches(5, &["a", "b"]), "a", false),
+            Step::Wait
+        );
+        // Its own missing too long: filled from the store like the others'.
+        assert_eq!(
+            next_step(5, &batches(5, &["a", "b"]), "a", true),
+            Step::Deliver(2)
+        );
+    }
+
+    #[test]
+    fn batches_pruned_before_this_process_read_them_mean_a_resync() {
+        assert_eq!(
+            next_step(5, &batches(9, &["b"]), "a", false),
+            Step::Resync(8)
+        );
+    }
 }

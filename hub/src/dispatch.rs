@@ -127,6 +127,7 @@ impl DispatchHandle {
                 stopped: false,
                 max_devices: max_devices.max(1),
                 order: None,
+                order_settings: RelaySettings::default(),
                 started: std::time::Instant::now(),
             })),
         }
@@ -138,14 +139,30 @@ impl DispatchHandle {
     /// waited on for `own_gap_wait` may be filled from the store even if it is this
     /// process's own (its writer failed after committing it).
     pub fn in_cluster(self, position: u64, own_gap_wait: std::time::Duration) -> DispatchHandle {
-        self.lock().order = Some(Relay::after(
-            position,
-            RelaySettings {
-                gap_wait_ms: own_gap_wait.as_millis() as i64,
-                max_held: usize::MAX,
-            },
-        ));
+        let settings = RelaySettings {
+            gap_wait_ms: own_gap_wait.as_millis() as i64,
+            max_held: usize::MAX,
+        };
+        let mut dispatcher = self.lock();
+        dispatcher.order = Some(Relay::after(position, settings));
+        dispatcher.order_settings = settings;
+        drop(dispatcher);
         self
+    }
+
+    /// In a cluster, after the batches from the next position on were pruned before this
+    /// process fanned them out: goes on after `position`, and closes every connection with
+    /// 1012 so each resumes from its cursor (replayed from the store, nothing lost).
+    pub fn resync(&self, position: u64) {
+        let mut dispatcher = self.lock();
+        if dispatcher.order.is_none() {
+            return;
+        }
+        let settings = dispatcher.order_settings;
+        dispatcher.order = Some(Relay::after(position, settings));
+        for registered in dispatcher.conns.values() {
+            registered.handle.control.close(CloseCode::HubRestarting);
+        }
     }
 
     /// In a cluster: the next position to fan out, and whether it has been missing long
@@ -219,6 +236,7 @@ struct Dispatcher {
     /// In a cluster: the batches of every process by position, each released once and in
     /// order (the same relay a stream of events would use).
     order: Option<Relay<Vec<Delivery>>>,
+    order_settings: RelaySettings,
     /// The dispatcher's clock's zero, for the relay's milliseconds.
     started: std::time::Instant,
 }
