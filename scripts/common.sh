@@ -33,6 +33,13 @@ ensure_test_python() {
         python3 -m venv "$venv"
         "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.*'
     fi
+    # The Python SDK (sdk/python) and what it needs, installed as a person would
+    # (`pip install ./sdk/python`), again at every run: it is this repository's code.
+    if ! "$venv/bin/python" -c 'import websockets, wheel' 2>/dev/null; then
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'websockets==15.*' wheel
+    fi
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
+        --force-reinstall ./sdk/python >/dev/null
     export ROUNDTABLE_TEST_PYTHON="$PWD/$venv/bin/python"
 }
 

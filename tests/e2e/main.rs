@@ -16,4 +16,5 @@ mod mcp;
 mod offline;
 mod overlaps;
 mod real_clis;
+mod sdk_python;
 mod work;
