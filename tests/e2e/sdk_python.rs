@@ -233,3 +233,49 @@ async fn the_state_graph_example_answers_from_its_graph() {
     agent.kill().await.unwrap();
     hub.terminate().await;
 }
+
+/// A hub with a certificate of its own (the app's hub opened to a network): the SDK reaches
+/// it through its pinned address and refuses, before sending any token, a hub whose
+/// certificate is another.
+#[tokio::test]
+async fn the_sdk_trusts_exactly_a_pinned_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = roundtable_testkit::pki::self_signed(dir.path(), "hub");
+    let pin = roundtable_core::hub_address::pin_of(&ours.der);
+    let other = roundtable_core::hub_address::pin_of(b"another certificate");
+    let data = dir.path().join("data");
+    let added = tokio::process::Command::new(roundtable_bin())
+        .args(["hub", "user", "add", "--handle", "dana", "--data"])
+        .arg(&data)
+        .output()
+        .await
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let token = String::from_utf8(added.stdout).unwrap().trim().to_owned();
+    let cert = ours.cert.display().to_string();
+    let key = ours.key.display().to_string();
+    let hub = HubProcess::start(
+        &roundtable_bin(),
+        &data,
+        &["--tls-cert", &cert, "--tls-key", &key],
+    )
+    .await;
+    let port = hub.addr.port();
+    let output = tokio::process::Command::new(test_python())
+        .arg(sdk().join("tests/check_pinned.py"))
+        .arg(format!("wss://localhost:{port}/v1/ws#{pin}"))
+        .arg(format!("wss://localhost:{port}/v1/ws#{other}"))
+        .arg(&token)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("authenticated as dana"), "{stdout}");
+    assert!(stdout.contains("refused another certificate"), "{stdout}");
+    hub.terminate().await;
+}

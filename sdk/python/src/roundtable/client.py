@@ -8,11 +8,13 @@ acknowledges it: one message, however many tries.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
 import random
 import secrets
+import ssl
 import tempfile
 import urllib.error
 import urllib.request
@@ -96,11 +98,28 @@ def signup(base_url: str, handle: str, name: str | None = None) -> tuple[Princip
     return Principal.from_json(created["principal"]), created["token"]
 
 
+def _split_pin(url: str) -> tuple[str, bytes | None]:
+    """A hub URL and the certificate it pins, if any: `wss://host:port/v1/ws#sha256=<hex>`
+    (as the hub prints it for a certificate of its own)."""
+    base, _, fragment = url.partition("#")
+    if not fragment:
+        return url, None
+    hexdigest = fragment.removeprefix("sha256=")
+    if fragment == hexdigest or len(hexdigest) != 64:
+        raise ValueError(
+            f"the hub address ends in #{fragment}: a pin is #sha256= and 64 hex digits, as the hub prints it"
+        )
+    if not base.startswith("wss://"):
+        raise ValueError("a certificate pin needs a wss:// address")
+    return base, bytes.fromhex(hexdigest)
+
+
 class Client:
     """A principal's session with a hub.
 
-    `url` is the hub's WebSocket endpoint (`ws://host:port/v1/ws` or `wss://…`), `token` a
-    user's or an agent's. `cursors` names a file where the position of every stream is kept
+    `url` is the hub's WebSocket endpoint (`ws://host:port/v1/ws` or `wss://…`; a hub with a
+    certificate of its own is reached as `wss://…#sha256=<hex>`, its certificate pinned),
+    `token` a user's or an agent's. `cursors` names a file where the position of every stream is kept
     as the program takes events: give one, and a restarted program goes on from where it
     stopped. Use it as `async with Client(...) as client:`.
     """
@@ -115,6 +134,7 @@ class Client:
         client_name: str = "roundtable-python",
     ):
         self.url = url
+        self._endpoint, self._pin = _split_pin(url)
         self._token = token
         self.device = device
         self._client_name = client_name
@@ -158,8 +178,23 @@ class Client:
             await self._ws.close()
 
     async def _open(self) -> None:
-        ws = await connect(self.url, max_size=None, open_timeout=30)
+        context = None
+        if self._pin is not None:
+            # Exactly the pinned certificate, whoever signed it; the TLS handshake still
+            # proves the hub holds its key. Checked before the token is sent.
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        ws = await connect(self._endpoint, max_size=None, open_timeout=30, ssl=context)
         try:
+            if self._pin is not None:
+                peer = ws.transport.get_extra_info("ssl_object").getpeercert(binary_form=True)
+                if peer is None or hashlib.sha256(peer).digest() != self._pin:
+                    raise HubError(
+                        "certificate",
+                        "the hub's certificate is not the one pinned in its address; no token "
+                        "was sent. Ask the hub's owner for its current address",
+                    )
             self.hello = json.loads(await ws.recv())
             self._ws = ws
             self._reader = asyncio.create_task(self._read(ws))
