@@ -521,9 +521,14 @@ impl Core {
                 ts_ms: now_ms,
             };
             let kept = alert.clone();
-            self.write_job(move |cache| cache.record_budget_action(&kept))
+            // Recorded here first, told once: another keeper that read the same actions as
+            // due (the watch and `roundtable budget check` at once) finds it recorded.
+            let first = self
+                .write_job(move |cache| cache.record_budget_action(&kept))
                 .await?;
-            alerts.push(alert);
+            if first {
+                alerts.push(alert);
+            }
         }
         if !alerts.is_empty() {
             self.shared.changed(Change::Budgets);

@@ -205,3 +205,40 @@ async fn the_usage_event_that_crosses_a_budget_pauses_the_agent_before_the_next_
     writer_sync.stop().await;
     sync.stop().await;
 }
+
+/// Budgets kept from several places at once (the app's watch, `roundtable budget check`,
+/// a check of their own) tell each action once: the first to record it tells it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_kept_from_several_places_at_once_tell_each_action_once() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    home.ok("dana", &["agents", "register", "writer"]).await;
+    home.ok(
+        "dana",
+        &["budget", "set", "agent", "writer", "0.01", "--per", "day"],
+    )
+    .await;
+    let dana = Core::open(home.profile("dana")).await.unwrap();
+    let sync = dana.start();
+    dana.synced(PATIENCE).await.unwrap();
+    let writer = Core::open(home.profile("dana.writer")).await.unwrap();
+    let writer_sync = writer.start();
+    writer.synced(PATIENCE).await.unwrap();
+    let room = writer.home_room().await.unwrap();
+    spend(&writer, &room, 1, 0.009).await;
+    until("Dana sees 90 %", PATIENCE, async || {
+        (seen(&dana).await - 0.009).abs() < 1e-9
+    })
+    .await;
+    let keep = || dana.keep_budgets(now_ms(), Pricing::built_in());
+    let (a, b, c, d) = tokio::join!(keep(), keep(), keep(), keep());
+    let told: Vec<_> = [a, b, c, d]
+        .into_iter()
+        .flat_map(|alerts| alerts.unwrap())
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].level, BudgetLevel::Near);
+    writer_sync.stop().await;
+    sync.stop().await;
+}

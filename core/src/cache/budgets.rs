@@ -81,9 +81,10 @@ impl Cache {
         Ok(removed > 0)
     }
 
-    /// Records an action done (once: a second record of the same key is ignored).
-    pub fn record_budget_action(&mut self, alert: &BudgetAlert) -> Result<(), CacheError> {
-        self.conn().execute(
+    /// Records an action done; false when it was already (a second record of the same key
+    /// is ignored).
+    pub fn record_budget_action(&mut self, alert: &BudgetAlert) -> Result<bool, CacheError> {
+        let recorded = self.conn().execute(
             "INSERT INTO budget_actions (scope, name, period, period_start, level, agent,
                  spent_usd, budget_usd, text, ts_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING",
@@ -100,7 +101,7 @@ impl Cache {
                 alert.ts_ms
             ],
         )?;
-        Ok(())
+        Ok(recorded == 1)
     }
 }
 
