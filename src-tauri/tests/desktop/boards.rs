@@ -1066,8 +1066,14 @@ async fn a_budget_set_in_settings_pauses_the_agent_that_crosses_it_and_says_so()
         .await
         .unwrap();
     assert!(reached.contains("(110 %)"), "{reached}");
-    let alerts = desk.text("budget-alerts").await;
-    assert!(alerts.contains("paused by dana"), "{alerts}");
+    // The pause is recorded once the hub took it, a moment after the spend that crossed
+    // the budget: the list shows it when it is.
+    desk.wait_for_element_text(
+        "[data-testid='budget-alerts']",
+        "the costs board lists the pause",
+        |alerts| alerts.contains("paused by dana"),
+    )
+    .await;
     desk.screenshot("budgets-reached-on-costs").await;
     let refused = writer.send_message(&home, "more?").await.unwrap();
     let outcome = writer.wait(refused, PATIENCE).await.unwrap();
