@@ -226,6 +226,7 @@ impl Hub {
                     .unwrap_or_else(|| "127.0.0.1:7300".to_owned()),
                 rate_limits: config.rate_limits,
                 max_agents_per_user: config.max_agents_per_user,
+                shares_buckets: config.node.is_some(),
             },
         );
         let dispatch = dispatch::DispatchHandle::new(metrics.clone(), config.max_devices);

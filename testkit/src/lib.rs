@@ -728,6 +728,31 @@ impl Client {
     }
 
     /// Reads until the hub closes the connection; returns the close code.
+    /// Every event of the room `room` as the hub holds them, oldest first (read with
+    /// `history`, page after page).
+    pub async fn room_log(&mut self, room: &str) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        let mut after = 0;
+        loop {
+            let id = self.id();
+            let page: roundtable_protocol::server::HistoryOk = self
+                .ok(ClientFrame::History(roundtable_protocol::client::History {
+                    id,
+                    room: room.to_owned(),
+                    before: None,
+                    after: Some(after),
+                    limit: Some(500),
+                }))
+                .await
+                .decode()?;
+            let Some(last) = page.events.last().map(|event| event.seq) else {
+                return Ok(events);
+            };
+            after = last;
+            events.extend(page.events);
+        }
+    }
+
     pub async fn closed(&mut self) -> Result<Option<u16>> {
         loop {
             if let Incoming::Closed(code) = self.recv().await? {

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use roundtable_protocol::client::{ClientFrame, History};
-use roundtable_protocol::server::HistoryOk;
+use roundtable_protocol::client::ClientFrame;
 use roundtable_testkit::{Client, HubProcess, message, roundtable_bin, signup};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -51,19 +50,10 @@ async fn start_python(
 
 /// The messages of a room, as (seq, sender, text).
 async fn log(client: &mut Client, room: &str) -> Vec<(u64, String, String)> {
-    let id = client.id();
-    let page: HistoryOk = client
-        .ok(ClientFrame::History(History {
-            id,
-            room: room.into(),
-            before: None,
-            after: Some(0),
-            limit: Some(500),
-        }))
+    client
+        .room_log(room)
         .await
-        .decode()
-        .unwrap();
-    page.events
+        .unwrap()
         .into_iter()
         .filter(|event| event.kind == "message")
         .map(|event| {

@@ -505,37 +505,14 @@ pub async fn room_texts_by_id(ws_url: &str, token: &str, room: &str) -> Vec<Stri
 }
 
 async fn texts_of(client: &mut Client, room: &str) -> Vec<String> {
-    events_of(client, room)
+    client
+        .room_log(room)
         .await
+        .unwrap()
         .iter()
         .filter(|event| event.kind == "message")
         .filter_map(|event| event.body["text"].as_str().map(str::to_owned))
         .collect()
-}
-
-/// Every event of the room with id `room`, as the hub holds them, oldest first.
-async fn events_of(client: &mut Client, room: &str) -> Vec<roundtable_protocol::server::Event> {
-    let mut events = Vec::new();
-    let mut after = 0;
-    loop {
-        let id = client.id();
-        let page: HistoryOk = client
-            .ok(ClientFrame::History(History {
-                id,
-                room: room.to_owned(),
-                before: None,
-                after: Some(after),
-                limit: Some(500),
-            }))
-            .await
-            .decode()
-            .unwrap();
-        let Some(last) = page.events.last().map(|event| event.seq) else {
-            return events;
-        };
-        after = last;
-        events.extend(page.events);
-    }
 }
 
 /// The bodies of the events of `kind` in the room titled `title`, as the hub holds them,
@@ -560,8 +537,10 @@ pub async fn room_bodies(ws_url: &str, token: &str, title: &str, kind: &str) -> 
         .find(|room| room.title.as_deref() == Some(title))
         .unwrap_or_else(|| panic!("no room {title:?}"))
         .id;
-    events_of(&mut client, &room)
+    client
+        .room_log(&room)
         .await
+        .unwrap()
         .into_iter()
         .filter(|event| event.kind == kind)
         .map(|event| event.body)

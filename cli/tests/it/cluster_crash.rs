@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use roundtable_protocol::client::{ClientFrame, History, RoomCreate};
-use roundtable_protocol::server::{HistoryOk, RoomOk, SendOk};
+use roundtable_protocol::client::{ClientFrame, RoomCreate};
+use roundtable_protocol::server::{RoomOk, SendOk};
 use roundtable_testkit::postgres::TestDatabase;
 use roundtable_testkit::{Client, HubProcess, message, signup};
 
@@ -172,33 +172,17 @@ async fn a_cluster_keeps_every_acknowledged_message_through_sigkills_of_its_hubs
         reader.auth(&user.token, "reader").await.unwrap();
         let mut log: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
         for room in &rooms {
-            let mut after = 0;
-            loop {
-                let id = reader.id();
-                let page: HistoryOk = reader
-                    .ok(ClientFrame::History(History {
-                        id,
-                        room: room.clone(),
-                        before: None,
-                        after: Some(after),
-                        limit: Some(500),
-                    }))
-                    .await
-                    .decode()
-                    .unwrap();
-                let Some(last) = page.events.last() else {
-                    break;
-                };
-                after = last.seq;
-                log.entry(room.clone())
-                    .or_default()
-                    .extend(page.events.iter().map(|event| {
-                        (
-                            event.seq,
-                            event.body["text"].as_str().unwrap_or_default().to_owned(),
-                        )
-                    }));
-            }
+            let events = reader.room_log(room).await.unwrap();
+            log.insert(
+                room.clone(),
+                events
+                    .iter()
+                    .map(|event| {
+                        let text = event.body["text"].as_str().unwrap_or_default();
+                        (event.seq, text.to_owned())
+                    })
+                    .collect::<Vec<_>>(),
+            );
         }
         logs.push(log);
     }

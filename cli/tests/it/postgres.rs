@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use roundtable_protocol::ErrorCode;
-use roundtable_protocol::client::{ClientFrame, History, RoomCreate};
-use roundtable_protocol::server::{HistoryOk, RoomOk, SendOk};
+use roundtable_protocol::client::{ClientFrame, RoomCreate};
+use roundtable_protocol::server::{RoomOk, SendOk};
 use roundtable_testkit::postgres::{TestDatabase, select};
 use roundtable_testkit::{Client, HubProcess, message, signup};
 
@@ -94,33 +94,16 @@ async fn a_hub_on_postgres_rides_out_its_database_connections_being_cut() {
         "the cuts never hit a send: nothing was tested"
     );
 
-    let mut stored = Vec::new();
-    let mut after = 0;
-    loop {
-        let id = client.id();
-        let page: HistoryOk = client
-            .ok(ClientFrame::History(History {
-                id,
-                room: room.clone(),
-                before: None,
-                after: Some(after),
-                limit: Some(500),
-            }))
-            .await
-            .decode()
-            .unwrap();
-        let Some(last) = page.events.last() else {
-            break;
-        };
-        after = last.seq;
-        stored.extend(page.events.iter().map(|event| {
-            (
-                event.seq,
-                event.kind.clone(),
-                event.body["text"].as_str().map(str::to_owned),
-            )
-        }));
-    }
+    let stored: Vec<(u64, String, Option<String>)> = client
+        .room_log(&room)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| {
+            let text = event.body["text"].as_str().map(str::to_owned);
+            (event.seq, event.kind, text)
+        })
+        .collect();
     let seqs: Vec<u64> = stored.iter().map(|(seq, _, _)| *seq).collect();
     assert_eq!(
         seqs,
@@ -261,32 +244,13 @@ async fn a_cluster_loses_nothing_acknowledged_through_database_restarts() {
     reader.auth(&user.token, "reader").await.unwrap();
     let mut stored = std::collections::HashMap::new();
     let mut seqs = Vec::new();
-    let mut after = 0;
-    loop {
-        let id = reader.id();
-        let page: HistoryOk = reader
-            .ok(ClientFrame::History(History {
-                id,
-                room: room.clone(),
-                before: None,
-                after: Some(after),
-                limit: Some(500),
-            }))
-            .await
-            .decode()
-            .unwrap();
-        let Some(last) = page.events.last() else {
-            break;
-        };
-        after = last.seq;
-        for event in &page.events {
-            seqs.push(event.seq);
-            if let Some(text) = event.body["text"].as_str() {
-                assert!(
-                    stored.insert(text.to_owned(), event.seq).is_none(),
-                    "{text} twice"
-                );
-            }
+    for event in reader.room_log(&room).await.unwrap() {
+        seqs.push(event.seq);
+        if let Some(text) = event.body["text"].as_str() {
+            assert!(
+                stored.insert(text.to_owned(), event.seq).is_none(),
+                "{text} twice"
+            );
         }
     }
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "dense");

@@ -121,10 +121,14 @@ impl Engine {
             ),
             PrincipalKind::User => (limits.user, None),
         };
-        self.touched_buckets.insert(caller.id.clone());
+        if self.config.shares_buckets {
+            self.touched_buckets.insert(caller.id.clone());
+        }
         take_from(&mut self.buckets, &caller.id, limit, now_ms)
             .map_err(|wait_ms| refusal(limit, "you may make", wait_ms))?;
-        if let Some(owner) = &owner {
+        if let Some(owner) = &owner
+            && self.config.shares_buckets
+        {
             self.touched_buckets.insert(owner.clone());
         }
         if let Some(owner) = owner

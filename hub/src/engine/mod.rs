@@ -254,6 +254,9 @@ pub struct EngineConfig {
     pub rate_limits: Option<RateLimits>,
     /// Agents one user may register.
     pub max_agents_per_user: usize,
+    /// Whether other hub processes share this one's store (a cluster): then the rate
+    /// buckets a batch changes are noted, to share them.
+    pub shares_buckets: bool,
 }
 
 impl Default for EngineConfig {
@@ -262,6 +265,7 @@ impl Default for EngineConfig {
             public_address: "127.0.0.1:7300".into(),
             rate_limits: Some(RateLimits::default()),
             max_agents_per_user: 100,
+            shares_buckets: false,
         }
     }
 }
@@ -275,8 +279,8 @@ pub struct Engine {
     /// Per principal: tokens left and when they were counted (not durable: a restart
     /// refills every bucket).
     buckets: rustc_hash::FxHashMap<String, (f64, i64)>,
-    /// The buckets changed since [`Engine::take_touched_buckets`] last ran (shared with
-    /// the other processes of a cluster, so a limit holds across them).
+    /// In a cluster: the buckets changed since [`Engine::take_touched_buckets`] last ran
+    /// (shared with the other processes, so a limit holds across them).
     touched_buckets: rustc_hash::FxHashSet<String>,
     /// Refusals being folded into one audit entry a second (memory only).
     refusal_folds: crate::audit::RefusalFolds,

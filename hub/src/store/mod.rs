@@ -473,6 +473,70 @@ pub struct DirectoryQuery {
     pub now_ms: i64,
 }
 
+/// A principal as a backend's directory query finds it, before the search text and the
+/// viewer's relation to it are applied ([`DirectoryFound::entry`], the same for every
+/// backend).
+#[derive(Debug)]
+pub struct DirectoryFound {
+    pub id: String,
+    pub kind: PrincipalKind,
+    pub handle: String,
+    pub name: String,
+    pub owner: Option<String>,
+    pub description: Option<String>,
+    /// The agent card, as JSON text.
+    pub card: Option<String>,
+    /// Same owner as the viewer.
+    pub kin: bool,
+    /// An accepted contact of the viewer.
+    pub is_contact: bool,
+}
+
+impl DirectoryFound {
+    /// The entry the viewer sees, or none when the search text matches neither its
+    /// handle, its name nor its description. `pending_out` and `pending_in` are the
+    /// principals with a pending contact request from and to the viewer.
+    pub fn entry(
+        self,
+        query: &DirectoryQuery,
+        pending_out: &std::collections::HashSet<String>,
+        pending_in: &std::collections::HashSet<String>,
+    ) -> Option<roundtable_protocol::model::DirectoryEntry> {
+        use roundtable_protocol::model::{ContactRelation, DirectoryEntry};
+        if let Some(wanted) = &query.query
+            && !self.handle.contains(wanted.as_str())
+            && !self.name.to_lowercase().contains(wanted.as_str())
+            && !self
+                .description
+                .as_deref()
+                .is_some_and(|d| d.to_lowercase().contains(wanted.as_str()))
+        {
+            return None;
+        }
+        let contact = if self.kin {
+            ContactRelation::Kin
+        } else if self.is_contact {
+            ContactRelation::Accepted
+        } else if pending_out.contains(&self.id) {
+            ContactRelation::PendingOut
+        } else if pending_in.contains(&self.id) {
+            ContactRelation::PendingIn
+        } else {
+            ContactRelation::None
+        };
+        Some(DirectoryEntry {
+            kind: self.kind,
+            owner: self.owner,
+            card: self.card.and_then(|card| serde_json::from_str(&card).ok()),
+            id: self.id,
+            handle: self.handle,
+            name: self.name,
+            description: self.description,
+            contact,
+        })
+    }
+}
+
 /// Reads of committed data, safe to run from many threads at once.
 pub trait ReadStore: Send + Sync {
     /// A cluster's process says how far it has fanned the shared batches out (its

@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use deadpool_postgres::{Pool, Transaction};
-use roundtable_protocol::model::{ContactRelation, DirectoryEntry};
+use roundtable_protocol::model::DirectoryEntry;
 use tokio_postgres::IsolationLevel;
 use tokio_postgres::types::ToSql;
 
 use super::*;
 use crate::store::{
-    AuditQuery, DirectoryQuery, HistoryPage, HistoryRange, ReadError, ReadStore, ReplayPage,
-    ReplayPosition, StreamPlan, SyncPlan,
+    AuditQuery, DirectoryFound, DirectoryQuery, HistoryPage, HistoryRange, ReadError, ReadStore,
+    ReplayPage, ReplayPosition, StreamPlan, SyncPlan,
 };
 use crate::visibility;
 
@@ -252,43 +252,18 @@ impl ReadStore for PostgresReader {
                 if entries.len() >= query.limit {
                     return Ok(false);
                 }
-                let handle: String = row.try_get(2)?;
-                let name: String = row.try_get(3)?;
-                let description: Option<String> = row.try_get(5)?;
-                if let Some(wanted) = &query.query
-                    && !handle.contains(wanted.as_str())
-                    && !name.to_lowercase().contains(wanted.as_str())
-                    && !description
-                        .as_deref()
-                        .is_some_and(|d| d.to_lowercase().contains(wanted.as_str()))
-                {
-                    return Ok(true);
-                }
-                let id: String = row.try_get(0)?;
-                let kin: bool = row.try_get(7)?;
-                let is_contact: bool = row.try_get(8)?;
-                let contact = if kin {
-                    ContactRelation::Kin
-                } else if is_contact {
-                    ContactRelation::Accepted
-                } else if pending_out.contains(&id) {
-                    ContactRelation::PendingOut
-                } else if pending_in.contains(&id) {
-                    ContactRelation::PendingIn
-                } else {
-                    ContactRelation::None
-                };
-                let card: Option<String> = row.try_get(6)?;
-                entries.push(DirectoryEntry {
+                let found = DirectoryFound {
+                    id: row.try_get(0)?,
                     kind: kind_from(row.try_get(1)?)?,
+                    handle: row.try_get(2)?,
+                    name: row.try_get(3)?,
                     owner: row.try_get(4)?,
-                    card: card.and_then(|card| serde_json::from_str(&card).ok()),
-                    id,
-                    handle,
-                    name,
-                    description,
-                    contact,
-                });
+                    description: row.try_get(5)?,
+                    card: row.try_get(6)?,
+                    kin: row.try_get(7)?,
+                    is_contact: row.try_get(8)?,
+                };
+                entries.extend(found.entry(query, &pending_out, &pending_in));
                 Ok(true)
             })
             .await?;

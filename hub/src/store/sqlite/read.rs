@@ -102,7 +102,7 @@ impl ReadStore for SqliteReader {
         &self,
         query: &DirectoryQuery,
     ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
-        use roundtable_protocol::model::{ContactRelation, DirectoryEntry};
+        use crate::store::DirectoryFound;
         let result = self.with_connection(|conn| {
             let tx = conn.transaction().map_err(StoreError::from)?;
             let viewer_owner: Option<String> = tx
@@ -159,43 +159,18 @@ impl ReadStore for SqliteReader {
                 let Some(row) = rows.next().map_err(StoreError::from)? else {
                     break;
                 };
-                let handle: String = row.get(2).map_err(StoreError::from)?;
-                let name: String = row.get(3).map_err(StoreError::from)?;
-                let description: Option<String> = row.get(5).map_err(StoreError::from)?;
-                if let Some(wanted) = &query.query
-                    && !handle.contains(wanted.as_str())
-                    && !name.to_lowercase().contains(wanted.as_str())
-                    && !description
-                        .as_deref()
-                        .is_some_and(|d| d.to_lowercase().contains(wanted.as_str()))
-                {
-                    continue;
-                }
-                let id: String = row.get(0).map_err(StoreError::from)?;
-                let kin: bool = row.get(7).map_err(StoreError::from)?;
-                let is_contact: bool = row.get(8).map_err(StoreError::from)?;
-                let contact = if kin {
-                    ContactRelation::Kin
-                } else if is_contact {
-                    ContactRelation::Accepted
-                } else if pending_out.contains(&id) {
-                    ContactRelation::PendingOut
-                } else if pending_in.contains(&id) {
-                    ContactRelation::PendingIn
-                } else {
-                    ContactRelation::None
-                };
-                let card: Option<String> = row.get(6).map_err(StoreError::from)?;
-                entries.push(DirectoryEntry {
+                let found = DirectoryFound {
+                    id: row.get(0).map_err(StoreError::from)?,
                     kind: kind_from(&row.get::<_, String>(1).map_err(StoreError::from)?)?,
+                    handle: row.get(2).map_err(StoreError::from)?,
+                    name: row.get(3).map_err(StoreError::from)?,
                     owner: row.get(4).map_err(StoreError::from)?,
-                    card: card.and_then(|card| serde_json::from_str(&card).ok()),
-                    id,
-                    handle,
-                    name,
-                    description,
-                    contact,
-                });
+                    description: row.get(5).map_err(StoreError::from)?,
+                    card: row.get(6).map_err(StoreError::from)?,
+                    kin: row.get(7).map_err(StoreError::from)?,
+                    is_contact: row.get(8).map_err(StoreError::from)?,
+                };
+                entries.extend(found.entry(query, &pending_out, &pending_in));
             }
             Ok(entries)
         });
