@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use roundtable_hub::engine::{Caller, Command, ConnId, Engine, prepare_send};
+use roundtable_hub::engine::{Caller, Command, ConnId, Engine, Via, prepare_send};
 use roundtable_hub::ids::IdSource;
 use roundtable_hub::store::Store;
 use roundtable_hub::store::sqlite;
@@ -51,6 +51,7 @@ fn main() {
             kind: PrincipalKind::User,
             device: "d".into(),
             conn: ConnId(0),
+            via: Via::Ws,
         };
         let mut members = vec![owner.clone()];
         for agent_index in 1..4 {
@@ -77,6 +78,7 @@ fn main() {
                 kind: PrincipalKind::Agent,
                 device: "d".into(),
                 conn: ConnId(0),
+                via: Via::Ws,
             });
         }
         let handles = (1..4).map(|i| format!("bench{room_index}/m{i}")).collect();

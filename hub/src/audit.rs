@@ -5,9 +5,10 @@
 //! transaction of the change they record.
 //!
 //! Canonical JSON: the object
-//! `{"action","code"?,"count"?,"n","principal","reason"?,"result","target"?,"ts"}` with keys in that
-//! (alphabetical) order, no whitespace, absent optional keys omitted, `ts` in the wire
-//! timestamp format. "previous hash" is the previous entry's 32 hash bytes (32 zero bytes
+//! `{"action","code"?,"count"?,"n","principal","reason"?,"result","target"?,"ts","via"?}` with
+//! keys in that (alphabetical) order, no whitespace, absent optional keys omitted (`via` is
+//! absent for the WebSocket, so entries older than the gateways hash as they did), `ts` in
+//! the wire timestamp format. "previous hash" is the previous entry's 32 hash bytes (32 zero bytes
 //! before the first entry).
 //!
 //! The log must not fill the disk, nor be cut without anyone noticing (protocol amendment
@@ -35,6 +36,44 @@ pub const FOLD_WINDOW_MS: i64 = 1000;
 /// The "previous hash" of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// The way a command reached the hub: every way runs the same command path and is audited
+/// alike, and the entry says which it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// A WebSocket client (the protocol): not written in an entry.
+    #[default]
+    Ws,
+    /// An A2A client, through `/a2a/…`.
+    A2a,
+    /// An MCP client, through `/mcp`.
+    Mcp,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Ws => "ws",
+            Via::A2a => "a2a",
+            Via::Mcp => "mcp",
+        }
+    }
+
+    /// What an entry stores: nothing for the WebSocket.
+    pub fn recorded(self) -> Option<&'static str> {
+        (self != Via::Ws).then_some(self.as_str())
+    }
+
+    /// Reads a stored value back; `None` (and anything unknown) is the WebSocket.
+    pub fn parse(stored: Option<&str>) -> Via {
+        match stored {
+            Some("a2a") => Via::A2a,
+            Some("mcp") => Via::Mcp,
+            _ => Via::Ws,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Canonical<'a> {
     action: &'a str,
@@ -50,6 +89,8 @@ struct Canonical<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     target: Option<&'a str>,
     ts: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    via: Option<&'a str>,
 }
 
 /// The canonical JSON of an entry, without its hash.
@@ -64,6 +105,7 @@ pub fn canonical_json(entry: &AuditRecord) -> String {
         result: entry.result,
         target: entry.target.as_deref(),
         ts: roundtable_protocol::ts::format_millis(entry.ts_ms),
+        via: entry.via.recorded(),
     })
     .expect("audit entries serialize")
 }
@@ -121,6 +163,7 @@ pub fn next_entry(
         action: action.to_owned(),
         target: target.map(cut_target),
         reason: None,
+        via: Via::Ws,
         result: if refusal.is_some() {
             AuditResult::Err
         } else {
@@ -134,11 +177,18 @@ pub fn next_entry(
     entry
 }
 
-/// `entry`, built after `previous` (hex), with the reason its command gave: the hash is
-/// computed again, as the reason is part of what it chains.
-pub fn with_reason(mut entry: AuditRecord, previous: &str, reason: Option<String>) -> AuditRecord {
-    if reason.is_some() {
+/// `entry`, built after `previous` (hex), with the reason its command gave and the way the
+/// command came: the hash is computed again when either is recorded, as both are part of
+/// what it chains.
+pub fn annotated(
+    mut entry: AuditRecord,
+    previous: &str,
+    reason: Option<String>,
+    via: Via,
+) -> AuditRecord {
+    if reason.is_some() || via != Via::Ws {
         entry.reason = reason;
+        entry.via = via;
         entry.hash = chain_hash(previous, &entry);
     }
     entry
@@ -156,6 +206,7 @@ pub fn wire_entry(entry: &AuditRecord) -> AuditEntry {
         result: entry.result,
         code: entry.code.clone(),
         count: entry.count,
+        via: entry.via.recorded().map(str::to_owned),
         hash: entry.hash.clone(),
     }
 }
@@ -252,7 +303,7 @@ impl ChainCheck {
 }
 
 /// One key of the folds: who was refused what, and why.
-type FoldKey = (String, &'static str, &'static str);
+type FoldKey = (String, &'static str, &'static str, Via);
 
 /// Refusals waiting to be written as one entry.
 #[derive(Debug)]
@@ -271,6 +322,7 @@ pub struct FoldedRefusals {
     pub principal: String,
     pub action: &'static str,
     pub code: &'static str,
+    pub via: Via,
     pub target: Option<String>,
     pub count: u64,
 }
@@ -308,9 +360,10 @@ impl RefusalFolds {
         principal: &str,
         action: &'static str,
         code: &'static str,
+        via: Via,
         target: Option<String>,
     ) -> Folding {
-        let key: FoldKey = (principal.to_owned(), action, code);
+        let key: FoldKey = (principal.to_owned(), action, code, via);
         match self.open.get_mut(&key) {
             Some(fold) if now_ms < fold.opened_ms + FOLD_WINDOW_MS => {
                 fold.folded += 1;
@@ -326,6 +379,7 @@ impl RefusalFolds {
                     principal: key.0.clone(),
                     action,
                     code,
+                    via,
                     target: fold.target.take(),
                     count: fold.folded,
                 });
@@ -380,11 +434,12 @@ impl RefusalFolds {
                 }
                 continue;
             }
-            let (principal, action, code) = key.clone();
+            let (principal, action, code, via) = key.clone();
             closed.push(FoldedRefusals {
                 principal,
                 action,
                 code,
+                via,
                 target: fold.target.take(),
                 count: fold.folded,
             });
@@ -420,11 +475,12 @@ impl RefusalFolds {
     }
 }
 
-fn folded((principal, action, code): FoldKey, fold: Fold) -> FoldedRefusals {
+fn folded((principal, action, code, via): FoldKey, fold: Fold) -> FoldedRefusals {
     FoldedRefusals {
         principal,
         action,
         code,
+        via,
         target: fold.target,
         count: fold.folded,
     }
@@ -478,8 +534,13 @@ mod tests {
         let entries = chain(2);
         let head = (entries[0].n, entries[0].hash.clone());
         let plain = next_entry(&head, 5, "p_dana", "control", None, None, None);
-        assert_eq!(with_reason(plain.clone(), &head.1, None), plain);
-        let reasoned = with_reason(plain.clone(), &head.1, Some("budget reached".into()));
+        assert_eq!(annotated(plain.clone(), &head.1, None, Via::Ws), plain);
+        let reasoned = annotated(
+            plain.clone(),
+            &head.1,
+            Some("budget reached".into()),
+            Via::Ws,
+        );
         assert_eq!(
             canonical_json(&reasoned),
             r#"{"action":"control","n":2,"principal":"p_dana","reason":"budget reached","result":"ok","ts":"1970-01-01T00:00:00.005Z"}"#
@@ -492,6 +553,30 @@ mod tests {
         let mut edited = reasoned;
         edited.reason = Some("no reason".into());
         assert!(check(&[entries[0].clone(), edited]).is_err());
+    }
+
+    #[test]
+    fn the_way_a_command_came_is_chained_last_and_the_websocket_is_not_written() {
+        let entries = chain(2);
+        let head = (entries[0].n, entries[0].hash.clone());
+        let plain = next_entry(&head, 5, "p_dana", "send", None, Some("not_member"), None);
+        assert_eq!(annotated(plain.clone(), &head.1, None, Via::Ws), plain);
+        let through_a2a = annotated(plain.clone(), &head.1, None, Via::A2a);
+        assert_eq!(
+            canonical_json(&through_a2a),
+            r#"{"action":"send","code":"not_member","n":2,"principal":"p_dana","result":"err","ts":"1970-01-01T00:00:00.005Z","via":"a2a"}"#
+        );
+        assert_ne!(through_a2a.hash, plain.hash);
+        assert_eq!(wire_entry(&through_a2a).via.as_deref(), Some("a2a"));
+        assert_eq!(wire_entry(&plain).via, None);
+        assert!(check(&[entries[0].clone(), through_a2a.clone()]).is_ok());
+        // Claiming another way breaks the chain, as editing any field does.
+        let mut edited = through_a2a;
+        edited.via = Via::Mcp;
+        assert!(check(&[entries[0].clone(), edited]).is_err());
+        for via in [Via::Ws, Via::A2a, Via::Mcp] {
+            assert_eq!(Via::parse(via.recorded()), via);
+        }
     }
 
     #[test]
@@ -591,7 +676,14 @@ mod tests {
     fn a_flood_of_the_same_refusal_is_one_entry_a_second() {
         let mut folds = RefusalFolds::default();
         let refuse = |folds: &mut RefusalFolds, at: i64, target: &str| {
-            folds.refuse(at, "p_eve", "send", "not_found", Some(target.to_owned()))
+            folds.refuse(
+                at,
+                "p_eve",
+                "send",
+                "not_found",
+                Via::Ws,
+                Some(target.to_owned()),
+            )
         };
         assert_eq!(refuse(&mut folds, 0, "a"), Folding::Write { closed: None });
         for at in 1..1000 {
@@ -610,6 +702,7 @@ mod tests {
                 principal: "p_eve".into(),
                 action: "send",
                 code: "not_found",
+                via: Via::Ws,
                 target: Some("b".into()),
                 count: 999,
             }]
@@ -638,28 +731,31 @@ mod tests {
     }
 
     #[test]
-    fn different_principals_actions_and_codes_fold_apart() {
+    fn different_principals_actions_codes_and_ways_fold_apart() {
         let mut folds = RefusalFolds::default();
-        for (principal, action, code) in [
-            ("p_a", "send", "not_found"),
-            ("p_b", "send", "not_found"),
-            ("p_a", "room_invite", "not_found"),
-            ("p_a", "send", "not_member"),
+        for (principal, action, code, via) in [
+            ("p_a", "send", "not_found", Via::Ws),
+            ("p_b", "send", "not_found", Via::Ws),
+            ("p_a", "room_invite", "not_found", Via::Ws),
+            ("p_a", "send", "not_member", Via::Ws),
+            ("p_a", "send", "not_found", Via::A2a),
+            ("p_a", "send", "not_found", Via::Mcp),
         ] {
             assert_eq!(
-                folds.refuse(0, principal, action, code, None),
+                folds.refuse(0, principal, action, code, via, None),
                 Folding::Write { closed: None }
             );
             assert_eq!(
-                folds.refuse(10, principal, action, code, None),
+                folds.refuse(10, principal, action, code, via, None),
                 Folding::Counted { closed: None }
             );
         }
-        assert_eq!(folds.len(), 4);
-        // At shutdown every count is written, whatever the time.
+        assert_eq!(folds.len(), 6);
+        // At shutdown every count is written, whatever the time, with its way.
         let closed = folds.close(20, true);
-        assert_eq!(closed.len(), 4);
+        assert_eq!(closed.len(), 6);
         assert!(closed.iter().all(|fold| fold.count == 1));
+        assert_eq!(closed.iter().filter(|fold| fold.via == Via::A2a).count(), 1);
         assert!(folds.is_empty());
     }
 }

@@ -61,12 +61,27 @@ pub enum Delivery {
         reply: oneshot::Sender<Result<Option<String>, Refusal>>,
         result: Result<Option<String>, Refusal>,
     },
+    /// The answer to a gateway's request (see [`crate::writer::Request::Call`]).
+    Answer(Answer),
     /// In a cluster: the deliveries that follow, up to the next position, are those of the
     /// batch at this place in the order of every process's batches.
     Position(u64),
     /// Another process of the cluster authenticated this device: a connection of it here
     /// is replaced (4009).
     Replaced { principal: String, device: String },
+}
+
+/// The answer to a request that came through a gateway rather than a connection.
+#[derive(Debug)]
+pub enum Answer {
+    Call {
+        reply: oneshot::Sender<Result<crate::engine::Reply, Refusal>>,
+        result: Result<crate::engine::Reply, Refusal>,
+    },
+    Principal {
+        reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
+        result: Result<PrincipalRecord, Refusal>,
+    },
 }
 
 impl Delivery {
@@ -381,6 +396,12 @@ impl Dispatcher {
                 let _ = reply.send(result);
             }
             Delivery::Operator { reply, result } => {
+                let _ = reply.send(result);
+            }
+            Delivery::Answer(Answer::Call { reply, result }) => {
+                let _ = reply.send(result);
+            }
+            Delivery::Answer(Answer::Principal { reply, result }) => {
                 let _ = reply.send(result);
             }
             Delivery::Replaced { principal, device } => {

@@ -37,6 +37,7 @@ pub mod dispatch;
 pub mod durability;
 pub mod embedded;
 pub mod engine;
+pub mod gateway;
 pub mod http;
 pub mod ids;
 pub mod listener;

@@ -24,7 +24,9 @@ use crate::config::SignupMode;
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
 use crate::dispatch::Delivery;
 use crate::durability::{FlushHandle, Flushing, Watermark};
-use crate::engine::{Caller, Command, Engine, ExecError, NewEvent, Refusal, Reply, SignupOutcome};
+use crate::engine::{
+    Caller, Command, Engine, ExecError, NewEvent, Refusal, Reply, SignupOutcome, Via,
+};
 use crate::metrics::Metrics;
 use crate::replication::{RecordingTx, SharedBatch};
 use crate::store::{PrincipalRecord, Store, WriteTx as _};
@@ -48,6 +50,21 @@ pub enum Request {
         /// Held until the reply is queued: bounds each connection's commands in flight.
         permit: OwnedSemaphorePermit,
     },
+    /// A command that came through a gateway (A2A, MCP): answered once durable, after the
+    /// events it wrote are fanned out. The same path as a connection's command: the same
+    /// checks, limits, deduplication and audit.
+    Call {
+        caller: Arc<Caller>,
+        command: Command,
+        reply: oneshot::Sender<Result<Reply, Refusal>>,
+    },
+    /// A gateway's bearer token, checked as `auth` checks it (a failure is audited with the
+    /// way it came); no connection is registered.
+    Authenticate {
+        token: String,
+        via: crate::engine::Via,
+        reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
+    },
     /// `POST /v1/signup`.
     Signup {
         request: SignupRequest,
@@ -59,6 +76,7 @@ pub enum Request {
         action: &'static str,
         target: Option<String>,
         refusal: Refusal,
+        via: crate::engine::Via,
     },
     /// The operator's request through [`crate::operator`]: answered, with a new token
     /// when it issued one, once durable.
@@ -140,6 +158,14 @@ enum Pending {
         reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
         result: Result<SignupOutcome, Refusal>,
     },
+    Call {
+        reply: oneshot::Sender<Result<Reply, Refusal>>,
+        result: Result<crate::engine::Outcome, Refusal>,
+    },
+    Authenticated {
+        reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
+        result: Result<PrincipalRecord, Refusal>,
+    },
     Operator {
         reply: oneshot::Sender<Result<Option<String>, Refusal>>,
         result: Result<(Option<String>, crate::engine::Effect), Refusal>,
@@ -172,6 +198,14 @@ impl Pending {
                 result: Err(internal()),
             },
             Pending::Signup { reply, .. } => Pending::Signup {
+                reply,
+                result: Err(internal()),
+            },
+            Pending::Call { reply, .. } => Pending::Call {
+                reply,
+                result: Err(internal()),
+            },
+            Pending::Authenticated { reply, .. } => Pending::Authenticated {
                 reply,
                 result: Err(internal()),
             },
@@ -517,6 +551,34 @@ impl Writer {
                 reply,
                 result,
             }),
+            Pending::Call { reply, result } => {
+                let result = match result {
+                    Ok(outcome) => {
+                        self.metrics
+                            .events_written
+                            .fetch_add(outcome.events.len() as u64, Ordering::Relaxed);
+                        for event in outcome.events {
+                            out.push(self.event_delivery(event, committed));
+                        }
+                        out.extend(outcome.effects.into_iter().map(Delivery::Effect));
+                        Ok(outcome.reply)
+                    }
+                    Err(refusal) => {
+                        self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                        Err(refusal)
+                    }
+                };
+                out.push(Delivery::Answer(crate::dispatch::Answer::Call {
+                    reply,
+                    result,
+                }));
+            }
+            Pending::Authenticated { reply, result } => {
+                out.push(Delivery::Answer(crate::dispatch::Answer::Principal {
+                    reply,
+                    result,
+                }));
+            }
             Pending::Signup { reply, result } => {
                 let result = result.map(|mut outcome| {
                     for event in std::mem::take(&mut outcome.events) {
@@ -587,6 +649,10 @@ fn shared_batch(
     for item in pending {
         match item {
             Pending::Command {
+                result: Ok(outcome),
+                ..
+            }
+            | Pending::Call {
                 result: Ok(outcome),
                 ..
             } => {
@@ -677,7 +743,7 @@ impl ExecContext<'_> {
                 reply,
             } => {
                 let result = match tx {
-                    Some(tx) => match self.engine.authenticate(tx, now, &token) {
+                    Some(tx) => match self.engine.authenticate(tx, now, &token, Via::Ws) {
                         Ok(result) => result,
                         Err(error) => {
                             state.failure = Some(error);
@@ -700,16 +766,42 @@ impl ExecContext<'_> {
                 );
                 state.pending.push(Pending::Signup { reply, result });
             }
+            Request::Call {
+                caller,
+                command,
+                reply,
+            } => {
+                self.metrics.commands.fetch_add(1, Ordering::Relaxed);
+                let result = answer(
+                    tx.map(|tx| self.engine.execute(tx, now, &caller, command)),
+                    &mut state.failure,
+                );
+                state.pending.push(Pending::Call { reply, result });
+            }
+            Request::Authenticate { token, via, reply } => {
+                let result = match tx {
+                    Some(tx) => match self.engine.authenticate(tx, now, &token, via) {
+                        Ok(result) => result,
+                        Err(error) => {
+                            state.failure = Some(error);
+                            Err(internal())
+                        }
+                    },
+                    None => Err(internal()),
+                };
+                state.pending.push(Pending::Authenticated { reply, result });
+            }
             Request::Refused {
                 principal,
                 action,
                 target,
                 refusal,
+                via,
             } => {
                 if let Some(tx) = tx
                     && let Err(error) = self
                         .engine
-                        .audit_refusal(tx, now, &principal, action, target, &refusal)
+                        .audit_refusal(tx, now, &principal, action, target, &refusal, via)
                 {
                     state.failure = Some(error);
                 }
@@ -927,6 +1019,7 @@ mod tests {
             kind: PrincipalKind::User,
             device: "d".into(),
             conn: ConnId(1),
+            via: crate::engine::Via::Ws,
         };
         let created = engine
             .execute(

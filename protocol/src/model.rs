@@ -245,6 +245,10 @@ pub struct AuditEntry {
     /// same (principal, action, code) within one second are folded into one entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// How the command came, when not over the WebSocket: `"a2a"` or `"mcp"` (a
+    /// Roundtable extension; chained like the other fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     pub hash: String,
 }
 

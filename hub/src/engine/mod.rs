@@ -24,6 +24,7 @@ use roundtable_protocol::server::OkReply;
 use roundtable_protocol::{CloseCode, ErrorCode};
 
 use crate::audit::Folding;
+pub use crate::audit::Via;
 use crate::ids::{self, IdSource};
 use crate::state::HubState;
 use crate::store::{EventRecord, Snapshot, StoreError, StreamKey, WriteTx};
@@ -107,6 +108,8 @@ pub struct Caller {
     pub kind: PrincipalKind,
     pub device: String,
     pub conn: ConnId,
+    /// How its commands come: the WebSocket or a gateway (recorded in the audit log).
+    pub via: Via,
 }
 
 /// A refused command: the `err` the caller gets.
@@ -123,6 +126,34 @@ impl Refusal {
             code,
             msg: msg.into(),
             retry_after_ms: None,
+        }
+    }
+}
+
+/// What an audit entry says, before the chain numbers and hashes it.
+struct AuditFields<'a> {
+    principal: &'a str,
+    action: &'a str,
+    target: Option<String>,
+    code: Option<&'a str>,
+    count: Option<u64>,
+    reason: Option<String>,
+}
+
+impl<'a> AuditFields<'a> {
+    fn ok(
+        principal: &'a str,
+        action: &'a str,
+        target: Option<String>,
+        reason: Option<String>,
+    ) -> AuditFields<'a> {
+        AuditFields {
+            principal,
+            action,
+            target,
+            code: None,
+            count: None,
+            reason,
         }
     }
 }
@@ -284,6 +315,9 @@ pub struct Engine {
     touched_buckets: rustc_hash::FxHashSet<String>,
     /// Refusals being folded into one audit entry a second (memory only).
     refusal_folds: crate::audit::RefusalFolds,
+    /// How the command being executed came (the WebSocket between commands): what its
+    /// audit entries record.
+    via: Via,
 }
 
 impl Engine {
@@ -299,6 +333,7 @@ impl Engine {
             buckets: Default::default(),
             touched_buckets: Default::default(),
             refusal_folds: Default::default(),
+            via: Via::Ws,
         }
     }
 
@@ -346,17 +381,32 @@ impl Engine {
         caller: &Caller,
         command: Command,
     ) -> Result<Outcome, ExecError> {
+        self.via = caller.via;
+        let result = self.execute_audited(tx, now_ms, caller, command);
+        self.via = Via::Ws;
+        result
+    }
+
+    fn execute_audited(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        command: Command,
+    ) -> Result<Outcome, ExecError> {
         let action = command.action();
         let target = command.audit_target();
         let result = self.run(tx, now_ms, caller, command);
+        let via = self.via;
         match &result {
             Ok(outcome) if !UNAUDITED_SUCCESSES.contains(&action) => {
                 let target = outcome.audit_target.clone().or(target);
                 let reason = outcome.audit_reason.clone();
-                self.append_audit(tx, now_ms, &caller.id, action, target, None, None, reason)?;
+                let entry = AuditFields::ok(&caller.id, action, target, reason);
+                self.append_audit(tx, now_ms, entry, via)?;
             }
             Err(ExecError::Refused(refusal)) => {
-                self.audit_refusal(tx, now_ms, &caller.id, action, target, refusal)?;
+                self.audit_refusal(tx, now_ms, &caller.id, action, target, refusal, via)?;
             }
             _ => {}
         }
@@ -373,41 +423,45 @@ impl Engine {
         target: Option<String>,
         refusal: Option<ErrorCode>,
     ) -> Result<(), StoreError> {
-        self.append_audit(
-            tx,
-            now_ms,
+        let entry = AuditFields {
             principal,
             action,
             target,
-            refusal.map(ErrorCode::as_str),
-            None,
-            None,
-        )
+            code: refusal.map(ErrorCode::as_str),
+            count: None,
+            reason: None,
+        };
+        self.append_audit(tx, now_ms, entry, self.via)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn append_audit(
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
-        principal: &str,
-        action: &str,
-        target: Option<String>,
-        code: Option<&str>,
-        count: Option<u64>,
-        reason: Option<String>,
+        fields: AuditFields<'_>,
+        via: Via,
     ) -> Result<(), StoreError> {
         let head = &self.state.audit_head;
-        let entry = crate::audit::next_entry(head, now_ms, principal, action, target, code, count);
-        let entry = crate::audit::with_reason(entry, &head.1, reason);
+        let entry = crate::audit::next_entry(
+            head,
+            now_ms,
+            fields.principal,
+            fields.action,
+            fields.target,
+            fields.code,
+            fields.count,
+        );
+        let entry = crate::audit::annotated(entry, &head.1, fields.reason, via);
         tx.append_audit(&entry)?;
         self.state.audit_head = (entry.n, entry.hash);
         Ok(())
     }
 
-    /// Records a refusal, if it is of a kind the audit log keeps: at once when it is the
-    /// first of its (principal, action, code) in a second, otherwise folded into the entry
-    /// that window becomes (see [`crate::audit::RefusalFolds`]).
+    /// Records a refusal of a command that came `via`, if it is of a kind the audit log
+    /// keeps: at once when it is the first of its (principal, action, code, way) in a
+    /// second, otherwise folded into the entry that window becomes (see
+    /// [`crate::audit::RefusalFolds`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn audit_refusal(
         &mut self,
         tx: &mut dyn WriteTx,
@@ -416,6 +470,7 @@ impl Engine {
         action: &'static str,
         target: Option<String>,
         refusal: &Refusal,
+        via: Via,
     ) -> Result<(), StoreError> {
         if !AUDITED_REFUSALS.contains(&refusal.code) || UNAUDITED_ACTIONS.contains(&action) {
             return Ok(());
@@ -424,22 +479,21 @@ impl Engine {
         let target = target.map(crate::audit::cut_target);
         match self
             .refusal_folds
-            .refuse(now_ms, principal, action, code, target.clone())
+            .refuse(now_ms, principal, action, code, via, target.clone())
         {
             Folding::Write { closed } => {
                 if let Some(closed) = closed {
                     self.write_folded(tx, now_ms, closed)?;
                 }
-                self.append_audit(
-                    tx,
-                    now_ms,
+                let entry = AuditFields {
                     principal,
                     action,
                     target,
-                    Some(code),
-                    None,
-                    None,
-                )
+                    code: Some(code),
+                    count: None,
+                    reason: None,
+                };
+                self.append_audit(tx, now_ms, entry, via)
             }
             Folding::Counted { closed } => match closed {
                 Some(closed) => self.write_folded(tx, now_ms, closed),
@@ -454,16 +508,15 @@ impl Engine {
         now_ms: i64,
         folded: crate::audit::FoldedRefusals,
     ) -> Result<(), StoreError> {
-        self.append_audit(
-            tx,
-            now_ms,
-            &folded.principal,
-            folded.action,
-            folded.target,
-            Some(folded.code),
-            Some(folded.count),
-            None,
-        )
+        let entry = AuditFields {
+            principal: &folded.principal,
+            action: folded.action,
+            target: folded.target,
+            code: Some(folded.code),
+            count: Some(folded.count),
+            reason: None,
+        };
+        self.append_audit(tx, now_ms, entry, folded.via)
     }
 
     /// Writes the audit entries of refusal windows that have closed by `now_ms` (all of
@@ -770,6 +823,17 @@ pub(crate) mod test_support {
             result
         }
 
+        /// The audit log as committed, ascending.
+        pub fn audit_log(&self) -> Vec<crate::store::AuditRecord> {
+            let mut entries = Vec::new();
+            crate::store::sqlite::read_audit_log(&self._dir.path().join("hub.sqlite3"), |entry| {
+                entries.push(entry);
+                true
+            })
+            .unwrap();
+            entries
+        }
+
         /// Runs one command in its own committed transaction.
         pub fn run(&mut self, caller: &Caller, frame: ClientFrame) -> Result<Outcome, Refusal> {
             match self.transaction(|engine, tx, now_ms| {
@@ -808,6 +872,7 @@ pub(crate) mod test_support {
                 kind: principal.kind,
                 device: "test".into(),
                 conn: ConnId(self.next_conn),
+                via: Via::Ws,
             }
         }
 

@@ -9,7 +9,7 @@ use roundtable_protocol::model::{AgentCard, Discoverable, PrincipalKind};
 use roundtable_protocol::server::{OkReply, ProfileOk, RegisterAgentOk};
 use serde::Deserialize;
 
-use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, refuse};
+use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Via, refuse};
 use crate::config::SignupMode;
 use crate::ids::{self, TokenHash};
 use crate::store::{
@@ -86,10 +86,11 @@ impl Engine {
         tx: &mut dyn WriteTx,
         now_ms: i64,
         token: &str,
+        via: Via,
     ) -> Result<Result<PrincipalRecord, Refusal>, StoreError> {
         let result = self.find_token(token);
         if let Err(refusal) = &result {
-            self.audit_refusal(tx, now_ms, "", "auth", None, refusal)?;
+            self.audit_refusal(tx, now_ms, "", "auth", None, refusal, via)?;
         }
         Ok(result)
     }
@@ -149,7 +150,7 @@ impl Engine {
                 Ok(SignupOutcome { events, ..outcome })
             }
             Err(ExecError::Refused(refusal)) => {
-                self.audit_refusal(tx, now_ms, "", "signup", Some(handle), &refusal)?;
+                self.audit_refusal(tx, now_ms, "", "signup", Some(handle), &refusal, Via::Ws)?;
                 Err(ExecError::Refused(refusal))
             }
             Err(error) => Err(error),

@@ -96,6 +96,88 @@ fn mentions_resolve_member_handles_only_and_keep_listed_ids() {
 }
 
 #[test]
+fn a_gateway_caller_meets_the_websocket_rules_and_its_entries_say_how_it_came() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let eve = fixture.signup("eve");
+    let room = create_room(&mut fixture, &dana, &[]);
+    let over = |caller: &Caller, via: Via| Caller {
+        via,
+        ..caller.clone()
+    };
+    let before = fixture.audit_log().len();
+    // Not a member: the same refusal whichever way the command comes.
+    for via in [Via::Ws, Via::A2a, Via::Mcp] {
+        let refused = fixture
+            .run(
+                &over(&eve, via),
+                message(
+                    1,
+                    &room,
+                    &format!("gateway-key-{}", via.as_str()),
+                    json!({"text": "hi"}),
+                ),
+            )
+            .unwrap_err();
+        assert_eq!(refused.code, ErrorCode::NotMember, "{via:?}");
+    }
+    // A member's send over MCP is stored, and its key deduplicates across ways: the
+    // retry over the WebSocket is the same event.
+    let (first, dup) = sent(
+        fixture
+            .run(
+                &over(&dana, Via::Mcp),
+                message(2, &room, "key-shared-1", json!({"text": "hello"})),
+            )
+            .unwrap(),
+    );
+    assert!(!dup);
+    let (again, dup) = sent(
+        fixture
+            .run(
+                &dana,
+                message(3, &room, "key-shared-1", json!({"text": "hello"})),
+            )
+            .unwrap(),
+    );
+    assert!(dup);
+    assert_eq!(again.id, first.id);
+    let entries = fixture.audit_log();
+    let ways: Vec<(&str, Option<&str>, Via)> = entries[before..]
+        .iter()
+        .map(|entry| (entry.principal.as_str(), entry.code.as_deref(), entry.via))
+        .collect();
+    assert_eq!(
+        ways,
+        [
+            (eve.id.as_str(), Some("not_member"), Via::Ws),
+            (eve.id.as_str(), Some("not_member"), Via::A2a),
+            (eve.id.as_str(), Some("not_member"), Via::Mcp),
+        ],
+        "refusals are audited with their way (sends that succeed are not audited)"
+    );
+    // The chain with gateway entries in it verifies.
+    let mut check = crate::audit::ChainCheck::new();
+    assert!(entries.iter().all(|entry| check.feed(entry)));
+    assert!(check.finish().is_ok());
+    // A failed authentication over a gateway is audited with its way too.
+    fixture.transaction(|engine, tx, now_ms| {
+        let refused = engine
+            .authenticate(
+                tx,
+                now_ms,
+                "rt_not_a_real_token_at_all_000000000000",
+                Via::A2a,
+            )
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Unauthorized);
+    });
+    let last = fixture.audit_log().pop().unwrap();
+    assert_eq!((last.action.as_str(), last.via), ("auth", Via::A2a));
+}
+
+#[test]
 fn a_known_key_is_answered_before_membership_is_checked() {
     let mut fixture = Fixture::new();
     let dana = fixture.signup("dana");

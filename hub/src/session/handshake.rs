@@ -67,6 +67,7 @@ pub(super) async fn authenticate(
                 action: "auth",
                 target: None,
                 refusal: refused.refusal.clone(),
+                via: crate::engine::Via::Ws,
             });
             Some(Err(refused))
         }

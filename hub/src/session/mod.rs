@@ -250,6 +250,7 @@ pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival)
         kind: principal.kind,
         device,
         conn,
+        via: crate::engine::Via::Ws,
     });
     let control = handle.control.clone();
     let sink_task = tokio::spawn(

@@ -202,6 +202,7 @@ pub(super) fn record_refusal(
             action,
             target: None,
             refusal: refusal.clone(),
+            via: caller.via,
         });
     }
 }
@@ -282,6 +283,7 @@ pub(super) async fn serve_directory(
 ) -> Outbound {
     let query = DirectoryQuery {
         viewer: caller.id.clone(),
+        handle: None,
         query: directory
             .query
             .as_deref()

@@ -641,7 +641,7 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     let mut conn = rusqlite::Connection::open(&path).unwrap();
     assert_eq!(
         sqlite::migrate(&mut conn, 1).unwrap(),
-        vec![1, 2, 3, 4, 5, 6]
+        vec![1, 2, 3, 4, 5, 6, 7]
     );
     assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
     let tables: i64 = conn
@@ -704,6 +704,11 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             action: "room_invite".into(),
             target: Some("r".into()),
             reason: (n == 2).then(|| "budget reached".into()),
+            via: match n {
+                1 => crate::audit::Via::Ws,
+                2 => crate::audit::Via::Mcp,
+                _ => crate::audit::Via::A2a,
+            },
             result: if n == 3 {
                 AuditResult::Err
             } else {
@@ -722,6 +727,7 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             .reader
             .directory(&DirectoryQuery {
                 viewer: viewer.into(),
+                handle: None,
                 query: query.map(str::to_owned),
                 limit: 10,
                 now_ms: 100,
@@ -752,6 +758,46 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
     );
     assert_eq!(directory("nobody", None), []);
 
+    // A card's lookup: one handle exactly, the viewer itself included, and anonymous
+    // viewers see public principals only.
+    let mut tx = backend.store.transaction().unwrap();
+    let mut public = principal("w", PrincipalKind::Agent, Some("v"));
+    public.discoverable = roundtable_protocol::model::Discoverable::Public;
+    tx.insert_principal(&public).unwrap();
+    tx.commit().unwrap();
+    let card = |viewer: &str, handle: &str| {
+        backend
+            .reader
+            .directory(&DirectoryQuery {
+                viewer: viewer.into(),
+                handle: Some(handle.into()),
+                query: None,
+                limit: 1,
+                now_ms: 100,
+            })
+            .unwrap()
+            .into_iter()
+            .map(|entry| (entry.id, entry.contact))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(card("", "v/w"), [("w".to_owned(), ContactRelation::None)]);
+    assert_eq!(
+        card("", "u/a"),
+        [],
+        "contacts-only: not for anonymous viewers"
+    );
+    assert_eq!(card("", "v/nobody"), []);
+    assert_eq!(card("nobody", "v/w"), [], "an unknown viewer sees nothing");
+    assert_eq!(card("v", "u/a"), [("a".to_owned(), ContactRelation::None)]);
+    assert_eq!(card("a", "u/a"), [("a".to_owned(), ContactRelation::Kin)]);
+    assert_eq!(card("u", "u/a"), [("a".to_owned(), ContactRelation::Kin)]);
+    assert_eq!(card("u", "u/"), []);
+    assert_eq!(
+        directory("u", Some("w")),
+        [("w".to_owned(), ContactRelation::None)],
+        "the search still leaves the viewer out and finds the public one"
+    );
+
     let audit = |viewer: &str, principal: Option<&str>, since_ms: Option<i64>| {
         backend.reader.audit(&AuditQuery {
             viewer: viewer.into(),
@@ -764,6 +810,11 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
     assert_eq!(mine.iter().map(|entry| entry.n).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(mine[1].reason.as_deref(), Some("budget reached"));
     assert_eq!(
+        (mine[0].via, mine[1].via),
+        (crate::audit::Via::Ws, crate::audit::Via::Mcp),
+        "the way a command came is kept"
+    );
+    assert_eq!(
         audit("u", Some("a"), Some(15)).unwrap().len(),
         1,
         "since filters by time"
@@ -774,8 +825,18 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
     ));
     let theirs = audit("v", None, None).unwrap();
     assert_eq!(
-        (theirs[0].result, theirs[0].code.as_deref(), theirs[0].count),
-        (AuditResult::Err, Some("not_member"), Some(4))
+        (
+            theirs[0].result,
+            theirs[0].code.as_deref(),
+            theirs[0].count,
+            theirs[0].via
+        ),
+        (
+            AuditResult::Err,
+            Some("not_member"),
+            Some(4),
+            crate::audit::Via::A2a
+        )
     );
     assert_eq!(
         backend.reader.audit_head().unwrap(),

@@ -241,6 +241,9 @@ pub struct AuditRecord {
     pub target: Option<String>,
     /// Why, when the command gave a reason (a `control`'s).
     pub reason: Option<String>,
+    /// How the command came (a gateway or the WebSocket).
+    #[serde(default)]
+    pub via: crate::audit::Via,
     pub result: AuditResult,
     pub code: Option<String>,
     /// How many refusals the entry stands for, when more than one (see
@@ -465,7 +468,10 @@ pub struct AuditQuery {
 /// What `directory` asks for.
 #[derive(Debug, Clone)]
 pub struct DirectoryQuery {
+    /// Who looks: empty for an anonymous viewer, who sees public principals only.
     pub viewer: String,
+    /// Exactly this handle (an agent card's lookup), the viewer itself included.
+    pub handle: Option<String>,
     /// Lower case, trimmed, not empty; `None` lists everyone the viewer may see.
     pub query: Option<String>,
     pub limit: usize,
@@ -568,7 +574,9 @@ pub trait ReadStore: Send + Sync {
 
     /// The principals `viewer` may see (kin, public ones, and those whose `discoverable` is
     /// `contacts` when the viewer is a contact of them or of their owner), but the viewer
-    /// itself, that match the query, ascending by handle, at most `limit`.
+    /// itself, that match the query, ascending by handle, at most `limit`. An anonymous
+    /// viewer (empty) sees public principals; an unknown one sees none. With a `handle`,
+    /// only that principal, if the viewer may see it (itself included).
     fn directory(
         &self,
         query: &DirectoryQuery,

@@ -386,6 +386,7 @@ fn ok_payloads() {
                         result: AuditResult::Ok,
                         code: None,
                         count: None,
+                        via: None,
                         hash: "00".into(),
                     },
                     AuditEntry {
@@ -398,6 +399,7 @@ fn ok_payloads() {
                         result: AuditResult::Err,
                         code: Some("not_member".into()),
                         count: Some(40),
+                        via: Some("a2a".into()),
                         hash: "01".into(),
                     },
                     AuditEntry {
@@ -410,6 +412,7 @@ fn ok_payloads() {
                         result: AuditResult::Ok,
                         code: None,
                         count: None,
+                        via: None,
                         hash: "02".into(),
                     },
                 ],

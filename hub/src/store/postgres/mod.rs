@@ -44,6 +44,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/0002_shared_batches.sql"),
     ),
     (3, "nodes", include_str!("migrations/0003_nodes.sql")),
+    (
+        4,
+        "audit_via",
+        include_str!("migrations/0004_audit_via.sql"),
+    ),
 ];
 
 /// A process that has not said how far it is for this long counts as gone: nobody waits
@@ -810,7 +815,7 @@ pub(super) fn audit_result_str(result: AuditResult) -> &'static str {
 }
 
 pub(super) const AUDIT_COLUMNS: &str =
-    "n, ts_ms, principal, action, target, result, code, hash, count, reason";
+    "n, ts_ms, principal, action, target, result, code, hash, count, reason, via";
 
 pub(super) fn audit_from_row(row: &Row) -> Result<AuditRecord, StoreError> {
     let result: &str = row.try_get(5)?;
@@ -829,6 +834,7 @@ pub(super) fn audit_from_row(row: &Row) -> Result<AuditRecord, StoreError> {
         hash: row.try_get(7)?,
         count: row.try_get::<_, Option<i64>>(8)?.map(seq_from),
         reason: row.try_get(9)?,
+        via: crate::audit::Via::parse(row.try_get::<_, Option<&str>>(10)?),
     })
 }
 

@@ -212,10 +212,12 @@ impl ReadStore for PostgresReader {
                 )
                 .await
                 .map_err(StoreError::from)?;
-            let Some(viewer_owner) = viewer_owner else {
-                return Ok(Vec::new());
+            let viewer_owner: String = match viewer_owner {
+                Some(row) => row.try_get(0).map_err(StoreError::from)?,
+                // Anonymous: owns nothing and is no one's contact, so public ones only.
+                None if query.viewer.is_empty() => String::new(),
+                None => return Ok(Vec::new()),
             };
-            let viewer_owner: String = viewer_owner.try_get(0).map_err(StoreError::from)?;
             let mut pending_out = std::collections::HashSet::new();
             let mut pending_in = std::collections::HashSet::new();
             let lifetime = crate::engine::REQUEST_LIFETIME_MS;
@@ -241,31 +243,37 @@ impl ReadStore for PostgresReader {
             let sql = format!(
                 "SELECT id, kind, handle, name, owner, description, card, \
                  coalesce(owner, id) = $2, {is_contact} \
-                 FROM principals WHERE id != $1 AND (coalesce(owner, id) = $2 \
+                 FROM principals WHERE (id != $1 OR $3::text IS NOT NULL) \
+                 AND ($3::text IS NULL OR handle = $3) AND (coalesce(owner, id) = $2 \
                  OR discoverable = 'public' OR (discoverable = 'contacts' AND ({is_contact} \
                  OR {owner_is_contact}))) ORDER BY handle",
                 is_contact = contact.replace("{x}", "id"),
                 owner_is_contact = contact.replace("{x}", "coalesce(owner, id)"),
             );
             let mut entries = Vec::new();
-            each_row(tx, &sql, &[&query.viewer, &viewer_owner], |row| {
-                if entries.len() >= query.limit {
-                    return Ok(false);
-                }
-                let found = DirectoryFound {
-                    id: row.try_get(0)?,
-                    kind: kind_from(row.try_get(1)?)?,
-                    handle: row.try_get(2)?,
-                    name: row.try_get(3)?,
-                    owner: row.try_get(4)?,
-                    description: row.try_get(5)?,
-                    card: row.try_get(6)?,
-                    kin: row.try_get(7)?,
-                    is_contact: row.try_get(8)?,
-                };
-                entries.extend(found.entry(query, &pending_out, &pending_in));
-                Ok(true)
-            })
+            each_row(
+                tx,
+                &sql,
+                &[&query.viewer, &viewer_owner, &query.handle],
+                |row| {
+                    if entries.len() >= query.limit {
+                        return Ok(false);
+                    }
+                    let found = DirectoryFound {
+                        id: row.try_get(0)?,
+                        kind: kind_from(row.try_get(1)?)?,
+                        handle: row.try_get(2)?,
+                        name: row.try_get(3)?,
+                        owner: row.try_get(4)?,
+                        description: row.try_get(5)?,
+                        card: row.try_get(6)?,
+                        kin: row.try_get(7)?,
+                        is_contact: row.try_get(8)?,
+                    };
+                    entries.extend(found.entry(query, &pending_out, &pending_in));
+                    Ok(true)
+                },
+            )
             .await?;
             Ok(entries)
         });

@@ -128,12 +128,23 @@ fn a_broken_writer_connection_is_replaced_and_the_transaction_in_flight_is_lost_
         created_ms: 1,
     })
     .unwrap();
-    // The server ends the writer's session (as a restart would).
+    // The server ends the writer's session (as a restart would). Terminating only signals
+    // the backends: wait until they are gone, or a commit under load may still reach one.
     select(
         &database.url,
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
          WHERE datname = current_database() AND pid <> pg_backend_pid()",
     );
+    let others = "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while select(&database.url, others)[0][0] != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the terminated sessions did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert!(tx.commit().is_err());
     let snapshot = store.load(2).unwrap();
     assert!(snapshot.principals.is_empty());

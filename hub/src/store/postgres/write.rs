@@ -447,8 +447,8 @@ impl WriteTx for PostgresTx<'_> {
 
     fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
         self.execute(
-            "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash, count, reason)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash, count, reason, via)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             &[
                 &seq_to(entry.n),
                 &entry.ts_ms,
@@ -460,6 +460,7 @@ impl WriteTx for PostgresTx<'_> {
                 &entry.hash,
                 &entry.count.map(seq_to),
                 &entry.reason,
+                &entry.via.recorded(),
             ],
         )?;
         Ok(())

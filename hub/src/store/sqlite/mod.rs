@@ -64,6 +64,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "control_reasons",
         include_str!("../migrations/0006_control_reasons.sql"),
     ),
+    (
+        7,
+        "audit_via",
+        include_str!("../migrations/0007_audit_via.sql"),
+    ),
 ];
 
 /// Applies every embedded migration the database lacks. Returns the versions applied.

@@ -113,8 +113,11 @@ impl ReadStore for SqliteReader {
                         .optional()
                 })
                 .map_err(StoreError::from)?;
-            let Some(viewer_owner) = viewer_owner else {
-                return Ok(Vec::new());
+            let viewer_owner = match viewer_owner {
+                Some(owner) => owner,
+                // Anonymous: owns nothing and is no one's contact, so public ones only.
+                None if query.viewer.is_empty() => String::new(),
+                None => return Ok(Vec::new()),
             };
             let mut pending_out = std::collections::HashSet::new();
             let mut pending_in = std::collections::HashSet::new();
@@ -144,7 +147,8 @@ impl ReadStore for SqliteReader {
             let sql = format!(
                 "SELECT id, kind, handle, name, owner, description, card, \
                  coalesce(owner, id) = ?2, {is_contact} \
-                 FROM principals WHERE id != ?1 AND (coalesce(owner, id) = ?2 \
+                 FROM principals WHERE (id != ?1 OR ?3 IS NOT NULL) \
+                 AND (?3 IS NULL OR handle = ?3) AND (coalesce(owner, id) = ?2 \
                  OR discoverable = 'public' OR (discoverable = 'contacts' AND ({is_contact} \
                  OR {owner_is_contact}))) ORDER BY handle",
                 is_contact = contact.replace("{x}", "id"),
@@ -152,7 +156,7 @@ impl ReadStore for SqliteReader {
             );
             let mut statement = tx.prepare_cached(&sql).map_err(StoreError::from)?;
             let mut rows = statement
-                .query(params![query.viewer, viewer_owner])
+                .query(params![query.viewer, viewer_owner, query.handle])
                 .map_err(StoreError::from)?;
             let mut entries = Vec::new();
             while entries.len() < query.limit {

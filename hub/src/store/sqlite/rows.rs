@@ -116,8 +116,9 @@ pub(super) fn audit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditR
         hash: row.get(7)?,
         count: row.get::<_, Option<i64>>(8)?.map(|count| count as u64),
         reason: row.get(9)?,
+        via: crate::audit::Via::parse(row.get::<_, Option<String>>(10)?.as_deref()),
     })
 }
 
 pub(super) const AUDIT_COLUMNS: &str =
-    "n, ts_ms, principal, action, target, result, code, hash, count, reason";
+    "n, ts_ms, principal, action, target, result, code, hash, count, reason, via";

@@ -312,8 +312,8 @@ impl WriteTx for SqliteTx<'_> {
         self.tx
             .prepare_cached(
                 "INSERT INTO audit
-                 (n, ts_ms, principal, action, target, result, code, hash, count, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 (n, ts_ms, principal, action, target, result, code, hash, count, reason, via)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
             .execute(params![
                 entry.n as i64,
@@ -325,7 +325,8 @@ impl WriteTx for SqliteTx<'_> {
                 entry.code,
                 entry.hash,
                 entry.count.map(|count| count as i64),
-                entry.reason
+                entry.reason,
+                entry.via.recorded()
             ])?;
         Ok(())
     }

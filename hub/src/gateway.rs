@@ -1,0 +1,155 @@
+//! The command path of the HTTP gateways (A2A at `/a2a/…`, MCP at `/mcp`).
+//!
+//! Why it exists: a principal must meet the same rules whichever way it comes. A gateway
+//! never writes the store: it checks a bearer token the way `auth` does, then hands the
+//! writer the very frame a WebSocket client would send, encoded and decoded again, so the
+//! same decoder, size limit, membership and invite rules, pause, rate limit, `client_key`
+//! deduplication and audit apply. Only the audit entry differs: it says which way the
+//! command came (`via`). The answer arrives once the command is durable and its events
+//! have been fanned out to live connections.
+
+use std::sync::Arc;
+
+use roundtable_protocol::client::ClientFrame;
+use roundtable_protocol::decode::decode_client_frame;
+use roundtable_protocol::{ErrorCode, handles};
+use tokio::sync::oneshot;
+
+use crate::engine::{Caller, Command, ConnId, Refusal, Reply, Via};
+use crate::session::SessionContext;
+use crate::store::{DirectoryQuery, PrincipalRecord};
+use crate::writer::Request;
+use roundtable_protocol::model::DirectoryEntry;
+
+/// A gateway's way into the hub: every command of one way (`via`) goes through it.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    context: Arc<SessionContext>,
+    via: Via,
+}
+
+/// The connection id of gateway callers: no connection has it (sessions count from 1), so
+/// no live connection is mistaken for the command's origin.
+const NO_CONNECTION: ConnId = ConnId(0);
+
+fn stopping() -> Refusal {
+    Refusal::new(
+        ErrorCode::Internal,
+        "the hub is stopping; nothing more is taken, retry once it is back",
+    )
+}
+
+impl Gateway {
+    pub fn new(context: Arc<SessionContext>, via: Via) -> Gateway {
+        Gateway { context, via }
+    }
+
+    pub fn context(&self) -> &Arc<SessionContext> {
+        &self.context
+    }
+
+    /// The principal a bearer token stands for, checked as `auth` checks it: unknown,
+    /// revoked and malformed tokens are `unauthorized` alike, a stopped agent is `paused`,
+    /// and each refusal is audited with this gateway's way.
+    pub async fn authenticate(&self, token: &str) -> Result<Arc<Caller>, Refusal> {
+        let (reply, answer) = oneshot::channel();
+        if !self.context.writer.submit(Request::Authenticate {
+            token: token.to_owned(),
+            via: self.via,
+            reply,
+        }) {
+            return Err(stopping());
+        }
+        let principal = answer.await.map_err(|_| stopping())??;
+        Ok(Arc::new(self.caller(&principal)))
+    }
+
+    /// The caller a principal is on this way: its device is the way's name, so its read
+    /// markers are apart from those of its WebSocket clients.
+    pub fn caller(&self, principal: &PrincipalRecord) -> Caller {
+        Caller {
+            id: principal.id.clone(),
+            kind: principal.kind,
+            device: self.via.as_str().to_owned(),
+            conn: NO_CONNECTION,
+            via: self.via,
+        }
+    }
+
+    /// Runs a command as `caller`, through the decoder and the writer as a WebSocket
+    /// client's frame goes; answered once durable.
+    pub async fn execute(
+        &self,
+        caller: &Arc<Caller>,
+        frame: &ClientFrame,
+    ) -> Result<Reply, Refusal> {
+        let text = frame.to_json();
+        if text.len() > self.context.config.max_frame {
+            return Err(Refusal::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "the command is {} bytes, more than the {} this hub takes; send less",
+                    text.len(),
+                    self.context.config.max_frame
+                ),
+            ));
+        }
+        let frame =
+            decode_client_frame(&text).map_err(|error| Refusal::new(error.code, error.msg))?;
+        let command = Command::from_frame(frame)?;
+        let (reply, answer) = oneshot::channel();
+        if !self.context.writer.submit(Request::Call {
+            caller: caller.clone(),
+            command,
+            reply,
+        }) {
+            return Err(stopping());
+        }
+        answer.await.map_err(|_| stopping())?
+    }
+
+    /// Records a refusal the gateway made itself (a read it would not serve) in the audit
+    /// log, with its way.
+    pub fn record_refusal(&self, principal: &str, action: &'static str, refusal: &Refusal) {
+        self.context.writer.submit(Request::Refused {
+            principal: principal.to_owned(),
+            action,
+            target: None,
+            refusal: refusal.clone(),
+            via: self.via,
+        });
+    }
+
+    /// The principal a handle names, if `viewer` may see it (`None`: an anonymous viewer,
+    /// who sees public principals only). An invisible principal and a missing one are
+    /// both `None`: the caller cannot tell them apart.
+    pub async fn visible_principal(
+        &self,
+        viewer: Option<&Caller>,
+        handle: &str,
+    ) -> Result<Option<DirectoryEntry>, Refusal> {
+        if handles::validate_handle(handle).is_err() {
+            return Ok(None);
+        }
+        let query = DirectoryQuery {
+            viewer: viewer.map(|caller| caller.id.clone()).unwrap_or_default(),
+            handle: Some(handle.to_owned()),
+            query: None,
+            limit: 1,
+            now_ms: crate::unix_ms(),
+        };
+        let reader = self.context.reader.clone();
+        match tokio::task::spawn_blocking(move || reader.directory(&query)).await {
+            Ok(Ok(mut found)) => Ok(found.pop()),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "directory read failed");
+                Err(read_failed())
+            }
+            Err(_) => Err(read_failed()),
+        }
+    }
+}
+
+fn read_failed() -> Refusal {
+    Refusal::new(ErrorCode::Internal, "the hub could not read; retry")
+}
