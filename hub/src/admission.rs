@@ -229,6 +229,12 @@ impl Admission {
         })
     }
 
+    /// Whether `address` may try a token now (an HTTP gateway's request), or how long until
+    /// it may: the same budget of failed authentications as WebSocket upgrades.
+    pub fn may_authenticate(&self, address: ClientAddress, now: Instant) -> Result<(), Duration> {
+        self.lock().failed_auths.check(address, now)
+    }
+
     /// Records a failed authentication from `address`.
     pub fn auth_failed(&self, address: ClientAddress, now: Instant) {
         self.lock().failed_auths.take(address, now);

@@ -162,6 +162,12 @@ pub struct HubConfig {
     /// Certificate chain and private key (PEM) to serve `wss`/`https` instead of plain
     /// `ws`/`http`.
     pub tls: Option<TlsFiles>,
+    /// Who runs the hub, named as the provider on agents' A2A cards (default: the hub's
+    /// host name).
+    pub operator_name: Option<String>,
+    /// The longest a blocking A2A `SendMessage` waits for the agent before it answers with
+    /// the task still working (the client then polls or subscribes).
+    pub a2a_block_max: Duration,
 }
 
 /// Bounds on the sockets a hostile client can hold open, mostly before it has
@@ -234,6 +240,8 @@ impl HubConfig {
             rate_limits: Some(RateLimits::default()),
             max_agents_per_user: 100,
             tls: None,
+            operator_name: None,
+            a2a_block_max: Duration::from_secs(300),
         }
     }
 

@@ -128,13 +128,28 @@ pub fn deliveries_of(
 #[derive(Debug, Clone)]
 pub struct DispatchHandle {
     dispatcher: Arc<Mutex<Dispatcher>>,
+    rooms_written: tokio::sync::broadcast::Sender<RoomWritten>,
 }
+
+/// A room event was fanned out: what the gateways' waiters are woken by (they read the
+/// room again; a waiter that lagged behind the channel reads it again too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomWritten {
+    pub room: Arc<str>,
+    pub seq: u64,
+}
+
+/// Room events the channel holds for a slow waiter before it lags.
+const ROOMS_WRITTEN_CAPACITY: usize = 1024;
 
 impl DispatchHandle {
     /// A dispatcher that lets each principal have at most `max_devices` live connections.
     pub fn new(metrics: Arc<Metrics>, max_devices: usize) -> DispatchHandle {
+        let (rooms_written, _) = tokio::sync::broadcast::channel(ROOMS_WRITTEN_CAPACITY);
         DispatchHandle {
+            rooms_written: rooms_written.clone(),
             dispatcher: Arc::new(Mutex::new(Dispatcher {
+                rooms_written,
                 conns: HashMap::default(),
                 by_principal: HashMap::default(),
                 metrics,
@@ -191,6 +206,12 @@ impl DispatchHandle {
             .map(|order| (order.next(), order.fill_due(now_ms).is_some()))
     }
 
+    /// Every room event fanned out from now on, this process's and (in a cluster) the
+    /// others'.
+    pub fn watch_rooms(&self) -> tokio::sync::broadcast::Receiver<RoomWritten> {
+        self.rooms_written.subscribe()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Dispatcher> {
         self.dispatcher
             .lock()
@@ -240,6 +261,7 @@ struct Registered {
 }
 
 struct Dispatcher {
+    rooms_written: tokio::sync::broadcast::Sender<RoomWritten>,
     conns: HashMap<ConnId, Registered>,
     by_principal: HashMap<Arc<str>, Vec<ConnId>>,
     metrics: Arc<Metrics>,
@@ -355,19 +377,35 @@ impl Dispatcher {
                 event,
                 recipients,
                 origin,
-            } => match recipients {
-                Recipients::Room { members, also_to } => {
-                    for member in members.iter().chain(also_to.as_ref()) {
-                        if member.agent
-                            && !visibility::agent_sees(&event.record, &member.id, member.routing)
-                        {
-                            continue;
+            } => {
+                if let crate::store::StreamKey::Room(room) = &event.record.stream
+                    && self.rooms_written.receiver_count() > 0
+                {
+                    let _ = self.rooms_written.send(RoomWritten {
+                        room: Arc::from(room.as_str()),
+                        seq: event.record.seq,
+                    });
+                }
+                match recipients {
+                    Recipients::Room { members, also_to } => {
+                        for member in members.iter().chain(also_to.as_ref()) {
+                            if member.agent
+                                && !visibility::agent_sees(
+                                    &event.record,
+                                    &member.id,
+                                    member.routing,
+                                )
+                            {
+                                continue;
+                            }
+                            self.to_principal(&member.id, &event, origin, queued);
                         }
-                        self.to_principal(&member.id, &event, origin, queued);
+                    }
+                    Recipients::One(principal) => {
+                        self.to_principal(&principal, &event, origin, queued)
                     }
                 }
-                Recipients::One(principal) => self.to_principal(&principal, &event, origin, queued),
-            },
+            }
             Delivery::Effect(crate::engine::Effect::Close { principal, code }) => {
                 for id in self
                     .by_principal

@@ -289,6 +289,16 @@ impl ReadStore for DurableReads {
         self.durable(|reads| reads.audit(query))
     }
 
+    fn sent_with_key_prefix(
+        &self,
+        sender: &str,
+        prefix: &str,
+        before: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<crate::store::EventRecord>, StoreError> {
+        self.durable(|reads| reads.sent_with_key_prefix(sender, prefix, before.clone(), limit))
+    }
+
     fn sync_plan(
         &self,
         principal: &str,
@@ -386,6 +396,15 @@ mod tests {
             &self,
             _: &DirectoryQuery,
         ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn sent_with_key_prefix(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<(i64, String)>,
+            _: usize,
+        ) -> Result<Vec<crate::store::EventRecord>, StoreError> {
             Ok(Vec::new())
         }
         fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 
 use crate::engine::{Caller, Command, ConnId, Refusal, Reply, Via};
 use crate::session::SessionContext;
-use crate::store::{DirectoryQuery, PrincipalRecord};
+use crate::store::{DirectoryQuery, EventRecord, HistoryRange, PrincipalRecord, ReadError};
 use crate::writer::Request;
 use roundtable_protocol::model::DirectoryEntry;
 
@@ -51,7 +51,10 @@ impl Gateway {
     /// The principal a bearer token stands for, checked as `auth` checks it: unknown,
     /// revoked and malformed tokens are `unauthorized` alike, a stopped agent is `paused`,
     /// and each refusal is audited with this gateway's way.
-    pub async fn authenticate(&self, token: &str) -> Result<Arc<Caller>, Refusal> {
+    pub async fn authenticate(
+        &self,
+        token: &str,
+    ) -> Result<(Arc<Caller>, PrincipalRecord), Refusal> {
         let (reply, answer) = oneshot::channel();
         if !self.context.writer.submit(Request::Authenticate {
             token: token.to_owned(),
@@ -61,7 +64,7 @@ impl Gateway {
             return Err(stopping());
         }
         let principal = answer.await.map_err(|_| stopping())??;
-        Ok(Arc::new(self.caller(&principal)))
+        Ok((Arc::new(self.caller(&principal)), principal))
     }
 
     /// The caller a principal is on this way: its device is the way's name, so its read
@@ -120,6 +123,76 @@ impl Gateway {
         });
     }
 
+    /// The events of `room` after `after` that `caller` may see, ascending, at most
+    /// `max_events` (read in pages). `NotFound` and `NotMember` as `history` refuses them.
+    pub async fn room_events(
+        &self,
+        caller: &Caller,
+        room: &str,
+        after: u64,
+        max_events: usize,
+    ) -> Result<Vec<EventRecord>, ReadError> {
+        let mut events = Vec::new();
+        let mut after = after;
+        loop {
+            let reader = self.context.reader.clone();
+            let principal = caller.id.clone();
+            let is_agent = caller.kind == roundtable_protocol::model::PrincipalKind::Agent;
+            let room_id = room.to_owned();
+            let limit = HISTORY_PAGE.min(max_events.saturating_sub(events.len()).max(1)) as u32;
+            let range = HistoryRange {
+                before: None,
+                after: Some(after),
+                limit,
+                max_bytes: self.context.config.page_bytes,
+            };
+            let page = tokio::task::spawn_blocking(move || {
+                reader.history(&principal, is_agent, &room_id, range)
+            })
+            .await
+            .map_err(|_| {
+                ReadError::Store(crate::store::StoreError::Corrupt {
+                    table: "events",
+                    detail: "the read was cancelled".into(),
+                })
+            })??;
+            let full = page.events.len() as u32 == limit || page.more;
+            let Some(last) = page.events.last().map(|event| event.seq) else {
+                return Ok(events);
+            };
+            events.extend(page.events);
+            if !full || events.len() >= max_events {
+                return Ok(events);
+            }
+            after = last;
+        }
+    }
+
+    /// What `sender` stored with keys starting with `prefix`, newest first (see
+    /// [`crate::store::ReadStore::sent_with_key_prefix`]).
+    pub async fn keyed_sends(
+        &self,
+        sender: &str,
+        prefix: &str,
+        before: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, Refusal> {
+        let reader = self.context.reader.clone();
+        let (sender, prefix) = (sender.to_owned(), prefix.to_owned());
+        match tokio::task::spawn_blocking(move || {
+            reader.sent_with_key_prefix(&sender, &prefix, before, limit)
+        })
+        .await
+        {
+            Ok(Ok(events)) => Ok(events),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "keyed events read failed");
+                Err(read_failed())
+            }
+            Err(_) => Err(read_failed()),
+        }
+    }
+
     /// The principal a handle names, if `viewer` may see it (`None`: an anonymous viewer,
     /// who sees public principals only). An invisible principal and a missing one are
     /// both `None`: the caller cannot tell them apart.
@@ -149,6 +222,9 @@ impl Gateway {
         }
     }
 }
+
+/// Events read per page by [`Gateway::room_events`].
+const HISTORY_PAGE: usize = 500;
 
 fn read_failed() -> Refusal {
     Refusal::new(ErrorCode::Internal, "the hub could not read; retry")

@@ -41,7 +41,8 @@ pub fn router(context: Arc<SessionContext>, browsers: Arc<BrowserPolicy>) -> Rou
         .route("/v1/health", get(health))
         .route("/.well-known/roundtable.json", get(well_known))
         .route("/metrics", get(metrics))
-        .with_state(context)
+        .with_state(context.clone())
+        .merge(crate::a2a::router(context))
         .layer(middleware::from_fn_with_state(browsers, keep_browsers_out))
 }
 
@@ -118,7 +119,7 @@ async fn websocket(
 }
 
 /// 429 with `Retry-After` (whole seconds, rounded up) and the protocol's error body.
-fn too_many(retry_after: Duration, msg: String) -> Response {
+pub(crate) fn too_many(retry_after: Duration, msg: String) -> Response {
     let mut response = json_error(StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited, msg);
     let seconds = retry_after.as_millis().div_ceil(1000).max(1);
     response.headers_mut().insert(
@@ -136,7 +137,7 @@ fn error_response(refusal: &Refusal) -> Response {
 
 /// The protocol's HTTP error body, `{"code","msg"}`, with a status of the caller's choosing
 /// (415, 421 have no code of their own).
-fn json_error(status: StatusCode, code: ErrorCode, msg: String) -> Response {
+pub(crate) fn json_error(status: StatusCode, code: ErrorCode, msg: String) -> Response {
     (status, axum::Json(HttpError { code, msg })).into_response()
 }
 

@@ -25,6 +25,7 @@
 //! Start it with [`serve`], or [`Hub::open`] then [`Hub::serve`] to learn its ids first;
 //! [`embedded::start`] runs one inside another program, on a runtime of its own.
 
+pub mod a2a;
 pub mod admin;
 pub mod admission;
 pub mod audit;

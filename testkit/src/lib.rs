@@ -399,6 +399,103 @@ pub async fn http(
     })
 }
 
+/// A plain HTTP/1.1 response with its headers (names lower-cased).
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RawResponse {
+    /// The first value of a header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Sends one HTTP/1.1 request with the given headers over a fresh connection, exactly as
+/// written (no header is added but `Host`, `Content-Length` and `Connection: close`), and
+/// reads the whole response, chunked or not.
+pub async fn http_raw(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<RawResponse> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    if let Some(body) = body {
+        stream.write_all(body).await?;
+    }
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let split = raw
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .ok_or_else(|| anyhow!("no end of headers in {:?}", String::from_utf8_lossy(&raw)))?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut rest = raw[split + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| anyhow!("no status line in {head:?}"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"));
+    if chunked {
+        let mut decoded = Vec::new();
+        let mut at = 0;
+        while let Some(end) = rest[at..].windows(2).position(|w| w == b"\r\n") {
+            let size_text = String::from_utf8_lossy(&rest[at..at + end]).into_owned();
+            let size =
+                usize::from_str_radix(size_text.split(';').next().unwrap_or("0").trim(), 16)?;
+            at += end + 2;
+            if size == 0 {
+                break;
+            }
+            decoded.extend_from_slice(&rest[at..(at + size).min(rest.len())]);
+            at += size + 2;
+        }
+        rest = decoded;
+    }
+    Ok(RawResponse {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&rest).into_owned(),
+    })
+}
+
 /// Sends one HTTPS request (trusting what `tls` trusts) to `server_name` at `addr`.
 pub async fn https(
     addr: SocketAddr,

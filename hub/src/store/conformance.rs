@@ -103,7 +103,8 @@ macro_rules! suite {
             a_history_page_stops_at_its_byte_budget_and_says_more,
             commits_after_the_flusher_takes_over_are_kept_once_flushed,
             reopening_keeps_the_hub_id_and_epoch,
-            the_directory_and_the_audit_log_read_what_was_committed
+            the_directory_and_the_audit_log_read_what_was_committed,
+            a_sender_s_keyed_events_are_listed_newest_first_by_prefix_in_pages
         );
     };
     ($open:path; $($test:ident),* $(,)?) => {
@@ -361,6 +362,49 @@ fn the_keys_of_recent_room_events_load_with_the_snapshot(mut backend: Backend) {
             .load(10_000 + retention)
             .unwrap()
             .sent_keys
+            .is_empty()
+    );
+}
+
+fn a_sender_s_keyed_events_are_listed_newest_first_by_prefix_in_pages(mut backend: Backend) {
+    populate(&mut *backend.store);
+    let mut tx = backend.store.transaction().unwrap();
+    // Seqs 7..=12 in room "r": keys of two kinds from "u", one from "v"; two share a time.
+    let keyed = [
+        (7, "u", "a2a:one-000000", 5_000),
+        (8, "u", "a2f:follow-000", 5_001),
+        (9, "v", "a2a:theirs-000", 5_002),
+        (10, "u", "a2a:two-000000", 5_003),
+        (11, "u", "a2a:three-0000", 5_003),
+        (12, "u", "a2b:other-0000", 5_004),
+    ];
+    for (seq, from, key, ts_ms) in keyed {
+        let mut sent = event(StreamKey::Room("r".into()), seq, from, "message", &[]);
+        sent.client_key = Some(key.into());
+        sent.ts_ms = ts_ms;
+        tx.append_event(&sent).unwrap();
+    }
+    tx.commit().unwrap();
+    let list = |before: Option<(i64, String)>, limit: usize| {
+        backend
+            .reader
+            .sent_with_key_prefix("u", "a2a:", before, limit)
+            .unwrap()
+            .into_iter()
+            .map(|event| event.seq)
+            .collect::<Vec<_>>()
+    };
+    // Newest first; at one time, the greater id first ("e11" > "e10").
+    assert_eq!(list(None, 10), [11, 10, 7]);
+    assert_eq!(list(None, 2), [11, 10]);
+    assert_eq!(list(Some((5_003, "e10".into())), 10), [7]);
+    assert_eq!(list(Some((5_003, "e11".into())), 10), [10, 7]);
+    assert_eq!(list(Some((5_000, "e7".into())), 10), Vec::<u64>::new());
+    assert!(
+        backend
+            .reader
+            .sent_with_key_prefix("nobody", "a2a:", None, 10)
+            .unwrap()
             .is_empty()
     );
 }

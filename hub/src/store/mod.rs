@@ -443,6 +443,20 @@ pub struct HistoryPage {
     pub more: bool,
 }
 
+/// The keys that start with `prefix` are those from `prefix` (inclusive) to this bound
+/// (exclusive): `prefix` with its last character moved on by one.
+pub fn key_prefix_bound(prefix: &str) -> String {
+    let mut bound: Vec<char> = prefix.chars().collect();
+    match bound.pop() {
+        Some(last) => {
+            let next = char::from_u32(last as u32 + 1).unwrap_or(char::MAX);
+            bound.push(next);
+            bound.into_iter().collect()
+        }
+        None => char::MAX.to_string(),
+    }
+}
+
 /// Why a read was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -581,6 +595,17 @@ pub trait ReadStore: Send + Sync {
         &self,
         query: &DirectoryQuery,
     ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError>;
+
+    /// What `sender` stored with a `client_key` that starts with `prefix` (an A2A client's
+    /// tasks, say), newest first by time then id, older than `before` when given, at most
+    /// `limit`.
+    fn sent_with_key_prefix(
+        &self,
+        sender: &str,
+        prefix: &str,
+        before: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
 
     /// Audit entries the viewer may see, ascending `n`. `ReadError::NotFound` when
     /// `principal` is neither the viewer nor one of its agents.

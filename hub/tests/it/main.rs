@@ -1,5 +1,6 @@
 //! The hub over real sockets: a hub on a free loopback port, clients speaking raw frames.
 
+mod a2a;
 mod audit_log;
 mod bounds;
 mod browsers;

@@ -280,6 +280,39 @@ impl ReadStore for PostgresReader {
         store_only(entries, "principals")
     }
 
+    fn sent_with_key_prefix(
+        &self,
+        sender: &str,
+        prefix: &str,
+        before: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let (before_ms, before_id) = before.unwrap_or((i64::MAX, String::new()));
+        let unbounded = before_id.is_empty();
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let events = self.read(async |tx| {
+            let sql = format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE sender = $1 \
+                 AND starts_with(client_key, $2) \
+                 AND ($5 OR ts_ms < $3 OR (ts_ms = $3 AND id COLLATE \"C\" < $4)) \
+                 ORDER BY ts_ms DESC, id COLLATE \"C\" DESC LIMIT $6"
+            );
+            let mut events = Vec::new();
+            each_row(
+                tx,
+                &sql,
+                &[&sender, &prefix, &before_ms, &before_id, &unbounded, &limit],
+                |row| {
+                    events.push(event_from_row(row)?);
+                    Ok(true)
+                },
+            )
+            .await?;
+            Ok(events)
+        });
+        store_only(events, "events")
+    }
+
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
         self.read(async |tx| {
             let visible: Vec<String> = tx

@@ -187,6 +187,51 @@ impl ReadStore for SqliteReader {
         })
     }
 
+    fn sent_with_key_prefix(
+        &self,
+        sender: &str,
+        prefix: &str,
+        before: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let (before_ms, before_id) = before.unwrap_or((i64::MAX, String::new()));
+        let unbounded = before_id.is_empty();
+        let result = self.with_connection(|conn| {
+            let sql = format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE sender = ?1 AND client_key >= ?2 \
+                 AND client_key < ?3 AND (?6 OR ts_ms < ?4 OR (ts_ms = ?4 AND id < ?5)) \
+                 ORDER BY ts_ms DESC, id DESC LIMIT ?7"
+            );
+            let mut statement = conn.prepare_cached(&sql).map_err(StoreError::from)?;
+            let rows = statement
+                .query_map(
+                    params![
+                        sender,
+                        prefix,
+                        crate::store::key_prefix_bound(prefix),
+                        before_ms,
+                        before_id,
+                        unbounded,
+                        limit.min(i64::MAX as usize) as i64
+                    ],
+                    event_from_row,
+                )
+                .map_err(StoreError::from)?;
+            let mut events = Vec::new();
+            for row in rows {
+                events.push(row.map_err(StoreError::from)?);
+            }
+            Ok(events)
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "events",
+                detail: other.to_string(),
+            },
+        })
+    }
+
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
         self.with_connection(|conn| {
             let tx = conn.transaction().map_err(StoreError::from)?;

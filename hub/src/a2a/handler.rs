@@ -1,0 +1,856 @@
+//! The A2A operations over rooms: a message becomes a `send` in a room the caller shares
+//! with the agent, and a task is read back from that room (see [`super::task`]).
+//!
+//! Every write goes through [`Gateway::execute`], so membership, the invite rule, pauses,
+//! rate limits, sizes, `client_key` deduplication and the audit log apply as they do to a
+//! WebSocket client. Reads are the caller's own `history` of the room: a task another
+//! principal sent, or one in a room the caller has left, is unknown to it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use a2a::{
+    A2AError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, PartContent, SendMessageRequest, SendMessageResponse,
+    StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
+    TypedDetail,
+};
+use a2a_server::{RequestHandler, ServiceParams};
+use async_trait::async_trait;
+use base64::Engine as _;
+use futures_util::stream::{self, BoxStream, StreamExt as _};
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::client::{ClientFrame, RoomCreate, RoomInvite, Rooms, SendCmd};
+use roundtable_protocol::model::PrincipalKind;
+use roundtable_protocol::server::{RoomOk, RoomsOk};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::task::{self, EXTENSION_FIELD, Parties, TaskView};
+use crate::engine::{Caller, Refusal, Reply};
+use crate::gateway::Gateway;
+use crate::store::{EventRecord, ReadError, StreamKey};
+
+/// The most bytes of text one message may carry (the protocol's limit for a `message`).
+const MAX_TEXT: usize = 16 * 1024;
+
+/// The most parts one message may have.
+const MAX_PARTS: usize = 64;
+
+/// The most events of a room read to follow one task.
+const MAX_TASK_EVENTS: usize = 5_000;
+
+/// The error domain of Roundtable's reasons.
+const DOMAIN: &str = "roundtable";
+
+/// Who a request is between, as the gate set it.
+#[derive(Debug, Clone)]
+struct Who {
+    caller: Arc<Caller>,
+    caller_handle: String,
+    target: String,
+    target_handle: String,
+}
+
+impl Who {
+    fn parties(&self) -> Parties<'_> {
+        Parties {
+            requester: &self.caller.id,
+            target: &self.target,
+        }
+    }
+}
+
+/// The A2A [`RequestHandler`] of the hub.
+#[derive(Debug, Clone)]
+pub struct RoomTasks {
+    gateway: Gateway,
+    /// One lock per (caller, agent) while their A2A room is found or made, so two first
+    /// messages at once make one room.
+    pair_rooms: Arc<Mutex<PairLocks>>,
+}
+
+type PairLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
+
+fn param<'p>(params: &'p ServiceParams, name: &str) -> Option<&'p str> {
+    params
+        .get(name)
+        .and_then(|values| values.first())
+        .map(String::as_str)
+}
+
+fn with_reason(error: A2AError, reason: &str) -> A2AError {
+    error.with_details(vec![TypedDetail::error_info(reason, DOMAIN, None)])
+}
+
+/// A Roundtable refusal, told as A2A tells it.
+fn refused(refusal: Refusal) -> A2AError {
+    match refusal.code {
+        ErrorCode::RateLimited => {
+            super::note_rate_limit(refusal.retry_after_ms.unwrap_or(1000));
+            with_reason(A2AError::internal(refusal.msg), "RATE_LIMITED")
+        }
+        ErrorCode::Paused => with_reason(A2AError::unsupported_operation(refusal.msg), "PAUSED"),
+        ErrorCode::NotMember | ErrorCode::NotFound => context_not_available(),
+        ErrorCode::NoConsent => {
+            with_reason(A2AError::unsupported_operation(refusal.msg), "NO_CONSENT")
+        }
+        ErrorCode::TooLarge => with_reason(A2AError::invalid_params(refusal.msg), "TOO_LARGE"),
+        ErrorCode::BadFrame | ErrorCode::Conflict => A2AError::invalid_params(refusal.msg),
+        ErrorCode::Forbidden => {
+            with_reason(A2AError::unsupported_operation(refusal.msg), "FORBIDDEN")
+        }
+        _ => A2AError::internal(refusal.msg),
+    }
+}
+
+/// The same error for an unknown room and one the caller is not in.
+fn context_not_available() -> A2AError {
+    with_reason(
+        A2AError::invalid_params(
+            "no such context for you: give the contextId of a room you are in, or none",
+        ),
+        "CONTEXT_NOT_AVAILABLE",
+    )
+}
+
+/// The `client_key` a message id stands for: `<kind>:` and 43 characters of the SHA-256
+/// of the id, so a retried message is the same event.
+fn key_of(kind: &str, message_id: &str) -> String {
+    let digest = Sha256::digest(message_id.as_bytes());
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+    format!("{kind}:{}", &encoded[..43])
+}
+
+/// The prefix of the keys of tasks' first messages (follow-ups use another).
+pub const TASK_KEY: &str = "a2a";
+const FOLLOW_UP_KEY: &str = "a2f";
+const ANSWER_KEY: &str = "a2q";
+const CANCEL_KEY: &str = "a2c";
+
+fn sent_event(reply: Reply) -> Result<Arc<EventRecord>, A2AError> {
+    match reply {
+        Reply::Sent { event, .. } => Ok(event),
+        Reply::Ok(_) => Err(A2AError::internal(
+            "the hub answered a send without its event",
+        )),
+    }
+}
+
+fn room_of(event: &EventRecord) -> &str {
+    match &event.stream {
+        StreamKey::Room(room) => room,
+        StreamKey::Inbox(principal) => principal,
+    }
+}
+
+impl RoomTasks {
+    pub fn new(gateway: Gateway) -> RoomTasks {
+        RoomTasks {
+            gateway,
+            pair_rooms: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn who(&self, params: &ServiceParams) -> Result<Who, A2AError> {
+        let missing = || A2AError::internal("the request did not pass the hub's gate");
+        let id = param(params, super::PRINCIPAL).ok_or_else(missing)?;
+        let kind = match param(params, super::PRINCIPAL_KIND) {
+            Some("user") => PrincipalKind::User,
+            Some("agent") => PrincipalKind::Agent,
+            _ => return Err(missing()),
+        };
+        let principal = crate::store::PrincipalRecord {
+            id: id.to_owned(),
+            kind,
+            handle: param(params, super::PRINCIPAL_HANDLE)
+                .unwrap_or_default()
+                .to_owned(),
+            name: String::new(),
+            owner: None,
+            discoverable: Default::default(),
+            description: None,
+            card: None,
+            created_ms: 0,
+        };
+        Ok(Who {
+            caller: Arc::new(self.gateway.caller(&principal)),
+            caller_handle: principal.handle,
+            target: param(params, super::TARGET).ok_or_else(missing)?.to_owned(),
+            target_handle: param(params, super::TARGET_HANDLE)
+                .ok_or_else(missing)?
+                .to_owned(),
+        })
+    }
+
+    async fn execute(&self, who: &Who, frame: ClientFrame) -> Result<Reply, A2AError> {
+        self.gateway
+            .execute(&who.caller, &frame)
+            .await
+            .map_err(refused)
+    }
+
+    async fn send(
+        &self,
+        who: &Who,
+        room: &str,
+        kind: &str,
+        key: String,
+        body: Value,
+    ) -> Result<Arc<EventRecord>, A2AError> {
+        let reply = self
+            .execute(
+                who,
+                ClientFrame::Send(SendCmd {
+                    id: 1,
+                    room: room.to_owned(),
+                    client_key: key,
+                    kind: kind.to_owned(),
+                    body,
+                }),
+            )
+            .await?;
+        sent_event(reply)
+    }
+
+    /// The task at `(room, seq)`, as the caller may read it; unknown unless the caller sent
+    /// it to this endpoint's agent.
+    async fn read_task(&self, who: &Who, room: &str, seq: u64) -> Result<TaskView, A2AError> {
+        let id = task::task_id(room, seq);
+        let events = match self
+            .gateway
+            .room_events(&who.caller, room, seq - 1, MAX_TASK_EVENTS)
+            .await
+        {
+            Ok(events) => events,
+            Err(ReadError::NotFound | ReadError::NotMember) => {
+                return Err(A2AError::task_not_found(&id));
+            }
+            Err(ReadError::Store(error)) => {
+                tracing::warn!(%error, "task read failed");
+                return Err(A2AError::internal("the hub could not read the task; retry"));
+            }
+        };
+        let Some((first, later)) = events.split_first() else {
+            return Err(A2AError::task_not_found(&id));
+        };
+        let is_task = first.seq == seq
+            && first.from == who.caller.id
+            && first.kind == "message"
+            && first.mentions.contains(&who.target)
+            && first
+                .client_key
+                .as_deref()
+                .is_some_and(|key| key.starts_with(&format!("{TASK_KEY}:")));
+        if !is_task {
+            return Err(A2AError::task_not_found(&id));
+        }
+        Ok(task::task_view(
+            first,
+            later,
+            who.parties(),
+            crate::unix_ms(),
+        ))
+    }
+
+    async fn task_by_id(&self, who: &Who, id: &str) -> Result<TaskView, A2AError> {
+        let (room, seq) = task::parse_task_id(id).ok_or_else(|| A2AError::task_not_found(id))?;
+        self.read_task(who, room, seq).await
+    }
+
+    /// The room of a message without a `contextId`: the caller's A2A room with the agent,
+    /// made the first time (under the invite rule).
+    async fn pair_room(&self, who: &Who) -> Result<String, A2AError> {
+        let title = format!("A2A: {} → {}", who.caller_handle, who.target_handle);
+        let lock = {
+            let mut locks = self
+                .pair_rooms
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+            locks
+                .entry((who.caller.id.clone(), who.target.clone()))
+                .or_default()
+                .clone()
+        };
+        let _held = lock.lock().await;
+        let reply = self
+            .execute(who, ClientFrame::Rooms(Rooms { id: 1 }))
+            .await?;
+        if let Reply::Ok(ok) = reply
+            && let Ok(rooms) = ok.decode::<RoomsOk>()
+            && let Some(room) = rooms.rooms.into_iter().find(|room| {
+                room.title.as_deref() == Some(title.as_str())
+                    && room.members.len() == 2
+                    && room.members.iter().any(|member| member.id == who.target)
+            })
+        {
+            return Ok(room.id);
+        }
+        let reply = self
+            .execute(
+                who,
+                ClientFrame::RoomCreate(RoomCreate {
+                    id: 1,
+                    title: Some(title),
+                    topic: None,
+                    members: vec![who.target_handle.clone()],
+                }),
+            )
+            .await?;
+        match reply {
+            Reply::Ok(ok) => ok
+                .decode::<RoomOk>()
+                .map(|created| created.room.id)
+                .map_err(|_| A2AError::internal("the hub's room reply did not decode")),
+            Reply::Sent { .. } => Err(A2AError::internal("room_create answered as a send")),
+        }
+    }
+
+    /// A room the caller named: it must be in it, and the agent must be or may be invited.
+    async fn named_room(&self, who: &Who, room: &str) -> Result<String, A2AError> {
+        let reply = self
+            .execute(who, ClientFrame::Rooms(Rooms { id: 1 }))
+            .await?;
+        let rooms = match reply {
+            Reply::Ok(ok) => ok
+                .decode::<RoomsOk>()
+                .map_err(|_| context_not_available())?,
+            Reply::Sent { .. } => return Err(context_not_available()),
+        };
+        let Some(found) = rooms.rooms.into_iter().find(|found| found.id == room) else {
+            return Err(context_not_available());
+        };
+        if !found.members.iter().any(|member| member.id == who.target) {
+            self.execute(
+                who,
+                ClientFrame::RoomInvite(RoomInvite {
+                    id: 1,
+                    room: room.to_owned(),
+                    handle: who.target_handle.clone(),
+                }),
+            )
+            .await
+            .map_err(|error| {
+                if error.code == a2a::error_code::INVALID_PARAMS {
+                    context_not_available()
+                } else {
+                    error
+                }
+            })?;
+        }
+        Ok(found.id)
+    }
+
+    /// Stores a message (a new task, or a follow-up of one) and returns its task.
+    async fn submit(&self, who: &Who, request: SendMessageRequest) -> Result<TaskView, A2AError> {
+        let message = request.message;
+        let message_id = message.message_id.trim();
+        if message_id.is_empty() || message_id.len() > 256 {
+            return Err(A2AError::invalid_params(
+                "messageId is required, at most 256 bytes; a retry sends the same one",
+            ));
+        }
+        if message.parts.is_empty() || message.parts.len() > MAX_PARTS {
+            return Err(A2AError::invalid_params(format!(
+                "a message has 1 to {MAX_PARTS} parts"
+            )));
+        }
+        let text = task::text_of(&message.parts).map_err(|why| {
+            let mut error = A2AError::content_type_not_supported();
+            error.message = why.to_owned();
+            error
+        })?;
+        if text.len() > MAX_TEXT {
+            return Err(with_reason(
+                A2AError::invalid_params(format!(
+                    "the message's text is {} bytes, more than {MAX_TEXT}; send less",
+                    text.len()
+                )),
+                "TOO_LARGE",
+            ));
+        }
+        let mut marks = serde_json::Map::new();
+        if message
+            .parts
+            .iter()
+            .any(|part| !matches!(part.content, PartContent::Text(_)))
+        {
+            marks.insert(
+                "parts".into(),
+                serde_json::to_value(&message.parts).unwrap_or(Value::Null),
+            );
+        }
+        if let Some(refs) = message.reference_task_ids.filter(|refs| !refs.is_empty()) {
+            marks.insert("refs".into(), json!(refs));
+        }
+        let mut body = json!({"text": text, "mentions": [who.target]});
+        match message.task_id.filter(|id| !id.is_empty()) {
+            Some(task_id) => {
+                let view = self.task_by_id(who, &task_id).await?;
+                if message
+                    .context_id
+                    .as_deref()
+                    .is_some_and(|context| !context.is_empty() && context != view.task.context_id)
+                {
+                    return Err(A2AError::invalid_params(
+                        "the contextId is not the task's; leave it out or send the task's",
+                    ));
+                }
+                if view.task.status.state.is_terminal() {
+                    return Err(A2AError::unsupported_operation(format!(
+                        "task {task_id} is over ({}); start a new task",
+                        state_name(&view.task.status.state)
+                    )));
+                }
+                let room = view.task.context_id.clone();
+                // A user answering the agent's question answers its ping too, so every
+                // Roundtable client sees the question answered.
+                if let Some((ping, options)) = &view.open_ping
+                    && who.caller.kind == PrincipalKind::User
+                {
+                    let answer = if options.contains(&text) {
+                        json!({"ping": ping, "choice": text})
+                    } else {
+                        json!({"ping": ping, "text": text})
+                    };
+                    match self
+                        .send(who, &room, "answer", key_of(ANSWER_KEY, message_id), answer)
+                        .await
+                    {
+                        // Someone answered first: the follow-up still goes to the agent.
+                        Err(error) if error.code == a2a::error_code::INVALID_PARAMS => {}
+                        other => {
+                            other?;
+                        }
+                    }
+                }
+                body["reply_to"] = json!(view.last_event);
+                marks.insert("task".into(), json!(task_id));
+                body[EXTENSION_FIELD] = Value::Object(marks);
+                self.send(
+                    who,
+                    &room,
+                    "message",
+                    key_of(FOLLOW_UP_KEY, message_id),
+                    body,
+                )
+                .await?;
+                self.task_by_id(who, &task_id).await
+            }
+            None => {
+                let room = match message.context_id.as_deref().filter(|id| !id.is_empty()) {
+                    Some(room) => self.named_room(who, room).await?,
+                    None => self.pair_room(who).await?,
+                };
+                if !marks.is_empty() {
+                    body[EXTENSION_FIELD] = Value::Object(marks);
+                }
+                let event = self
+                    .send(who, &room, "message", key_of(TASK_KEY, message_id), body)
+                    .await?;
+                let room = room_of(&event).to_owned();
+                self.read_task(who, &room, event.seq).await
+            }
+        }
+    }
+
+    /// Waits until the task changes from `seen` (or `until` passes), and returns it as it
+    /// is then.
+    async fn next_view(
+        &self,
+        who: &Who,
+        seen: &TaskView,
+        watch: &mut tokio::sync::broadcast::Receiver<crate::dispatch::RoomWritten>,
+        until: tokio::time::Instant,
+    ) -> Result<Option<TaskView>, A2AError> {
+        let room = seen.task.context_id.clone();
+        let (_, seq) = task::parse_task_id(&seen.task.id)
+            .ok_or_else(|| A2AError::task_not_found(&seen.task.id))?;
+        loop {
+            let woke = tokio::time::timeout_at(until, watch.recv()).await;
+            match woke {
+                Err(_) => return Ok(None),
+                Ok(Ok(written)) if &*written.room != room.as_str() => continue,
+                // Ours, or possibly ours (the channel lagged or closed): read again.
+                Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return Ok(None),
+            }
+            let now = self.read_task(who, &room, seq).await?;
+            if now.task != seen.task {
+                return Ok(Some(now));
+            }
+        }
+    }
+
+    /// The updates of a task from `start` on, ending with the task's end (or the hub's).
+    fn follow(
+        &self,
+        who: Who,
+        start: TaskView,
+        first: StreamResponse,
+        history_length: Option<i32>,
+    ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
+        let handler = self.clone();
+        let watch = self.gateway.context().dispatch.watch_rooms();
+        let stopping = self.gateway.context().stopping.subscribe();
+        let head = stream::iter([Ok(first)]);
+        let ended = task::stream_ends(&start.task);
+        let rest = stream::unfold(
+            (Some(start), watch, stopping, ended),
+            move |(seen, mut watch, mut stopping, ended)| {
+                let handler = handler.clone();
+                let who = who.clone();
+                async move {
+                    let seen = seen?;
+                    if ended {
+                        return None;
+                    }
+                    let far = tokio::time::Instant::now() + Duration::from_secs(24 * 3600);
+                    let next = tokio::select! {
+                        next = handler.next_view(&who, &seen, &mut watch, far) => next,
+                        _ = stopping.wait_for(|stopping| *stopping) => return None,
+                    };
+                    match next {
+                        Ok(Some(now)) => {
+                            let updates: Vec<Result<StreamResponse, A2AError>> =
+                                task::updates(&seen.task, &now.task)
+                                    .into_iter()
+                                    .map(Ok)
+                                    .collect();
+                            let ended = task::stream_ends(&now.task);
+                            Some((updates, (Some(now), watch, stopping, ended)))
+                        }
+                        Ok(None) => Some((Vec::new(), (Some(seen), watch, stopping, false))),
+                        Err(error) => Some((vec![Err(error)], (None, watch, stopping, true))),
+                    }
+                }
+            },
+        )
+        .flat_map(stream::iter);
+        let _ = history_length;
+        head.chain(rest).boxed()
+    }
+
+    /// A task as the client asked for it.
+    fn shaped(view: &TaskView, history_length: Option<i32>) -> Task {
+        task::shaped(view.task.clone(), history_length, true)
+    }
+}
+
+fn state_name(state: &TaskState) -> &'static str {
+    match state {
+        TaskState::Unspecified => "unspecified",
+        TaskState::Submitted => "submitted",
+        TaskState::Working => "working",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Canceled => "canceled",
+        TaskState::InputRequired => "input required",
+        TaskState::Rejected => "rejected",
+        TaskState::AuthRequired => "auth required",
+    }
+}
+
+#[async_trait]
+impl RequestHandler for RoomTasks {
+    async fn send_message(
+        &self,
+        params: &ServiceParams,
+        request: SendMessageRequest,
+    ) -> Result<SendMessageResponse, A2AError> {
+        let who = self.who(params)?;
+        let configuration = request.configuration.as_ref();
+        if configuration.is_some_and(|c| c.task_push_notification_config.is_some()) {
+            return Err(A2AError::push_notification_not_supported());
+        }
+        let history_length = configuration.and_then(|c| c.history_length);
+        let return_immediately = configuration.and_then(|c| c.return_immediately) == Some(true);
+        let view = self.submit(&who, request).await?;
+        if return_immediately || task::stream_ends(&view.task) {
+            return Ok(SendMessageResponse::Task(RoomTasks::shaped(
+                &view,
+                history_length,
+            )));
+        }
+        let mut watch = self.gateway.context().dispatch.watch_rooms();
+        let until = tokio::time::Instant::now() + self.gateway.context().config.a2a_block_max;
+        let mut view = view;
+        // Read once more after subscribing: a reply that landed in between is not missed.
+        let (_, seq) = task::parse_task_id(&view.task.id)
+            .ok_or_else(|| A2AError::task_not_found(&view.task.id))?;
+        view = self
+            .read_task(&who, &view.task.context_id.clone(), seq)
+            .await?;
+        while !task::stream_ends(&view.task) {
+            match self.next_view(&who, &view, &mut watch, until).await? {
+                Some(now) => view = now,
+                None => break,
+            }
+        }
+        Ok(SendMessageResponse::Task(RoomTasks::shaped(
+            &view,
+            history_length,
+        )))
+    }
+
+    async fn send_streaming_message(
+        &self,
+        params: &ServiceParams,
+        request: SendMessageRequest,
+    ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
+        let who = self.who(params)?;
+        let history_length = request
+            .configuration
+            .as_ref()
+            .and_then(|configuration| configuration.history_length);
+        if request
+            .configuration
+            .as_ref()
+            .is_some_and(|configuration| configuration.task_push_notification_config.is_some())
+        {
+            return Err(A2AError::push_notification_not_supported());
+        }
+        let view = self.submit(&who, request).await?;
+        let first = StreamResponse::Task(RoomTasks::shaped(&view, history_length));
+        Ok(self.follow(who, view, first, history_length))
+    }
+
+    async fn get_task(
+        &self,
+        params: &ServiceParams,
+        request: GetTaskRequest,
+    ) -> Result<Task, A2AError> {
+        let who = self.who(params)?;
+        let view = self.task_by_id(&who, &request.id).await?;
+        Ok(RoomTasks::shaped(&view, request.history_length))
+    }
+
+    async fn list_tasks(
+        &self,
+        params: &ServiceParams,
+        request: ListTasksRequest,
+    ) -> Result<ListTasksResponse, A2AError> {
+        let who = self.who(params)?;
+        self.list(&who, request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        params: &ServiceParams,
+        request: CancelTaskRequest,
+    ) -> Result<Task, A2AError> {
+        let who = self.who(params)?;
+        let view = self.task_by_id(&who, &request.id).await?;
+        match view.task.status.state {
+            TaskState::Canceled => return Ok(RoomTasks::shaped(&view, None)),
+            state if state.is_terminal() => {
+                return Err(A2AError::task_not_cancelable(&request.id));
+            }
+            _ => {}
+        }
+        let body = json!({
+            "text": format!("(task canceled by {})", who.caller_handle),
+            "mentions": [who.target],
+            "reply_to": view.last_event,
+            EXTENSION_FIELD: {"task": request.id, "state": "canceled"},
+        });
+        self.send(
+            &who,
+            &view.task.context_id,
+            "message",
+            key_of(CANCEL_KEY, &request.id),
+            body,
+        )
+        .await?;
+        let view = self.task_by_id(&who, &request.id).await?;
+        Ok(RoomTasks::shaped(&view, None))
+    }
+
+    async fn subscribe_to_task(
+        &self,
+        params: &ServiceParams,
+        request: SubscribeToTaskRequest,
+    ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
+        let who = self.who(params)?;
+        let view = self.task_by_id(&who, &request.id).await?;
+        if view.task.status.state.is_terminal() {
+            return Err(A2AError::unsupported_operation(format!(
+                "task {} is over ({}); read it with GetTask",
+                request.id,
+                state_name(&view.task.status.state)
+            )));
+        }
+        let first = StreamResponse::Task(RoomTasks::shaped(&view, None));
+        Ok(self.follow(who, view, first, None))
+    }
+
+    async fn create_push_config(
+        &self,
+        _params: &ServiceParams,
+        _request: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn get_push_config(
+        &self,
+        _params: &ServiceParams,
+        _request: GetTaskPushNotificationConfigRequest,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn list_push_configs(
+        &self,
+        _params: &ServiceParams,
+        _request: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn delete_push_config(
+        &self,
+        _params: &ServiceParams,
+        _request: DeleteTaskPushNotificationConfigRequest,
+    ) -> Result<(), A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        _params: &ServiceParams,
+        _request: GetExtendedAgentCardRequest,
+    ) -> Result<AgentCard, A2AError> {
+        Err(A2AError::unsupported_operation(
+            "this agent has no extended card (capabilities.extendedAgentCard is false)",
+        ))
+    }
+}
+
+impl RoomTasks {
+    /// `ListTasks`: the caller's tasks with this agent, newest first.
+    async fn list(
+        &self,
+        who: &Who,
+        request: ListTasksRequest,
+    ) -> Result<ListTasksResponse, A2AError> {
+        let page_size = a2a_server::pagination::resolve_page_size(request.page_size);
+        let before = match request
+            .page_token
+            .as_deref()
+            .filter(|token| !token.is_empty())
+        {
+            Some(token) => Some(decode_page_token(token).ok_or_else(|| {
+                A2AError::invalid_params("pageToken is not one this hub gave; start without it")
+            })?),
+            None => None,
+        };
+        let sent = self
+            .gateway
+            .keyed_sends(
+                &who.caller.id,
+                &format!("{TASK_KEY}:"),
+                before,
+                page_size + 1,
+            )
+            .await
+            .map_err(|_| A2AError::internal("the hub could not read the tasks; retry"))?;
+        let more = sent.len() > page_size;
+        let mut tasks = Vec::new();
+        let mut last = None;
+        for event in sent.into_iter().take(page_size) {
+            last = Some((event.ts_ms, event.id.clone()));
+            if !event.mentions.contains(&who.target) {
+                continue;
+            }
+            let room = room_of(&event).to_owned();
+            if request
+                .context_id
+                .as_deref()
+                .is_some_and(|context| !context.is_empty() && context != room)
+            {
+                continue;
+            }
+            let view = match self.read_task(who, &room, event.seq).await {
+                Ok(view) => view,
+                // A room the caller has left: its tasks are no longer its to read.
+                Err(error) if error.code == a2a::error_code::TASK_NOT_FOUND => continue,
+                Err(error) => return Err(error),
+            };
+            if request.status.as_ref().is_some_and(|status| {
+                *status != TaskState::Unspecified && *status != view.task.status.state
+            }) {
+                continue;
+            }
+            if let (Some(after), Some(at)) =
+                (request.status_timestamp_after, view.task.status.timestamp)
+                && at <= after
+            {
+                continue;
+            }
+            tasks.push(task::shaped(
+                view.task,
+                request.history_length,
+                request.include_artifacts == Some(true),
+            ));
+        }
+        let next_page_token = match (more, last) {
+            (true, Some((ts_ms, id))) => encode_page_token(ts_ms, &id),
+            _ => String::new(),
+        };
+        Ok(ListTasksResponse {
+            total_size: tasks.len() as i32,
+            page_size: page_size as i32,
+            tasks,
+            next_page_token,
+        })
+    }
+}
+
+fn encode_page_token(ts_ms: i64, id: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{ts_ms}:{id}"))
+}
+
+fn decode_page_token(token: &str) -> Option<(i64, String)> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (ts, id) = text.split_once(':')?;
+    let valid_id = !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    valid_id.then_some((ts.parse().ok()?, id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_ids_give_keys_of_the_protocol_s_shape_and_kinds_never_collide() {
+        let key = key_of(TASK_KEY, "msg-1");
+        assert_eq!(key.len(), 47);
+        assert!(key.starts_with("a2a:"));
+        assert_eq!(key, key_of(TASK_KEY, "msg-1"));
+        assert_ne!(key, key_of(TASK_KEY, "msg-2"));
+        assert_ne!(key[4..], key_of(FOLLOW_UP_KEY, "msg-2")[4..]);
+        assert_ne!(key, key_of(FOLLOW_UP_KEY, "msg-1"));
+    }
+
+    #[test]
+    fn page_tokens_round_trip_and_strangers_are_refused() {
+        let token = encode_page_token(1_800_000_000_000, "e_abc");
+        assert_eq!(
+            decode_page_token(&token),
+            Some((1_800_000_000_000, "e_abc".into()))
+        );
+        for bad in ["", "!!", "bm9jb2xvbg", &encode_page_token(1, "a'; drop")] {
+            assert_eq!(decode_page_token(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! The A2A gateway: agents of other frameworks reach Roundtable agents with A2A 1.0 and a
+//! hub token, and nothing more.
+//!
+//! Why here and how: an A2A client is one more way into the same rooms, so every request
+//! becomes the commands a WebSocket client would send, through [`crate::gateway`] (same
+//! rules, same audit, `via: a2a`). The wire format is the `a2a-server-lf` crate's (JSON-RPC
+//! and HTTP+JSON routers over our own [`handler::RoomTasks`]); the tasks are read off the
+//! rooms ([`task`]), so they survive whatever the rooms survive.
+//!
+//! Each agent has its own endpoint, `/a2a/<owner>/<name>`, with its card at
+//! `/a2a/<owner>/<name>/.well-known/agent-card.json`. In front of the endpoint, [`gate`]
+//! authenticates first (so a missing agent and an invisible one look alike), finds the
+//! agent the caller may see, caps the body, drops any `x-roundtable-*` header the client
+//! sent and sets its own, and turns a rate limit into HTTP 429.
+
+pub mod card;
+pub mod handler;
+pub mod task;
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{OriginalUri, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use roundtable_protocol::ErrorCode;
+use roundtable_protocol::model::{DirectoryEntry, PrincipalKind};
+
+use crate::engine::{Caller, Refusal, Via};
+use crate::gateway::Gateway;
+use crate::http::json_error;
+use crate::listener::Peer;
+use crate::session::SessionContext;
+use crate::store::PrincipalRecord;
+
+/// The largest request body taken (a message's text is at most 16 KiB; parts and
+/// JSON-RPC around it fit many times).
+pub const MAX_BODY: usize = 1024 * 1024;
+
+/// Headers the gate sets for the handler; any a client sends are dropped first.
+pub(crate) const PRINCIPAL: &str = "x-roundtable-principal";
+pub(crate) const PRINCIPAL_KIND: &str = "x-roundtable-principal-kind";
+pub(crate) const PRINCIPAL_HANDLE: &str = "x-roundtable-principal-handle";
+pub(crate) const TARGET: &str = "x-roundtable-target";
+pub(crate) const TARGET_HANDLE: &str = "x-roundtable-target-handle";
+
+tokio::task_local! {
+    /// Set by the handler when the hub answered `rate_limited`: the gate then answers 429
+    /// with this `Retry-After`, as A2A wants, instead of an error inside the JSON-RPC body.
+    static RETRY_AFTER: Cell<Option<Duration>>;
+}
+
+/// Notes a rate limit for the gate (outside a gated request, nothing happens).
+pub(crate) fn note_rate_limit(retry_after_ms: u64) {
+    let _ = RETRY_AFTER.try_with(|cell| cell.set(Some(Duration::from_millis(retry_after_ms))));
+}
+
+/// What the gateway's routes share.
+#[derive(Debug)]
+pub struct A2aState {
+    pub gateway: Gateway,
+    pub handler: Arc<handler::RoomTasks>,
+}
+
+/// The A2A routes, to merge into the hub's router.
+pub fn router(context: Arc<SessionContext>) -> Router {
+    let gateway = Gateway::new(context, Via::A2a);
+    let handler = Arc::new(handler::RoomTasks::new(gateway.clone()));
+    let state = Arc::new(A2aState {
+        gateway,
+        handler: handler.clone(),
+    });
+    let shared = handler;
+    let endpoint = a2a_server::jsonrpc::jsonrpc_router(shared.clone())
+        .merge(a2a_server::rest::rest_router(shared))
+        .layer(middleware::from_fn_with_state(state.clone(), gate))
+        .route(
+            "/.well-known/agent-card.json",
+            get(agent_card).with_state(state.clone()),
+        );
+    Router::new()
+        .nest("/a2a/{owner}/{name}", endpoint)
+        .route("/a2a/{owner}", axum::routing::any(not_found))
+}
+
+/// `/a2a/<user>`: only agents have endpoints.
+async fn not_found() -> Response {
+    no_such_agent()
+}
+
+/// The same answer for an agent that does not exist and one the caller may not see.
+fn no_such_agent() -> Response {
+    json_error(
+        StatusCode::NOT_FOUND,
+        ErrorCode::NotFound,
+        "no agent here: check the owner and name, and that it is visible to you".into(),
+    )
+}
+
+fn unauthorized(msg: &str) -> Response {
+    let mut response = json_error(
+        StatusCode::UNAUTHORIZED,
+        ErrorCode::Unauthorized,
+        msg.into(),
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"roundtable\""),
+    );
+    response
+}
+
+/// The handle an `/a2a/<owner>/<name>…` path names.
+fn handle_in(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/a2a/")?;
+    let mut segments = rest.splitn(3, '/');
+    let owner = segments.next()?;
+    let name = segments.next()?;
+    Some(format!("{owner}/{name}"))
+}
+
+/// The bearer token of a request: only from `Authorization` (never the query string).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+/// Who is calling: authenticated by its token, within the failed-authentication budget of
+/// its address; `Err` is the response to give.
+async fn caller_of(
+    state: &A2aState,
+    headers: &HeaderMap,
+    peer: Option<&Arc<Peer>>,
+) -> Result<Option<(Arc<Caller>, PrincipalRecord)>, Response> {
+    let Some(token) = bearer(headers) else {
+        return Ok(None);
+    };
+    let admission = &state.gateway.context().admission;
+    let address = peer.map(|peer| peer.permit.address());
+    if let Some(address) = address
+        && let Err(retry_after) = admission.may_authenticate(address, Instant::now())
+    {
+        return Err(crate::http::too_many(
+            retry_after,
+            "too many failed authentications from this address; wait and retry".into(),
+        ));
+    }
+    match state.gateway.authenticate(token).await {
+        Ok(caller) => Ok(Some(caller)),
+        Err(refusal) => {
+            if refusal.code == ErrorCode::Unauthorized
+                && let Some(address) = address
+            {
+                admission.auth_failed(address, Instant::now());
+            }
+            Err(refusal_response(&refusal))
+        }
+    }
+}
+
+fn refusal_response(refusal: &Refusal) -> Response {
+    match refusal.code {
+        ErrorCode::Unauthorized => unauthorized(&refusal.msg),
+        // A stopped agent's token: refused until its owner resumes it.
+        ErrorCode::Paused => json_error(StatusCode::FORBIDDEN, refusal.code, refusal.msg.clone()),
+        ErrorCode::RateLimited => crate::http::too_many(
+            Duration::from_millis(refusal.retry_after_ms.unwrap_or(1000)),
+            refusal.msg.clone(),
+        ),
+        _ => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            refusal.code,
+            refusal.msg.clone(),
+        ),
+    }
+}
+
+/// The agent a path names, if the viewer may see it (anonymous: public agents only).
+async fn visible_agent(
+    state: &A2aState,
+    viewer: Option<&Caller>,
+    path: &str,
+) -> Result<DirectoryEntry, Response> {
+    let Some(handle) = handle_in(path) else {
+        return Err(no_such_agent());
+    };
+    match state.gateway.visible_principal(viewer, &handle).await {
+        Ok(Some(entry)) if entry.kind == PrincipalKind::Agent => Ok(entry),
+        Ok(_) => Err(no_such_agent()),
+        Err(refusal) => Err(refusal_response(&refusal)),
+    }
+}
+
+/// In front of an agent's endpoint: authenticate, find the agent, cap the body, set the
+/// headers the handler trusts, and answer a rate limit with 429.
+async fn gate(State(state): State<Arc<A2aState>>, request: Request, next: Next) -> Response {
+    let path = request.extensions().get::<OriginalUri>().map_or_else(
+        || request.uri().path().to_owned(),
+        |uri| uri.path().to_owned(),
+    );
+    let peer = request.extensions().get::<Arc<Peer>>().cloned();
+    let (caller, principal) = match caller_of(&state, request.headers(), peer.as_ref()).await {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            return unauthorized(
+                "send the token of a user or agent of this hub: Authorization: Bearer rt_…",
+            );
+        }
+        Err(response) => return response,
+    };
+    let target = match visible_agent(&state, Some(&caller), &path).await {
+        Ok(target) => target,
+        Err(response) => return response,
+    };
+    let (mut parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY) {
+        return too_large();
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return too_large();
+    };
+    let own: Vec<HeaderName> = parts
+        .headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("x-roundtable-"))
+        .cloned()
+        .collect();
+    for name in own {
+        parts.headers.remove(name);
+    }
+    let principal_kind = match caller.kind {
+        PrincipalKind::User => "user",
+        PrincipalKind::Agent => "agent",
+    };
+    for (name, value) in [
+        (PRINCIPAL, caller.id.as_str()),
+        (PRINCIPAL_KIND, principal_kind),
+        (PRINCIPAL_HANDLE, principal.handle.as_str()),
+        (TARGET, target.id.as_str()),
+        (TARGET_HANDLE, target.handle.as_str()),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            parts.headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    let request = Request::from_parts(parts, Body::from(bytes));
+    let (response, retry_after) = RETRY_AFTER
+        .scope(Cell::new(None), async move {
+            let response = next.run(request).await;
+            (response, RETRY_AFTER.with(Cell::get))
+        })
+        .await;
+    match retry_after {
+        Some(retry_after) => crate::http::too_many(
+            retry_after,
+            "too many writes; wait for Retry-After and send again with the same messageId".into(),
+        ),
+        None => response,
+    }
+}
+
+fn too_large() -> Response {
+    json_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::TooLarge,
+        format!("the request body is over {MAX_BODY} bytes; send less"),
+    )
+}
+
+/// `GET /a2a/<owner>/<name>/.well-known/agent-card.json`: anyone may read a public agent's
+/// card; a contacts-only or private agent's card needs a token that may see it. Missing
+/// and invisible agents are the same 404.
+async fn agent_card(
+    State(state): State<Arc<A2aState>>,
+    OriginalUri(uri): OriginalUri,
+    request: Request,
+) -> Response {
+    let headers = request.headers();
+    let peer = request.extensions().get::<Arc<Peer>>().cloned();
+    let caller = match caller_of(&state, headers, peer.as_ref()).await {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let caller = caller.map(|(caller, _)| caller);
+    let agent = match visible_agent(&state, caller.as_deref(), uri.path()).await {
+        Ok(agent) => agent,
+        Err(response) => return response,
+    };
+    let origin = card::Origin {
+        base_url: base_url(state.gateway.context(), headers),
+        organization: organization(state.gateway.context(), headers),
+    };
+    let served = card::agent_card(&agent, &origin);
+    let cache = if caller.is_some() {
+        "private, max-age=60"
+    } else {
+        "public, max-age=300"
+    };
+    let not_modified = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|tag| tag.trim() == served.etag || tag.trim() == "*");
+    let mut response = if not_modified {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            served.json.clone(),
+        )
+            .into_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    headers.insert(header::VARY, HeaderValue::from_static("Authorization"));
+    if let Ok(etag) = HeaderValue::from_str(&served.etag) {
+        headers.insert(header::ETAG, etag);
+    }
+    if caller.is_none() {
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
+    }
+    response
+}
+
+/// The URL clients reach the hub at: its configured public address, else the `Host` the
+/// request came with (already checked against the names the hub answers to).
+pub(crate) fn base_url(context: &SessionContext, headers: &HeaderMap) -> String {
+    let scheme = if context.config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let host = context
+        .config
+        .public_address
+        .clone()
+        .filter(|address| !address.starts_with("unix:"))
+        .or_else(|| {
+            headers
+                .get(header::HOST)
+                .and_then(|host| host.to_str().ok())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "127.0.0.1".to_owned());
+    format!("{scheme}://{host}")
+}
+
+/// Who runs the hub, for a card's provider: the operator's name when configured, else the
+/// hub's host name.
+fn organization(context: &SessionContext, headers: &HeaderMap) -> String {
+    context.config.operator_name.clone().unwrap_or_else(|| {
+        let base = base_url(context, headers);
+        let host = base
+            .split_once("://")
+            .map_or(base.as_str(), |(_, host)| host);
+        host.rsplit_once(':')
+            .map_or(host, |(name, _)| name)
+            .to_owned()
+    })
+}

@@ -1,0 +1,622 @@
+//! The A2A gateway over real HTTP: agent cards and who may see them, a task's round trip
+//! with a WebSocket agent answering, and the refusals a hostile or careless client gets
+//! (exact status and code, nothing written, refusals audited `via: a2a`). The official
+//! clients (`a2a-sdk`) drive it end to end in `tests/e2e/a2a_python.rs`.
+
+use std::net::SocketAddr;
+
+use roundtable_protocol::client::{ClientFrame, RegisterAgent};
+use roundtable_protocol::model::Discoverable;
+use roundtable_protocol::server::{Event, RegisterAgentOk};
+use roundtable_testkit::{Client, RawResponse, TestHub, http_raw};
+use serde_json::{Value, json};
+
+use crate::support::{fingerprint, login, request_contact, respond, sync};
+
+async fn register(
+    owner: &mut Client,
+    name: &str,
+    discoverable: Discoverable,
+    card: Option<Value>,
+) -> RegisterAgentOk {
+    let id = owner.id();
+    owner
+        .ok(ClientFrame::RegisterAgent(RegisterAgent {
+            id,
+            name: name.into(),
+            description: Some(format!("{name}, for A2A tests")),
+            card,
+            discoverable: Some(discoverable),
+        }))
+        .await
+        .decode()
+        .unwrap()
+}
+
+/// dana's agents `dana/reviewer` (public) and `dana/secret` (contacts only); erin is a
+/// contact of the reviewer (dana accepted her request), frank is no one's contact.
+struct World {
+    hub: TestHub,
+    reviewer: RegisterAgentOk,
+    dana: String,
+    erin: String,
+    frank: String,
+}
+
+async fn world() -> World {
+    let hub = TestHub::start().await;
+    let (mut dana, dana_signup) = hub.user("dana").await;
+    let (mut erin_client, erin) = hub.user("erin").await;
+    let (_, frank) = hub.user("frank").await;
+    let reviewer = register(
+        &mut dana,
+        "reviewer",
+        Discoverable::Public,
+        Some(json!({"framework": "codex", "model": "gpt-5"})),
+    )
+    .await;
+    register(&mut dana, "secret", Discoverable::Contacts, None).await;
+    let request = request_contact(&mut erin_client, "dana/reviewer").await;
+    respond(&mut dana, &request.id, true).await;
+    World {
+        hub,
+        reviewer,
+        dana: dana_signup.token,
+        erin: erin.token,
+        frank: frank.token,
+    }
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+async fn rpc(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    method: &str,
+    params: Value,
+) -> RawResponse {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let authorization = token.map(bearer);
+    let mut headers = vec![("Content-Type", "application/json"), ("A2A-Version", "1.0")];
+    if let Some(authorization) = authorization.as_deref() {
+        headers.push(("Authorization", authorization));
+    }
+    http_raw(addr, "POST", path, &headers, Some(body.as_bytes()))
+        .await
+        .unwrap()
+}
+
+fn text_message(id: &str, text: &str) -> Value {
+    json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// Answers every message that mentions the agent with `reviewed: <text>`, replying to it.
+fn answer_mentions(mut agent: Client, me: String) -> tokio::task::JoinHandle<Vec<Event>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Ok(event) = agent.next_event().await {
+            if event.kind != "message" || event.from == me {
+                continue;
+            }
+            let text = event.body["text"].as_str().unwrap_or_default().to_owned();
+            let id = agent.id();
+            let room = event.stream_name().to_owned();
+            let reply = ClientFrame::Send(roundtable_protocol::client::SendCmd {
+                id,
+                room,
+                client_key: format!("reply-{}", event.id),
+                kind: "message".into(),
+                body: json!({"text": format!("reviewed: {text}"), "reply_to": event.id}),
+            });
+            agent.ok(reply).await;
+            seen.push(event);
+        }
+        seen
+    })
+}
+
+#[tokio::test]
+async fn a_public_agent_s_card_is_anyone_s_and_a_contacts_only_one_is_404_like_a_missing_one() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let card_path = "/a2a/dana/reviewer/.well-known/agent-card.json";
+    let anonymous = http_raw(addr, "GET", card_path, &[], None).await.unwrap();
+    assert_eq!(anonymous.status, 200, "{}", anonymous.body);
+    let card = anonymous.json();
+    assert_eq!(card["name"], "reviewer");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("http://{addr}/a2a/dana/reviewer")
+    );
+    assert_eq!(
+        card["capabilities"]["extensions"][0]["params"]["framework"],
+        "codex"
+    );
+    assert_eq!(
+        anonymous.header("cache-control"),
+        Some("public, max-age=300")
+    );
+    assert_eq!(anonymous.header("vary"), Some("Authorization"));
+    let etag = anonymous.header("etag").unwrap().to_owned();
+    let again = http_raw(addr, "GET", card_path, &[("If-None-Match", &etag)], None)
+        .await
+        .unwrap();
+    assert_eq!(again.status, 304);
+    assert!(again.body.is_empty());
+
+    // The contacts-only agent: anonymous and strangers get exactly a missing agent's 404.
+    let missing = http_raw(
+        addr,
+        "GET",
+        "/a2a/dana/nobody/.well-known/agent-card.json",
+        &[],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(missing.status, 404);
+    let secret_path = "/a2a/dana/secret/.well-known/agent-card.json";
+    let hidden = http_raw(addr, "GET", secret_path, &[], None).await.unwrap();
+    assert_eq!((hidden.status, &hidden.body), (404, &missing.body));
+    let frank = bearer(&world.frank);
+    let stranger = http_raw(addr, "GET", secret_path, &[("Authorization", &frank)], None)
+        .await
+        .unwrap();
+    assert_eq!((stranger.status, &stranger.body), (404, &missing.body));
+    // Its owner sees it, privately cached.
+    let dana = bearer(&world.dana);
+    let owner = http_raw(addr, "GET", secret_path, &[("Authorization", &dana)], None)
+        .await
+        .unwrap();
+    assert_eq!(owner.status, 200, "{}", owner.body);
+    assert_eq!(owner.header("cache-control"), Some("private, max-age=60"));
+    // Users have no endpoint; a bad token is refused before anything is looked up.
+    let user = http_raw(
+        addr,
+        "GET",
+        "/a2a/dana/.well-known/agent-card.json",
+        &[],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(user.status, 404);
+    let forged = http_raw(
+        addr,
+        "GET",
+        card_path,
+        &[(
+            "Authorization",
+            "Bearer rt_forged_token_forged_token_forged_0000",
+        )],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(forged.status, 401);
+    assert_eq!(
+        forged.header("www-authenticate"),
+        Some("Bearer realm=\"roundtable\"")
+    );
+}
+
+#[tokio::test]
+async fn a_contact_s_message_becomes_a_task_the_agent_s_reply_completes() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let mut agent = login(&world.hub, &world.reviewer.token, "reviewer").await;
+    sync(&mut agent, &[]).await;
+    let answering = answer_mentions(agent, world.reviewer.agent.id.clone());
+    let endpoint = "/a2a/dana/reviewer";
+
+    let sent = rpc(
+        addr,
+        endpoint,
+        Some(&world.erin),
+        "SendMessage",
+        text_message("m-1", "PR 42"),
+    )
+    .await;
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let task = sent.json()["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "reviewed: PR 42");
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let room = task["contextId"].as_str().unwrap().to_owned();
+    assert_eq!(task["history"][0]["role"], "ROLE_USER");
+
+    // The same messageId again is the same task: one event in the room.
+    let again = rpc(
+        addr,
+        endpoint,
+        Some(&world.erin),
+        "SendMessage",
+        text_message("m-1", "PR 42"),
+    )
+    .await;
+    assert_eq!(again.json()["result"]["task"]["id"], task_id.as_str());
+    let stored = world.hub.select_i64(&format!(
+        "SELECT count(*) FROM events WHERE stream = '{room}' AND kind = 'message'"
+    ));
+    assert_eq!(stored, 2, "the message and its reply, once each");
+
+    // A second message reuses the pair's room.
+    let second = rpc(
+        addr,
+        endpoint,
+        Some(&world.erin),
+        "SendMessage",
+        text_message("m-2", "PR 43"),
+    )
+    .await;
+    assert_eq!(second.json()["result"]["task"]["contextId"], room.as_str());
+
+    let got = rpc(
+        addr,
+        endpoint,
+        Some(&world.erin),
+        "GetTask",
+        json!({"id": task_id}),
+    )
+    .await;
+    assert_eq!(
+        got.json()["result"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let listed = rpc(
+        addr,
+        endpoint,
+        Some(&world.erin),
+        "ListTasks",
+        json!({"pageSize": 1}),
+    )
+    .await;
+    let listed = listed.json();
+    assert_eq!(
+        listed["result"]["tasks"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    let token = listed["result"]["nextPageToken"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!token.is_empty());
+    let rest = rpc(
+        addr,
+        endpoint,
+        Some(&world.erin),
+        "ListTasks",
+        json!({"pageSize": 5, "pageToken": token}),
+    )
+    .await
+    .json();
+    assert_eq!(rest["result"]["tasks"][0]["id"], task_id.as_str(), "{rest}");
+    assert_eq!(rest["result"]["nextPageToken"], "");
+
+    // Another principal's task is unknown to frank, exactly like one that never existed.
+    let theirs = rpc(
+        addr,
+        endpoint,
+        Some(&world.frank),
+        "GetTask",
+        json!({"id": task_id}),
+    )
+    .await;
+    let never = rpc(
+        addr,
+        endpoint,
+        Some(&world.frank),
+        "GetTask",
+        json!({"id": "r_nothing.1"}),
+    )
+    .await;
+    assert_eq!(theirs.json()["error"]["code"], -32001);
+    assert_eq!(never.json()["error"]["code"], -32001);
+    let cancel = rpc(
+        addr,
+        endpoint,
+        Some(&world.frank),
+        "CancelTask",
+        json!({"id": task_id}),
+    )
+    .await;
+    assert_eq!(cancel.json()["error"]["code"], -32001);
+    // A completed task cannot be canceled by its requester either.
+    let done = rpc(
+        addr,
+        endpoint,
+        Some(&world.erin),
+        "CancelTask",
+        json!({"id": task_id}),
+    )
+    .await;
+    assert_eq!(done.json()["error"]["code"], -32002);
+    answering.abort();
+}
+
+#[tokio::test]
+async fn without_consent_nothing_reaches_the_agent_and_capabilities_it_lacks_are_refused() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let endpoint = "/a2a/dana/reviewer";
+    let before = fingerprint(&world.hub);
+    // frank may see the public agent but is not its contact: no room, no message.
+    let refused = rpc(
+        addr,
+        endpoint,
+        Some(&world.frank),
+        "SendMessage",
+        text_message("f-1", "hi"),
+    )
+    .await;
+    assert_eq!(refused.status, 200);
+    assert_eq!(refused.json()["error"]["code"], -32004, "{}", refused.body);
+    assert_eq!(fingerprint(&world.hub), before, "nothing written");
+
+    let erin = Some(world.erin.as_str());
+    let push = rpc(
+        addr,
+        endpoint,
+        erin,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": "r_x.1", "url": "https://example.com/hook"}),
+    )
+    .await;
+    assert_eq!(push.json()["error"]["code"], -32003);
+    let extended = rpc(addr, endpoint, erin, "GetExtendedAgentCard", json!({})).await;
+    assert_eq!(extended.json()["error"]["code"], -32004);
+    let file = rpc(
+        addr,
+        endpoint,
+        erin,
+        "SendMessage",
+        json!({"message": {"messageId": "file-1", "role": "ROLE_USER",
+               "parts": [{"url": "https://example.com/a.png", "mediaType": "image/png"}]}}),
+    )
+    .await;
+    assert_eq!(file.json()["error"]["code"], -32005, "{}", file.body);
+    let long = "x".repeat(16 * 1024 + 1);
+    let too_long = rpc(
+        addr,
+        endpoint,
+        erin,
+        "SendMessage",
+        text_message("long-1", &long),
+    )
+    .await;
+    assert_eq!(too_long.json()["error"]["code"], -32602);
+    // No A2A-Version header: a 0.3 client, refused.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "r_x.1"}})
+        .to_string();
+    let erin_auth = bearer(&world.erin);
+    let old = http_raw(
+        addr,
+        "POST",
+        endpoint,
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &erin_auth),
+        ],
+        Some(body.as_bytes()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(old.json()["error"]["code"], -32009, "{}", old.body);
+    assert_eq!(
+        fingerprint(&world.hub),
+        before,
+        "nothing written by any of them"
+    );
+}
+
+#[tokio::test]
+async fn hostile_requests_get_exact_refusals_no_5xx_and_are_audited() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let endpoint = "/a2a/dana/reviewer";
+    let before = fingerprint(&world.hub);
+    // No token, a token in the query, a forged token: 401 with the Bearer challenge.
+    let none = rpc(addr, endpoint, None, "GetTask", json!({"id": "r_x.1"})).await;
+    assert_eq!(none.status, 401);
+    assert_eq!(
+        none.header("www-authenticate"),
+        Some("Bearer realm=\"roundtable\"")
+    );
+    let query = rpc(
+        addr,
+        &format!("{endpoint}?access_token={}", world.erin),
+        None,
+        "GetTask",
+        json!({"id": "r_x.1"}),
+    )
+    .await;
+    assert_eq!(query.status, 401);
+    let forged = rpc(
+        addr,
+        endpoint,
+        Some("rt_forged_token_forged_token_forged_0000"),
+        "GetTask",
+        json!({"id": "r_x.1"}),
+    )
+    .await;
+    assert_eq!(forged.status, 401);
+    // Unauthenticated, a missing agent and a hidden one look the same (401 first).
+    let hidden = rpc(addr, "/a2a/dana/secret", None, "GetTask", json!({})).await;
+    let missing = rpc(addr, "/a2a/dana/nobody", None, "GetTask", json!({})).await;
+    assert_eq!((hidden.status, missing.status), (401, 401));
+    assert_eq!(hidden.body, missing.body);
+    // Authenticated: a hidden agent is a missing one.
+    let hidden = rpc(
+        addr,
+        "/a2a/dana/secret",
+        Some(&world.frank),
+        "GetTask",
+        json!({}),
+    )
+    .await;
+    let missing = rpc(
+        addr,
+        "/a2a/dana/nobody",
+        Some(&world.frank),
+        "GetTask",
+        json!({}),
+    )
+    .await;
+    assert_eq!((hidden.status, missing.status), (404, 404));
+    assert_eq!(hidden.body, missing.body);
+
+    // Malformed bodies: JSON-RPC errors, never a 5xx.
+    let erin_auth = bearer(&world.erin);
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("A2A-Version", "1.0"),
+        ("Authorization", erin_auth.as_str()),
+    ];
+    for (body, code) in [
+        ("{", -32700),
+        ("[]", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1}", -32600),
+        (
+            "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"GetTask\"}",
+            -32600,
+        ),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"Nope\"}", -32601),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":7}",
+            -32602,
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":{\"messageId\":\"\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"x\"}]}}}",
+            -32602,
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":{\"messageId\":\"p\",\"role\":\"ROLE_USER\",\"parts\":[]}}}",
+            -32602,
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{\"id\":\"../../etc\"}}",
+            -32001,
+        ),
+    ] {
+        let response = http_raw(addr, "POST", endpoint, &headers, Some(body.as_bytes()))
+            .await
+            .unwrap();
+        assert!(response.status < 500, "{body}: {}", response.status);
+        assert_eq!(
+            response.json()["error"]["code"],
+            code,
+            "{body}: {}",
+            response.body
+        );
+    }
+    // A body over 1 MiB: 413 before anything is parsed.
+    let huge = vec![b' '; 2 * 1024 * 1024];
+    let oversized = http_raw(addr, "POST", endpoint, &headers, Some(&huge))
+        .await
+        .unwrap();
+    assert_eq!(oversized.status, 413);
+    // A client's own X-Roundtable-Principal is dropped: frank cannot pass for erin.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": text_message("spoof-1", "hi")})
+    .to_string();
+    let frank_auth = bearer(&world.frank);
+    let erin_id = world
+        .hub
+        .select("SELECT id FROM principals WHERE handle = 'erin'");
+    let spoofed = http_raw(
+        addr,
+        "POST",
+        endpoint,
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &frank_auth),
+            ("X-Roundtable-Principal", &erin_id[0][0]),
+            ("X-Roundtable-Principal-Kind", "user"),
+        ],
+        Some(body.as_bytes()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        spoofed.json()["error"]["code"],
+        -32004,
+        "refused as frank: {}",
+        spoofed.body
+    );
+    assert_eq!(fingerprint(&world.hub), before, "nothing written");
+    // The refusals are in the audit log, marked as A2A's.
+    let audited = world.hub.select_i64(
+        "SELECT count(*) FROM audit WHERE via = 'a2a' AND result = 'err' AND action = 'auth'",
+    );
+    assert!(audited >= 1, "a forged token's refusal is audited via a2a");
+    let no_consent = world
+        .hub
+        .select_i64("SELECT count(*) FROM audit WHERE via = 'a2a' AND code = 'no_consent'");
+    assert!(no_consent >= 1, "frank's refused room is audited via a2a");
+}
+
+#[tokio::test]
+async fn a_rate_limited_writer_gets_429_with_retry_after_and_its_message_id_still_works() {
+    let hub = TestHub::start_with(|config| {
+        let slow = roundtable_hub::engine::RateLimit {
+            burst: 4.0,
+            per_second: 1.0,
+        };
+        config.rate_limits = Some(roundtable_hub::engine::RateLimits {
+            agent: slow,
+            user: slow,
+        });
+    })
+    .await;
+    let (mut dana, _) = hub.user("dana").await;
+    let (mut erin_client, erin) = hub.user("erin").await;
+    register(&mut dana, "reviewer", Discoverable::Public, None).await;
+    let request = request_contact(&mut erin_client, "dana/reviewer").await;
+    respond(&mut dana, &request.id, true).await;
+    let send = |message_id: String| {
+        let token = erin.token.clone();
+        async move {
+            rpc(
+                hub.addr,
+                "/a2a/dana/reviewer",
+                Some(&token),
+                "SendMessage",
+                json!({"message": {"messageId": message_id, "role": "ROLE_USER",
+                       "parts": [{"text": "hi"}]}, "configuration": {"returnImmediately": true}}),
+            )
+            .await
+        }
+    };
+    let mut limited = None;
+    for n in 0..10 {
+        let response = send(format!("burst-{n}")).await;
+        if response.status == 429 {
+            limited = Some((n, response));
+            break;
+        }
+        assert_eq!(response.status, 200, "{}", response.body);
+    }
+    let (n, limited) = limited.expect("the burst ran out");
+    let retry: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=10).contains(&retry), "{retry}");
+    let stored = |hub: &TestHub| {
+        hub.select_i64(
+            "SELECT count(*) FROM events WHERE kind = 'message' AND client_key LIKE 'a2a:%'",
+        )
+    };
+    assert_eq!(stored(&hub), n as i64, "the limited message was not stored");
+    // After Retry-After, the same messageId goes through, once.
+    tokio::time::sleep(std::time::Duration::from_secs(retry)).await;
+    let retried = send(format!("burst-{n}")).await;
+    assert_eq!(retried.status, 200, "{}", retried.body);
+    assert_eq!(
+        retried.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
+    assert_eq!(stored(&hub), n as i64 + 1);
+}
