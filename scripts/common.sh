@@ -24,8 +24,8 @@ ensure_rust() {
     fi
 }
 
-# The Python the tests drive agents with: the official MCP client (PyPI `mcp`), in a virtual
-# environment under target/ so nothing is installed system-wide.
+# The Python the tests drive agents with: the official MCP and A2A clients (PyPI `mcp`,
+# `a2a-sdk`), in a virtual environment under target/ so nothing is installed system-wide.
 ensure_test_python() {
     local venv=target/python
     if ! "$venv/bin/python" -c 'import mcp' 2>/dev/null; then
@@ -37,6 +37,12 @@ ensure_test_python() {
     # (`pip install ./sdk/python`), again at every run: it is this repository's code.
     if ! "$venv/bin/python" -c 'import websockets, wheel' 2>/dev/null; then
         "$venv/bin/pip" install --quiet --disable-pip-version-check 'websockets==15.*' wheel
+    fi
+    # The official A2A client (and its server, for the outbound tests), pinned: the A2A
+    # gateway is tested with it.
+    if ! "$venv/bin/python" -c 'import a2a, httpx, sys; from importlib.metadata import version; sys.exit(version("a2a-sdk") != "1.3.0")' 2>/dev/null; then
+        echo "installing the A2A client for the tests into $venv" >&2
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==1.3.0' httpx
     fi
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
         --force-reinstall ./sdk/python >/dev/null

@@ -1,0 +1,465 @@
+//! An agent of another framework reaches a Roundtable agent with only a token, through the
+//! official A2A client (`a2a-sdk` 1.3.0 from PyPI, driven by `python/a2a_client.py`): the
+//! card, streaming and blocking tasks, a question and its answer over several turns,
+//! cancelling, other principals' tasks, the capabilities the hub lacks, and a hub SIGKILL
+//! that loses no acknowledged message or task. The Roundtable side is a real `roundtable
+//! hub` process and WebSocket clients.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use roundtable_protocol::ServerFrame;
+use roundtable_protocol::client::{ClientFrame, RegisterAgent, SendCmd};
+use roundtable_protocol::model::Discoverable;
+use roundtable_protocol::server::{Event, RegisterAgentOk};
+use roundtable_testkit::{Client, HubProcess, Incoming, roundtable_bin, signup};
+use serde_json::{Value, json};
+
+use roundtable_e2e::test_python;
+
+fn driver() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/python/a2a_client.py")
+}
+
+/// Runs one step of the driver against `owner/name` and returns what it printed.
+async fn a2a(hub: &str, handle: &str, token: &str, step: &[&str]) -> Value {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(test_python())
+            .arg(driver())
+            .args([hub, handle, token])
+            .args(step)
+            .output(),
+    )
+    .await
+    .expect("the A2A client finishes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|_| {
+        panic!(
+            "{step:?} printed {stdout:?}; stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// dana and her agent `dana/reviewer` (public), erin (a contact of the reviewer) and frank
+/// (no one's contact).
+struct People {
+    url: String,
+    dana: String,
+    erin: String,
+    erin_id: String,
+    frank: String,
+    reviewer: RegisterAgentOk,
+}
+
+async fn people(hub: &HubProcess) -> People {
+    let dana = signup(hub.addr, "dana").await.unwrap();
+    let erin = signup(hub.addr, "erin").await.unwrap();
+    let frank = signup(hub.addr, "frank").await.unwrap();
+    let mut dana_client = Client::connect(&hub.ws_url()).await.unwrap();
+    dana_client.auth(&dana.token, "laptop").await.unwrap();
+    let id = dana_client.id();
+    let reviewer: RegisterAgentOk = dana_client
+        .ok(ClientFrame::RegisterAgent(RegisterAgent {
+            id,
+            name: "reviewer".into(),
+            description: Some("reviews pull requests".into()),
+            card: Some(json!({"framework": "codex", "model": "gpt-5"})),
+            discoverable: Some(Discoverable::Public),
+        }))
+        .await
+        .decode()
+        .unwrap();
+    let mut erin_client = Client::connect(&hub.ws_url()).await.unwrap();
+    erin_client.auth(&erin.token, "laptop").await.unwrap();
+    let id = erin_client.id();
+    let request: roundtable_protocol::server::ContactRequestOk = erin_client
+        .ok(ClientFrame::ContactRequest(
+            roundtable_protocol::client::ContactRequestCmd {
+                id,
+                to: "dana/reviewer".into(),
+                message: Some("may I send you PRs?".into()),
+            },
+        ))
+        .await
+        .decode()
+        .unwrap();
+    let id = dana_client.id();
+    dana_client
+        .ok(ClientFrame::ContactRespond(
+            roundtable_protocol::client::ContactRespond {
+                id,
+                request: request.request.id,
+                accept: true,
+            },
+        ))
+        .await;
+    People {
+        url: format!("http://{}", hub.addr),
+        dana: dana.token,
+        erin_id: erin.principal.id,
+        erin: erin.token,
+        frank: frank.token,
+        reviewer,
+    }
+}
+
+/// The reviewer, on a WebSocket: a question mark gets a ping (options main and dev) to
+/// the sender, "main" in reply gets "merged into main", "slow" gets nothing, anything else
+/// gets "reviewed: <text>"; every reply points back with `reply_to`. Returns the events it
+/// saw, when stopped.
+fn reviewer(url: String, token: String, asker: String) -> tokio::task::JoinHandle<Vec<Event>> {
+    tokio::spawn(async move {
+        let mut agent = Client::connect(&url).await.unwrap();
+        agent.auth(&token, "reviewer").await.unwrap();
+        let id = agent.id();
+        agent
+            .ok(ClientFrame::Sync(roundtable_protocol::client::SyncCmd {
+                id,
+                cursors: Default::default(),
+            }))
+            .await;
+        let mut seen = Vec::new();
+        let mut answered = std::collections::HashSet::new();
+        loop {
+            let event = match agent.backlog.pop_front() {
+                Some(frame) => Incoming::Frame(frame),
+                None => match agent.recv_within(Duration::from_secs(2)).await {
+                    // Quiet: a WebSocket ping keeps the connection from looking silent.
+                    Ok(None) => {
+                        let ping = tokio_tungstenite::tungstenite::Message::Ping(Vec::new().into());
+                        if agent.send_message(ping).await.is_err() {
+                            return seen;
+                        }
+                        continue;
+                    }
+                    Ok(Some(incoming)) => incoming,
+                    Err(_) => return seen,
+                },
+            };
+            let event = match event {
+                Incoming::Frame(ServerFrame::Evt(event)) => event,
+                Incoming::Frame(_) => continue,
+                Incoming::Closed(_) => return seen,
+            };
+            seen.push(event.clone());
+            if event.kind != "message" || event.from != asker || !answered.insert(event.id.clone())
+            {
+                continue;
+            }
+            let text = event.body["text"].as_str().unwrap_or_default().to_owned();
+            let room = event.stream_name().to_owned();
+            let (kind, body) = if text.contains('?') {
+                (
+                    "ping",
+                    json!({"ping": format!("q-{}", event.seq), "question": "which branch?",
+                           "options": ["main", "dev"], "to": [asker], "reply_to": event.id}),
+                )
+            } else if text == "main" {
+                (
+                    "message",
+                    json!({"text": "merged into main", "reply_to": event.id}),
+                )
+            } else if text == "slow" || text.starts_with("(task canceled") {
+                continue;
+            } else {
+                (
+                    "message",
+                    json!({"text": format!("reviewed: {text}"), "reply_to": event.id}),
+                )
+            };
+            let id = agent.id();
+            agent
+                .ok(ClientFrame::Send(SendCmd {
+                    id,
+                    room,
+                    client_key: format!("answer-{}", event.id),
+                    kind: kind.into(),
+                    body,
+                }))
+                .await;
+        }
+    })
+}
+
+fn states(updates: &Value) -> Vec<String> {
+    updates["updates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no updates in {updates}"))
+        .iter()
+        .filter(|update| update["state"].is_string())
+        .map(|update| update["state"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_gets_the_card_streams_and_blocks_on_tasks_and_lists_them() {
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let people = people(&hub).await;
+    let agent = reviewer(
+        hub.ws_url(),
+        people.reviewer.token.clone(),
+        people.erin_id.clone(),
+    );
+    let (url, erin) = (people.url.as_str(), people.erin.as_str());
+    let handle = "dana/reviewer";
+
+    let card = a2a(url, handle, erin, &["card"]).await;
+    assert_eq!(card["name"], "reviewer", "{card}");
+    assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("{url}/a2a/dana/reviewer")
+    );
+
+    let streamed = a2a(url, handle, erin, &["stream", "s-1", "PR 42"]).await;
+    let updates = streamed["updates"].as_array().unwrap();
+    // The task first, as it is when stored (the agent may have answered already), then
+    // what changes: the artifact comes in the task or as an update of its own.
+    assert_eq!(updates[0]["kind"], "task", "{streamed}");
+    let artifacts: Vec<&Value> = updates
+        .iter()
+        .flat_map(|update| match update["kind"].as_str() {
+            Some("task") => update["artifacts"].as_array().unwrap().iter().collect(),
+            Some("artifact") => vec![&update["text"]],
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(artifacts, [&json!("reviewed: PR 42")], "{streamed}");
+    assert_eq!(
+        states(&streamed).last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED")
+    );
+    let room = updates[0]["context"].as_str().unwrap().to_owned();
+
+    let blocked = a2a(url, handle, erin, &["block", "b-1", "PR 43"]).await;
+    assert_eq!(blocked["state"], "TASK_STATE_COMPLETED", "{blocked}");
+    assert_eq!(blocked["artifacts"], json!(["reviewed: PR 43"]));
+    assert_eq!(blocked["context"], room.as_str(), "the pair's one room");
+    assert_eq!(blocked["history"], json!(["ROLE_USER", "ROLE_AGENT"]));
+
+    let third = a2a(url, handle, erin, &["block", "b-2", "PR 44"]).await;
+    let listed = a2a(url, handle, erin, &["list"]).await;
+    assert_eq!(
+        listed["ids"],
+        json!([third["id"], blocked["id"], updates[0]["id"]]),
+        "newest first, over pages of two"
+    );
+
+    let errors = a2a(url, handle, erin, &["errors"]).await;
+    assert_eq!(
+        errors,
+        json!({
+            "push": "PushNotificationNotSupportedError",
+            "unknown_task": "TaskNotFoundError",
+            "file": "ContentTypeNotSupportedError",
+        })
+    );
+
+    // A Roundtable user in the room sees the same conversation.
+    let mut erin_ws = Client::connect(&hub.ws_url()).await.unwrap();
+    erin_ws.auth(erin, "laptop").await.unwrap();
+    let texts: Vec<String> = erin_ws
+        .room_log(&room)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|event| event.kind == "message")
+        .map(|event| event.body["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "PR 42",
+            "reviewed: PR 42",
+            "PR 43",
+            "reviewed: PR 43",
+            "PR 44",
+            "reviewed: PR 44"
+        ]
+    );
+    agent.abort();
+    hub.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_input_required_and_the_answer_completes_the_task_over_two_turns() {
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let people = people(&hub).await;
+    let agent = reviewer(
+        hub.ws_url(),
+        people.reviewer.token.clone(),
+        people.erin_id.clone(),
+    );
+    let (url, erin) = (people.url.as_str(), people.erin.as_str());
+    let handle = "dana/reviewer";
+
+    let asked = a2a(url, handle, erin, &["stream", "q-1", "merge it?"]).await;
+    let updates = asked["updates"].as_array().unwrap();
+    assert_eq!(
+        states(&asked).last().map(String::as_str),
+        Some("TASK_STATE_INPUT_REQUIRED"),
+        "{asked}"
+    );
+    assert!(
+        updates.last().unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .contains("which branch?")
+    );
+    let task = updates[0]["id"].as_str().unwrap().to_owned();
+    let room = updates[0]["context"].as_str().unwrap().to_owned();
+
+    let answered = a2a(url, handle, erin, &["reply", &task, "q-2", "main"]).await;
+    assert_eq!(
+        states(&answered).last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED"),
+        "{answered}"
+    );
+    let done = a2a(url, handle, erin, &["get", &task]).await;
+    assert_eq!(done["artifacts"], json!(["merged into main"]));
+    assert_eq!(
+        done["history"],
+        json!(["ROLE_USER", "ROLE_AGENT", "ROLE_USER", "ROLE_AGENT"])
+    );
+
+    // The room holds the question as a ping, erin's answer to it (her choice), and her
+    // follow-up for the agent.
+    let mut erin_ws = Client::connect(&hub.ws_url()).await.unwrap();
+    erin_ws.auth(erin, "laptop").await.unwrap();
+    let kinds: Vec<(String, Value)> = erin_ws
+        .room_log(&room)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|event| event.kind != "member" && event.kind != "room")
+        .map(|event| (event.kind, event.body))
+        .collect();
+    let shape: Vec<&str> = kinds.iter().map(|(kind, _)| kind.as_str()).collect();
+    assert_eq!(shape, ["message", "ping", "answer", "message", "message"]);
+    assert_eq!(kinds[2].1["choice"], "main");
+    // A terminal task takes no more turns.
+    let late = a2a(url, handle, erin, &["reply", &task, "q-3", "dev"]).await;
+    assert_eq!(late["error"], "UnsupportedOperationError", "{late}");
+    agent.abort();
+    hub.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_survives_a_hub_sigkill_and_the_same_message_id_is_the_same_task() {
+    let data = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &[]).await;
+    let people = people(&hub).await;
+    let (url, erin) = (people.url.as_str(), people.erin.as_str());
+    let handle = "dana/reviewer";
+
+    // Acknowledged, then the hub dies at once.
+    let submitted = a2a(url, handle, erin, &["submit", "k-1", "PR 7"]).await;
+    assert_eq!(submitted["state"], "TASK_STATE_SUBMITTED", "{submitted}");
+    let task = submitted["id"].as_str().unwrap().to_owned();
+    hub.kill().await;
+    let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &[]).await;
+
+    // The client retries with the same messageId: the same task, stored once.
+    let again = a2a(url, handle, erin, &["submit", "k-1", "PR 7"]).await;
+    assert_eq!(again["id"], task.as_str(), "{again}");
+    let found = a2a(url, handle, erin, &["get", &task]).await;
+    assert_eq!(found["state"], "TASK_STATE_SUBMITTED");
+
+    // A client reattaches; the agent, back too, answers; the subscription sees it end.
+    let subscription = {
+        let (url, erin, task) = (url.to_owned(), erin.to_owned(), task.clone());
+        tokio::spawn(async move { a2a(&url, handle, &erin, &["subscribe", &task]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let agent = reviewer(
+        hub.ws_url(),
+        people.reviewer.token.clone(),
+        people.erin_id.clone(),
+    );
+    let followed = subscription.await.unwrap();
+    let updates = followed["updates"].as_array().unwrap();
+    assert_eq!(updates[0]["kind"], "task", "the snapshot first: {followed}");
+    assert_eq!(
+        states(&followed).last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED")
+    );
+    let mut dana_ws = Client::connect(&hub.ws_url()).await.unwrap();
+    dana_ws.auth(&people.dana, "laptop").await.unwrap();
+    let mut erin_ws = Client::connect(&hub.ws_url()).await.unwrap();
+    erin_ws.auth(erin, "laptop").await.unwrap();
+    let room = found["context"].as_str().unwrap();
+    let asked = erin_ws
+        .room_log(room)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|event| event.body["text"] == "PR 7")
+        .count();
+    assert_eq!(asked, 1, "one message for one messageId across the crash");
+    agent.abort();
+    hub.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_canceled_by_its_requester_only_and_the_agent_is_told() {
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let people = people(&hub).await;
+    let agent = reviewer(
+        hub.ws_url(),
+        people.reviewer.token.clone(),
+        people.erin_id.clone(),
+    );
+    let (url, erin, frank) = (
+        people.url.as_str(),
+        people.erin.as_str(),
+        people.frank.as_str(),
+    );
+    let handle = "dana/reviewer";
+    let submitted = a2a(url, handle, erin, &["submit", "c-1", "slow"]).await;
+    let task = submitted["id"].as_str().unwrap().to_owned();
+    // frank cannot see it, let alone cancel it: the same answer as for no task at all.
+    for step in [["get", task.as_str()], ["cancel", task.as_str()]] {
+        let refused = a2a(url, handle, frank, &step).await;
+        assert_eq!(refused["error"], "TaskNotFoundError", "{step:?}: {refused}");
+    }
+    let canceled = a2a(url, handle, erin, &["cancel", &task]).await;
+    assert_eq!(canceled["state"], "TASK_STATE_CANCELED", "{canceled}");
+    let again = a2a(url, handle, erin, &["cancel", &task]).await;
+    assert_eq!(
+        again["state"], "TASK_STATE_CANCELED",
+        "cancelling twice is the same task"
+    );
+    // Completed tasks are not cancelable.
+    let done = a2a(url, handle, erin, &["block", "c-2", "PR 9"]).await;
+    let refused = a2a(url, handle, erin, &["cancel", done["id"].as_str().unwrap()]).await;
+    assert_eq!(refused["error"], "TaskNotCancelableError", "{refused}");
+    agent.abort();
+    let seen = agent.await.unwrap_err();
+    assert!(seen.is_cancelled());
+    // The agent's room shows the cancellation, once.
+    let mut erin_ws = Client::connect(&hub.ws_url()).await.unwrap();
+    erin_ws.auth(erin, "laptop").await.unwrap();
+    let notices = erin_ws
+        .room_log(submitted["context"].as_str().unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|event| event.body["x_a2a"]["state"] == "canceled")
+        .count();
+    assert_eq!(notices, 1);
+    let _ = people.dana;
+    hub.terminate().await;
+}
