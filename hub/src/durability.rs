@@ -289,6 +289,14 @@ impl ReadStore for DurableReads {
         self.durable(|reads| reads.audit(query))
     }
 
+    fn request_holding(
+        &self,
+        sender: &str,
+        client_key: &str,
+    ) -> Result<Option<crate::store::RequestRecord>, StoreError> {
+        self.durable(|reads| reads.request_holding(sender, client_key))
+    }
+
     fn sent_with_key_prefix(
         &self,
         sender: &str,
@@ -397,6 +405,13 @@ mod tests {
             _: &DirectoryQuery,
         ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
             Ok(Vec::new())
+        }
+        fn request_holding(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Option<crate::store::RequestRecord>, StoreError> {
+            Ok(None)
         }
         fn sent_with_key_prefix(
             &self,

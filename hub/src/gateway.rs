@@ -15,7 +15,7 @@ use roundtable_protocol::decode::decode_client_frame;
 use roundtable_protocol::{ErrorCode, handles};
 use tokio::sync::oneshot;
 
-use crate::engine::{Caller, Command, ConnId, Refusal, Reply, Via};
+use crate::engine::{Caller, Command, ConnId, HoldForConsent, Refusal, Reply, Via};
 use crate::session::SessionContext;
 use crate::store::{DirectoryQuery, EventRecord, HistoryRange, PrincipalRecord, ReadError};
 use crate::writer::Request;
@@ -109,6 +109,40 @@ impl Gateway {
             return Err(stopping());
         }
         answer.await.map_err(|_| stopping())?
+    }
+
+    /// Holds a message for consent (see [`HoldForConsent`]): the one command a gateway has
+    /// that no WebSocket frame is, through the same writer, checks and audit.
+    pub async fn hold(&self, caller: &Arc<Caller>, hold: HoldForConsent) -> Result<Reply, Refusal> {
+        let (reply, answer) = oneshot::channel();
+        if !self.context.writer.submit(Request::Call {
+            caller: caller.clone(),
+            command: Command::Hold(hold),
+            reply,
+        }) {
+            return Err(stopping());
+        }
+        answer.await.map_err(|_| stopping())?
+    }
+
+    /// The contact request of `sender` holding the message with `client_key`.
+    pub async fn request_holding(
+        &self,
+        sender: &str,
+        client_key: &str,
+    ) -> Result<Option<crate::store::RequestRecord>, Refusal> {
+        let reader = self.context.reader.clone();
+        let (sender, client_key) = (sender.to_owned(), client_key.to_owned());
+        match tokio::task::spawn_blocking(move || reader.request_holding(&sender, &client_key))
+            .await
+        {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "held message read failed");
+                Err(read_failed())
+            }
+            Err(_) => Err(read_failed()),
+        }
     }
 
     /// Records a refusal the gateway made itself (a read it would not serve) in the audit

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::task::{self, EXTENSION_FIELD, Parties, TaskView};
-use crate::engine::{Caller, Refusal, Reply};
+use crate::engine::{Caller, HoldForConsent, Refusal, Reply};
 use crate::gateway::Gateway;
 use crate::store::{EventRecord, ReadError, StreamKey};
 
@@ -216,10 +216,14 @@ impl RoomTasks {
         sent_event(reply)
     }
 
-    /// The task at `(room, seq)`, as the caller may read it; unknown unless the caller sent
-    /// it to this endpoint's agent.
-    async fn read_task(&self, who: &Who, room: &str, seq: u64) -> Result<TaskView, A2AError> {
-        let id = task::task_id(room, seq);
+    /// The task whose first message is at `(room, seq)`, as the caller may read it.
+    async fn read_task_at(
+        &self,
+        who: &Who,
+        id: &str,
+        room: &str,
+        seq: u64,
+    ) -> Result<TaskView, A2AError> {
         let events = match self
             .gateway
             .room_events(&who.caller, room, seq - 1, MAX_TASK_EVENTS)
@@ -227,7 +231,7 @@ impl RoomTasks {
         {
             Ok(events) => events,
             Err(ReadError::NotFound | ReadError::NotMember) => {
-                return Err(A2AError::task_not_found(&id));
+                return Err(A2AError::task_not_found(id));
             }
             Err(ReadError::Store(error)) => {
                 tracing::warn!(%error, "task read failed");
@@ -235,20 +239,13 @@ impl RoomTasks {
             }
         };
         let Some((first, later)) = events.split_first() else {
-            return Err(A2AError::task_not_found(&id));
+            return Err(A2AError::task_not_found(id));
         };
-        let is_task = first.seq == seq
-            && first.from == who.caller.id
-            && first.kind == "message"
-            && first.mentions.contains(&who.target)
-            && first
-                .client_key
-                .as_deref()
-                .is_some_and(|key| key.starts_with(&format!("{TASK_KEY}:")));
-        if !is_task {
-            return Err(A2AError::task_not_found(&id));
+        if first.seq != seq {
+            return Err(A2AError::task_not_found(id));
         }
         Ok(task::task_view(
+            id.to_owned(),
             first,
             later,
             who.parties(),
@@ -256,14 +253,46 @@ impl RoomTasks {
         ))
     }
 
+    /// A task of the caller's with this endpoint's agent, by id: its message in a room,
+    /// or held with a contact request. Any other id (another principal's task too) is
+    /// unknown.
     async fn task_by_id(&self, who: &Who, id: &str) -> Result<TaskView, A2AError> {
-        let (room, seq) = task::parse_task_id(id).ok_or_else(|| A2AError::task_not_found(id))?;
-        self.read_task(who, room, seq).await
+        let key = task::key_of_task(id).ok_or_else(|| A2AError::task_not_found(id))?;
+        let unreadable = |_| A2AError::internal("the hub could not read the task; retry");
+        let sent = self
+            .gateway
+            .keyed_sends(&who.caller.id, &key, None, 1)
+            .await
+            .map_err(unreadable)?;
+        if let Some(first) = sent.into_iter().next() {
+            if first.client_key.as_deref() != Some(key.as_str())
+                || first.kind != "message"
+                || !first.mentions.contains(&who.target)
+            {
+                return Err(A2AError::task_not_found(id));
+            }
+            let room = room_of(&first).to_owned();
+            return self.read_task_at(who, id, &room, first.seq).await;
+        }
+        match self
+            .gateway
+            .request_holding(&who.caller.id, &key)
+            .await
+            .map_err(unreadable)?
+        {
+            Some(request) if request.to == who.target => Ok(task::held_view(
+                id.to_owned(),
+                &request,
+                &who.target_handle,
+                who.parties(),
+            )),
+            _ => Err(A2AError::task_not_found(id)),
+        }
     }
 
     /// The room of a message without a `contextId`: the caller's A2A room with the agent,
-    /// made the first time (under the invite rule).
-    async fn pair_room(&self, who: &Who) -> Result<String, A2AError> {
+    /// made the first time (under the invite rule); `None` when the caller has no consent.
+    async fn pair_room(&self, who: &Who) -> Result<Option<String>, A2AError> {
         let title = format!("A2A: {} → {}", who.caller_handle, who.target_handle);
         let lock = {
             let mut locks = self
@@ -288,26 +317,58 @@ impl RoomTasks {
                     && room.members.iter().any(|member| member.id == who.target)
             })
         {
-            return Ok(room.id);
+            return Ok(Some(room.id));
         }
-        let reply = self
+        let created = self
+            .gateway
             .execute(
-                who,
-                ClientFrame::RoomCreate(RoomCreate {
+                &who.caller,
+                &ClientFrame::RoomCreate(RoomCreate {
                     id: 1,
                     title: Some(title),
                     topic: None,
                     members: vec![who.target_handle.clone()],
                 }),
             )
-            .await?;
-        match reply {
-            Reply::Ok(ok) => ok
+            .await;
+        match created {
+            Ok(Reply::Ok(ok)) => ok
                 .decode::<RoomOk>()
-                .map(|created| created.room.id)
+                .map(|created| Some(created.room.id))
                 .map_err(|_| A2AError::internal("the hub's room reply did not decode")),
-            Reply::Sent { .. } => Err(A2AError::internal("room_create answered as a send")),
+            Ok(Reply::Sent { .. }) => Err(A2AError::internal("room_create answered as a send")),
+            Err(refusal) if refusal.code == ErrorCode::NoConsent => Ok(None),
+            Err(refusal) => Err(refused(refusal)),
         }
+    }
+
+    /// Holds a message for consent: one contact request to the agent's owner, carrying
+    /// only a note, and the message kept with it (never in a room).
+    async fn hold(
+        &self,
+        who: &Who,
+        key: String,
+        text: &str,
+        body: Value,
+    ) -> Result<TaskView, A2AError> {
+        let hold = HoldForConsent {
+            target: who.target_handle.clone(),
+            note: text.to_owned(),
+            client_key: key.clone(),
+            body,
+        };
+        if let Err(refusal) = self.gateway.hold(&who.caller, hold).await {
+            return Err(if refusal.code == ErrorCode::Conflict {
+                with_reason(
+                    A2AError::unsupported_operation(refusal.msg),
+                    "CONSENT_PENDING",
+                )
+            } else {
+                refused(refusal)
+            });
+        }
+        let id = task::task_id_of(&key).ok_or_else(|| A2AError::internal("a task key"))?;
+        self.task_by_id(who, &id).await
     }
 
     /// A room the caller named: it must be in it, and the agent must be or may be invited.
@@ -391,6 +452,15 @@ impl RoomTasks {
         match message.task_id.filter(|id| !id.is_empty()) {
             Some(task_id) => {
                 let view = self.task_by_id(who, &task_id).await?;
+                if view.task.status.state == TaskState::AuthRequired {
+                    return Err(with_reason(
+                        A2AError::unsupported_operation(
+                            "this task waits for the agent's owner to accept your contact \
+                             request; send more once it is accepted",
+                        ),
+                        "CONSENT_PENDING",
+                    ));
+                }
                 if message
                     .context_id
                     .as_deref()
@@ -442,18 +512,26 @@ impl RoomTasks {
                 self.task_by_id(who, &task_id).await
             }
             None => {
-                let room = match message.context_id.as_deref().filter(|id| !id.is_empty()) {
-                    Some(room) => self.named_room(who, room).await?,
-                    None => self.pair_room(who).await?,
-                };
+                let key = key_of(TASK_KEY, message_id);
+                let id = task::task_id_of(&key).ok_or_else(|| A2AError::internal("a task key"))?;
+                // A retry: the task it already is (sent, or held for consent).
+                match self.task_by_id(who, &id).await {
+                    Ok(view) => return Ok(view),
+                    Err(error) if error.code == a2a::error_code::TASK_NOT_FOUND => {}
+                    Err(error) => return Err(error),
+                }
                 if !marks.is_empty() {
                     body[EXTENSION_FIELD] = Value::Object(marks);
                 }
-                let event = self
-                    .send(who, &room, "message", key_of(TASK_KEY, message_id), body)
-                    .await?;
-                let room = room_of(&event).to_owned();
-                self.read_task(who, &room, event.seq).await
+                let room = match message.context_id.as_deref().filter(|id| !id.is_empty()) {
+                    Some(room) => self.named_room(who, room).await?,
+                    None => match self.pair_room(who).await? {
+                        Some(room) => room,
+                        None => return self.hold(who, key, &text, body).await,
+                    },
+                };
+                self.send(who, &room, "message", key, body).await?;
+                self.task_by_id(who, &id).await
             }
         }
     }
@@ -467,9 +545,9 @@ impl RoomTasks {
         watch: &mut tokio::sync::broadcast::Receiver<crate::dispatch::RoomWritten>,
         until: tokio::time::Instant,
     ) -> Result<Option<TaskView>, A2AError> {
-        let room = seen.task.context_id.clone();
-        let (_, seq) = task::parse_task_id(&seen.task.id)
-            .ok_or_else(|| A2AError::task_not_found(&seen.task.id))?;
+        let Some((room, seq)) = seen.at.clone() else {
+            return Ok(None);
+        };
         loop {
             let woke = tokio::time::timeout_at(until, watch.recv()).await;
             match woke {
@@ -479,7 +557,7 @@ impl RoomTasks {
                 Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
                 Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return Ok(None),
             }
-            let now = self.read_task(who, &room, seq).await?;
+            let now = self.read_task_at(who, &seen.task.id, &room, seq).await?;
             if now.task != seen.task {
                 return Ok(Some(now));
             }
@@ -580,11 +658,8 @@ impl RequestHandler for RoomTasks {
         let until = tokio::time::Instant::now() + self.gateway.context().config.a2a_block_max;
         let mut view = view;
         // Read once more after subscribing: a reply that landed in between is not missed.
-        let (_, seq) = task::parse_task_id(&view.task.id)
-            .ok_or_else(|| A2AError::task_not_found(&view.task.id))?;
-        view = self
-            .read_task(&who, &view.task.context_id.clone(), seq)
-            .await?;
+        let id = view.task.id.clone();
+        view = self.task_by_id(&who, &id).await?;
         while !task::stream_ends(&view.task) {
             match self.next_view(&who, &view, &mut watch, until).await? {
                 Some(now) => view = now,
@@ -645,6 +720,20 @@ impl RequestHandler for RoomTasks {
     ) -> Result<Task, A2AError> {
         let who = self.who(params)?;
         let view = self.task_by_id(&who, &request.id).await?;
+        if view.task.status.state == TaskState::AuthRequired {
+            // Held for consent: withdrawing the contact request deletes the message.
+            self.execute(
+                &who,
+                ClientFrame::ContactRespond(roundtable_protocol::client::ContactRespond {
+                    id: 1,
+                    request: view.task.context_id.clone(),
+                    accept: false,
+                }),
+            )
+            .await?;
+            let view = self.task_by_id(&who, &request.id).await?;
+            return Ok(RoomTasks::shaped(&view, None));
+        }
         match view.task.status.state {
             TaskState::Canceled => return Ok(RoomTasks::shaped(&view, None)),
             state if state.is_terminal() => {
@@ -775,7 +864,10 @@ impl RoomTasks {
             {
                 continue;
             }
-            let view = match self.read_task(who, &room, event.seq).await {
+            let Some(id) = event.client_key.as_deref().and_then(task::task_id_of) else {
+                continue;
+            };
+            let view = match self.read_task_at(who, &id, &room, event.seq).await {
                 Ok(view) => view,
                 // A room the caller has left: its tasks are no longer its to read.
                 Err(error) if error.code == a2a::error_code::TASK_NOT_FOUND => continue,

@@ -24,26 +24,33 @@ pub const EXTENSION_FIELD: &str = "x_a2a";
 /// How long a task may wait for its agent's answer before it is failed.
 pub const TASK_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 
-/// A task's id: its message's room and position there. Opaque to clients; it names a
-/// message its requester already knows of, so it reveals nothing.
-pub fn task_id(room: &str, seq: u64) -> String {
-    format!("{room}.{seq}")
+/// A task's id: `t_` and the hash its first message's `client_key` carries (`a2a:<hash>`).
+/// Opaque to clients, the same before and after a message held for consent is sent, and
+/// found only among its requester's own messages.
+pub fn task_id_of(client_key: &str) -> Option<String> {
+    let hash = client_key.strip_prefix("a2a:")?;
+    is_hash(hash).then(|| format!("t_{hash}"))
 }
 
-/// The room and position a task id names; `None` for anything else.
-pub fn parse_task_id(id: &str) -> Option<(&str, u64)> {
-    let (room, seq) = id.rsplit_once('.')?;
-    let seq: u64 = seq.parse().ok().filter(|seq| *seq >= 1)?;
-    let room_shaped = room.len() <= 64
-        && room.starts_with("r_")
-        && room.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    room_shaped.then_some((room, seq))
+/// The `client_key` of a task's first message; `None` for anything that is no task id.
+pub fn key_of_task(id: &str) -> Option<String> {
+    let hash = id.strip_prefix("t_")?;
+    is_hash(hash).then(|| format!("a2a:{hash}"))
+}
+
+fn is_hash(text: &str) -> bool {
+    text.len() == 43
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// A task as read: the A2A object, and what the hub needs to act on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskView {
     pub task: Task,
+    /// Where its first message is (`None` while it is held for consent).
+    pub at: Option<(String, u64)>,
     /// The last event of the task (a follow-up replies to it).
     pub last_event: String,
     /// The open question of an `INPUT_REQUIRED` task, when the agent asked it with a ping:
@@ -145,13 +152,13 @@ pub fn text_of(parts: &[Part]) -> Result<String, &'static str> {
 /// The task whose message is `first`, given the room's later events, in order. `now_ms`
 /// decides whether an unanswered task has outlived [`TASK_TTL_MS`].
 pub fn task_view(
+    id: String,
     first: &EventRecord,
     later: &[EventRecord],
     parties: Parties<'_>,
     now_ms: i64,
 ) -> TaskView {
     let room = room_of(first).to_owned();
-    let id = task_id(&room, first.seq);
     let mut chain: Vec<&EventRecord> = vec![first];
     let mut in_chain: std::collections::HashSet<&str> = [first.id.as_str()].into();
     let mut state = TaskState::Submitted;
@@ -268,6 +275,7 @@ pub fn task_view(
         timestamp: Some(timestamp(status_ms)),
     };
     TaskView {
+        at: Some((room.clone(), first.seq)),
         task: Task {
             id,
             context_id: room,
@@ -278,6 +286,89 @@ pub fn task_view(
         },
         last_event,
         open_ping,
+    }
+}
+
+/// A task whose message is held with a contact request (`request`), or was: waiting for
+/// its owner's consent, refused, cancelled, or accepted but not sent (what the hub
+/// refused then, the sender sends again).
+pub fn held_view(
+    id: String,
+    request: &crate::store::RequestRecord,
+    target: &str,
+    parties: Parties<'_>,
+) -> TaskView {
+    use roundtable_protocol::model::RequestState;
+    let (state, text) = match request.state {
+        RequestState::Pending => (
+            TaskState::AuthRequired,
+            format!(
+                "{target} accepts messages from contacts only; a contact request ({}) awaits \
+                 its owner's decision, and this task goes on if it is accepted",
+                request.id
+            ),
+        ),
+        RequestState::Accepted => (
+            TaskState::Failed,
+            "the contact request was accepted but the message could not be sent then; send \
+             it again"
+                .to_owned(),
+        ),
+        RequestState::Cancelled => (
+            TaskState::Canceled,
+            "the contact request was cancelled; the held message was deleted".to_owned(),
+        ),
+        RequestState::Rejected | RequestState::Expired => (
+            TaskState::Rejected,
+            format!(
+                "the contact request was {}; the held message was deleted",
+                request.state.as_str()
+            ),
+        ),
+    };
+    let status_ms = request.decided_ms.unwrap_or(request.created_ms);
+    let mut history = Vec::new();
+    if let Some(body) = request.held.as_ref().and_then(|held| held.body.as_deref()) {
+        let event = EventRecord {
+            stream: StreamKey::Room(request.id.clone()),
+            seq: 0,
+            id: format!("{id}.held"),
+            ts_ms: request.created_ms,
+            from: parties.requester.to_owned(),
+            kind: "message".into(),
+            body: body.to_owned(),
+            client_key: None,
+            mentions: Vec::new(),
+            pair: true,
+        };
+        history.push(message_of(&event, parties, Some(&id)));
+    }
+    let status_message = Message {
+        message_id: format!("{id}.{}", request.state.as_str()),
+        context_id: Some(request.id.clone()),
+        task_id: Some(id.clone()),
+        role: Role::Agent,
+        parts: vec![Part::text(text)],
+        metadata: None,
+        extensions: None,
+        reference_task_ids: None,
+    };
+    TaskView {
+        at: None,
+        task: Task {
+            id,
+            context_id: request.id.clone(),
+            status: TaskStatus {
+                state,
+                message: Some(status_message),
+                timestamp: Some(timestamp(status_ms)),
+            },
+            artifacts: None,
+            history: (!history.is_empty()).then_some(history),
+            metadata: None,
+        },
+        last_event: String::new(),
+        open_ping: None,
     }
 }
 
@@ -373,27 +464,40 @@ mod tests {
         target: "p_agent",
     };
 
+    const ID: &str = "t_0123456789012345678901234567890123456789abc";
+
     fn view(later: &[EventRecord]) -> TaskView {
         let first = event(3, "p_client", "message", json!({"text": "review this"}));
-        task_view(&first, later, PARTIES, 10_000)
+        task_view(ID.into(), &first, later, PARTIES, 10_000)
     }
 
     #[test]
-    fn task_ids_name_a_room_position_and_nothing_else_parses() {
-        assert_eq!(task_id("r_ab12", 7), "r_ab12.7");
-        assert_eq!(parse_task_id("r_ab12.7"), Some(("r_ab12", 7)));
+    fn task_ids_are_their_first_message_s_key_and_nothing_else_parses() {
+        let key = "a2a:0123456789012345678901234567890123456789abc";
+        assert_eq!(task_id_of(key).as_deref(), Some(ID));
+        assert_eq!(key_of_task(ID).as_deref(), Some(key));
         for bad in [
-            "", "r_ab12", "r_ab12.0", "r_ab12.x", "e_1.3", "r_a.b.3", "r_../x.2",
+            "",
+            "t_",
+            "t_short",
+            "r_ab12.7",
+            key,
+            "t_0123456789012345678901234567890123456789ab!",
         ] {
-            assert_eq!(parse_task_id(bad), None, "{bad}");
+            assert_eq!(key_of_task(bad), None, "{bad}");
         }
+        assert_eq!(
+            task_id_of("a2f:0123456789012345678901234567890123456789abc"),
+            None
+        );
     }
 
     #[test]
     fn a_message_alone_is_submitted_and_a_plain_reply_completes_it_with_an_artifact() {
         let submitted = view(&[]);
         assert_eq!(submitted.task.status.state, TaskState::Submitted);
-        assert_eq!(submitted.task.id, "r_pair.3");
+        assert_eq!(submitted.task.id, ID);
+        assert_eq!(submitted.at, Some((ROOM.to_owned(), 3)));
         assert_eq!(submitted.task.context_id, ROOM);
         // Others' talk in the room is not the task's.
         let noise = event(4, "p_other", "message", json!({"text": "lunch?"}));
@@ -518,9 +622,9 @@ mod tests {
     #[test]
     fn an_unanswered_task_fails_after_its_time_to_live() {
         let first = event(3, "p_client", "message", json!({"text": "hello"}));
-        let fresh = task_view(&first, &[], PARTIES, 3_000 + TASK_TTL_MS);
+        let fresh = task_view(ID.into(), &first, &[], PARTIES, 3_000 + TASK_TTL_MS);
         assert_eq!(fresh.task.status.state, TaskState::Submitted);
-        let stale = task_view(&first, &[], PARTIES, 3_001 + TASK_TTL_MS);
+        let stale = task_view(ID.into(), &first, &[], PARTIES, 3_001 + TASK_TTL_MS);
         assert_eq!(stale.task.status.state, TaskState::Failed);
         assert_eq!(
             stale.task.status.timestamp,
@@ -539,7 +643,7 @@ mod tests {
             "message",
             json!({"text": text, "x_a2a": {"parts": serde_json::to_value(&parts).unwrap()}}),
         );
-        let task = task_view(&first, &[], PARTIES, 3_000).task;
+        let task = task_view(ID.into(), &first, &[], PARTIES, 3_000).task;
         assert_eq!(task.history.unwrap()[0].parts, parts);
         assert!(text_of(&[Part::url("https://x")]).is_err());
         assert!(text_of(&[Part::raw(vec![1])]).is_err());

@@ -6,15 +6,50 @@ use std::collections::BTreeSet;
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::ContactBody;
-use roundtable_protocol::client::{ContactRequestCmd, ContactRespond};
+use roundtable_protocol::client::{ContactRequestCmd, ContactRespond, RoomCreate, SendCmd};
 use roundtable_protocol::limits;
 use roundtable_protocol::model::{self, RequestState};
 use roundtable_protocol::server::{ContactRequestOk, ContactsOk, OkReply};
 
 use super::existence::shown;
-use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
+use super::{Caller, ConnId, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, Via, refuse};
 use crate::state::HubState;
-use crate::store::{ContactRecord, RequestRecord, StreamKey, WriteTx};
+use crate::store::{
+    ContactRecord, HeldMessage, PrincipalRecord, RequestRecord, StreamKey, WriteTx,
+};
+
+/// A contact request as `open_request` takes it.
+struct NewRequest {
+    id: u64,
+    to: String,
+    message: Option<String>,
+    held: Option<HeldMessage>,
+}
+
+/// A message from a gateway (an A2A client) to an agent its sender has no consent for. The
+/// hub makes one contact request for it, carrying `note`, and holds the message with the
+/// request, in no room: accepted, it is sent as the sender in a new room of the two;
+/// rejected, cancelled or expired, its body is deleted. One held message per pending
+/// request: another is refused (`conflict`) until the owner decides.
+#[derive(Debug, Clone)]
+pub struct HoldForConsent {
+    /// The agent's handle.
+    pub target: String,
+    /// What the owner reads with the request (at most [`limits::CONTACT_MESSAGE`] bytes).
+    pub note: String,
+    /// The key the message is sent with once accepted.
+    pub client_key: String,
+    /// The `message` body to send, as JSON.
+    pub body: serde_json::Value,
+}
+
+/// The largest body held (a message's text is at most 16 KiB, with its A2A parts).
+pub const HELD_BODY_MAX: usize = 64 * 1024;
+
+/// Contact requests one principal may make in a day.
+pub const DAILY_REQUESTS_AGENT: usize = 10;
+pub const DAILY_REQUESTS_USER: usize = 50;
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// A pending request expires after 14 days.
 pub const REQUEST_LIFETIME_MS: i64 = 14 * 24 * 60 * 60 * 1000;
@@ -34,6 +69,24 @@ pub(super) fn wire_request(request: &RequestRecord) -> model::ContactRequest {
         message: request.message.clone(),
         ts: roundtable_protocol::ts::format_millis(request.created_ms),
     }
+}
+
+/// The title of the room an A2A client and an agent talk in.
+pub fn pair_room_title(sender: &PrincipalRecord, target: &PrincipalRecord) -> String {
+    format!("A2A: {} → {}", sender.handle, target.handle)
+}
+
+/// A contact note cut to fit a request: at most [`limits::CONTACT_MESSAGE`] bytes with its
+/// `…`, on a character boundary.
+pub fn cut_note(text: &str) -> String {
+    if text.len() <= limits::CONTACT_MESSAGE {
+        return text.to_owned();
+    }
+    let mut end = limits::CONTACT_MESSAGE - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 impl HubState {
@@ -57,6 +110,24 @@ impl Engine {
         now_ms: i64,
         caller: &Caller,
         request: ContactRequestCmd,
+    ) -> Result<Outcome, ExecError> {
+        let request = NewRequest {
+            id: request.id,
+            to: request.to,
+            message: request.message,
+            held: None,
+        };
+        self.open_request(tx, now_ms, caller, request)
+    }
+
+    /// Opens a contact request from the caller (after every check `contact_request`
+    /// makes), holding a message with it when a gateway asks.
+    fn open_request(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        request: NewRequest,
     ) -> Result<Outcome, ExecError> {
         if let Some(message) = &request.message
             && message.len() > limits::CONTACT_MESSAGE
@@ -141,6 +212,7 @@ impl Engine {
                 ),
             );
         }
+        self.count_request(now_ms, &from)?;
         let record = RequestRecord {
             id: self.ids.id("c"),
             from: from.id.clone(),
@@ -149,6 +221,7 @@ impl Engine {
             message: request.message.filter(|message| !message.is_empty()),
             created_ms: now_ms,
             decided_ms: None,
+            held: request.held,
         };
         tx.upsert_request(&record)?;
         self.state.put_request(record.clone());
@@ -281,12 +354,198 @@ impl Engine {
     ) -> Result<Vec<NewEvent>, ExecError> {
         request.state = state;
         request.decided_ms = Some(now_ms);
+        // The held message leaves the request either way: sent, or deleted.
+        let held = request
+            .held
+            .as_mut()
+            .and_then(|held| held.body.take().map(|body| (held.client_key.clone(), body)));
         tx.upsert_request(&request)?;
         if state == RequestState::Accepted {
             self.make_contact(tx, now_ms, &request.from, &request.to, Some(&request.id))?;
         }
         self.state.put_request(request.clone());
-        self.announce_request(tx, now_ms, by, &request)
+        let mut events = self.announce_request(tx, now_ms, by, &request)?;
+        if state == RequestState::Accepted
+            && let Some((client_key, body)) = held
+        {
+            events.extend(self.deliver_held(tx, now_ms, &request, client_key, &body)?);
+        }
+        Ok(events)
+    }
+
+    /// Sends a message held until consent, as its sender, in a new room of the two; what
+    /// the hub refuses (the sender paused or out of writes, say) is not sent, and its task
+    /// tells the sender to send again.
+    fn deliver_held(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        request: &RequestRecord,
+        client_key: String,
+        body: &str,
+    ) -> Result<Vec<NewEvent>, ExecError> {
+        let (Some(sender), Some(target)) = (
+            self.state.principal(&request.from).cloned(),
+            self.state.principal(&request.to).cloned(),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let caller = Caller {
+            id: sender.id.clone(),
+            kind: sender.kind,
+            device: Via::A2a.as_str().to_owned(),
+            conn: ConnId(0),
+            via: Via::A2a,
+        };
+        let mut events = Vec::new();
+        let created = self.room_create(
+            tx,
+            now_ms,
+            &caller,
+            RoomCreate {
+                id: 0,
+                title: Some(pair_room_title(&sender, &target)),
+                topic: None,
+                members: vec![target.handle.clone()],
+            },
+        );
+        let room = match created {
+            Ok(outcome) => {
+                let room = match &outcome.reply {
+                    Reply::Ok(ok) => ok
+                        .decode::<roundtable_protocol::server::RoomOk>()
+                        .ok()
+                        .map(|created| created.room.id),
+                    Reply::Sent { .. } => None,
+                };
+                events.extend(outcome.events);
+                room
+            }
+            Err(ExecError::Refused(refusal)) => {
+                tracing::info!(request = %request.id, code = refusal.code.as_str(), "a held message could not be delivered");
+                None
+            }
+            Err(error) => return Err(error),
+        };
+        let Some(room) = room else {
+            return Ok(events);
+        };
+        let body: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        let prepared = super::prepare_send(SendCmd {
+            id: 0,
+            room,
+            client_key,
+            kind: "message".into(),
+            body,
+        });
+        match prepared
+            .map_err(ExecError::Refused)
+            .and_then(|prepared| self.send(tx, now_ms, &caller, prepared))
+        {
+            Ok(outcome) => events.extend(outcome.events),
+            Err(ExecError::Refused(refusal)) => {
+                tracing::info!(request = %request.id, code = refusal.code.as_str(), "a held message could not be delivered");
+            }
+            Err(error) => return Err(error),
+        }
+        Ok(events)
+    }
+
+    /// Takes one of the caller's contact requests of the day, or refuses
+    /// (`rate_limited`, with when the oldest of the day frees one).
+    fn count_request(&mut self, now_ms: i64, from: &PrincipalRecord) -> Result<(), ExecError> {
+        let limit = match from.kind {
+            model::PrincipalKind::Agent => DAILY_REQUESTS_AGENT,
+            model::PrincipalKind::User => DAILY_REQUESTS_USER,
+        };
+        let made = self.requests_made.entry(from.id.clone()).or_default();
+        while made.front().is_some_and(|at| *at <= now_ms - DAY_MS) {
+            made.pop_front();
+        }
+        if made.len() >= limit {
+            let wait_ms = made
+                .front()
+                .map_or(DAY_MS, |oldest| oldest + DAY_MS - now_ms);
+            let mut refusal = Refusal::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "{limit} contact requests a day is the most for this principal; \
+                     the next one is possible in {} minutes",
+                    wait_ms / 60_000 + 1
+                ),
+            );
+            refusal.retry_after_ms = Some(wait_ms.max(1) as u64);
+            return Err(ExecError::Refused(refusal));
+        }
+        made.push_back(now_ms);
+        Ok(())
+    }
+
+    /// See [`HoldForConsent`].
+    pub(super) fn hold_for_consent(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        hold: HoldForConsent,
+    ) -> Result<Outcome, ExecError> {
+        let body = hold.body.to_string();
+        if body.len() > HELD_BODY_MAX {
+            return refuse(
+                ErrorCode::TooLarge,
+                format!("a held message is at most {HELD_BODY_MAX} bytes"),
+            );
+        }
+        let from = self.caller_record(caller)?.clone();
+        let held = HeldMessage {
+            client_key: hold.client_key.clone(),
+            body: Some(body),
+        };
+        let pending = self
+            .state
+            .by_handle(&hold.target)
+            .filter(|to| self.state.may_see(&from, to))
+            .and_then(|to| self.state.pending.get(&(from.id.clone(), to.id.clone())))
+            .and_then(|id| self.state.requests.get(id))
+            .filter(|request| !expired(request, now_ms))
+            .cloned();
+        if let Some(mut request) = pending {
+            match &request.held {
+                // A retry of the message it holds: the same request.
+                Some(existing) if existing.client_key == hold.client_key => {}
+                Some(_) => {
+                    return refuse(
+                        ErrorCode::Conflict,
+                        format!(
+                            "a message to {} already waits for its owner's consent (request \
+                             {}); send more once it is accepted",
+                            hold.target, request.id
+                        ),
+                    );
+                }
+                // A request made another way: it carries the message from now on.
+                None => {
+                    request.held = Some(held);
+                    tx.upsert_request(&request)?;
+                    self.state.put_request(request.clone());
+                }
+            }
+            let mut outcome = Outcome::ok(OkReply::with(
+                0,
+                &ContactRequestOk {
+                    request: wire_request(&request),
+                },
+            ));
+            outcome.audit_target = Some(format!("{} {}", request.id, request.to));
+            return Ok(outcome);
+        }
+        let request = NewRequest {
+            id: 0,
+            to: hold.target,
+            message: Some(cut_note(&hold.note)),
+            held: Some(held),
+        };
+        self.open_request(tx, now_ms, caller, request)
     }
 
     /// Stores a contact between two principals (nothing if they already are contacts).

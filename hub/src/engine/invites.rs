@@ -286,6 +286,7 @@ impl Engine {
                 message: None,
                 created_ms: now_ms,
                 decided_ms: Some(now_ms),
+                held: None,
             };
             tx.upsert_request(&request)?;
             self.state.put_request(request.clone());

@@ -29,7 +29,7 @@ use crate::ids::{self, IdSource};
 use crate::state::HubState;
 use crate::store::{EventRecord, Snapshot, StoreError, StreamKey, WriteTx};
 
-pub use contacts::REQUEST_LIFETIME_MS;
+pub use contacts::{HoldForConsent, REQUEST_LIFETIME_MS};
 pub use governance::{RateLimit, RateLimits};
 
 pub use principals::SignupOutcome;
@@ -41,6 +41,9 @@ pub use send::{PreparedSend, prepare_send};
 pub enum Command {
     Send(PreparedSend),
     Frame(ClientFrame),
+    /// A gateway's message to an agent its sender has no consent for (not a protocol
+    /// frame: see [`HoldForConsent`]).
+    Hold(HoldForConsent),
 }
 
 impl Command {
@@ -49,6 +52,7 @@ impl Command {
         match self {
             Command::Send(send) => send.id,
             Command::Frame(frame) => frame.id(),
+            Command::Hold(_) => 0,
         }
     }
 
@@ -57,6 +61,7 @@ impl Command {
         match self {
             Command::Send(_) => "send",
             Command::Frame(frame) => frame.type_name(),
+            Command::Hold(_) => "contact_request",
         }
     }
 
@@ -64,6 +69,7 @@ impl Command {
     fn audit_target(&self) -> Option<String> {
         Some(match self {
             Command::Send(send) => send.room.clone(),
+            Command::Hold(hold) => hold.target.clone(),
             Command::Frame(frame) => match frame {
                 ClientFrame::Send(c) => c.room.clone(),
                 ClientFrame::RoomInvite(c) => format!("{} {}", c.room, c.handle),
@@ -318,6 +324,9 @@ pub struct Engine {
     /// How the command being executed came (the WebSocket between commands): what its
     /// audit entries record.
     via: Via,
+    /// When each principal made its contact requests of the last day (memory only, per
+    /// process: a restart forgets them, as it refills the rate buckets).
+    requests_made: rustc_hash::FxHashMap<String, std::collections::VecDeque<i64>>,
 }
 
 impl Engine {
@@ -334,6 +343,7 @@ impl Engine {
             touched_buckets: Default::default(),
             refusal_folds: Default::default(),
             via: Via::Ws,
+            requests_made: Default::default(),
         }
     }
 
@@ -548,6 +558,11 @@ impl Engine {
     ) -> Result<Outcome, ExecError> {
         let frame = match command {
             Command::Send(send) => return self.send(tx, now_ms, caller, send),
+            Command::Hold(hold) => {
+                self.take_write_token(now_ms, caller)
+                    .map_err(ExecError::Refused)?;
+                return self.hold_for_consent(tx, now_ms, caller, hold);
+            }
             Command::Frame(frame) => frame,
         };
         if is_rate_limited_write(&frame) {

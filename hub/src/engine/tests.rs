@@ -1037,3 +1037,257 @@ fn every_kind_of_change_reaches_another_process_through_what_it_shares() {
     fixture.assert_replica_matches();
     assert!(fixture.engine.state.is_contact(&dana.id, &sam.id));
 }
+
+fn hold(
+    fixture: &mut Fixture,
+    caller: &Caller,
+    target: &str,
+    key: &str,
+) -> Result<Outcome, Refusal> {
+    let command = Command::Hold(HoldForConsent {
+        target: target.into(),
+        note: format!("{} ", "note").repeat(200),
+        client_key: key.into(),
+        body: json!({"text": format!("held {key}"), "x_a2a": {"parts": [{"text": "held"}]}}),
+    });
+    match fixture.transaction(|engine, tx, now_ms| engine.execute(tx, now_ms, caller, command)) {
+        Ok(outcome) => Ok(outcome),
+        Err(ExecError::Refused(refusal)) => Err(refusal),
+        Err(ExecError::Store(error)) => panic!("store error: {error}"),
+    }
+}
+
+fn request_of(outcome: &Outcome) -> roundtable_protocol::model::ContactRequest {
+    let Reply::Ok(ok) = &outcome.reply else {
+        panic!("a hold answers with its request")
+    };
+    ok.decode::<roundtable_protocol::server::ContactRequestOk>()
+        .unwrap()
+        .request
+}
+
+fn stored_request(fixture: &mut Fixture, id: &str) -> crate::store::RequestRecord {
+    fixture.transaction(|_, tx, _| tx.request(id).unwrap().unwrap())
+}
+
+#[test]
+fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let erin = fixture.signup("erin");
+    let reviewer = register(&mut fixture, &dana, "reviewer");
+    let erin_a2a = Caller {
+        via: Via::A2a,
+        ..erin.clone()
+    };
+    // erin cannot see a contacts-only agent she has no tie to: nothing is held.
+    let hidden = hold(&mut fixture, &erin_a2a, "dana/reviewer", "a2a:first-key").unwrap_err();
+    assert_eq!(hidden.code, ErrorCode::NotFound);
+    fixture
+        .run(
+            &dana,
+            ClientFrame::ProfileSet(ProfileSet {
+                id: 1,
+                principal: Some(reviewer.id.clone()),
+                name: None,
+                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+            }),
+        )
+        .unwrap();
+    let held = hold(&mut fixture, &erin_a2a, "dana/reviewer", "a2a:first-key").unwrap();
+    let request = request_of(&held);
+    // Only the note travels, cut to fit with its ellipsis; no room event anywhere.
+    let note = request.message.clone().unwrap();
+    assert!(
+        note.len() <= roundtable_protocol::limits::CONTACT_MESSAGE,
+        "{}",
+        note.len()
+    );
+    assert!(note.ends_with('…'));
+    assert!(
+        held.events
+            .iter()
+            .all(|event| matches!(event.record.stream, crate::store::StreamKey::Inbox(_))),
+        "nothing but inbox notices of the request"
+    );
+    // The same message again is the same request; another one waits its turn.
+    let again = hold(&mut fixture, &erin_a2a, "dana/reviewer", "a2a:first-key").unwrap();
+    assert_eq!(request_of(&again).id, request.id);
+    let second = hold(&mut fixture, &erin_a2a, "dana/reviewer", "a2a:other-key").unwrap_err();
+    assert_eq!(second.code, ErrorCode::Conflict);
+    assert_eq!(
+        stored_request(&mut fixture, &request.id)
+            .held
+            .unwrap()
+            .body
+            .as_deref(),
+        Some(r#"{"text":"held a2a:first-key","x_a2a":{"parts":[{"text":"held"}]}}"#)
+    );
+
+    // dana accepts: the message goes to a new room of erin and the reviewer, as erin's.
+    let accepted = fixture
+        .run(
+            &dana,
+            ClientFrame::ContactRespond(ContactRespond {
+                id: 2,
+                request: request.id.clone(),
+                accept: true,
+            }),
+        )
+        .unwrap();
+    let sent: Vec<&EventRecord> = accepted
+        .events
+        .iter()
+        .map(|event| &*event.record)
+        .filter(|event| event.kind == "message")
+        .collect();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].from, erin.id);
+    assert_eq!(sent[0].client_key.as_deref(), Some("a2a:first-key"));
+    assert_eq!(
+        sent[0].mentions,
+        Vec::<String>::new(),
+        "the body's own mentions only"
+    );
+    let crate::store::StreamKey::Room(room) = &sent[0].stream else {
+        panic!("sent in a room")
+    };
+    assert!(fixture.engine.state.is_member(room, &reviewer.id));
+    assert!(fixture.engine.state.is_member(room, &erin.id));
+    let after = stored_request(&mut fixture, &request.id);
+    assert_eq!(
+        after.held,
+        Some(crate::store::HeldMessage {
+            client_key: "a2a:first-key".into(),
+            body: None
+        }),
+        "delivered: the key stays, the body is gone"
+    );
+}
+
+#[test]
+fn a_rejected_or_expired_request_deletes_its_held_message() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let reviewer = register(&mut fixture, &dana, "reviewer");
+    fixture
+        .run(
+            &dana,
+            ClientFrame::ProfileSet(ProfileSet {
+                id: 1,
+                principal: Some(reviewer.id.clone()),
+                name: None,
+                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+            }),
+        )
+        .unwrap();
+    let erin = fixture.signup("erin");
+    let frank = fixture.signup("frank");
+    let rejected = request_of(&hold(&mut fixture, &erin, "dana/reviewer", "a2a:erin-key").unwrap());
+    let expiring =
+        request_of(&hold(&mut fixture, &frank, "dana/reviewer", "a2a:frank-key").unwrap());
+    let decided = fixture
+        .run(
+            &dana,
+            ClientFrame::ContactRespond(ContactRespond {
+                id: 2,
+                request: rejected.id.clone(),
+                accept: false,
+            }),
+        )
+        .unwrap();
+    assert!(
+        decided
+            .events
+            .iter()
+            .all(|event| event.record.kind == "contact")
+    );
+    let gone = stored_request(&mut fixture, &rejected.id).held.unwrap();
+    assert_eq!(
+        (gone.client_key.as_str(), gone.body),
+        ("a2a:erin-key", None)
+    );
+    fixture.now_ms += REQUEST_LIFETIME_MS;
+    fixture.transaction(|engine, tx, now_ms| engine.expire_requests(tx, now_ms).unwrap());
+    assert_eq!(
+        stored_request(&mut fixture, &expiring.id)
+            .held
+            .unwrap()
+            .body,
+        None
+    );
+    // Nothing was ever sent in a room.
+    assert_eq!(
+        fixture
+            .engine
+            .state
+            .rooms
+            .values()
+            .filter(|room| room.members.contains_key(&reviewer.id))
+            .count(),
+        1,
+        "the reviewer's home room only"
+    );
+}
+
+#[test]
+fn contact_requests_are_limited_per_day_agents_tighter_than_users() {
+    let mut fixture = Fixture::new();
+    let dana = fixture.signup("dana");
+    let scout = register(&mut fixture, &dana, "scout");
+    let mut made = 0;
+    for n in 0..contacts::DAILY_REQUESTS_AGENT + 1 {
+        let other = fixture.signup(&format!("target{n}"));
+        fixture
+            .run(
+                &other,
+                ClientFrame::ProfileSet(ProfileSet {
+                    id: 1,
+                    principal: None,
+                    name: None,
+                    discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+                }),
+            )
+            .unwrap();
+        let asked = fixture.run(
+            &scout,
+            ClientFrame::ContactRequest(ContactRequestCmd {
+                id: 2,
+                to: format!("target{n}"),
+                message: None,
+            }),
+        );
+        match asked {
+            Ok(_) => made += 1,
+            Err(refusal) => {
+                assert_eq!(refusal.code, ErrorCode::RateLimited);
+                assert!(refusal.retry_after_ms.unwrap() > 23 * 3600 * 1000);
+            }
+        }
+    }
+    assert_eq!(made, contacts::DAILY_REQUESTS_AGENT);
+    // A day later, there is room again.
+    fixture.now_ms += 24 * 3600 * 1000;
+    let other = fixture.signup("late");
+    fixture
+        .run(
+            &other,
+            ClientFrame::ProfileSet(ProfileSet {
+                id: 1,
+                principal: None,
+                name: None,
+                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+            }),
+        )
+        .unwrap();
+    fixture
+        .run(
+            &scout,
+            ClientFrame::ContactRequest(ContactRequestCmd {
+                id: 3,
+                to: "late".into(),
+                message: None,
+            }),
+        )
+        .unwrap();
+}

@@ -264,6 +264,7 @@ fn only_what_can_still_change_is_loaded_and_the_rest_is_read_when_named(mut back
         message: None,
         created_ms: 1,
         decided_ms: None,
+        held: None,
     };
     let ping = |id: &str, expires_ms: Option<i64>, answered_by: Option<&str>| PingRecord {
         room: "r".into(),
@@ -685,7 +686,7 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     let mut conn = rusqlite::Connection::open(&path).unwrap();
     assert_eq!(
         sqlite::migrate(&mut conn, 1).unwrap(),
-        vec![1, 2, 3, 4, 5, 6, 7]
+        vec![1, 2, 3, 4, 5, 6, 7, 8]
     );
     assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
     let tables: i64 = conn

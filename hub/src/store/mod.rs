@@ -200,6 +200,19 @@ pub struct RequestRecord {
     pub message: Option<String>,
     pub created_ms: i64,
     pub decided_ms: Option<i64>,
+    /// A message an A2A client sent without consent, held with the request: delivered
+    /// when it is accepted, its body deleted otherwise.
+    #[serde(default)]
+    pub held: Option<HeldMessage>,
+}
+
+/// A message held until its sender has consent (see [`RequestRecord::held`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HeldMessage {
+    /// The `client_key` it is sent with once accepted (its task's key).
+    pub client_key: String,
+    /// The `message` body, as JSON text, while held; `None` once delivered or dropped.
+    pub body: Option<String>,
 }
 
 /// An invite code (only its hash is kept).
@@ -595,6 +608,13 @@ pub trait ReadStore: Send + Sync {
         &self,
         query: &DirectoryQuery,
     ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError>;
+
+    /// The contact request of `sender` that holds (or held) the message with `client_key`.
+    fn request_holding(
+        &self,
+        sender: &str,
+        client_key: &str,
+    ) -> Result<Option<RequestRecord>, StoreError>;
 
     /// What `sender` stored with a `client_key` that starts with `prefix` (an A2A client's
     /// tasks, say), newest first by time then id, older than `before` when given, at most

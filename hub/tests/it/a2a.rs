@@ -339,24 +339,11 @@ async fn a_contact_s_message_becomes_a_task_the_agent_s_reply_completes() {
 }
 
 #[tokio::test]
-async fn without_consent_nothing_reaches_the_agent_and_capabilities_it_lacks_are_refused() {
+async fn capabilities_the_hub_lacks_are_refused_and_write_nothing() {
     let world = world().await;
     let addr = world.hub.addr;
     let endpoint = "/a2a/dana/reviewer";
     let before = fingerprint(&world.hub);
-    // frank may see the public agent but is not its contact: no room, no message.
-    let refused = rpc(
-        addr,
-        endpoint,
-        Some(&world.frank),
-        "SendMessage",
-        text_message("f-1", "hi"),
-    )
-    .await;
-    assert_eq!(refused.status, 200);
-    assert_eq!(refused.json()["error"]["code"], -32004, "{}", refused.body);
-    assert_eq!(fingerprint(&world.hub), before, "nothing written");
-
     let erin = Some(world.erin.as_str());
     let push = rpc(
         addr,
@@ -519,14 +506,23 @@ async fn hostile_requests_get_exact_refusals_no_5xx_and_are_audited() {
         .await
         .unwrap();
     assert_eq!(oversized.status, 413);
-    // A client's own X-Roundtable-Principal is dropped: frank cannot pass for erin.
+    assert_eq!(
+        fingerprint(&world.hub),
+        before,
+        "the refusals wrote nothing"
+    );
+    // A client's own X-Roundtable-Principal is dropped: frank cannot pass for erin (who
+    // has consent); his message is held for consent, as his.
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
                       "params": text_message("spoof-1", "hi")})
     .to_string();
     let frank_auth = bearer(&world.frank);
-    let erin_id = world
-        .hub
-        .select("SELECT id FROM principals WHERE handle = 'erin'");
+    let id_of = |handle: &str| {
+        world.hub.select(&format!(
+            "SELECT id FROM principals WHERE handle = '{handle}'"
+        ))[0][0]
+            .clone()
+    };
     let spoofed = http_raw(
         addr,
         "POST",
@@ -535,7 +531,7 @@ async fn hostile_requests_get_exact_refusals_no_5xx_and_are_audited() {
             ("Content-Type", "application/json"),
             ("A2A-Version", "1.0"),
             ("Authorization", &frank_auth),
-            ("X-Roundtable-Principal", &erin_id[0][0]),
+            ("X-Roundtable-Principal", &id_of("erin")),
             ("X-Roundtable-Principal-Kind", "user"),
         ],
         Some(body.as_bytes()),
@@ -543,12 +539,17 @@ async fn hostile_requests_get_exact_refusals_no_5xx_and_are_audited() {
     .await
     .unwrap();
     assert_eq!(
-        spoofed.json()["error"]["code"],
-        -32004,
-        "refused as frank: {}",
+        spoofed.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_AUTH_REQUIRED",
+        "{}",
         spoofed.body
     );
-    assert_eq!(fingerprint(&world.hub), before, "nothing written");
+    assert_eq!(
+        world
+            .hub
+            .select("SELECT sender FROM contact_requests WHERE held_key IS NOT NULL"),
+        [[id_of("frank")]]
+    );
     // The refusals are in the audit log, marked as A2A's.
     let audited = world.hub.select_i64(
         "SELECT count(*) FROM audit WHERE via = 'a2a' AND result = 'err' AND action = 'auth'",
@@ -558,6 +559,10 @@ async fn hostile_requests_get_exact_refusals_no_5xx_and_are_audited() {
         .hub
         .select_i64("SELECT count(*) FROM audit WHERE via = 'a2a' AND code = 'no_consent'");
     assert!(no_consent >= 1, "frank's refused room is audited via a2a");
+    let asked = world.hub.select_i64(
+        "SELECT count(*) FROM audit WHERE via = 'a2a' AND action = 'contact_request' AND result = 'ok'",
+    );
+    assert_eq!(asked, 1, "the request made for him is audited via a2a");
 }
 
 #[tokio::test]
@@ -619,4 +624,190 @@ async fn a_rate_limited_writer_gets_429_with_retry_after_and_its_message_id_stil
         "TASK_STATE_SUBMITTED"
     );
     assert_eq!(stored(&hub), n as i64 + 1);
+}
+
+/// The contact notes of requests, the bodies they hold, and every room event: what a
+/// message without consent may have left behind.
+fn traces(hub: &TestHub) -> (Vec<Vec<String>>, i64) {
+    let requests = hub.select(
+        "SELECT state, coalesce(message, ''), coalesce(held_body, '') FROM contact_requests \
+         WHERE held_key IS NOT NULL ORDER BY created_ms, id",
+    );
+    let room_events = hub.select_i64("SELECT count(*) FROM events WHERE stream NOT LIKE 'inbox:%'");
+    (requests, room_events)
+}
+
+#[tokio::test]
+async fn without_consent_only_a_500_byte_note_reaches_the_owner_until_it_is_accepted() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let endpoint = "/a2a/dana/reviewer";
+    let (_, rooms_before) = traces(&world.hub);
+    let long = "é".repeat(1_500); // 3,000 bytes
+    let send = |id: &'static str, text: String| {
+        let token = world.frank.clone();
+        async move {
+            rpc(
+                addr,
+                endpoint,
+                Some(&token),
+                "SendMessage",
+                text_message(id, &text),
+            )
+            .await
+        }
+    };
+    let held = send("n-1", long.clone()).await.json();
+    let task = held["result"]["task"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+        "{held}"
+    );
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let request = task["contextId"].as_str().unwrap().to_owned();
+    assert!(request.starts_with("c_"), "{request}");
+    assert!(
+        task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(&request)
+    );
+    // Only the note reached dana: at most 500 bytes, cut on a character, with its "…".
+    let (requests, rooms) = traces(&world.hub);
+    assert_eq!(rooms, rooms_before, "nothing in any room");
+    assert_eq!(requests.len(), 1);
+    let note = &requests[0][1];
+    assert!(
+        note.len() <= 500 && note.ends_with('…'),
+        "{} bytes",
+        note.len()
+    );
+    assert!(long.starts_with(note.trim_end_matches('…')));
+    assert!(
+        requests[0][2].contains(&long),
+        "the whole message is held with the request"
+    );
+    // The same messageId is the same task; another message waits its turn, unheld.
+    let again = send("n-1", long.clone()).await.json();
+    assert_eq!(again["result"]["task"]["id"], task_id.as_str());
+    let second = send("n-2", "one more".into()).await.json();
+    assert_eq!(second["error"]["code"], -32004, "{second}");
+    assert_eq!(traces(&world.hub).0.len(), 1, "no second body held");
+    let pending = rpc(
+        addr,
+        endpoint,
+        Some(&world.frank),
+        "GetTask",
+        json!({"id": task_id}),
+    )
+    .await;
+    assert_eq!(
+        pending.json()["result"]["status"]["state"],
+        "TASK_STATE_AUTH_REQUIRED"
+    );
+
+    // dana accepts: the message is sent, as frank's, in a room of the two; same task.
+    let mut dana = login(&world.hub, &world.dana, "laptop").await;
+    respond(&mut dana, &request, true).await;
+    let delivered = rpc(
+        addr,
+        endpoint,
+        Some(&world.frank),
+        "GetTask",
+        json!({"id": task_id}),
+    )
+    .await
+    .json();
+    let delivered = &delivered["result"];
+    assert_eq!(
+        delivered["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{delivered}"
+    );
+    let room = delivered["contextId"].as_str().unwrap();
+    assert!(room.starts_with("r_"));
+    assert_eq!(delivered["history"][0]["parts"][0]["text"], long.as_str());
+    let members = world.hub.select(&format!(
+        "SELECT p.handle FROM members m JOIN principals p ON p.id = m.principal \
+         WHERE m.room = '{room}' ORDER BY p.handle"
+    ));
+    assert_eq!(members, [["dana/reviewer"], ["frank"]]);
+    let (requests, _) = traces(&world.hub);
+    assert_eq!(
+        (requests[0][0].as_str(), requests[0][2].as_str()),
+        ("accepted", "")
+    );
+}
+
+#[tokio::test]
+async fn a_held_message_is_deleted_when_its_request_is_rejected_or_cancelled() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let endpoint = "/a2a/dana/reviewer";
+    let (_, rooms_before) = traces(&world.hub);
+    let held = |token: String, id: &'static str| async move {
+        let task = rpc(
+            addr,
+            endpoint,
+            Some(&token),
+            "SendMessage",
+            text_message(id, "let me in"),
+        )
+        .await
+        .json();
+        let task = &task["result"]["task"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_AUTH_REQUIRED",
+            "{task}"
+        );
+        (
+            task["id"].as_str().unwrap().to_owned(),
+            task["contextId"].as_str().unwrap().to_owned(),
+        )
+    };
+    let state = |token: String, id: String| async move {
+        rpc(addr, endpoint, Some(&token), "GetTask", json!({"id": id}))
+            .await
+            .json()["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // Rejected by dana.
+    let (rejected, request) = held(world.frank.clone(), "r-1").await;
+    let mut dana = login(&world.hub, &world.dana, "laptop").await;
+    respond(&mut dana, &request, false).await;
+    assert_eq!(
+        state(world.frank.clone(), rejected).await,
+        "TASK_STATE_REJECTED"
+    );
+    // Cancelled by its sender, through CancelTask.
+    let (_, gina) = world.hub.user("gina").await;
+    let (cancelled, _) = held(gina.token.clone(), "c-1").await;
+    let answer = rpc(
+        addr,
+        endpoint,
+        Some(&gina.token),
+        "CancelTask",
+        json!({"id": cancelled}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        answer["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{answer}"
+    );
+    let (requests, rooms) = traces(&world.hub);
+    assert_eq!(rooms, rooms_before, "nothing ever reached a room");
+    assert_eq!(
+        requests,
+        [
+            ["rejected".to_owned(), "let me in".to_owned(), String::new()],
+            [
+                "cancelled".to_owned(),
+                "let me in".to_owned(),
+                String::new()
+            ]
+        ],
+        "both bodies deleted, the notes kept"
+    );
 }

@@ -49,6 +49,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "audit_via",
         include_str!("migrations/0004_audit_via.sql"),
     ),
+    (
+        5,
+        "held_messages",
+        include_str!("migrations/0005_held_messages.sql"),
+    ),
 ];
 
 /// A process that has not said how far it is for this long counts as gone: nobody waits
@@ -765,7 +770,7 @@ pub(super) fn ping_from_row(row: &Row) -> Result<PingRecord, StoreError> {
 }
 
 pub(super) const REQUEST_COLUMNS: &str =
-    "id, sender, target, state, message, created_ms, decided_ms";
+    "id, sender, target, state, message, created_ms, decided_ms, held_key, held_body";
 
 pub(super) fn request_from_row(row: &Row) -> Result<RequestRecord, StoreError> {
     let state: &str = row.try_get(3)?;
@@ -780,6 +785,13 @@ pub(super) fn request_from_row(row: &Row) -> Result<RequestRecord, StoreError> {
         message: row.try_get(4)?,
         created_ms: row.try_get(5)?,
         decided_ms: row.try_get(6)?,
+        held: match row.try_get::<_, Option<String>>(7)? {
+            Some(client_key) => Some(crate::store::HeldMessage {
+                client_key,
+                body: row.try_get(8)?,
+            }),
+            None => None,
+        },
     })
 }
 

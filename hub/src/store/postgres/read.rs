@@ -280,6 +280,28 @@ impl ReadStore for PostgresReader {
         store_only(entries, "principals")
     }
 
+    fn request_holding(
+        &self,
+        sender: &str,
+        client_key: &str,
+    ) -> Result<Option<RequestRecord>, StoreError> {
+        let found = self.read(async |tx| {
+            let sql = format!(
+                "SELECT {REQUEST_COLUMNS} FROM contact_requests \
+                 WHERE sender = $1 AND held_key = $2"
+            );
+            let row = tx
+                .query_opt(&sql, &[&sender, &client_key])
+                .await
+                .map_err(StoreError::from)?;
+            Ok(match row {
+                Some(row) => Some(request_from_row(&row)?),
+                None => None,
+            })
+        });
+        store_only(found, "contact_requests")
+    }
+
     fn sent_with_key_prefix(
         &self,
         sender: &str,

@@ -382,9 +382,12 @@ impl WriteTx for PostgresTx<'_> {
 
     fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
         self.execute(
-            "INSERT INTO contact_requests (id, sender, target, state, message, created_ms, decided_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (id) DO UPDATE SET state = excluded.state, decided_ms = excluded.decided_ms",
+            "INSERT INTO contact_requests
+             (id, sender, target, state, message, created_ms, decided_ms, held_key, held_body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state,
+             decided_ms = excluded.decided_ms, held_key = excluded.held_key,
+             held_body = excluded.held_body",
             &[
                 &request.id,
                 &request.from,
@@ -393,6 +396,8 @@ impl WriteTx for PostgresTx<'_> {
                 &request.message,
                 &request.created_ms,
                 &request.decided_ms,
+                &request.held.as_ref().map(|held| held.client_key.as_str()),
+                &request.held.as_ref().and_then(|held| held.body.as_deref()),
             ],
         )?;
         Ok(())

@@ -69,6 +69,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "audit_via",
         include_str!("../migrations/0007_audit_via.sql"),
     ),
+    (
+        8,
+        "held_messages",
+        include_str!("../migrations/0008_held_messages.sql"),
+    ),
 ];
 
 /// Applies every embedded migration the database lacks. Returns the versions applied.

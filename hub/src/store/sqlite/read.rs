@@ -187,6 +187,34 @@ impl ReadStore for SqliteReader {
         })
     }
 
+    fn request_holding(
+        &self,
+        sender: &str,
+        client_key: &str,
+    ) -> Result<Option<RequestRecord>, StoreError> {
+        let result = self.with_connection(|conn| {
+            let sql = format!(
+                "SELECT {REQUEST_COLUMNS} FROM contact_requests \
+                 WHERE sender = ?1 AND held_key = ?2"
+            );
+            let mut statement = conn.prepare_cached(&sql).map_err(StoreError::from)?;
+            let mut rows = statement
+                .query(params![sender, client_key])
+                .map_err(StoreError::from)?;
+            match rows.next().map_err(StoreError::from)? {
+                Some(row) => Ok(Some(request_from_row(row)?)),
+                None => Ok(None),
+            }
+        });
+        result.map_err(|error| match error {
+            ReadError::Store(error) => error,
+            other => StoreError::Corrupt {
+                table: "contact_requests",
+                detail: other.to_string(),
+            },
+        })
+    }
+
     fn sent_with_key_prefix(
         &self,
         sender: &str,

@@ -53,7 +53,7 @@ pub(super) fn ping_from_row(row: &rusqlite::Row<'_>) -> Result<PingRecord, Store
 }
 
 pub(super) const REQUEST_COLUMNS: &str =
-    "id, sender, target, state, message, created_ms, decided_ms";
+    "id, sender, target, state, message, created_ms, decided_ms, held_key, held_body";
 
 pub(super) fn request_from_row(row: &rusqlite::Row<'_>) -> Result<RequestRecord, StoreError> {
     let state: String = row.get(3)?;
@@ -68,6 +68,15 @@ pub(super) fn request_from_row(row: &rusqlite::Row<'_>) -> Result<RequestRecord,
         message: row.get(4)?,
         created_ms: row.get(5)?,
         decided_ms: row.get(6)?,
+        held: row
+            .get::<_, Option<String>>(7)?
+            .map(|client_key| -> rusqlite::Result<_> {
+                Ok(crate::store::HeldMessage {
+                    client_key,
+                    body: row.get(8)?,
+                })
+            })
+            .transpose()?,
     })
 }
 
