@@ -129,6 +129,15 @@ pub fn deliveries_of(
 pub struct DispatchHandle {
     dispatcher: Arc<Mutex<Dispatcher>>,
     rooms_written: tokio::sync::broadcast::Sender<RoomWritten>,
+    closed: tokio::sync::broadcast::Sender<PrincipalClosed>,
+}
+
+/// A principal's connections were closed (its token revoked or rotated, or it was
+/// stopped): the gateways end its open streams too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrincipalClosed {
+    pub principal: Arc<str>,
+    pub code: CloseCode,
 }
 
 /// A room event was fanned out: what the gateways' waiters are woken by (they read the
@@ -146,10 +155,13 @@ impl DispatchHandle {
     /// A dispatcher that lets each principal have at most `max_devices` live connections.
     pub fn new(metrics: Arc<Metrics>, max_devices: usize) -> DispatchHandle {
         let (rooms_written, _) = tokio::sync::broadcast::channel(ROOMS_WRITTEN_CAPACITY);
+        let (closed, _) = tokio::sync::broadcast::channel(ROOMS_WRITTEN_CAPACITY);
         DispatchHandle {
             rooms_written: rooms_written.clone(),
+            closed: closed.clone(),
             dispatcher: Arc::new(Mutex::new(Dispatcher {
                 rooms_written,
+                closed,
                 conns: HashMap::default(),
                 by_principal: HashMap::default(),
                 metrics,
@@ -212,6 +224,11 @@ impl DispatchHandle {
         self.rooms_written.subscribe()
     }
 
+    /// Every principal whose connections are closed from now on (see [`PrincipalClosed`]).
+    pub fn watch_closes(&self) -> tokio::sync::broadcast::Receiver<PrincipalClosed> {
+        self.closed.subscribe()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Dispatcher> {
         self.dispatcher
             .lock()
@@ -262,6 +279,7 @@ struct Registered {
 
 struct Dispatcher {
     rooms_written: tokio::sync::broadcast::Sender<RoomWritten>,
+    closed: tokio::sync::broadcast::Sender<PrincipalClosed>,
     conns: HashMap<ConnId, Registered>,
     by_principal: HashMap<Arc<str>, Vec<ConnId>>,
     metrics: Arc<Metrics>,
@@ -407,6 +425,12 @@ impl Dispatcher {
                 }
             }
             Delivery::Effect(crate::engine::Effect::Close { principal, code }) => {
+                if self.closed.receiver_count() > 0 {
+                    let _ = self.closed.send(PrincipalClosed {
+                        principal: Arc::from(principal.as_str()),
+                        code,
+                    });
+                }
                 for id in self
                     .by_principal
                     .get(principal.as_str())

@@ -573,13 +573,18 @@ impl RoomTasks {
         history_length: Option<i32>,
     ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let handler = self.clone();
-        let watch = self.gateway.context().dispatch.watch_rooms();
-        let stopping = self.gateway.context().stopping.subscribe();
+        let context = self.gateway.context();
+        let ends = Ends {
+            stopping: context.stopping.subscribe(),
+            closes: context.dispatch.watch_closes(),
+            principal: who.caller.id.clone(),
+        };
+        let watch = context.dispatch.watch_rooms();
         let head = stream::iter([Ok(first)]);
         let ended = task::stream_ends(&start.task);
         let rest = stream::unfold(
-            (Some(start), watch, stopping, ended),
-            move |(seen, mut watch, mut stopping, ended)| {
+            (Some(start), watch, ends, ended),
+            move |(seen, mut watch, mut ends, ended)| {
                 let handler = handler.clone();
                 let who = who.clone();
                 async move {
@@ -590,7 +595,7 @@ impl RoomTasks {
                     let far = tokio::time::Instant::now() + Duration::from_secs(24 * 3600);
                     let next = tokio::select! {
                         next = handler.next_view(&who, &seen, &mut watch, far) => next,
-                        _ = stopping.wait_for(|stopping| *stopping) => return None,
+                        () = ends.reached() => return None,
                     };
                     match next {
                         Ok(Some(now)) => {
@@ -600,10 +605,10 @@ impl RoomTasks {
                                     .map(Ok)
                                     .collect();
                             let ended = task::stream_ends(&now.task);
-                            Some((updates, (Some(now), watch, stopping, ended)))
+                            Some((updates, (Some(now), watch, ends, ended)))
                         }
-                        Ok(None) => Some((Vec::new(), (Some(seen), watch, stopping, false))),
-                        Err(error) => Some((vec![Err(error)], (None, watch, stopping, true))),
+                        Ok(None) => Some((Vec::new(), (Some(seen), watch, ends, false))),
+                        Err(error) => Some((vec![Err(error)], (None, watch, ends, true))),
                     }
                 }
             },
@@ -616,6 +621,31 @@ impl RoomTasks {
     /// A task as the client asked for it.
     fn shaped(view: &TaskView, history_length: Option<i32>) -> Task {
         task::shaped(view.task.clone(), history_length, true)
+    }
+}
+
+/// What ends a stream besides its task: the hub stopping, or its caller's connections
+/// closed (its token revoked or rotated, or it was stopped by its owner), at once.
+struct Ends {
+    stopping: tokio::sync::watch::Receiver<bool>,
+    closes: tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>,
+    principal: String,
+}
+
+impl Ends {
+    async fn reached(&mut self) {
+        loop {
+            tokio::select! {
+                _ = self.stopping.wait_for(|stopping| *stopping) => return,
+                closed = self.closes.recv() => match closed {
+                    Ok(closed) if *closed.principal == *self.principal => return,
+                    Ok(_) => {}
+                    // Too many closes to tell whether ours was one: end, to be safe (the
+                    // client subscribes again, if it still may).
+                    Err(_) => return,
+                },
+            }
+        }
     }
 }
 

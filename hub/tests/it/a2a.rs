@@ -811,3 +811,116 @@ async fn a_held_message_is_deleted_when_its_request_is_rejected_or_cancelled() {
         "both bodies deleted, the notes kept"
     );
 }
+
+/// Opens `SubscribeToTask` and reads the stream to its end, in the background.
+fn subscribe(
+    addr: SocketAddr,
+    token: String,
+    task: String,
+) -> tokio::task::JoinHandle<RawResponse> {
+    tokio::spawn(async move {
+        rpc(
+            addr,
+            "/a2a/dana/reviewer",
+            Some(&token),
+            "SubscribeToTask",
+            json!({"id": task}),
+        )
+        .await
+    })
+}
+
+async fn ended(stream: tokio::task::JoinHandle<RawResponse>) -> RawResponse {
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream)
+        .await
+        .expect("the stream ends at once")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let mut dana = login(&world.hub, &world.dana, "laptop").await;
+    // dana's scout, kin of the reviewer, asks it something nobody answers.
+    let scout = register(&mut dana, "scout", Discoverable::Private, None).await;
+    let asked = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&scout.token),
+        "SendMessage",
+        json!({"message": {"messageId": "s-1", "role": "ROLE_USER", "parts": [{"text": "?"}]},
+               "configuration": {"returnImmediately": true}}),
+    )
+    .await
+    .json();
+    let task = asked["result"]["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        asked["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "kin need no consent: {asked}"
+    );
+
+    // Stopped by its owner: the open stream ends, and requests get 403 until a resume.
+    let stream = subscribe(addr, scout.token.clone(), task.clone());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let control = |action| {
+        ClientFrame::Control(roundtable_protocol::client::Control {
+            id: 9,
+            agent: scout.agent.id.clone(),
+            action,
+            room: None,
+            reason: None,
+        })
+    };
+    dana.ok(control(roundtable_protocol::client::ControlAction::Stop))
+        .await;
+    let first = ended(stream).await;
+    assert!(
+        first.body.contains("TASK_STATE_SUBMITTED"),
+        "the snapshot came first: {}",
+        first.body
+    );
+    let stopped = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&scout.token),
+        "GetTask",
+        json!({"id": task}),
+    )
+    .await;
+    assert_eq!(stopped.status, 403, "{}", stopped.body);
+    dana.ok(control(roundtable_protocol::client::ControlAction::Resume))
+        .await;
+    let resumed = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&scout.token),
+        "GetTask",
+        json!({"id": task}),
+    )
+    .await;
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+
+    // Its token revoked: the stream ends, and the token is refused from then on.
+    let stream = subscribe(addr, scout.token.clone(), task.clone());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let id = dana.id();
+    dana.ok(ClientFrame::AgentToken(
+        roundtable_protocol::client::AgentToken {
+            id,
+            agent: scout.agent.id.clone(),
+            action: roundtable_protocol::client::TokenAction::Revoke,
+        },
+    ))
+    .await;
+    ended(stream).await;
+    let revoked = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&scout.token),
+        "GetTask",
+        json!({"id": task}),
+    )
+    .await;
+    assert_eq!(revoked.status, 401);
+}
