@@ -140,6 +140,11 @@ async fn a_public_agent_s_card_is_anyone_s_and_a_contacts_only_one_is_404_like_a
         Some("public, max-age=300")
     );
     assert_eq!(anonymous.header("vary"), Some("Authorization"));
+    // The official A2A CLI fetches the card and validates it against the A2A JSON schema.
+    let card_url = format!("http://{addr}{card_path}");
+    a2acli::run_args(["a2acli", "-a", &card_url, "card", "get", "--validate"])
+        .await
+        .unwrap_or_else(|error| panic!("a2acli refused the card: {error:?}"));
     let etag = anonymous.header("etag").unwrap().to_owned();
     let again = http_raw(addr, "GET", card_path, &[("If-None-Match", &etag)], None)
         .await
@@ -172,6 +177,13 @@ async fn a_public_agent_s_card_is_anyone_s_and_a_contacts_only_one_is_404_like_a
         .await
         .unwrap();
     assert_eq!(owner.status, 200, "{}", owner.body);
+    // A card without skills or a framework is valid too.
+    let violations = a2acli::card_schema::validate_agent_card(&owner.json()).unwrap();
+    assert!(violations.is_empty(), "{violations:?}");
+    // (The validator does refuse a card that breaks the schema.)
+    let mut broken = owner.json();
+    broken["capabilities"]["streaming"] = json!("yes");
+    assert!(!a2acli::card_schema::validate_agent_card(&broken).unwrap().is_empty());
     assert_eq!(owner.header("cache-control"), Some("private, max-age=60"));
     // Users have no endpoint; a bad token is refused before anything is looked up.
     let user = http_raw(
