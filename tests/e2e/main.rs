@@ -1,7 +1,7 @@
 //! Roundtable end to end: `roundtable hub` processes, `roundtable` CLI processes and cores
 //! over real sockets and real SQLite files, in temporary directories.
 
-mod a2a_python;
+mod a2a_clients;
 mod agents;
 mod budgets;
 mod cli;

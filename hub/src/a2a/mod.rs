@@ -23,13 +23,12 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{OriginalUri, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::model::{DirectoryEntry, PrincipalKind};
+use tower::ServiceExt as _;
 
 use crate::engine::{Caller, Refusal, Via};
 use crate::gateway::Gateway;
@@ -64,29 +63,42 @@ pub(crate) fn note_rate_limit(retry_after_ms: u64) {
 #[derive(Debug)]
 pub struct A2aState {
     pub gateway: Gateway,
-    pub handler: Arc<handler::RoomTasks>,
+    /// The crate's JSON-RPC and HTTP+JSON routes, served under each agent's path.
+    endpoint: Router,
 }
 
 /// The A2A routes, to merge into the hub's router.
 pub fn router(context: Arc<SessionContext>) -> Router {
     let gateway = Gateway::new(context, Via::A2a);
     let handler = Arc::new(handler::RoomTasks::new(gateway.clone()));
-    let state = Arc::new(A2aState {
-        gateway,
-        handler: handler.clone(),
-    });
-    let shared = handler;
-    let endpoint = a2a_server::jsonrpc::jsonrpc_router(shared.clone())
-        .merge(a2a_server::rest::rest_router(shared))
-        .layer(middleware::from_fn_with_state(state.clone(), gate))
-        .route(
-            "/.well-known/agent-card.json",
-            get(agent_card).with_state(state.clone()),
-        );
+    let endpoint = a2a_server::jsonrpc::jsonrpc_router(handler.clone())
+        .merge(a2a_server::rest::rest_router(handler));
+    let state = Arc::new(A2aState { gateway, endpoint });
     Router::new()
-        .nest("/a2a/{owner}/{name}", endpoint)
+        .route("/a2a/{owner}/{name}", axum::routing::any(agent))
+        .route("/a2a/{owner}/{name}/{*rest}", axum::routing::any(agent))
         .route("/a2a/{owner}", axum::routing::any(not_found))
+        .with_state(state)
 }
+
+/// Everything under `/a2a/<owner>/<name>`: the card, or the endpoint behind the [`gate`].
+/// The endpoint's routes are served as their own router, on the path after the agent's
+/// (`/`, `/message:send`, `/tasks/…`), so they see none of the agent's path parameters.
+async fn agent(State(state): State<Arc<A2aState>>, request: Request) -> Response {
+    let path = request.uri().path().to_owned();
+    let rest = path
+        .strip_prefix("/a2a/")
+        .and_then(|rest| rest.splitn(3, '/').nth(2))
+        .map(|rest| format!("/{rest}"))
+        .unwrap_or_else(|| "/".to_owned());
+    if rest == WELL_KNOWN_CARD {
+        return agent_card(&state, &path, request).await;
+    }
+    gate(&state, &path, &rest, request).await
+}
+
+/// Where each agent's card is, under its path.
+const WELL_KNOWN_CARD: &str = "/.well-known/agent-card.json";
 
 /// `/a2a/<user>`: only agents have endpoints.
 async fn not_found() -> Response {
@@ -202,13 +214,9 @@ async fn visible_agent(
 
 /// In front of an agent's endpoint: authenticate, find the agent, cap the body, set the
 /// headers the handler trusts, and answer a rate limit with 429.
-async fn gate(State(state): State<Arc<A2aState>>, request: Request, next: Next) -> Response {
-    let path = request.extensions().get::<OriginalUri>().map_or_else(
-        || request.uri().path().to_owned(),
-        |uri| uri.path().to_owned(),
-    );
+async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Response {
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
-    let (caller, principal) = match caller_of(&state, request.headers(), peer.as_ref()).await {
+    let (caller, principal) = match caller_of(state, request.headers(), peer.as_ref()).await {
         Ok(Some(found)) => found,
         Ok(None) => {
             return unauthorized(
@@ -217,11 +225,11 @@ async fn gate(State(state): State<Arc<A2aState>>, request: Request, next: Next) 
         }
         Err(response) => return response,
     };
-    let target = match visible_agent(&state, Some(&caller), &path).await {
+    let target = match visible_agent(state, Some(&caller), path).await {
         Ok(target) => target,
         Err(response) => return response,
     };
-    let (mut parts, body) = request.into_parts();
+    let (parts, body) = request.into_parts();
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -233,14 +241,24 @@ async fn gate(State(state): State<Arc<A2aState>>, request: Request, next: Next) 
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
         return too_large();
     };
-    let own: Vec<HeaderName> = parts
-        .headers
-        .keys()
-        .filter(|name| name.as_str().starts_with("x-roundtable-"))
-        .cloned()
-        .collect();
-    for name in own {
-        parts.headers.remove(name);
+    // A new request for the endpoint: the path after the agent's, the client's headers
+    // but its own x-roundtable-* ones, and the gate's.
+    let uri = match parts.uri.query() {
+        Some(query) => format!("{rest}?{query}"),
+        None => rest.to_owned(),
+    };
+    let mut inner = Request::new(Body::from(bytes));
+    *inner.method_mut() = parts.method;
+    *inner.version_mut() = parts.version;
+    *inner.uri_mut() = match uri.parse() {
+        Ok(uri) => uri,
+        Err(_) => return no_such_agent(),
+    };
+    let headers = inner.headers_mut();
+    for (name, value) in &parts.headers {
+        if !name.as_str().starts_with("x-roundtable-") {
+            headers.append(name.clone(), value.clone());
+        }
     }
     let principal_kind = match caller.kind {
         PrincipalKind::User => "user",
@@ -254,13 +272,16 @@ async fn gate(State(state): State<Arc<A2aState>>, request: Request, next: Next) 
         (TARGET_HANDLE, target.handle.as_str()),
     ] {
         if let Ok(value) = HeaderValue::from_str(value) {
-            parts.headers.insert(HeaderName::from_static(name), value);
+            headers.insert(HeaderName::from_static(name), value);
         }
     }
-    let request = Request::from_parts(parts, Body::from(bytes));
+    let endpoint = state.endpoint.clone();
     let (response, retry_after) = RETRY_AFTER
         .scope(Cell::new(None), async move {
-            let response = next.run(request).await;
+            let response = match endpoint.oneshot(inner).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
             (response, RETRY_AFTER.with(Cell::get))
         })
         .await;
@@ -284,19 +305,22 @@ fn too_large() -> Response {
 /// `GET /a2a/<owner>/<name>/.well-known/agent-card.json`: anyone may read a public agent's
 /// card; a contacts-only or private agent's card needs a token that may see it. Missing
 /// and invisible agents are the same 404.
-async fn agent_card(
-    State(state): State<Arc<A2aState>>,
-    OriginalUri(uri): OriginalUri,
-    request: Request,
-) -> Response {
+async fn agent_card(state: &A2aState, path: &str, request: Request) -> Response {
+    if request.method() != axum::http::Method::GET && request.method() != axum::http::Method::HEAD {
+        return json_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::BadFrame,
+            "an agent card is read with GET".into(),
+        );
+    }
     let headers = request.headers();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
-    let caller = match caller_of(&state, headers, peer.as_ref()).await {
+    let caller = match caller_of(state, headers, peer.as_ref()).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };
     let caller = caller.map(|(caller, _)| caller);
-    let agent = match visible_agent(&state, caller.as_deref(), uri.path()).await {
+    let agent = match visible_agent(state, caller.as_deref(), path).await {
         Ok(agent) => agent,
         Err(response) => return response,
     };

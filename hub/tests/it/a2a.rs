@@ -183,19 +183,27 @@ async fn a_public_agent_s_card_is_anyone_s_and_a_contacts_only_one_is_404_like_a
     // (The validator does refuse a card that breaks the schema.)
     let mut broken = owner.json();
     broken["capabilities"]["streaming"] = json!("yes");
-    assert!(!a2acli::card_schema::validate_agent_card(&broken).unwrap().is_empty());
+    assert!(
+        !a2acli::card_schema::validate_agent_card(&broken)
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(owner.header("cache-control"), Some("private, max-age=60"));
     // Users have no endpoint; a bad token is refused before anything is looked up.
-    let user = http_raw(
+    let user = http_raw(addr, "POST", "/a2a/dana", &[], None)
+        .await
+        .unwrap();
+    assert_eq!(user.status, 404);
+    let user_card = http_raw(
         addr,
         "GET",
         "/a2a/dana/.well-known/agent-card.json",
-        &[],
+        &[("Authorization", &frank)],
         None,
     )
     .await
     .unwrap();
-    assert_eq!(user.status, 404);
+    assert_eq!((user_card.status, &user_card.body), (404, &missing.body));
     let forged = http_raw(
         addr,
         "GET",

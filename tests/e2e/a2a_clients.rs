@@ -1,9 +1,11 @@
 //! An agent of another framework reaches a Roundtable agent with only a token, through the
-//! official A2A client (`a2a-sdk` 1.3.0 from PyPI, driven by `python/a2a_client.py`): the
-//! card, streaming and blocking tasks, a question and its answer over several turns,
-//! cancelling, other principals' tasks, the capabilities the hub lacks, and a hub SIGKILL
-//! that loses no acknowledged message or task. The Roundtable side is a real `roundtable
-//! hub` process and WebSocket clients.
+//! official A2A clients: Python's `a2a-sdk` 1.3.0 (PyPI, driven by `python/a2a_client.py`)
+//! for the card, streaming and blocking tasks, a question and its answer over several
+//! turns, cancelling, other principals' tasks, the capabilities the hub lacks, and a hub
+//! SIGKILL that loses no acknowledged message or task; JavaScript's `@a2a-js/sdk` 1.3.0
+//! (npm, on Node 22, `js/a2a_client.mjs`) for the same flows over both bindings, JSON-RPC
+//! and HTTP+JSON. The Roundtable side is a real `roundtable hub` process and WebSocket
+//! clients.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,7 +17,7 @@ use roundtable_protocol::server::{Event, RegisterAgentOk};
 use roundtable_testkit::{Client, HubProcess, Incoming, roundtable_bin, signup};
 use serde_json::{Value, json};
 
-use roundtable_e2e::test_python;
+use roundtable_e2e::{test_node22, test_npm_package, test_python};
 
 fn driver() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/python/a2a_client.py")
@@ -461,5 +463,80 @@ async fn a_task_is_canceled_by_its_requester_only_and_the_agent_is_told() {
         .count();
     assert_eq!(notices, 1);
     let _ = people.dana;
+    hub.terminate().await;
+}
+
+/// Runs the JavaScript client's flow over one binding.
+async fn a2a_js(hub: &str, token: &str, transport: &str, prefix: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/js/a2a_client.mjs");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(test_node22())
+            .arg(script)
+            .args([hub, "dana/reviewer", token, transport, prefix])
+            .env("A2A_JS_SDK", test_npm_package("@a2a-js/sdk"))
+            .output(),
+    )
+    .await
+    .expect("the JavaScript client finishes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|_| {
+        panic!(
+            "{transport} printed {stdout:?}; stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_javascript_client_gets_the_same_tasks_over_json_rpc_and_http_json() {
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let people = people(&hub).await;
+    let agent = reviewer(
+        hub.ws_url(),
+        people.reviewer.token.clone(),
+        people.erin_id.clone(),
+    );
+    let mut seen = Vec::new();
+    for (transport, prefix) in [("JSONRPC", "rpc"), ("HTTP+JSON", "rest")] {
+        let flow = a2a_js(&people.url, &people.erin, transport, prefix).await;
+        assert!(flow.get("error").is_none(), "{flow}");
+        assert_eq!(flow["blocking"]["state"], "TASK_STATE_COMPLETED", "{flow}");
+        assert_eq!(
+            flow["blocking"]["artifacts"],
+            json!([format!("reviewed: {prefix} blocking")])
+        );
+        assert_eq!(flow["got"], flow["blocking"], "GetTask is the same task");
+        let last = |name: &str| {
+            flow[name]
+                .as_array()
+                .unwrap()
+                .iter()
+                .rev()
+                .find_map(|update| update["state"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(last("streamed"), "TASK_STATE_COMPLETED", "{flow}");
+        assert_eq!(last("asked"), "TASK_STATE_INPUT_REQUIRED", "{flow}");
+        assert_eq!(last("answered"), "TASK_STATE_COMPLETED", "{flow}");
+        assert_eq!(flow["canceled"]["state"], "TASK_STATE_CANCELED");
+        seen.push(flow);
+    }
+    // Both bindings see every task of erin's, the other binding's too, newest first.
+    assert_eq!(seen[0]["listed"].as_array().unwrap().len(), 4);
+    assert_eq!(seen[1]["listed"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        seen[1]["listed"].as_array().unwrap()[4..],
+        seen[0]["listed"].as_array().unwrap()[..]
+    );
+    // And one pair room holds the conversation of both.
+    assert_eq!(
+        seen[0]["blocking"]["context"],
+        seen[1]["blocking"]["context"]
+    );
+    agent.abort();
     hub.terminate().await;
 }
