@@ -85,6 +85,14 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     allowed_origins: Vec<Origin>,
+    /// Who runs this hub, named as the provider on agents' A2A cards (default: the hub's
+    /// host name).
+    #[arg(long, env = "ROUNDTABLE_HUB_OPERATOR_NAME")]
+    operator_name: Option<String>,
+    /// The longest, in seconds, a blocking A2A `SendMessage` waits for the agent before it
+    /// answers with the task as it is (the client then polls or subscribes).
+    #[arg(long, env = "ROUNDTABLE_HUB_A2A_BLOCK_MAX", default_value_t = 300)]
+    a2a_block_max: u64,
     /// Agents' rate limit of writes (sends and other commands that change state), BURST/PER_SECOND.
     #[arg(long, env = "ROUNDTABLE_HUB_RATE_LIMIT_AGENT", default_value = "20/2")]
     rate_limit_agent: RateLimit,
@@ -347,6 +355,8 @@ pub fn run(args: HubArgs) -> Result<()> {
 async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
     config.signup = args.signup;
     config.allowed_origins = args.allowed_origins;
+    config.operator_name = args.operator_name;
+    config.a2a_block_max = Duration::from_secs(args.a2a_block_max);
     config.rate_limits = (!args.no_rate_limit).then_some(RateLimits {
         agent: args.rate_limit_agent,
         user: args.rate_limit_user,

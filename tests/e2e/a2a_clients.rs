@@ -200,7 +200,12 @@ fn states(updates: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_client_gets_the_card_streams_and_blocks_on_tasks_and_lists_them() {
     let data = tempfile::tempdir().unwrap();
-    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let hub = HubProcess::start(
+        &roundtable_bin(),
+        data.path(),
+        &["--operator-name", "Acme Labs"],
+    )
+    .await;
     let people = people(&hub).await;
     let agent = reviewer(
         hub.ws_url(),
@@ -213,6 +218,7 @@ async fn the_official_client_gets_the_card_streams_and_blocks_on_tasks_and_lists
     let card = a2a(url, handle, erin, &["card"]).await;
     assert_eq!(card["name"], "reviewer", "{card}");
     assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(card["provider"]["organization"], "Acme Labs");
     assert_eq!(
         card["supportedInterfaces"][0]["url"],
         format!("{url}/a2a/dana/reviewer")

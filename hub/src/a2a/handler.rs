@@ -548,6 +548,11 @@ impl RoomTasks {
         let Some((room, seq)) = seen.at.clone() else {
             return Ok(None);
         };
+        // What landed before `watch` was subscribed would wake nothing: read once first.
+        let now = self.read_task_at(who, &seen.task.id, &room, seq).await?;
+        if now.task != seen.task {
+            return Ok(Some(now));
+        }
         loop {
             let woke = tokio::time::timeout_at(until, watch.recv()).await;
             match woke {
@@ -687,9 +692,6 @@ impl RequestHandler for RoomTasks {
         let mut watch = self.gateway.context().dispatch.watch_rooms();
         let until = tokio::time::Instant::now() + self.gateway.context().config.a2a_block_max;
         let mut view = view;
-        // Read once more after subscribing: a reply that landed in between is not missed.
-        let id = view.task.id.clone();
-        view = self.task_by_id(&who, &id).await?;
         while !task::stream_ends(&view.task) {
             match self.next_view(&who, &view, &mut watch, until).await? {
                 Some(now) => view = now,

@@ -44,7 +44,11 @@ struct World {
 }
 
 async fn world() -> World {
-    let hub = TestHub::start().await;
+    world_with(|_| {}).await
+}
+
+async fn world_with(adjust: impl FnOnce(&mut roundtable_hub::HubConfig)) -> World {
+    let hub = TestHub::start_with(adjust).await;
     let (mut dana, dana_signup) = hub.user("dana").await;
     let (mut erin_client, erin) = hub.user("erin").await;
     let (_, frank) = hub.user("frank").await;
@@ -943,4 +947,40 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
     )
     .await;
     assert_eq!(revoked.status, 401);
+}
+
+#[tokio::test]
+async fn a_blocking_send_answers_the_task_as_it_is_once_its_wait_is_up() {
+    let world = world_with(|config| {
+        config.a2a_block_max = std::time::Duration::from_millis(300);
+        config.operator_name = Some("Acme Labs".into());
+    })
+    .await;
+    // Nobody answers: past the hub's cap, the task comes back still submitted.
+    let started = std::time::Instant::now();
+    let sent = rpc(
+        world.hub.addr,
+        "/a2a/dana/reviewer",
+        Some(&world.erin),
+        "SendMessage",
+        text_message("wait-1", "anyone?"),
+    )
+    .await
+    .json();
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{sent}"
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    let card = http_raw(
+        world.hub.addr,
+        "GET",
+        "/a2a/dana/reviewer/.well-known/agent-card.json",
+        &[],
+        None,
+    )
+    .await
+    .unwrap()
+    .json();
+    assert_eq!(card["provider"]["organization"], "Acme Labs");
 }
