@@ -984,3 +984,184 @@ async fn a_blocking_send_answers_the_task_as_it_is_once_its_wait_is_up() {
     .json();
     assert_eq!(card["provider"]["organization"], "Acme Labs");
 }
+
+/// A hostile request: what it is, method, path, headers, body, and the status it gets.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    String,
+    Vec<(&'a str, &'a str)>,
+    Option<String>,
+    u16,
+);
+
+#[tokio::test]
+async fn hostile_requests_on_both_bindings_and_from_browsers_get_exact_statuses() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let erin = bearer(&world.erin);
+    let frank = bearer(&world.frank);
+    let before = fingerprint(&world.hub);
+    let json = ("Content-Type", "application/json");
+    let version = ("A2A-Version", "1.0");
+    let send = json!({"message": {"messageId": "h-1", "role": "ROLE_USER",
+                      "parts": [{"text": "hi"}]}})
+    .to_string();
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "a page's request (foreign Origin)",
+            "POST",
+            "/a2a/dana/reviewer".into(),
+            vec![json, version, ("Authorization", &erin), ("Origin", "http://evil.example.com")],
+            Some(send.clone()),
+            403,
+        ),
+        (
+            "a foreign Host (DNS rebinding)",
+            "POST",
+            "/a2a/dana/reviewer".into(),
+            vec![json, version, ("Authorization", &erin), ("Host", "evil.example.com")],
+            Some(send.clone()),
+            421,
+        ),
+        (
+            "a card from a page",
+            "GET",
+            "/a2a/dana/reviewer/.well-known/agent-card.json".into(),
+            vec![("Origin", "http://evil.example.com")],
+            None,
+            403,
+        ),
+        (
+            "a card written to",
+            "POST",
+            "/a2a/dana/reviewer/.well-known/agent-card.json".into(),
+            vec![json],
+            Some("{}".into()),
+            405,
+        ),
+        (
+            "Basic instead of Bearer",
+            "POST",
+            "/a2a/dana/reviewer".into(),
+            vec![json, version, ("Authorization", "Basic ZXJpbjpwYXNz")],
+            Some(send.clone()),
+            401,
+        ),
+        (
+            "an empty Bearer",
+            "POST",
+            "/a2a/dana/reviewer".into(),
+            vec![json, version, ("Authorization", "Bearer ")],
+            Some(send.clone()),
+            401,
+        ),
+        (
+            "REST without a token",
+            "POST",
+            "/a2a/dana/reviewer/message:send".into(),
+            vec![json, version],
+            Some(send.clone()),
+            401,
+        ),
+        (
+            "REST: another's task",
+            "GET",
+            "/a2a/dana/reviewer/tasks/t_0123456789012345678901234567890123456789abc".into(),
+            vec![version, ("Authorization", &frank)],
+            None,
+            404,
+        ),
+        (
+            "REST: a task id of another shape",
+            "GET",
+            "/a2a/dana/reviewer/tasks/..%2F..%2Fetc".into(),
+            vec![version, ("Authorization", &erin)],
+            None,
+            404,
+        ),
+        (
+            "REST: malformed JSON",
+            "POST",
+            "/a2a/dana/reviewer/message:send".into(),
+            vec![json, version, ("Authorization", &erin)],
+            Some("{\"message\":".into()),
+            400,
+        ),
+        (
+            "REST: push config",
+            "POST",
+            "/a2a/dana/reviewer/tasks/t_0123456789012345678901234567890123456789abc/pushNotificationConfigs".into(),
+            vec![json, version, ("Authorization", &erin)],
+            Some("{\"url\":\"https://example.com/hook\"}".into()),
+            400,
+        ),
+        (
+            "REST: the extended card",
+            "GET",
+            "/a2a/dana/reviewer/extendedAgentCard".into(),
+            vec![version, ("Authorization", &erin)],
+            None,
+            400,
+        ),
+        (
+            "a path past the agent's routes",
+            "GET",
+            "/a2a/dana/reviewer/nothing/here".into(),
+            vec![("Authorization", &erin)],
+            None,
+            404,
+        ),
+        (
+            "a handle of look-alike bytes",
+            "POST",
+            "/a2a/dana/r%C3%A9viewer".into(),
+            vec![json, version, ("Authorization", &erin)],
+            Some(send.clone()),
+            404,
+        ),
+    ];
+    for (what, method, path, headers, body, status) in cases {
+        let response = http_raw(
+            addr,
+            method,
+            &path,
+            &headers,
+            body.as_deref().map(str::as_bytes),
+        )
+        .await
+        .unwrap();
+        assert_eq!(response.status, status, "{what}: {}", response.body);
+    }
+    // JSON-RPC envelopes: a version the hub does not speak, and a method of an older A2A.
+    for (what, version, method, code) in [
+        ("an A2A 0.3 client", "0.3", "GetTask", -32009),
+        ("an A2A 2.0 client", "2.0", "GetTask", -32009),
+        ("a 0.3 method name", "1.0", "message/send", -32601),
+        ("no method", "1.0", "", -32600),
+    ] {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": "x"}}).to_string();
+        let response = http_raw(
+            addr,
+            "POST",
+            "/a2a/dana/reviewer",
+            &[json, ("A2A-Version", version), ("Authorization", &erin)],
+            Some(body.as_bytes()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(response.status, 200, "{what}");
+        assert_eq!(
+            response.json()["error"]["code"],
+            code,
+            "{what}: {}",
+            response.body
+        );
+    }
+    assert_eq!(
+        fingerprint(&world.hub),
+        before,
+        "none of them wrote anything"
+    );
+}
