@@ -546,3 +546,69 @@ async fn the_javascript_client_gets_the_same_tasks_over_json_rpc_and_http_json()
     agent.abort();
     hub.terminate().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_without_consent_waits_through_a_hub_sigkill_and_goes_on_once_accepted() {
+    let data = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &[]).await;
+    let people = people(&hub).await;
+    let (url, frank) = (people.url.as_str(), people.frank.as_str());
+    let handle = "dana/reviewer";
+
+    // frank is no contact of the reviewer: his message is held, the task waits for consent.
+    let held = a2a(url, handle, frank, &["submit", "f-1", "hello reviewer"]).await;
+    assert_eq!(held["state"], "TASK_STATE_AUTH_REQUIRED", "{held}");
+    let task = held["id"].as_str().unwrap().to_owned();
+    let request = held["context"].as_str().unwrap().to_owned();
+    assert!(held["status_text"].as_str().unwrap().contains(&request));
+
+    // The hub dies at once and comes back: the held message and its task are still there.
+    hub.kill().await;
+    let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &[]).await;
+    let waiting = a2a(url, handle, frank, &["get", &task]).await;
+    assert_eq!(waiting["state"], "TASK_STATE_AUTH_REQUIRED", "{waiting}");
+
+    // dana sees only the note, accepts; the reviewer gets the message and answers.
+    let mut dana = Client::connect(&hub.ws_url()).await.unwrap();
+    dana.auth(&people.dana, "laptop").await.unwrap();
+    let id = dana.id();
+    let contacts: roundtable_protocol::server::ContactsOk = dana
+        .ok(ClientFrame::Contacts(
+            roundtable_protocol::client::Contacts { id },
+        ))
+        .await
+        .decode()
+        .unwrap();
+    let pending = contacts
+        .requests
+        .iter()
+        .find(|pending| pending.id == request)
+        .expect("the request is pending for dana");
+    assert_eq!(pending.message.as_deref(), Some("hello reviewer"));
+    let frank_id = pending.from.clone();
+    let agent = reviewer(hub.ws_url(), people.reviewer.token.clone(), frank_id);
+    let id = dana.id();
+    dana.ok(ClientFrame::ContactRespond(
+        roundtable_protocol::client::ContactRespond {
+            id,
+            request: request.clone(),
+            accept: true,
+        },
+    ))
+    .await;
+    roundtable_testkit::until("the task completes", Duration::from_secs(30), async || {
+        a2a(url, handle, frank, &["get", &task]).await["state"] == "TASK_STATE_COMPLETED"
+    })
+    .await;
+    let done = a2a(url, handle, frank, &["get", &task]).await;
+    assert_eq!(done["artifacts"], json!(["reviewed: hello reviewer"]));
+    assert!(done["context"].as_str().unwrap().starts_with("r_"));
+    agent.abort();
+    hub.terminate().await;
+}
