@@ -612,3 +612,98 @@ async fn a_message_without_consent_waits_through_a_hub_sigkill_and_goes_on_once_
     agent.abort();
     hub.terminate().await;
 }
+
+/// Runs a Python program given as text, with arguments; returns (success, stdout+stderr).
+async fn python(program: &str, args: &[&str]) -> (bool, String) {
+    let output = tokio::process::Command::new(test_python())
+        .arg("-c")
+        .arg(program)
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_protocol_s_own_audit_script_verifies_entries_of_every_way_and_catches_an_edited_one() {
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let people = people(&hub).await;
+    // Entries of every shape: a refusal through A2A, a control with its reason.
+    let refused = a2a(
+        &people.url,
+        "dana/reviewer",
+        "rt_forged_token_forged_token_forged_0000",
+        &["get", "t_0123456789012345678901234567890123456789abc"],
+    )
+    .await;
+    assert!(refused.get("error").is_some(), "{refused}");
+    let mut dana = Client::connect(&hub.ws_url()).await.unwrap();
+    dana.auth(&people.dana, "laptop").await.unwrap();
+    let id = dana.id();
+    dana.ok(ClientFrame::Control(roundtable_protocol::client::Control {
+        id,
+        agent: people.reviewer.agent.id.clone(),
+        action: roundtable_protocol::client::ControlAction::Pause,
+        room: None,
+        reason: Some("budget reached".into()),
+    }))
+    .await;
+    hub.terminate().await;
+
+    // The script in docs/protocol.md, as a reader would copy it.
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/protocol.md"))
+            .unwrap();
+    let script = doc
+        .split("```python\n")
+        .find(|block| block.starts_with("import datetime, hashlib, json, sqlite3, sys"))
+        .and_then(|block| block.split("```").next())
+        .expect("the verification script in docs/protocol.md");
+    let dir = data.path().to_str().unwrap();
+    let (ok, report) = python(script, &[dir]).await;
+    assert!(ok, "{report}");
+    let verified = tokio::process::Command::new(roundtable_bin())
+        .args(["hub", "--data", dir, "audit", "verify"])
+        .env("ROUNDTABLE_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    let official = String::from_utf8_lossy(&verified.stdout).into_owned();
+    // "intact: N entries, head H" and "audit log intact: N entries, head H": the same.
+    assert_eq!(
+        format!("audit log {}", report.trim()),
+        official.trim(),
+        "the script and the hub agree"
+    );
+    let (_, ways) = python(
+        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1] + '/hub.sqlite3'); \
+         print(sorted({str(v) for (v,) in db.execute('SELECT via FROM audit')}), \
+         db.execute('SELECT count(*) FROM audit WHERE reason IS NOT NULL').fetchone()[0])",
+        &[dir],
+    )
+    .await;
+    assert_eq!(
+        ways.trim(),
+        "['None', 'a2a'] 1",
+        "entries of both ways, one with a reason"
+    );
+
+    // Someone rewrites which way a command came: the script finds it.
+    let (ok, _) = python(
+        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1] + '/hub.sqlite3'); \
+         db.execute(\"UPDATE audit SET via = 'mcp' WHERE via = 'a2a'\"); db.commit()",
+        &[dir],
+    )
+    .await;
+    assert!(ok);
+    let (ok, report) = python(script, &[dir]).await;
+    assert!(!ok);
+    assert!(report.contains("broken at entry"), "{report}");
+}

@@ -88,7 +88,12 @@ async def main() -> None:
     base = f"{hub}/a2a/{handle}"
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     streaming = step in ("stream", "reply", "subscribe")
-    client = await create_client(base, ClientConfig(httpx_client=http, streaming=streaming))
+    try:
+        client = await create_client(base, ClientConfig(httpx_client=http, streaming=streaming))
+    except Exception as error:  # noqa: BLE001 - a refused card: the test reads the type
+        print(json.dumps({"error": error_name(error), "detail": str(error)}), flush=True)
+        await http.aclose()
+        return
     out: dict = {}
     try:
         if step == "card":
