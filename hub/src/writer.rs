@@ -520,13 +520,7 @@ impl Writer {
                         item: reply,
                         permit: Some(permit),
                     });
-                    self.metrics
-                        .events_written
-                        .fetch_add(outcome.events.len() as u64, Ordering::Relaxed);
-                    for event in outcome.events {
-                        out.push(self.event_delivery(event, committed));
-                    }
-                    out.extend(outcome.effects.into_iter().map(Delivery::Effect));
+                    self.outcome_deliveries(outcome.events, outcome.effects, committed, out);
                 }
                 Err(refusal) => {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
@@ -554,13 +548,7 @@ impl Writer {
             Pending::Call { reply, result } => {
                 let result = match result {
                     Ok(outcome) => {
-                        self.metrics
-                            .events_written
-                            .fetch_add(outcome.events.len() as u64, Ordering::Relaxed);
-                        for event in outcome.events {
-                            out.push(self.event_delivery(event, committed));
-                        }
-                        out.extend(outcome.effects.into_iter().map(Delivery::Effect));
+                        self.outcome_deliveries(outcome.events, outcome.effects, committed, out);
                         Ok(outcome.reply)
                     }
                     Err(refusal) => {
@@ -601,6 +589,23 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// A command's events and effects, counted and queued for the dispatcher.
+    fn outcome_deliveries(
+        &self,
+        events: Vec<NewEvent>,
+        effects: Vec<crate::engine::Effect>,
+        committed: Instant,
+        out: &mut Vec<Delivery>,
+    ) {
+        self.metrics
+            .events_written
+            .fetch_add(events.len() as u64, Ordering::Relaxed);
+        for event in events {
+            out.push(self.event_delivery(event, committed));
+        }
+        out.extend(effects.into_iter().map(Delivery::Effect));
     }
 
     /// A committed event, for the dispatcher.
@@ -704,6 +709,27 @@ struct ExecContext<'a> {
 }
 
 impl ExecContext<'_> {
+    /// Checks a token (a store error fails the batch, and the answer is `internal`).
+    fn authenticate(
+        &mut self,
+        tx: Option<&mut (dyn crate::store::WriteTx + '_)>,
+        now: i64,
+        token: &str,
+        via: Via,
+        state: &mut BatchState,
+    ) -> Result<PrincipalRecord, Refusal> {
+        match tx {
+            Some(tx) => match self.engine.authenticate(tx, now, token, via) {
+                Ok(result) => result,
+                Err(error) => {
+                    state.failure = Some(error);
+                    Err(internal())
+                }
+            },
+            None => Err(internal()),
+        }
+    }
+
     /// Executes one request in `tx` (answering `internal` once the batch has failed).
     fn execute(
         &mut self,
@@ -742,16 +768,7 @@ impl ExecContext<'_> {
                 conn,
                 reply,
             } => {
-                let result = match tx {
-                    Some(tx) => match self.engine.authenticate(tx, now, &token, Via::Ws) {
-                        Ok(result) => result,
-                        Err(error) => {
-                            state.failure = Some(error);
-                            Err(internal())
-                        }
-                    },
-                    None => Err(internal()),
-                };
+                let result = self.authenticate(tx, now, &token, Via::Ws, state);
                 state.pending.push(Pending::Auth {
                     conn,
                     device,
@@ -779,16 +796,7 @@ impl ExecContext<'_> {
                 state.pending.push(Pending::Call { reply, result });
             }
             Request::Authenticate { token, via, reply } => {
-                let result = match tx {
-                    Some(tx) => match self.engine.authenticate(tx, now, &token, via) {
-                        Ok(result) => result,
-                        Err(error) => {
-                            state.failure = Some(error);
-                            Err(internal())
-                        }
-                    },
-                    None => Err(internal()),
-                };
+                let result = self.authenticate(tx, now, &token, via, state);
                 state.pending.push(Pending::Authenticated { reply, result });
             }
             Request::Refused {

@@ -1038,6 +1038,21 @@ fn every_kind_of_change_reaches_another_process_through_what_it_shares() {
     assert!(fixture.engine.state.is_contact(&dana.id, &sam.id));
 }
 
+/// Makes a principal (the caller, or one of its agents) visible to everyone.
+fn make_public(fixture: &mut Fixture, owner: &Caller, principal: Option<&str>) {
+    fixture
+        .run(
+            owner,
+            ClientFrame::ProfileSet(ProfileSet {
+                id: 1,
+                principal: principal.map(str::to_owned),
+                name: None,
+                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+            }),
+        )
+        .unwrap();
+}
+
 fn hold(
     fixture: &mut Fixture,
     caller: &Caller,
@@ -1083,17 +1098,7 @@ fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
     // erin cannot see a contacts-only agent she has no tie to: nothing is held.
     let hidden = hold(&mut fixture, &erin_a2a, "dana/reviewer", "a2a:first-key").unwrap_err();
     assert_eq!(hidden.code, ErrorCode::NotFound);
-    fixture
-        .run(
-            &dana,
-            ClientFrame::ProfileSet(ProfileSet {
-                id: 1,
-                principal: Some(reviewer.id.clone()),
-                name: None,
-                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
-            }),
-        )
-        .unwrap();
+    make_public(&mut fixture, &dana, Some(&reviewer.id));
     let held = hold(&mut fixture, &erin_a2a, "dana/reviewer", "a2a:first-key").unwrap();
     let request = request_of(&held);
     // Only the note travels, cut to fit with its ellipsis; no room event anywhere.
@@ -1170,17 +1175,7 @@ fn a_rejected_or_expired_request_deletes_its_held_message() {
     let mut fixture = Fixture::new();
     let dana = fixture.signup("dana");
     let reviewer = register(&mut fixture, &dana, "reviewer");
-    fixture
-        .run(
-            &dana,
-            ClientFrame::ProfileSet(ProfileSet {
-                id: 1,
-                principal: Some(reviewer.id.clone()),
-                name: None,
-                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
-            }),
-        )
-        .unwrap();
+    make_public(&mut fixture, &dana, Some(&reviewer.id));
     let erin = fixture.signup("erin");
     let frank = fixture.signup("frank");
     let rejected = request_of(&hold(&mut fixture, &erin, "dana/reviewer", "a2a:erin-key").unwrap());
@@ -1238,17 +1233,7 @@ fn contact_requests_are_limited_per_day_agents_tighter_than_users() {
     let mut made = 0;
     for n in 0..contacts::DAILY_REQUESTS_AGENT + 1 {
         let other = fixture.signup(&format!("target{n}"));
-        fixture
-            .run(
-                &other,
-                ClientFrame::ProfileSet(ProfileSet {
-                    id: 1,
-                    principal: None,
-                    name: None,
-                    discoverable: Some(roundtable_protocol::model::Discoverable::Public),
-                }),
-            )
-            .unwrap();
+        make_public(&mut fixture, &other, None);
         let asked = fixture.run(
             &scout,
             ClientFrame::ContactRequest(ContactRequestCmd {
@@ -1269,17 +1254,7 @@ fn contact_requests_are_limited_per_day_agents_tighter_than_users() {
     // A day later, there is room again.
     fixture.now_ms += 24 * 3600 * 1000;
     let other = fixture.signup("late");
-    fixture
-        .run(
-            &other,
-            ClientFrame::ProfileSet(ProfileSet {
-                id: 1,
-                principal: None,
-                name: None,
-                discoverable: Some(roundtable_protocol::model::Discoverable::Public),
-            }),
-        )
-        .unwrap();
+    make_public(&mut fixture, &other, None);
     fixture
         .run(
             &scout,
