@@ -68,6 +68,12 @@ pub struct Metrics {
     pub memory_requests: AtomicU64,
     pub memory_invites: AtomicU64,
     pub memory_pings: AtomicU64,
+    /// A2A requests that reached an agent's endpoint (past the gate).
+    pub a2a_requests: AtomicU64,
+    /// A2A requests the gate answered itself: 401, 403, 404, 413 or 429.
+    pub a2a_turned_away: AtomicU64,
+    /// A2A streams open (SendStreamingMessage, SubscribeToTask).
+    pub a2a_streams: AtomicU64,
     pub writer_queue_latency: Histogram,
     pub commit_latency: Histogram,
     pub flush_wait_latency: Histogram,
@@ -162,6 +168,24 @@ impl Metrics {
             "gauge",
             "Open pings in memory (answered or expired ones leave it).",
             &self.memory_pings,
+        );
+        counter(
+            "roundtable_a2a_requests_total",
+            "counter",
+            "A2A requests that reached an agent's endpoint.",
+            &self.a2a_requests,
+        );
+        counter(
+            "roundtable_a2a_turned_away_total",
+            "counter",
+            "A2A requests refused before the endpoint (401, 403, 404, 413, 429).",
+            &self.a2a_turned_away,
+        );
+        counter(
+            "roundtable_a2a_streams",
+            "gauge",
+            "Open A2A streams (SendStreamingMessage, SubscribeToTask).",
+            &self.a2a_streams,
         );
         self.writer_queue_latency.render(
             &mut out,

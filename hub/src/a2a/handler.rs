@@ -579,6 +579,7 @@ impl RoomTasks {
     ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let handler = self.clone();
         let context = self.gateway.context();
+        let open = OpenStream::new(context.metrics.clone());
         let ends = Ends {
             stopping: context.stopping.subscribe(),
             closes: context.dispatch.watch_closes(),
@@ -587,6 +588,8 @@ impl RoomTasks {
         let watch = context.dispatch.watch_rooms();
         let head = stream::iter([Ok(first)]);
         let ended = task::stream_ends(&start.task);
+        // Counted open until the stream is dropped (ended, or its client gone).
+        let ends = (ends, open);
         let rest = stream::unfold(
             (Some(start), watch, ends, ended),
             move |(seen, mut watch, mut ends, ended)| {
@@ -600,7 +603,7 @@ impl RoomTasks {
                     let far = tokio::time::Instant::now() + Duration::from_secs(24 * 3600);
                     let next = tokio::select! {
                         next = handler.next_view(&who, &seen, &mut watch, far) => next,
-                        () = ends.reached() => return None,
+                        () = ends.0.reached() => return None,
                     };
                     match next {
                         Ok(Some(now)) => {
@@ -626,6 +629,26 @@ impl RoomTasks {
     /// A task as the client asked for it.
     fn shaped(view: &TaskView, history_length: Option<i32>) -> Task {
         task::shaped(view.task.clone(), history_length, true)
+    }
+}
+
+/// An open stream, in the `roundtable_a2a_streams` gauge while it lives.
+struct OpenStream(Arc<crate::metrics::Metrics>);
+
+impl OpenStream {
+    fn new(metrics: Arc<crate::metrics::Metrics>) -> OpenStream {
+        metrics
+            .a2a_streams
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OpenStream(metrics)
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0
+            .a2a_streams
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

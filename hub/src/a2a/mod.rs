@@ -19,6 +19,7 @@ pub mod task;
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -94,8 +95,19 @@ async fn agent(State(state): State<Arc<A2aState>>, request: Request) -> Response
     if rest == WELL_KNOWN_CARD {
         return agent_card(&state, &path, request).await;
     }
-    gate(&state, &path, &rest, request).await
+    let response = gate(&state, &path, &rest, request).await;
+    let metrics = &state.gateway.context().metrics;
+    if response.extensions().get::<PastTheGate>().is_some() {
+        metrics.a2a_requests.fetch_add(1, Ordering::Relaxed);
+    } else {
+        metrics.a2a_turned_away.fetch_add(1, Ordering::Relaxed);
+    }
+    response
 }
+
+/// Marks a response that came from the endpoint, not from the gate's refusals.
+#[derive(Debug, Clone, Copy)]
+struct PastTheGate;
 
 /// Where each agent's card is, under its path.
 const WELL_KNOWN_CARD: &str = "/.well-known/agent-card.json";
@@ -285,13 +297,15 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
             (response, RETRY_AFTER.with(Cell::get))
         })
         .await;
-    match retry_after {
+    let mut response = match retry_after {
         Some(retry_after) => crate::http::too_many(
             retry_after,
             "too many writes; wait for Retry-After and send again with the same messageId".into(),
         ),
         None => response,
-    }
+    };
+    response.extensions_mut().insert(PastTheGate);
+    response
 }
 
 fn too_large() -> Response {

@@ -928,6 +928,7 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
     // Its token revoked: the stream ends, and the token is refused from then on.
     let stream = subscribe(addr, scout.token.clone(), task.clone());
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(metric(&world.hub, "roundtable_a2a_streams").await, 1);
     let id = dana.id();
     dana.ok(ClientFrame::AgentToken(
         roundtable_protocol::client::AgentToken {
@@ -938,6 +939,7 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
     ))
     .await;
     ended(stream).await;
+    let turned_away = metric(&world.hub, "roundtable_a2a_turned_away_total").await;
     let revoked = rpc(
         addr,
         "/a2a/dana/reviewer",
@@ -947,6 +949,24 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
     )
     .await;
     assert_eq!(revoked.status, 401);
+    assert_eq!(metric(&world.hub, "roundtable_a2a_streams").await, 0);
+    assert_eq!(
+        metric(&world.hub, "roundtable_a2a_turned_away_total").await,
+        turned_away + 1
+    );
+    assert!(metric(&world.hub, "roundtable_a2a_requests_total").await >= 4);
+}
+
+/// A value of the hub's `/metrics`.
+async fn metric(hub: &TestHub, name: &str) -> u64 {
+    let text = http_raw(hub.addr, "GET", "/metrics", &[], None)
+        .await
+        .unwrap()
+        .body;
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name} ")))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
 }
 
 #[tokio::test]
