@@ -117,11 +117,15 @@ fn context_not_available() -> A2AError {
     )
 }
 
-/// The `client_key` a message id stands for: `<kind>:` and 43 characters of the SHA-256
-/// of the id, so a retried message is the same event.
-fn key_of(kind: &str, message_id: &str) -> String {
-    let digest = Sha256::digest(message_id.as_bytes());
-    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+/// The `client_key` a message id stands for, sent to `target`: `<kind>:` and 43 characters of
+/// the SHA-256 of both, so a retried message is the same event, and the same message id sent
+/// to two agents is two messages (keys are unique per sender across every room).
+fn key_of(kind: &str, target: &str, message_id: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(target.as_bytes());
+    hash.update([0]);
+    hash.update(message_id.as_bytes());
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash.finalize());
     format!("{kind}:{}", &encoded[..43])
 }
 
@@ -230,7 +234,15 @@ impl RoomTasks {
             .await
         {
             Ok(events) => events,
-            Err(ReadError::NotFound | ReadError::NotMember) => {
+            Err(error @ (ReadError::NotFound | ReadError::NotMember)) => {
+                // Audited as the WebSocket audits a refused `history`.
+                let code = match error {
+                    ReadError::NotFound => ErrorCode::NotFound,
+                    _ => ErrorCode::NotMember,
+                };
+                let refusal = Refusal::new(code, "the task's room is not readable to the caller");
+                self.gateway
+                    .record_refusal(&who.caller.id, "history", &refusal);
                 return Err(A2AError::task_not_found(id));
             }
             Err(ReadError::Store(error)) => {
@@ -488,7 +500,13 @@ impl RoomTasks {
                         json!({"ping": ping, "text": text})
                     };
                     match self
-                        .send(who, &room, "answer", key_of(ANSWER_KEY, message_id), answer)
+                        .send(
+                            who,
+                            &room,
+                            "answer",
+                            key_of(ANSWER_KEY, &who.target, message_id),
+                            answer,
+                        )
                         .await
                     {
                         // Someone answered first: the follow-up still goes to the agent.
@@ -505,14 +523,14 @@ impl RoomTasks {
                     who,
                     &room,
                     "message",
-                    key_of(FOLLOW_UP_KEY, message_id),
+                    key_of(FOLLOW_UP_KEY, &who.target, message_id),
                     body,
                 )
                 .await?;
                 self.task_by_id(who, &task_id).await
             }
             None => {
-                let key = key_of(TASK_KEY, message_id);
+                let key = key_of(TASK_KEY, &who.target, message_id);
                 let id = task::task_id_of(&key).ok_or_else(|| A2AError::internal("a task key"))?;
                 // A retry: the task it already is (sent, or held for consent).
                 match self.task_by_id(who, &id).await {
@@ -582,7 +600,7 @@ impl RoomTasks {
         let open = OpenStream::new(context.metrics.clone());
         let ends = Ends {
             stopping: context.stopping.subscribe(),
-            closes: context.dispatch.watch_closes(),
+            closes: super::take_closes().unwrap_or_else(|| context.dispatch.watch_closes()),
             principal: who.caller.id.clone(),
         };
         let watch = context.dispatch.watch_rooms();
@@ -806,7 +824,7 @@ impl RequestHandler for RoomTasks {
             &who,
             &view.task.context_id,
             "message",
-            key_of(CANCEL_KEY, &request.id),
+            key_of(CANCEL_KEY, &who.target, &request.id),
             body,
         )
         .await?;
@@ -980,13 +998,23 @@ mod tests {
 
     #[test]
     fn message_ids_give_keys_of_the_protocol_s_shape_and_kinds_never_collide() {
-        let key = key_of(TASK_KEY, "msg-1");
+        let key = key_of(TASK_KEY, "p_x", "msg-1");
         assert_eq!(key.len(), 47);
         assert!(key.starts_with("a2a:"));
-        assert_eq!(key, key_of(TASK_KEY, "msg-1"));
-        assert_ne!(key, key_of(TASK_KEY, "msg-2"));
-        assert_ne!(key[4..], key_of(FOLLOW_UP_KEY, "msg-2")[4..]);
-        assert_ne!(key, key_of(FOLLOW_UP_KEY, "msg-1"));
+        assert_eq!(key, key_of(TASK_KEY, "p_x", "msg-1"));
+        assert_ne!(key, key_of(TASK_KEY, "p_x", "msg-2"));
+        assert_ne!(
+            key,
+            key_of(TASK_KEY, "p_y", "msg-1"),
+            "one id to two agents"
+        );
+        assert_ne!(
+            key,
+            key_of(TASK_KEY, "p_xm", "sg-1"),
+            "the parts cannot slide"
+        );
+        assert_ne!(key[4..], key_of(FOLLOW_UP_KEY, "p_x", "msg-2")[4..]);
+        assert_ne!(key, key_of(FOLLOW_UP_KEY, "p_x", "msg-1"));
     }
 
     #[test]

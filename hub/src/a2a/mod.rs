@@ -53,6 +53,18 @@ tokio::task_local! {
     /// Set by the handler when the hub answered `rate_limited`: the gate then answers 429
     /// with this `Retry-After`, as A2A wants, instead of an error inside the JSON-RPC body.
     static RETRY_AFTER: Cell<Option<Duration>>;
+    /// The closes of principals' connections, listened to from before the gate checked the
+    /// token: a stream the handler opens ends on a revocation made at any moment after.
+    static CLOSES: std::cell::RefCell<Option<tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>>>;
+}
+
+/// The gate's listener of closes, for a stream (once; `None` outside a gated request).
+pub(crate) fn take_closes()
+-> Option<tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>> {
+    CLOSES
+        .try_with(|closes| closes.borrow_mut().take())
+        .ok()
+        .flatten()
 }
 
 /// Notes a rate limit for the gate (outside a gated request, nothing happens).
@@ -227,6 +239,7 @@ async fn visible_agent(
 /// In front of an agent's endpoint: authenticate, find the agent, cap the body, set the
 /// headers the handler trusts, and answer a rate limit with 429.
 async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Response {
+    let closes = state.gateway.context().dispatch.watch_closes();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
     let (caller, principal) = match caller_of(state, request.headers(), peer.as_ref()).await {
         Ok(Some(found)) => found,
@@ -290,7 +303,13 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
     let endpoint = state.endpoint.clone();
     let (response, retry_after) = RETRY_AFTER
         .scope(Cell::new(None), async move {
-            let response = match endpoint.oneshot(inner).await {
+            let response = CLOSES
+                .scope(
+                    std::cell::RefCell::new(Some(closes)),
+                    endpoint.oneshot(inner),
+                )
+                .await;
+            let response = match response {
                 Ok(response) => response,
                 Err(never) => match never {},
             };

@@ -166,8 +166,16 @@ pub fn task_view(
     let mut status_ms = first.ts_ms;
     let mut artifacts: Vec<&EventRecord> = Vec::new();
     let mut open_ping = None;
+    let mut failed_at = None;
     for event in later {
         if state.is_terminal() {
+            break;
+        }
+        // Unanswered past its time to live, the task failed then: what comes later is late.
+        if matches!(state, TaskState::Submitted | TaskState::Working)
+            && event.ts_ms.saturating_sub(status_ms) > TASK_TTL_MS
+        {
+            failed_at = Some(status_ms + TASK_TTL_MS);
             break;
         }
         let body = body(event);
@@ -229,8 +237,9 @@ pub fn task_view(
         }
     }
     let mut failed_by_time = None;
-    if matches!(state, TaskState::Submitted | TaskState::Working)
-        && now_ms.saturating_sub(status_ms) > TASK_TTL_MS
+    if failed_at.is_some()
+        || matches!(state, TaskState::Submitted | TaskState::Working)
+            && now_ms.saturating_sub(status_ms) > TASK_TTL_MS
     {
         state = TaskState::Failed;
         status_ms += TASK_TTL_MS;
@@ -311,7 +320,7 @@ pub fn held_view(
         RequestState::Accepted => (
             TaskState::Failed,
             "the contact request was accepted but the message could not be sent then; send \
-             it again"
+             it again, with a new messageId"
                 .to_owned(),
         ),
         RequestState::Cancelled => (
@@ -626,6 +635,17 @@ mod tests {
         assert_eq!(fresh.task.status.state, TaskState::Submitted);
         let stale = task_view(ID.into(), &first, &[], PARTIES, 3_001 + TASK_TTL_MS);
         assert_eq!(stale.task.status.state, TaskState::Failed);
+        // A reply after the time to live does not undo the failure.
+        let mut late = event(
+            4,
+            "p_agent",
+            "message",
+            json!({"text": "sorry", "reply_to": "e_3"}),
+        );
+        late.ts_ms = 3_001 + TASK_TTL_MS;
+        let still = task_view(ID.into(), &first, &[late], PARTIES, 4_000 + TASK_TTL_MS);
+        assert_eq!(still.task.status.state, TaskState::Failed);
+        assert!(still.task.artifacts.is_none());
         assert_eq!(
             stale.task.status.timestamp,
             Some(timestamp(3_000 + TASK_TTL_MS))

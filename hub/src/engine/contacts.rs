@@ -179,6 +179,8 @@ impl Engine {
                 format!("{} is already a contact", to.handle),
             );
         }
+        // Checked before anything is written (the expiry just below writes).
+        self.check_request_allowance(now_ms, &from)?;
         // A request between them whose 14 days are up is recorded as expired now, before
         // the new one takes its place.
         let mut events = Vec::new();
@@ -212,7 +214,6 @@ impl Engine {
                 ),
             );
         }
-        self.count_request(now_ms, &from)?;
         let record = RequestRecord {
             id: self.ids.id("c"),
             from: from.id.clone(),
@@ -225,6 +226,10 @@ impl Engine {
         };
         tx.upsert_request(&record)?;
         self.state.put_request(record.clone());
+        self.requests_made
+            .entry(from.id.clone())
+            .or_default()
+            .push_back(now_ms);
         events.extend(self.announce_request(tx, now_ms, &from.id, &record)?);
         let mut outcome = Outcome::with_events(
             OkReply::with(
@@ -451,9 +456,13 @@ impl Engine {
         Ok(events)
     }
 
-    /// Takes one of the caller's contact requests of the day, or refuses
-    /// (`rate_limited`, with when the oldest of the day frees one).
-    fn count_request(&mut self, now_ms: i64, from: &PrincipalRecord) -> Result<(), ExecError> {
+    /// Whether the caller has a contact request left today, or a refusal (`rate_limited`,
+    /// with when the oldest of the day frees one). The request made is counted when stored.
+    fn check_request_allowance(
+        &mut self,
+        now_ms: i64,
+        from: &PrincipalRecord,
+    ) -> Result<(), ExecError> {
         let limit = match from.kind {
             model::PrincipalKind::Agent => DAILY_REQUESTS_AGENT,
             model::PrincipalKind::User => DAILY_REQUESTS_USER,
@@ -477,7 +486,6 @@ impl Engine {
             refusal.retry_after_ms = Some(wait_ms.max(1) as u64);
             return Err(ExecError::Refused(refusal));
         }
-        made.push_back(now_ms);
         Ok(())
     }
 

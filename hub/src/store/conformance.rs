@@ -401,6 +401,15 @@ fn a_sender_s_keyed_events_are_listed_newest_first_by_prefix_in_pages(mut backen
     assert_eq!(list(Some((5_003, "e10".into())), 10), [7]);
     assert_eq!(list(Some((5_003, "e11".into())), 10), [10, 7]);
     assert_eq!(list(Some((5_000, "e7".into())), 10), Vec::<u64>::new());
+    // One task's key exactly.
+    let exact = backend
+        .reader
+        .sent_with_key_prefix("u", "a2a:two-000000", None, 10)
+        .unwrap();
+    assert_eq!(
+        exact.iter().map(|event| event.seq).collect::<Vec<_>>(),
+        [10]
+    );
     assert!(
         backend
             .reader
@@ -686,7 +695,7 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     let mut conn = rusqlite::Connection::open(&path).unwrap();
     assert_eq!(
         sqlite::migrate(&mut conn, 1).unwrap(),
-        vec![1, 2, 3, 4, 5, 6, 7, 8]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9]
     );
     assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
     let tables: i64 = conn

@@ -616,9 +616,9 @@ pub trait ReadStore: Send + Sync {
         client_key: &str,
     ) -> Result<Option<RequestRecord>, StoreError>;
 
-    /// What `sender` stored with a `client_key` that starts with `prefix` (an A2A client's
-    /// tasks, say), newest first by time then id, older than `before` when given, at most
-    /// `limit`.
+    /// What `sender` stored with a `client_key` that starts with `prefix`, itself starting
+    /// with `a2a:` (an A2A client's tasks: only those keys are indexed), newest first by
+    /// time then id, older than `before` when given, at most `limit`.
     fn sent_with_key_prefix(
         &self,
         sender: &str,

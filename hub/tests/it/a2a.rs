@@ -1185,3 +1185,67 @@ async fn hostile_requests_on_both_bindings_and_from_browsers_get_exact_statuses(
         "none of them wrote anything"
     );
 }
+
+#[tokio::test]
+async fn one_message_id_to_two_agents_is_two_tasks_and_a_left_room_s_task_is_audited_unknown() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    // dana, kin of both her agents, sends the same messageId to each.
+    let to = |agent: &'static str| {
+        let token = world.dana.clone();
+        async move {
+            rpc(
+                addr,
+                &format!("/a2a/dana/{agent}"),
+                Some(&token),
+                "SendMessage",
+                json!({"message": {"messageId": "same-id", "role": "ROLE_USER",
+                       "parts": [{"text": format!("to {agent}")}]},
+                       "configuration": {"returnImmediately": true}}),
+            )
+            .await
+            .json()
+        }
+    };
+    let (reviewer, secret) = (to("reviewer").await, to("secret").await);
+    let (first, second) = (
+        reviewer["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        secret["result"]["task"]["id"].as_str().unwrap().to_owned(),
+    );
+    assert_ne!(first, second, "{reviewer} {secret}");
+    assert_eq!(
+        world
+            .hub
+            .select_i64("SELECT count(*) FROM events WHERE client_key LIKE 'a2a:%'"),
+        2
+    );
+
+    // dana leaves the reviewer's pair room: its task is no longer hers to read.
+    let room = reviewer["result"]["task"]["contextId"].as_str().unwrap();
+    let mut dana = login(&world.hub, &world.dana, "laptop").await;
+    dana.ok(ClientFrame::RoomLeave(
+        roundtable_protocol::client::RoomLeave {
+            id: 3,
+            room: room.to_owned(),
+        },
+    ))
+    .await;
+    let gone = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&world.dana),
+        "GetTask",
+        json!({"id": first}),
+    )
+    .await;
+    assert_eq!(gone.json()["error"]["code"], -32001);
+    roundtable_testkit::until("the refused read is audited", std::time::Duration::from_secs(5), async || {
+        world.hub.select_i64(
+            "SELECT count(*) FROM audit WHERE via = 'a2a' AND action = 'history' AND code = 'not_member'",
+        ) == 1
+    })
+    .await;
+}

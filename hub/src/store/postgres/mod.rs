@@ -54,6 +54,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "held_messages",
         include_str!("migrations/0005_held_messages.sql"),
     ),
+    (
+        6,
+        "a2a_task_keys",
+        include_str!("migrations/0006_a2a_task_keys.sql"),
+    ),
 ];
 
 /// A process that has not said how far it is for this long counts as gone: nobody waits

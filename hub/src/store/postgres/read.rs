@@ -315,7 +315,7 @@ impl ReadStore for PostgresReader {
         let events = self.read(async |tx| {
             let sql = format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE sender = $1 \
-                 AND starts_with(client_key, $2) \
+                 AND starts_with(client_key, 'a2a:') AND starts_with(client_key, $2) \
                  AND ($5 OR ts_ms < $3 OR (ts_ms = $3 AND id COLLATE \"C\" < $4)) \
                  ORDER BY ts_ms DESC, id COLLATE \"C\" DESC LIMIT $6"
             );

@@ -74,6 +74,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         "held_messages",
         include_str!("../migrations/0008_held_messages.sql"),
     ),
+    (
+        9,
+        "a2a_task_keys",
+        include_str!("../migrations/0009_a2a_task_keys.sql"),
+    ),
 ];
 
 /// Applies every embedded migration the database lacks. Returns the versions applied.

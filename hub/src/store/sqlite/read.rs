@@ -226,8 +226,10 @@ impl ReadStore for SqliteReader {
         let unbounded = before_id.is_empty();
         let result = self.with_connection(|conn| {
             let sql = format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE sender = ?1 AND client_key >= ?2 \
-                 AND client_key < ?3 AND (?6 OR ts_ms < ?4 OR (ts_ms = ?4 AND id < ?5)) \
+                "SELECT {EVENT_COLUMNS} FROM events INDEXED BY events_a2a_keys \
+                 WHERE sender = ?1 AND client_key >= 'a2a:' AND client_key < 'a2a;' \
+                 AND client_key >= ?2 AND client_key < ?3 \
+                 AND (?6 OR ts_ms < ?4 OR (ts_ms = ?4 AND id < ?5)) \
                  ORDER BY ts_ms DESC, id DESC LIMIT ?7"
             );
             let mut statement = conn.prepare_cached(&sql).map_err(StoreError::from)?;

@@ -1,0 +1,5 @@
+-- A2A tasks are found by their first message's key among their sender's events (keys
+-- `a2a:…`). Keys in general are remembered in memory (0003); only these are indexed, so an
+-- A2A client's lookups never scan the events and no other send pays for the index.
+CREATE INDEX events_a2a_keys ON events (sender, client_key)
+    WHERE client_key >= 'a2a:' AND client_key < 'a2a;';
