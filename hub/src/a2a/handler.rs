@@ -40,8 +40,8 @@ const MAX_TEXT: usize = 16 * 1024;
 /// The most parts one message may have.
 const MAX_PARTS: usize = 64;
 
-/// The most events of a room read to follow one task.
-const MAX_TASK_EVENTS: usize = 5_000;
+/// Events of a room read at a time to follow a task.
+const TASK_PAGE: usize = 500;
 
 /// The error domain of Roundtable's reasons.
 const DOMAIN: &str = "roundtable";
@@ -220,6 +220,38 @@ impl RoomTasks {
         sent_event(reply)
     }
 
+    /// The events of `room` after `after` the caller may read, one page; a refused read is
+    /// audited as the WebSocket audits a refused `history`, and is the task's "not found".
+    async fn page(
+        &self,
+        who: &Who,
+        id: &str,
+        room: &str,
+        after: u64,
+    ) -> Result<Vec<EventRecord>, A2AError> {
+        match self
+            .gateway
+            .room_events(&who.caller, room, after, TASK_PAGE)
+            .await
+        {
+            Ok(events) => Ok(events),
+            Err(error @ (ReadError::NotFound | ReadError::NotMember)) => {
+                let code = match error {
+                    ReadError::NotFound => ErrorCode::NotFound,
+                    _ => ErrorCode::NotMember,
+                };
+                let refusal = Refusal::new(code, "the task's room is not readable to the caller");
+                self.gateway
+                    .record_refusal(&who.caller.id, "history", &refusal);
+                Err(A2AError::task_not_found(id))
+            }
+            Err(ReadError::Store(error)) => {
+                tracing::warn!(%error, "task read failed");
+                Err(A2AError::internal("the hub could not read the task; retry"))
+            }
+        }
+    }
+
     /// The task whose first message is at `(room, seq)`, as the caller may read it.
     async fn read_task_at(
         &self,
@@ -228,41 +260,38 @@ impl RoomTasks {
         room: &str,
         seq: u64,
     ) -> Result<TaskView, A2AError> {
-        let events = match self
-            .gateway
-            .room_events(&who.caller, room, seq - 1, MAX_TASK_EVENTS)
-            .await
-        {
-            Ok(events) => events,
-            Err(error @ (ReadError::NotFound | ReadError::NotMember)) => {
-                // Audited as the WebSocket audits a refused `history`.
-                let code = match error {
-                    ReadError::NotFound => ErrorCode::NotFound,
-                    _ => ErrorCode::NotMember,
-                };
-                let refusal = Refusal::new(code, "the task's room is not readable to the caller");
-                self.gateway
-                    .record_refusal(&who.caller.id, "history", &refusal);
-                return Err(A2AError::task_not_found(id));
-            }
-            Err(ReadError::Store(error)) => {
-                tracing::warn!(%error, "task read failed");
-                return Err(A2AError::internal("the hub could not read the task; retry"));
-            }
-        };
+        let events = self.page(who, id, room, seq - 1).await?;
+        let more = events.len() == TASK_PAGE;
         let Some((first, later)) = events.split_first() else {
             return Err(A2AError::task_not_found(id));
         };
         if first.seq != seq {
             return Err(A2AError::task_not_found(id));
         }
-        Ok(task::task_view(
-            id.to_owned(),
-            first,
-            later,
-            who.parties(),
-            crate::unix_ms(),
-        ))
+        let mut fold = task::TaskFold::new(id.to_owned(), first.clone(), who.parties());
+        for event in later {
+            fold.fold(event);
+        }
+        self.read_on(who, fold, more).await
+    }
+
+    /// Reads a task's room on from where `fold` stopped, page by page, until its end or
+    /// the task's (nothing changes a finished task).
+    async fn read_on(
+        &self,
+        who: &Who,
+        mut fold: task::TaskFold,
+        mut more: bool,
+    ) -> Result<TaskView, A2AError> {
+        while more && !fold.settled() {
+            let room = fold.room().to_owned();
+            let events = self.page(who, fold.id(), &room, fold.read_to).await?;
+            more = events.len() == TASK_PAGE;
+            for event in &events {
+                fold.fold(event);
+            }
+        }
+        Ok(fold.view(crate::unix_ms()))
     }
 
     /// A task of the caller's with this endpoint's agent, by id: its message in a room,
@@ -563,26 +592,31 @@ impl RoomTasks {
         watch: &mut tokio::sync::broadcast::Receiver<crate::dispatch::RoomWritten>,
         until: tokio::time::Instant,
     ) -> Result<Option<TaskView>, A2AError> {
-        let Some((room, seq)) = seen.at.clone() else {
+        let Some(mut fold) = seen.fold.clone() else {
             return Ok(None);
         };
+        let room = fold.room().to_owned();
         // What landed before `watch` was subscribed would wake nothing: read once first.
-        let now = self.read_task_at(who, &seen.task.id, &room, seq).await?;
-        if now.task != seen.task {
-            return Ok(Some(now));
-        }
+        // Each read reads only what is new since the last.
         loop {
-            let woke = tokio::time::timeout_at(until, watch.recv()).await;
-            match woke {
-                Err(_) => return Ok(None),
-                Ok(Ok(written)) if &*written.room != room.as_str() => continue,
-                // Ours, or possibly ours (the channel lagged or closed): read again.
-                Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
-                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return Ok(None),
-            }
-            let now = self.read_task_at(who, &seen.task.id, &room, seq).await?;
+            let now = self.read_on(who, fold, true).await?;
             if now.task != seen.task {
                 return Ok(Some(now));
+            }
+            let Some(read) = now.fold else {
+                return Ok(None);
+            };
+            fold = read;
+            loop {
+                match tokio::time::timeout_at(until, watch.recv()).await {
+                    Err(_) => return Ok(None),
+                    Ok(Ok(written)) if &*written.room != room.as_str() => continue,
+                    // Ours, or possibly ours (the channel lagged): read again.
+                    Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                        break;
+                    }
+                    Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return Ok(None),
+                }
             }
         }
     }

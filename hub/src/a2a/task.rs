@@ -49,8 +49,8 @@ fn is_hash(text: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskView {
     pub task: Task,
-    /// Where its first message is (`None` while it is held for consent).
-    pub at: Option<(String, u64)>,
+    /// How it was read, to read on from (`None` while it is held for consent).
+    pub fold: Option<TaskFold>,
     /// The last event of the task (a follow-up replies to it).
     pub last_event: String,
     /// The open question of an `INPUT_REQUIRED` task, when the agent asked it with a ping:
@@ -158,143 +158,215 @@ pub fn task_view(
     parties: Parties<'_>,
     now_ms: i64,
 ) -> TaskView {
-    let room = room_of(first).to_owned();
-    let mut chain: Vec<&EventRecord> = vec![first];
-    let mut in_chain: std::collections::HashSet<&str> = [first.id.as_str()].into();
-    let mut state = TaskState::Submitted;
-    let mut status_message: Option<&EventRecord> = None;
-    let mut status_ms = first.ts_ms;
-    let mut artifacts: Vec<&EventRecord> = Vec::new();
-    let mut open_ping = None;
-    let mut failed_at = None;
+    let mut fold = TaskFold::new(id, first.clone(), parties);
     for event in later {
-        if state.is_terminal() {
-            break;
+        fold.fold(event);
+    }
+    fold.view(now_ms)
+}
+
+/// A task being read: its events folded in one at a time, so a task followed for a while
+/// reads only what is new, and a long one is read page by page without holding its room.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskFold {
+    id: String,
+    requester: String,
+    target: String,
+    room: String,
+    /// The task's own messages (its first, the replies and follow-ups), in order.
+    chain: Vec<EventRecord>,
+    state: TaskState,
+    /// Index in `chain` of the message the status shows.
+    status_message: Option<usize>,
+    status_ms: i64,
+    /// Indexes in `chain` of the replies that are the task's artifacts.
+    artifacts: Vec<usize>,
+    open_ping: Option<(String, Vec<String>)>,
+    /// When an unanswered task's time to live ran out, seen from a later event.
+    failed_at: Option<i64>,
+    /// The last seq folded in.
+    pub read_to: u64,
+}
+
+impl TaskFold {
+    pub fn new(id: String, first: EventRecord, parties: Parties<'_>) -> TaskFold {
+        TaskFold {
+            id,
+            requester: parties.requester.to_owned(),
+            target: parties.target.to_owned(),
+            room: room_of(&first).to_owned(),
+            status_ms: first.ts_ms,
+            read_to: first.seq,
+            chain: vec![first],
+            state: TaskState::Submitted,
+            status_message: None,
+            artifacts: Vec::new(),
+            open_ping: None,
+            failed_at: None,
+        }
+    }
+
+    pub fn room(&self) -> &str {
+        &self.room
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether nothing later can change the task (it ended).
+    pub fn settled(&self) -> bool {
+        self.state.is_terminal() || self.failed_at.is_some()
+    }
+
+    fn in_chain(&self, id: &str) -> bool {
+        self.chain.iter().any(|event| event.id == id)
+    }
+
+    /// Folds in the room's next event.
+    pub fn fold(&mut self, event: &EventRecord) {
+        self.read_to = self.read_to.max(event.seq);
+        if self.settled() {
+            return;
         }
         // Unanswered past its time to live, the task failed then: what comes later is late.
-        if matches!(state, TaskState::Submitted | TaskState::Working)
-            && event.ts_ms.saturating_sub(status_ms) > TASK_TTL_MS
+        if matches!(self.state, TaskState::Submitted | TaskState::Working)
+            && event.ts_ms.saturating_sub(self.status_ms) > TASK_TTL_MS
         {
-            failed_at = Some(status_ms + TASK_TTL_MS);
-            break;
+            self.failed_at = Some(self.status_ms + TASK_TTL_MS);
+            return;
         }
         let body = body(event);
         let replies_in_task = body
             .get("reply_to")
             .and_then(Value::as_str)
-            .is_some_and(|to| in_chain.contains(to));
-        let change = if event.from == parties.target {
+            .is_some_and(|to| self.in_chain(to));
+        let at = self.chain.len();
+        let change = if event.from == self.target {
             match event.kind.as_str() {
                 "message" if replies_in_task => {
-                    chain.push(event);
-                    in_chain.insert(&event.id);
-                    open_ping = None;
+                    self.chain.push(event.clone());
+                    self.open_ping = None;
                     Some(match marked_state(&body) {
-                        Some("working") => (TaskState::Working, Some(event)),
-                        Some("input_required") => (TaskState::InputRequired, Some(event)),
-                        Some("failed") => (TaskState::Failed, Some(event)),
-                        Some("rejected") => (TaskState::Rejected, Some(event)),
+                        Some("working") => (TaskState::Working, Some(at)),
+                        Some("input_required") => (TaskState::InputRequired, Some(at)),
+                        Some("failed") => (TaskState::Failed, Some(at)),
+                        Some("rejected") => (TaskState::Rejected, Some(at)),
                         _ => {
-                            artifacts.push(event);
+                            self.artifacts.push(at);
                             (TaskState::Completed, None)
                         }
                     })
                 }
                 "ping" if replies_in_task => {
-                    chain.push(event);
-                    in_chain.insert(&event.id);
+                    self.chain.push(event.clone());
                     let ping = body.get("ping").and_then(Value::as_str).unwrap_or_default();
                     let options = body
                         .get("options")
                         .and_then(|options| serde_json::from_value(options.clone()).ok())
                         .unwrap_or_default();
-                    open_ping = Some((ping.to_owned(), options));
-                    Some((TaskState::InputRequired, Some(event)))
+                    self.open_ping = Some((ping.to_owned(), options));
+                    Some((TaskState::InputRequired, Some(at)))
                 }
                 "status"
-                    if state == TaskState::Submitted
+                    if self.state == TaskState::Submitted
                         && body.get("state").and_then(Value::as_str) == Some("working") =>
                 {
                     Some((TaskState::Working, None))
                 }
                 _ => None,
             }
-        } else if event.from == parties.requester && event.kind == "message" && replies_in_task {
-            chain.push(event);
-            in_chain.insert(&event.id);
-            open_ping = None;
+        } else if event.from == self.requester && event.kind == "message" && replies_in_task {
+            self.chain.push(event.clone());
+            self.open_ping = None;
             Some(match marked_state(&body) {
-                Some("canceled") => (TaskState::Canceled, Some(event)),
+                Some("canceled") => (TaskState::Canceled, Some(at)),
                 _ => (TaskState::Working, None),
             })
         } else {
             None
         };
-        if let Some((new, message)) = change {
-            state = new;
-            status_message = message;
-            status_ms = event.ts_ms;
+        if let Some((state, message)) = change {
+            self.state = state;
+            self.status_message = message;
+            self.status_ms = event.ts_ms;
         }
     }
-    let mut failed_by_time = None;
-    if failed_at.is_some()
-        || matches!(state, TaskState::Submitted | TaskState::Working)
-            && now_ms.saturating_sub(status_ms) > TASK_TTL_MS
-    {
-        state = TaskState::Failed;
-        status_ms += TASK_TTL_MS;
-        failed_by_time = Some(Message {
-            message_id: format!("{id}.expired"),
-            context_id: Some(room.clone()),
-            task_id: Some(id.clone()),
-            role: Role::Agent,
-            parts: vec![Part::text(
-                "the agent did not answer within 7 days; the task has failed",
-            )],
-            metadata: None,
-            extensions: None,
-            reference_task_ids: None,
-        });
-    }
-    let last_event = chain
-        .last()
-        .map_or_else(String::new, |event| event.id.clone());
-    let history = chain
-        .iter()
-        .map(|event| message_of(event, parties, Some(&id)))
-        .collect();
-    let artifacts: Vec<Artifact> = artifacts
-        .into_iter()
-        .map(|event| {
-            let message = message_of(event, parties, Some(&id));
-            Artifact {
-                artifact_id: event.id.clone(),
-                name: None,
-                description: None,
-                parts: message.parts,
+
+    /// The task as it stands, at `now_ms`.
+    pub fn view(&self, now_ms: i64) -> TaskView {
+        let parties = Parties {
+            requester: &self.requester,
+            target: &self.target,
+        };
+        let (id, room) = (&self.id, &self.room);
+        let mut state = self.state.clone();
+        let mut status_ms = self.status_ms;
+        let mut failed_by_time = None;
+        if self.failed_at.is_some()
+            || matches!(state, TaskState::Submitted | TaskState::Working)
+                && now_ms.saturating_sub(status_ms) > TASK_TTL_MS
+        {
+            state = TaskState::Failed;
+            status_ms += TASK_TTL_MS;
+            failed_by_time = Some(Message {
+                message_id: format!("{id}.expired"),
+                context_id: Some(room.clone()),
+                task_id: Some(id.clone()),
+                role: Role::Agent,
+                parts: vec![Part::text(
+                    "the agent did not answer within 7 days; the task has failed",
+                )],
                 metadata: None,
                 extensions: None,
-            }
-        })
-        .collect();
-    let status = TaskStatus {
-        state,
-        message: failed_by_time
-            .or_else(|| status_message.map(|event| message_of(event, parties, Some(&id)))),
-        timestamp: Some(timestamp(status_ms)),
-    };
-    TaskView {
-        at: Some((room.clone(), first.seq)),
-        task: Task {
-            id,
-            context_id: room,
-            status,
-            artifacts: (!artifacts.is_empty()).then_some(artifacts),
-            history: Some(history),
-            metadata: None,
-        },
-        last_event,
-        open_ping,
+                reference_task_ids: None,
+            });
+        }
+        let last_event = self
+            .chain
+            .last()
+            .map_or_else(String::new, |event| event.id.clone());
+        let history = self
+            .chain
+            .iter()
+            .map(|event| message_of(event, parties, Some(id)))
+            .collect();
+        let artifacts: Vec<Artifact> = self
+            .artifacts
+            .iter()
+            .map(|at| {
+                let event = &self.chain[*at];
+                Artifact {
+                    artifact_id: event.id.clone(),
+                    name: None,
+                    description: None,
+                    parts: message_of(event, parties, Some(id)).parts,
+                    metadata: None,
+                    extensions: None,
+                }
+            })
+            .collect();
+        let status = TaskStatus {
+            state,
+            message: failed_by_time.or_else(|| {
+                self.status_message
+                    .map(|at| message_of(&self.chain[at], parties, Some(id)))
+            }),
+            timestamp: Some(timestamp(status_ms)),
+        };
+        TaskView {
+            task: Task {
+                id: id.clone(),
+                context_id: room.clone(),
+                status,
+                artifacts: (!artifacts.is_empty()).then_some(artifacts),
+                history: Some(history),
+                metadata: None,
+            },
+            last_event,
+            open_ping: self.open_ping.clone(),
+            fold: Some(self.clone()),
+        }
     }
 }
 
@@ -363,7 +435,7 @@ pub fn held_view(
         reference_task_ids: None,
     };
     TaskView {
-        at: None,
+        fold: None,
         task: Task {
             id,
             context_id: request.id.clone(),
@@ -506,7 +578,7 @@ mod tests {
         let submitted = view(&[]);
         assert_eq!(submitted.task.status.state, TaskState::Submitted);
         assert_eq!(submitted.task.id, ID);
-        assert_eq!(submitted.at, Some((ROOM.to_owned(), 3)));
+        assert_eq!(submitted.fold.as_ref().map(TaskFold::room), Some(ROOM));
         assert_eq!(submitted.task.context_id, ROOM);
         // Others' talk in the room is not the task's.
         let noise = event(4, "p_other", "message", json!({"text": "lunch?"}));
@@ -667,6 +739,66 @@ mod tests {
         assert_eq!(task.history.unwrap()[0].parts, parts);
         assert!(text_of(&[Part::url("https://x")]).is_err());
         assert!(text_of(&[Part::raw(vec![1])]).is_err());
+    }
+
+    #[test]
+    fn folding_in_pages_of_any_size_gives_the_same_task_and_a_finished_one_reads_no_further() {
+        let first = event(3, "p_client", "message", json!({"text": "review this"}));
+        let later = vec![
+            event(4, "p_other", "message", json!({"text": "noise"})),
+            event(
+                5,
+                "p_agent",
+                "message",
+                json!({"text": "on it", "reply_to": "e_3", "x_a2a": {"state": "working"}}),
+            ),
+            event(
+                6,
+                "p_agent",
+                "ping",
+                json!({"ping": "q", "question": "which?", "reply_to": "e_5"}),
+            ),
+            event(
+                7,
+                "p_client",
+                "message",
+                json!({"text": "main", "reply_to": "e_6"}),
+            ),
+            event(
+                8,
+                "p_agent",
+                "message",
+                json!({"text": "done", "reply_to": "e_7"}),
+            ),
+            event(
+                9,
+                "p_agent",
+                "message",
+                json!({"text": "late", "reply_to": "e_3"}),
+            ),
+        ];
+        let whole = task_view(ID.into(), &first, &later, PARTIES, 10_000);
+        assert_eq!(whole.task.status.state, TaskState::Completed);
+        for cut in 0..=later.len() {
+            let mut fold = TaskFold::new(ID.into(), first.clone(), PARTIES);
+            for event in &later[..cut] {
+                fold.fold(event);
+            }
+            let partway = fold.view(10_000);
+            for event in &later[cut..] {
+                fold.fold(event);
+            }
+            assert_eq!(fold.view(10_000).task, whole.task, "cut at {cut}");
+            assert_eq!(
+                partway.fold.unwrap().read_to,
+                if cut == 0 { 3 } else { later[cut - 1].seq }
+            );
+        }
+        let mut fold = TaskFold::new(ID.into(), first, PARTIES);
+        for event in &later[..5] {
+            fold.fold(event);
+        }
+        assert!(fold.settled(), "completed at seq 8: nothing later matters");
     }
 
     #[test]
