@@ -26,6 +26,117 @@ use roundtable_protocol::model::DirectoryEntry;
 pub struct Gateway {
     context: Arc<SessionContext>,
     via: Via,
+    known: Arc<KnownTokens>,
+}
+
+/// Tokens the writer has accepted lately, so each HTTP request does not take a writer batch
+/// to check its token again. Exact on revocation: every revocation, rotation or stop closes
+/// its principal's connections through the dispatcher, which tells the gateways before the
+/// revoker's `ok` leaves; a token check drains those closes before it trusts an entry. An
+/// entry also lasts a minute at most.
+#[derive(Debug)]
+struct KnownTokens {
+    entries: std::sync::Mutex<KnownEntries>,
+}
+
+#[derive(Debug)]
+struct KnownEntries {
+    by_hash: rustc_hash::FxHashMap<crate::ids::TokenHash, (PrincipalRecord, std::time::Instant)>,
+    closes: tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>,
+    /// How many closes were seen, and the last few: a token checked by the writer is not
+    /// remembered if its principal was closed since the check began.
+    closes_seen: u64,
+    recent_closes: std::collections::VecDeque<(u64, std::sync::Arc<str>)>,
+}
+
+/// Closes remembered to decide on a token checked meanwhile.
+const RECENT_CLOSES: usize = 1024;
+
+/// How long an accepted token is trusted without the writer.
+const KNOWN_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Tokens remembered at most (then forgotten all at once).
+const KNOWN_MAX: usize = 10_000;
+
+impl KnownTokens {
+    fn lock(&self) -> std::sync::MutexGuard<'_, KnownEntries> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The principal of a token accepted lately and not closed since.
+    fn get(&self, hash: &crate::ids::TokenHash) -> Option<PrincipalRecord> {
+        let mut entries = self.lock();
+        entries.forget_closed();
+        match entries.by_hash.get(hash) {
+            Some((principal, at)) if at.elapsed() < KNOWN_FOR => Some(principal.clone()),
+            _ => None,
+        }
+    }
+
+    /// Where the closes are now: give it back to [`KnownTokens::put`].
+    fn mark(&self) -> u64 {
+        let mut entries = self.lock();
+        entries.forget_closed();
+        entries.closes_seen
+    }
+
+    /// Remembers a token the writer accepted after `mark`, unless its principal was closed
+    /// since (or too many closes came to tell).
+    fn put(&self, hash: crate::ids::TokenHash, principal: PrincipalRecord, mark: u64) {
+        let mut entries = self.lock();
+        entries.forget_closed();
+        // Every close since `mark` is still in the ring (none, or the ring reaches back).
+        let told = entries.closes_seen == mark
+            || entries
+                .recent_closes
+                .front()
+                .is_some_and(|(first, _)| *first <= mark + 1);
+        let closed_since = entries
+            .recent_closes
+            .iter()
+            .any(|(seen, closed)| *seen > mark && **closed == *principal.id);
+        if !told || closed_since {
+            return;
+        }
+        if entries.by_hash.len() >= KNOWN_MAX {
+            entries.by_hash.clear();
+        }
+        entries
+            .by_hash
+            .insert(hash, (principal, std::time::Instant::now()));
+    }
+}
+
+impl KnownEntries {
+    /// Forgets the tokens of every principal whose connections were closed since the last
+    /// look (all of them, if too many closes came to tell).
+    fn forget_closed(&mut self) {
+        use tokio::sync::broadcast::error::TryRecvError;
+        loop {
+            match self.closes.try_recv() {
+                Ok(closed) => {
+                    self.by_hash
+                        .retain(|_, (principal, _)| *principal.id != *closed.principal);
+                    self.closes_seen += 1;
+                    self.recent_closes
+                        .push_back((self.closes_seen, closed.principal));
+                    if self.recent_closes.len() > RECENT_CLOSES {
+                        self.recent_closes.pop_front();
+                    }
+                }
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+                Err(TryRecvError::Lagged(missed)) => {
+                    // Closes missed: nothing remembered can be trusted, nor any check
+                    // under way.
+                    self.by_hash.clear();
+                    self.closes_seen += missed + RECENT_CLOSES as u64;
+                    self.recent_closes.clear();
+                }
+            }
+        }
+    }
 }
 
 /// The connection id of gateway callers: no connection has it (sessions count from 1), so
@@ -41,7 +152,19 @@ fn stopping() -> Refusal {
 
 impl Gateway {
     pub fn new(context: Arc<SessionContext>, via: Via) -> Gateway {
-        Gateway { context, via }
+        let known = Arc::new(KnownTokens {
+            entries: std::sync::Mutex::new(KnownEntries {
+                by_hash: Default::default(),
+                closes: context.dispatch.watch_closes(),
+                closes_seen: 0,
+                recent_closes: Default::default(),
+            }),
+        });
+        Gateway {
+            context,
+            via,
+            known,
+        }
     }
 
     pub fn context(&self) -> &Arc<SessionContext> {
@@ -55,6 +178,11 @@ impl Gateway {
         &self,
         token: &str,
     ) -> Result<(Arc<Caller>, PrincipalRecord), Refusal> {
+        let hash = crate::ids::TokenHash::of(token);
+        if let Some(principal) = self.known.get(&hash) {
+            return Ok((Arc::new(self.caller(&principal)), principal));
+        }
+        let mark = self.known.mark();
         let (reply, answer) = oneshot::channel();
         if !self.context.writer.submit(Request::Authenticate {
             token: token.to_owned(),
@@ -64,6 +192,7 @@ impl Gateway {
             return Err(stopping());
         }
         let principal = answer.await.map_err(|_| stopping())??;
+        self.known.put(hash, principal.clone(), mark);
         Ok((Arc::new(self.caller(&principal)), principal))
     }
 
@@ -262,4 +391,91 @@ const HISTORY_PAGE: usize = 500;
 
 fn read_failed() -> Refusal {
     Refusal::new(ErrorCode::Internal, "the hub could not read; retry")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::PrincipalClosed;
+    use roundtable_protocol::CloseCode;
+
+    fn principal(id: &str) -> PrincipalRecord {
+        PrincipalRecord {
+            id: id.into(),
+            kind: roundtable_protocol::model::PrincipalKind::User,
+            handle: id.into(),
+            name: id.into(),
+            owner: None,
+            discoverable: Default::default(),
+            description: None,
+            card: None,
+            created_ms: 0,
+        }
+    }
+
+    fn known() -> (KnownTokens, tokio::sync::broadcast::Sender<PrincipalClosed>) {
+        let (closes, receiver) = tokio::sync::broadcast::channel(4);
+        let known = KnownTokens {
+            entries: std::sync::Mutex::new(KnownEntries {
+                by_hash: Default::default(),
+                closes: receiver,
+                closes_seen: 0,
+                recent_closes: Default::default(),
+            }),
+        };
+        (known, closes)
+    }
+
+    fn close(closes: &tokio::sync::broadcast::Sender<PrincipalClosed>, id: &str) {
+        closes
+            .send(PrincipalClosed {
+                principal: Arc::from(id),
+                code: CloseCode::TokenRevoked,
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_close_forgets_its_principal_s_tokens_at_the_next_look() {
+        let (known, closes) = known();
+        let (dana, erin) = (
+            crate::ids::TokenHash::of("rt_dana"),
+            crate::ids::TokenHash::of("rt_erin"),
+        );
+        let mark = known.mark();
+        known.put(dana, principal("p_dana"), mark);
+        known.put(erin, principal("p_erin"), mark);
+        assert!(known.get(&dana).is_some());
+        close(&closes, "p_dana");
+        assert!(
+            known.get(&dana).is_none(),
+            "revoked: the writer decides again"
+        );
+        assert!(known.get(&erin).is_some());
+    }
+
+    #[test]
+    fn a_token_checked_while_its_principal_was_closed_is_not_remembered() {
+        let (known, closes) = known();
+        let hash = crate::ids::TokenHash::of("rt_dana");
+        let mark = known.mark();
+        // The writer accepted it; the revocation lands before the answer is remembered,
+        // and someone else's look drains it first.
+        close(&closes, "p_dana");
+        assert!(known.get(&crate::ids::TokenHash::of("rt_other")).is_none());
+        known.put(hash, principal("p_dana"), mark);
+        assert!(known.get(&hash).is_none());
+        // Closes missed altogether (the channel lagged): nothing is trusted either.
+        let mark = known.mark();
+        for _ in 0..6 {
+            close(&closes, "p_someone");
+        }
+        assert!(known.get(&hash).is_none());
+        known.put(hash, principal("p_dana"), mark);
+        assert!(known.get(&hash).is_none());
+        // With nothing closed meanwhile, it is remembered.
+        let mark = known.mark();
+        known.put(hash, principal("p_dana"), mark);
+        assert!(known.get(&hash).is_some());
+    }
 }
