@@ -312,10 +312,12 @@ impl ReadStore for PostgresReader {
         let (before_ms, before_id) = before.unwrap_or((i64::MAX, String::new()));
         let unbounded = before_id.is_empty();
         let limit = limit.min(i64::MAX as usize) as i64;
+        let bound = crate::store::key_prefix_bound(prefix);
         let events = self.read(async |tx| {
             let sql = format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE sender = $1 \
-                 AND starts_with(client_key, 'a2a:') AND starts_with(client_key, $2) \
+                 AND starts_with(client_key, 'a2a:') AND client_key COLLATE \"C\" >= $2 \
+                 AND client_key COLLATE \"C\" < $7 \
                  AND ($5 OR ts_ms < $3 OR (ts_ms = $3 AND id COLLATE \"C\" < $4)) \
                  ORDER BY ts_ms DESC, id COLLATE \"C\" DESC LIMIT $6"
             );
@@ -323,7 +325,7 @@ impl ReadStore for PostgresReader {
             each_row(
                 tx,
                 &sql,
-                &[&sender, &prefix, &before_ms, &before_id, &unbounded, &limit],
+                &[&sender, &prefix, &before_ms, &before_id, &unbounded, &limit, &bound],
                 |row| {
                     events.push(event_from_row(row)?);
                     Ok(true)

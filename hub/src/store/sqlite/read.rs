@@ -227,7 +227,7 @@ impl ReadStore for SqliteReader {
         let result = self.with_connection(|conn| {
             let sql = format!(
                 "SELECT {EVENT_COLUMNS} FROM events INDEXED BY events_a2a_keys \
-                 WHERE sender = ?1 AND client_key >= 'a2a:' AND client_key < 'a2a;' \
+                 WHERE sender = ?1 AND substr(client_key, 1, 4) = 'a2a:' \
                  AND client_key >= ?2 AND client_key < ?3 \
                  AND (?6 OR ts_ms < ?4 OR (ts_ms = ?4 AND id < ?5)) \
                  ORDER BY ts_ms DESC, id DESC LIMIT ?7"
