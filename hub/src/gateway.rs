@@ -286,9 +286,12 @@ impl Gateway {
         });
     }
 
-    /// The events of `room` after `after` that `caller` may see, ascending, at most
-    /// `max_events` (read in pages). `NotFound` and `NotMember` as `history` refuses them.
-    pub async fn room_events(
+    /// The events of `room` after `after`, ascending, at most `max_events` (read in pages),
+    /// if `caller` is a member: `NotFound` and `NotMember` as `history` refuses them. Unlike
+    /// `history`, an agent's routing does not filter them: the caller is a task's requester
+    /// looking for the replies to its own messages, which it must see even when they do not
+    /// mention it (the task keeps nothing else).
+    pub async fn room_events_for_task(
         &self,
         caller: &Caller,
         room: &str,
@@ -300,7 +303,7 @@ impl Gateway {
         loop {
             let reader = self.context.reader.clone();
             let principal = caller.id.clone();
-            let is_agent = caller.kind == roundtable_protocol::model::PrincipalKind::Agent;
+            let is_agent = false;
             let room_id = room.to_owned();
             let limit = HISTORY_PAGE.min(max_events.saturating_sub(events.len()).max(1)) as u32;
             let range = HistoryRange {
@@ -386,7 +389,7 @@ impl Gateway {
     }
 }
 
-/// Events read per page by [`Gateway::room_events`].
+/// Events read per page by [`Gateway::room_events_for_task`].
 const HISTORY_PAGE: usize = 500;
 
 fn read_failed() -> Refusal {

@@ -231,7 +231,7 @@ impl RoomTasks {
     ) -> Result<Vec<EventRecord>, A2AError> {
         match self
             .gateway
-            .room_events(&who.caller, room, after, TASK_PAGE)
+            .room_events_for_task(&who.caller, room, after, TASK_PAGE)
             .await
         {
             Ok(events) => Ok(events),

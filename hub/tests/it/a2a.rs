@@ -1249,3 +1249,58 @@ async fn one_message_id_to_two_agents_is_two_tasks_and_a_left_room_s_task_is_aud
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_agent_asking_in_a_room_of_three_sees_its_task_answered_without_being_mentioned() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let mut dana = login(&world.hub, &world.dana, "laptop").await;
+    let scout = register(&mut dana, "scout", Discoverable::Private, None).await;
+    // dana's room with both her agents: scout (which routes on mentions) asks the reviewer.
+    let room = crate::support::room(&mut dana, &["dana/scout", "dana/reviewer"]).await;
+    let asked = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&scout.token),
+        "SendMessage",
+        json!({"message": {"messageId": "three-1", "role": "ROLE_USER", "contextId": room,
+               "parts": [{"text": "which crate?"}]},
+               "configuration": {"returnImmediately": true}}),
+    )
+    .await
+    .json();
+    let task = asked["result"]["task"].clone();
+    assert_eq!(task["contextId"], room.as_str(), "{asked}");
+    let first = world.hub.select(&format!(
+        "SELECT id FROM events WHERE stream = '{room}' AND kind = 'message'"
+    ));
+    // The reviewer answers with reply_to alone, mentioning no one.
+    let mut reviewer = login(&world.hub, &world.reviewer.token, "reviewer").await;
+    let id = reviewer.id();
+    reviewer
+        .ok(ClientFrame::Send(roundtable_protocol::client::SendCmd {
+            id,
+            room: room.clone(),
+            client_key: "reply-three-1".into(),
+            kind: "message".into(),
+            body: json!({"text": "the hub's", "reply_to": first[0][0]}),
+        }))
+        .await;
+    let got = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&scout.token),
+        "GetTask",
+        json!({"id": task["id"]}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    assert_eq!(
+        got["result"]["artifacts"][0]["parts"][0]["text"],
+        "the hub's"
+    );
+}

@@ -325,7 +325,9 @@ impl ReadStore for PostgresReader {
             each_row(
                 tx,
                 &sql,
-                &[&sender, &prefix, &before_ms, &before_id, &unbounded, &limit, &bound],
+                &[
+                    &sender, &prefix, &before_ms, &before_id, &unbounded, &limit, &bound,
+                ],
                 |row| {
                     events.push(event_from_row(row)?);
                     Ok(true)
