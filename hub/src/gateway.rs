@@ -359,6 +359,33 @@ impl Gateway {
         }
     }
 
+    /// The agents `viewer` may see (`None`: public ones), matching `query` as the directory
+    /// matches it, by handle, at most `limit`.
+    pub async fn visible_agents(
+        &self,
+        viewer: Option<&Caller>,
+        query: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<DirectoryEntry>, Refusal> {
+        let query = DirectoryQuery {
+            viewer: viewer.map(|caller| caller.id.clone()).unwrap_or_default(),
+            handle: None,
+            agents_only: true,
+            query,
+            limit,
+            now_ms: crate::unix_ms(),
+        };
+        let reader = self.context.reader.clone();
+        match tokio::task::spawn_blocking(move || reader.directory(&query)).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "directory read failed");
+                Err(read_failed())
+            }
+            Err(_) => Err(read_failed()),
+        }
+    }
+
     /// The principal a handle names, if `viewer` may see it (`None`: an anonymous viewer,
     /// who sees public principals only). An invisible principal and a missing one are
     /// both `None`: the caller cannot tell them apart.
@@ -373,6 +400,7 @@ impl Gateway {
         let query = DirectoryQuery {
             viewer: viewer.map(|caller| caller.id.clone()).unwrap_or_default(),
             handle: Some(handle.to_owned()),
+            agents_only: false,
             query: None,
             limit: 1,
             now_ms: crate::unix_ms(),

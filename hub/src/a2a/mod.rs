@@ -88,6 +88,7 @@ pub fn router(context: Arc<SessionContext>) -> Router {
         .merge(a2a_server::rest::rest_router(handler));
     let state = Arc::new(A2aState { gateway, endpoint });
     Router::new()
+        .route("/a2a/agents", axum::routing::get(registry))
         .route("/a2a/{owner}/{name}", axum::routing::any(agent))
         .route("/a2a/{owner}/{name}/{*rest}", axum::routing::any(agent))
         .route("/a2a/{owner}", axum::routing::any(not_found))
@@ -120,6 +121,67 @@ async fn agent(State(state): State<Arc<A2aState>>, request: Request) -> Response
 /// Marks a response that came from the endpoint, not from the gate's refusals.
 #[derive(Debug, Clone, Copy)]
 struct PastTheGate;
+
+/// The most cards `/a2a/agents` gives at once, and by default.
+const REGISTRY_MAX: usize = 200;
+const REGISTRY_DEFAULT: usize = 50;
+
+/// `GET /a2a/agents?query=&limit=`: the cards of the agents the caller may see (anonymous:
+/// public ones), by handle, matching the query as the directory matches it. A2A defines no
+/// registry API; this one answers `{"agents": [card, …]}`.
+async fn registry(
+    State(state): State<Arc<A2aState>>,
+    axum::extract::Query(params): axum::extract::Query<std::collections::HashMap<String, String>>,
+    request: Request,
+) -> Response {
+    let headers = request.headers();
+    let peer = request.extensions().get::<Arc<Peer>>().cloned();
+    let caller = match caller_of(&state, headers, peer.as_ref()).await {
+        Ok(caller) => caller.map(|(caller, _)| caller),
+        Err(response) => return response,
+    };
+    let limit = params
+        .get("limit")
+        .and_then(|limit| limit.parse::<usize>().ok())
+        .unwrap_or(REGISTRY_DEFAULT)
+        .clamp(1, REGISTRY_MAX);
+    let query = params
+        .get("query")
+        .map(|query| query.trim().to_lowercase())
+        .filter(|query| !query.is_empty());
+    let found = match state
+        .gateway
+        .visible_agents(caller.as_deref(), query, limit)
+        .await
+    {
+        Ok(found) => found,
+        Err(refusal) => return refusal_response(&refusal),
+    };
+    let origin = card::Origin {
+        base_url: base_url(state.gateway.context(), headers),
+        organization: organization(state.gateway.context(), headers),
+    };
+    let cards: Vec<serde_json::Value> = found
+        .iter()
+        .map(|agent| {
+            serde_json::from_str(&card::agent_card(agent, &origin).json)
+                .unwrap_or(serde_json::Value::Null)
+        })
+        .collect();
+    let cache = if caller.is_some() {
+        "private, max-age=60"
+    } else {
+        "public, max-age=60"
+    };
+    let mut response = axum::Json(serde_json::json!({ "agents": cards })).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Authorization"));
+    response
+}
 
 /// Where each agent's card is, under its path.
 const WELL_KNOWN_CARD: &str = "/.well-known/agent-card.json";

@@ -284,6 +284,7 @@ pub(super) async fn serve_directory(
     let query = DirectoryQuery {
         viewer: caller.id.clone(),
         handle: None,
+        agents_only: false,
         query: directory
             .query
             .as_deref()

@@ -782,6 +782,7 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             .directory(&DirectoryQuery {
                 viewer: viewer.into(),
                 handle: None,
+                agents_only: false,
                 query: query.map(str::to_owned),
                 limit: 10,
                 now_ms: 100,
@@ -825,6 +826,7 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             .directory(&DirectoryQuery {
                 viewer: viewer.into(),
                 handle: Some(handle.into()),
+                agents_only: false,
                 query: None,
                 limit: 1,
                 now_ms: 100,
@@ -850,6 +852,25 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
         directory("u", Some("w")),
         [("w".to_owned(), ContactRelation::None)],
         "the search still leaves the viewer out and finds the public one"
+    );
+    let agents = backend
+        .reader
+        .directory(&DirectoryQuery {
+            viewer: "u".into(),
+            handle: None,
+            agents_only: true,
+            query: None,
+            limit: 10,
+            now_ms: 100,
+        })
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.id)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        agents,
+        ["a", "w"],
+        "agents only: the viewer's own and the public one"
     );
 
     let audit = |viewer: &str, principal: Option<&str>, since_ms: Option<i64>| {

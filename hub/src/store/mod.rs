@@ -499,6 +499,8 @@ pub struct DirectoryQuery {
     pub viewer: String,
     /// Exactly this handle (an agent card's lookup), the viewer itself included.
     pub handle: Option<String>,
+    /// Agents only (the A2A registry).
+    pub agents_only: bool,
     /// Lower case, trimmed, not empty; `None` lists everyone the viewer may see.
     pub query: Option<String>,
     pub limit: usize,

@@ -1304,3 +1304,66 @@ async fn an_agent_asking_in_a_room_of_three_sees_its_task_answered_without_being
         "the hub's"
     );
 }
+
+#[tokio::test]
+async fn the_registry_lists_the_cards_of_the_agents_the_caller_may_see() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let list = |token: Option<String>, query: &'static str| async move {
+        let authorization = token.map(|token| bearer(&token));
+        let headers: Vec<(&str, &str)> = authorization
+            .iter()
+            .map(|value| ("Authorization", value.as_str()))
+            .collect();
+        let response = http_raw(addr, "GET", &format!("/a2a/agents{query}"), &headers, None)
+            .await
+            .unwrap();
+        assert_eq!(response.status, 200, "{}", response.body);
+        let cards = response.json()["agents"].as_array().unwrap().clone();
+        for card in &cards {
+            let violations = a2acli::card_schema::validate_agent_card(card).unwrap();
+            assert!(violations.is_empty(), "{violations:?}");
+        }
+        cards
+            .iter()
+            .map(|card| {
+                card["capabilities"]["extensions"][0]["params"]["handle"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        list(None, "").await,
+        ["dana/reviewer"],
+        "anonymous: public agents"
+    );
+    assert_eq!(list(Some(world.frank.clone()), "").await, ["dana/reviewer"]);
+    assert_eq!(
+        list(Some(world.dana.clone()), "").await,
+        ["dana/reviewer", "dana/secret"],
+        "their owner sees both, and no users"
+    );
+    assert_eq!(
+        list(Some(world.dana.clone()), "?query=secret").await,
+        ["dana/secret"]
+    );
+    assert_eq!(
+        list(Some(world.dana.clone()), "?limit=1").await,
+        ["dana/reviewer"]
+    );
+    let forged = http_raw(
+        addr,
+        "GET",
+        "/a2a/agents",
+        &[(
+            "Authorization",
+            "Bearer rt_forged_token_forged_token_forged_0000",
+        )],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(forged.status, 401);
+}

@@ -244,7 +244,8 @@ impl ReadStore for PostgresReader {
                 "SELECT id, kind, handle, name, owner, description, card, \
                  coalesce(owner, id) = $2, {is_contact} \
                  FROM principals WHERE (id != $1 OR $3::text IS NOT NULL) \
-                 AND ($3::text IS NULL OR handle = $3) AND (coalesce(owner, id) = $2 \
+                 AND ($3::text IS NULL OR handle = $3) AND (NOT $4 OR kind = 'agent') \
+                 AND (coalesce(owner, id) = $2 \
                  OR discoverable = 'public' OR (discoverable = 'contacts' AND ({is_contact} \
                  OR {owner_is_contact}))) ORDER BY handle",
                 is_contact = contact.replace("{x}", "id"),
@@ -254,7 +255,12 @@ impl ReadStore for PostgresReader {
             each_row(
                 tx,
                 &sql,
-                &[&query.viewer, &viewer_owner, &query.handle],
+                &[
+                    &query.viewer,
+                    &viewer_owner,
+                    &query.handle,
+                    &query.agents_only,
+                ],
                 |row| {
                     if entries.len() >= query.limit {
                         return Ok(false);

@@ -148,7 +148,8 @@ impl ReadStore for SqliteReader {
                 "SELECT id, kind, handle, name, owner, description, card, \
                  coalesce(owner, id) = ?2, {is_contact} \
                  FROM principals WHERE (id != ?1 OR ?3 IS NOT NULL) \
-                 AND (?3 IS NULL OR handle = ?3) AND (coalesce(owner, id) = ?2 \
+                 AND (?3 IS NULL OR handle = ?3) AND (NOT ?4 OR kind = 'agent') \
+                 AND (coalesce(owner, id) = ?2 \
                  OR discoverable = 'public' OR (discoverable = 'contacts' AND ({is_contact} \
                  OR {owner_is_contact}))) ORDER BY handle",
                 is_contact = contact.replace("{x}", "id"),
@@ -156,7 +157,12 @@ impl ReadStore for SqliteReader {
             );
             let mut statement = tx.prepare_cached(&sql).map_err(StoreError::from)?;
             let mut rows = statement
-                .query(params![query.viewer, viewer_owner, query.handle])
+                .query(params![
+                    query.viewer,
+                    viewer_owner,
+                    query.handle,
+                    query.agents_only
+                ])
                 .map_err(StoreError::from)?;
             let mut entries = Vec::new();
             while entries.len() < query.limit {
