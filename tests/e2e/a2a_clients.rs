@@ -24,7 +24,7 @@ fn driver() -> PathBuf {
 }
 
 /// Runs one step of the driver against `owner/name` and returns what it printed.
-async fn a2a(hub: &str, handle: &str, token: &str, step: &[&str]) -> Value {
+pub(crate) async fn a2a(hub: &str, handle: &str, token: &str, step: &[&str]) -> Value {
     let output = tokio::time::timeout(
         Duration::from_secs(120),
         tokio::process::Command::new(test_python())

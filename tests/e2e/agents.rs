@@ -1345,3 +1345,82 @@ async fn after_onboarding_for_the_whole_user_a_teams_session_is_its_runners_agen
     );
     assert_eq!(by_session.as_array().unwrap().len(), 1, "{by_session}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_clients_task_is_completed_by_a_headless_agent_under_the_runner() {
+    use roundtable_protocol::client::{ClientFrame, ContactRequestCmd, ContactRespond, ProfileSet};
+    // A missing answer shows as a task still submitted after 20 s, not a test that hangs.
+    let hub = Hub::start(&["--a2a-block-max", "20"]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    machine
+        .ok(
+            "dana",
+            &["agents", "onboard", "codex", "--name", "reviewer"],
+        )
+        .await;
+    // dana makes her reviewer public; erin, from another framework, asks to be its contact.
+    let dana_token = machine.home.profile("dana").token.expose().to_owned();
+    let mut dana = roundtable_testkit::Client::connect(&hub.ws_url())
+        .await
+        .unwrap();
+    dana.auth(&dana_token, "laptop").await.unwrap();
+    let reviewer = machine.home.profile("dana.reviewer").principal.clone();
+    let id = dana.id();
+    dana.ok(ClientFrame::ProfileSet(ProfileSet {
+        id,
+        principal: Some(reviewer),
+        name: None,
+        discoverable: Some(roundtable_protocol::model::Discoverable::Public),
+    }))
+    .await;
+    let erin = roundtable_testkit::signup(hub.addr().parse().unwrap(), "erin")
+        .await
+        .unwrap();
+    let mut erin_ws = roundtable_testkit::Client::connect(&hub.ws_url())
+        .await
+        .unwrap();
+    erin_ws.auth(&erin.token, "laptop").await.unwrap();
+    let id = erin_ws.id();
+    let request: roundtable_protocol::server::ContactRequestOk = erin_ws
+        .ok(ClientFrame::ContactRequest(ContactRequestCmd {
+            id,
+            to: "dana/reviewer".into(),
+            message: None,
+        }))
+        .await
+        .decode()
+        .unwrap();
+    let id = dana.id();
+    dana.ok(ClientFrame::ContactRespond(ContactRespond {
+        id,
+        request: request.request.id,
+        accept: true,
+    }))
+    .await;
+
+    // The reviewer runs headless under `roundtable run`; its CLI answers every message.
+    let workdir = machine.file("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let mut runner = machine
+        .command("dana", &["run", "--agent", "dana/reviewer"])
+        .current_dir(&workdir)
+        .env("FAKE_AGENT_REPLY", "reviewed: ship it")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+
+    // erin's A2A client asks and waits: the runner's reply completes the task.
+    let url = format!("http://{}", hub.addr());
+    let task = crate::a2a_clients::a2a(
+        &url,
+        "dana/reviewer",
+        &erin.token,
+        &["block", "pr-42", "please review PR 42"],
+    )
+    .await;
+    assert_eq!(task["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"], serde_json::json!(["reviewed: ship it"]));
+    let _ = runner.start_kill();
+    let _ = runner.wait().await;
+}

@@ -332,8 +332,20 @@ impl Core {
             return Ok(Handled::Done);
         }
         if let Some(reply) = turn.reply.filter(|reply| !reply.trim().is_empty()) {
-            self.post_reply(room, &reply_key(room, last), &reply, settings.first_retry)
-                .await?;
+            // The reply answers the last message it was woken for: clients that follow a
+            // question (an A2A task, say) see it answered.
+            let answers = messages
+                .iter()
+                .filter(|message| message.seq == Some(last))
+                .find_map(|message| message.id.as_deref());
+            self.post_reply(
+                room,
+                &reply_key(room, last),
+                &reply,
+                answers,
+                settings.first_retry,
+            )
+            .await?;
         }
         self.mark_read(room, last).await?;
         Ok(Handled::Done)
@@ -346,11 +358,14 @@ impl Core {
         room: &str,
         key: &str,
         reply: &str,
+        answers: Option<&str>,
         first_retry: Duration,
     ) -> Result<(), CoreError> {
-        let n = self
-            .send_with_key(room, key, "message", json!({ "text": reply }))
-            .await?;
+        let mut body = json!({ "text": reply });
+        if let Some(answers) = answers {
+            body["reply_to"] = json!(answers);
+        }
+        let n = self.send_with_key(room, key, "message", body).await?;
         let mut attempt = 0;
         loop {
             match self.deliver(n, crate::client::PATIENCE).await {
