@@ -467,6 +467,10 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
         "{reply}"
     );
     assert!(item["seq"].as_u64().is_some(), "{reply}");
+    assert!(
+        item["id"].as_str().is_some_and(|id| id.starts_with("e_")),
+        "the id a reply answers with: {reply}"
+    );
     // One that arrives while the hook listens blocks the stop as well.
     let listening = hook("Stop");
     let writer = async {
