@@ -363,6 +363,19 @@ impl Dispatcher {
         // Gather each connection's items, then queue them with one push: one wake-up of
         // its sink per batch, not one per item.
         let mut queued = std::mem::take(&mut self.queued);
+        // The gateways hear of closes first, before any reply of the batch leaves: a
+        // revoker that has its `ok` finds the old token refused everywhere in this process.
+        if self.closed.receiver_count() > 0 {
+            for delivery in &deliveries {
+                if let Delivery::Effect(crate::engine::Effect::Close { principal, code }) = delivery
+                {
+                    let _ = self.closed.send(PrincipalClosed {
+                        principal: Arc::from(principal.as_str()),
+                        code: *code,
+                    });
+                }
+            }
+        }
         let mut closes = Vec::new();
         for delivery in deliveries {
             match delivery {
@@ -425,12 +438,6 @@ impl Dispatcher {
                 }
             }
             Delivery::Effect(crate::engine::Effect::Close { principal, code }) => {
-                if self.closed.receiver_count() > 0 {
-                    let _ = self.closed.send(PrincipalClosed {
-                        principal: Arc::from(principal.as_str()),
-                        code,
-                    });
-                }
                 for id in self
                     .by_principal
                     .get(principal.as_str())

@@ -30,10 +30,11 @@ pub struct Gateway {
 }
 
 /// Tokens the writer has accepted lately, so each HTTP request does not take a writer batch
-/// to check its token again. Exact on revocation: every revocation, rotation or stop closes
-/// its principal's connections through the dispatcher, which tells the gateways before the
-/// revoker's `ok` leaves; a token check drains those closes before it trusts an entry. An
-/// entry also lasts a minute at most.
+/// to check its token again (a hub alone on its store; in a cluster every check is the
+/// writer's). Exact on revocation: every revocation, rotation or stop closes its principal's
+/// connections through the dispatcher, which tells the gateways before any reply of the
+/// batch leaves; a token check drains those closes before it trusts an entry. An entry also
+/// lasts a minute at most.
 #[derive(Debug)]
 struct KnownTokens {
     entries: std::sync::Mutex<KnownEntries>,
@@ -179,7 +180,11 @@ impl Gateway {
         token: &str,
     ) -> Result<(Arc<Caller>, PrincipalRecord), Refusal> {
         let hash = crate::ids::TokenHash::of(token);
-        if let Some(principal) = self.known.get(&hash) {
+        // One of several hub processes checks every token with its writer, which applies the
+        // others' batches first: another process's revocation may reach this one's
+        // dispatcher later than its `ok` reaches the revoker.
+        let remembers = self.context.config.node.is_none();
+        if remembers && let Some(principal) = self.known.get(&hash) {
             return Ok((Arc::new(self.caller(&principal)), principal));
         }
         let mark = self.known.mark();
@@ -192,7 +197,9 @@ impl Gateway {
             return Err(stopping());
         }
         let principal = answer.await.map_err(|_| stopping())??;
-        self.known.put(hash, principal.clone(), mark);
+        if remembers {
+            self.known.put(hash, principal.clone(), mark);
+        }
         Ok((Arc::new(self.caller(&principal)), principal))
     }
 

@@ -766,9 +766,20 @@ impl RequestHandler for RoomTasks {
         }
         let mut watch = self.gateway.context().dispatch.watch_rooms();
         let until = tokio::time::Instant::now() + self.gateway.context().config.a2a_block_max;
+        // A caller closed meanwhile (revoked, rotated, stopped) waits no more.
+        let mut ends = Ends {
+            stopping: self.gateway.context().stopping.subscribe(),
+            closes: super::take_closes()
+                .unwrap_or_else(|| self.gateway.context().dispatch.watch_closes()),
+            principal: who.caller.id.clone(),
+        };
         let mut view = view;
         while !task::stream_ends(&view.task) {
-            match self.next_view(&who, &view, &mut watch, until).await? {
+            let next = tokio::select! {
+                next = self.next_view(&who, &view, &mut watch, until) => next?,
+                () = ends.reached() => break,
+            };
+            match next {
                 Some(now) => view = now,
                 None => break,
             }
