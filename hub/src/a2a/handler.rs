@@ -71,6 +71,32 @@ pub struct RoomTasks {
     /// One lock per (caller, agent) while their A2A room is found or made, so two first
     /// messages at once make one room.
     pair_rooms: Arc<Mutex<PairLocks>>,
+    /// Tasks as last read, by (caller, task): a task read again is read on from there, not
+    /// from its first message (memory only, bounded; a miss reads the task whole).
+    folds: Arc<Mutex<Folds>>,
+}
+
+/// The last folds read, at most [`FOLDS_KEPT`], the oldest forgotten first.
+#[derive(Debug, Default)]
+struct Folds {
+    by_task: HashMap<(String, String), task::TaskFold>,
+    order: std::collections::VecDeque<(String, String)>,
+}
+
+/// Task folds kept in memory.
+const FOLDS_KEPT: usize = 4096;
+
+impl Folds {
+    fn put(&mut self, key: (String, String), fold: task::TaskFold) {
+        if self.by_task.insert(key.clone(), fold).is_none() {
+            self.order.push_back(key);
+            while self.order.len() > FOLDS_KEPT {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.by_task.remove(&oldest);
+                }
+            }
+        }
+    }
 }
 
 type PairLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
@@ -156,6 +182,7 @@ impl RoomTasks {
         RoomTasks {
             gateway,
             pair_rooms: Arc::new(Mutex::new(HashMap::new())),
+            folds: Arc::new(Mutex::new(Folds::default())),
         }
     }
 
@@ -260,6 +287,25 @@ impl RoomTasks {
         room: &str,
         seq: u64,
     ) -> Result<TaskView, A2AError> {
+        let key = (who.caller.id.clone(), id.to_owned());
+        let known = self
+            .folds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_task
+            .get(&key)
+            .cloned();
+        if let Some(fold) = known {
+            // Read on from where it was read last; one page at least, which also checks
+            // that the caller is still in the room.
+            let events = self.page(who, id, room, fold.read_to).await?;
+            let more = events.len() == TASK_PAGE;
+            let mut fold = fold;
+            for event in &events {
+                fold.fold(event);
+            }
+            return self.read_on(who, fold, more).await;
+        }
         let events = self.page(who, id, room, seq - 1).await?;
         let more = events.len() == TASK_PAGE;
         let Some((first, later)) = events.split_first() else {
@@ -291,7 +337,12 @@ impl RoomTasks {
                 fold.fold(event);
             }
         }
-        Ok(fold.view(crate::unix_ms()))
+        let view = fold.view(crate::unix_ms());
+        self.folds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .put((who.caller.id.clone(), fold.id().to_owned()), fold);
+        Ok(view)
     }
 
     /// A task of the caller's with this endpoint's agent, by id: its message in a room,
