@@ -21,7 +21,7 @@ mod nats_target;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 
 use crate::measure::{Outcome, Shape, Workload};
@@ -83,10 +83,7 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let hub_bin = match &args.hub_bin {
         Some(path) => path.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("the bench binary has a directory")?
-            .join("roundtable"),
+        None => roundtable_testkit::roundtable_beside_this_binary()?,
     };
     let nats_version = nats_target::version(&args.nats_bin).await;
     let mut targets = Vec::new();

@@ -27,7 +27,7 @@ pub mod postgres;
 mod process;
 pub mod seed;
 mod wait;
-pub use process::{HubProcess, roundtable_bin};
+pub use process::{HubProcess, roundtable_beside_this_binary, roundtable_bin};
 pub use wait::{eventually, until};
 
 /// How long a test waits for something that should happen promptly.

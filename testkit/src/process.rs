@@ -13,6 +13,15 @@ pub struct HubProcess {
     pub addr: SocketAddr,
 }
 
+/// The `roundtable` binary beside the running one (a bench binary's `target/<profile>/`).
+pub fn roundtable_beside_this_binary() -> anyhow::Result<PathBuf> {
+    use anyhow::Context as _;
+    Ok(std::env::current_exe()?
+        .parent()
+        .context("the running binary has a directory")?
+        .join("roundtable"))
+}
+
 /// The `roundtable` binary of this build: `ROUNDTABLE_BIN`, else the one next to the test
 /// binary's directory (`target/<profile>/roundtable`), which `cargo build -p roundtable-cli`
 /// (or any workspace test run) produces.

@@ -215,10 +215,7 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let hub_bin = match &args.hub_bin {
         Some(path) => path.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("the bench binary has a directory")?
-            .join("roundtable"),
+        None => roundtable_testkit::roundtable_beside_this_binary()?,
     };
     let data = tempfile::tempdir()?;
     let hub = HubProcess::start(&hub_bin, data.path(), &["--no-rate-limit"]).await;
