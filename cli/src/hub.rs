@@ -93,6 +93,24 @@ struct ServeArgs {
     /// answers with the task as it is (the client then polls or subscribes).
     #[arg(long, env = "ROUNDTABLE_HUB_A2A_BLOCK_MAX", default_value_t = 300)]
     a2a_block_max: u64,
+    /// A host remote A2A agents may be at although the SSRF guard would refuse it (a
+    /// private address, plain http); repeat it, or give a comma-separated list in the
+    /// variable.
+    #[arg(
+        long = "a2a-outbound-allow",
+        value_name = "HOST",
+        env = "ROUNDTABLE_HUB_A2A_OUTBOUND_ALLOW",
+        value_delimiter = ','
+    )]
+    a2a_outbound_allow: Vec<String>,
+    /// Let remote A2A agents be at any private, loopback or link-local address, over plain
+    /// http too (for tests and a trusted LAN only).
+    #[arg(long, env = "ROUNDTABLE_HUB_A2A_OUTBOUND_ALLOW_PRIVATE")]
+    a2a_outbound_allow_private: bool,
+    /// How long, in seconds, the hub keeps trying to reach a remote A2A agent before it
+    /// posts that the call failed.
+    #[arg(long, env = "ROUNDTABLE_HUB_A2A_OUTBOUND_TTL", default_value_t = 3600)]
+    a2a_outbound_ttl: u64,
     /// Agents' rate limit of writes (sends and other commands that change state), BURST/PER_SECOND.
     #[arg(long, env = "ROUNDTABLE_HUB_RATE_LIMIT_AGENT", default_value = "20/2")]
     rate_limit_agent: RateLimit,
@@ -357,6 +375,22 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
     config.allowed_origins = args.allowed_origins;
     config.operator_name = args.operator_name;
     config.a2a_block_max = Duration::from_secs(args.a2a_block_max);
+    config.outbound = roundtable_hub::a2a::outbound::OutboundPolicy {
+        allow_hosts: args
+            .a2a_outbound_allow
+            .iter()
+            .map(|host| {
+                host.trim()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase()
+            })
+            .filter(|host| !host.is_empty())
+            .collect(),
+        allow_private: args.a2a_outbound_allow_private,
+    };
+    config.outbound_ttl = Duration::from_secs(args.a2a_outbound_ttl.max(1));
     config.rate_limits = (!args.no_rate_limit).then_some(RateLimits {
         agent: args.rate_limit_agent,
         user: args.rate_limit_user,

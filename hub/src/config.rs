@@ -168,6 +168,14 @@ pub struct HubConfig {
     /// The longest a blocking A2A `SendMessage` waits for the agent before it answers with
     /// the task still working (the client then polls or subscribes).
     pub a2a_block_max: Duration,
+    /// Which addresses remote A2A agents may have (the SSRF guard's exceptions).
+    pub outbound: crate::a2a::outbound::OutboundPolicy,
+    /// How long the hub keeps trying a call to a remote agent before it posts that the
+    /// call timed out.
+    pub outbound_ttl: Duration,
+    /// How long a process holds a claimed call before another may take it (a crashed
+    /// process's calls are retried after it).
+    pub outbound_lease: Duration,
 }
 
 /// Bounds on the sockets a hostile client can hold open, mostly before it has
@@ -242,6 +250,9 @@ impl HubConfig {
             tls: None,
             operator_name: None,
             a2a_block_max: Duration::from_secs(300),
+            outbound: crate::a2a::outbound::OutboundPolicy::default(),
+            outbound_ttl: Duration::from_secs(3600),
+            outbound_lease: Duration::from_secs(60),
         }
     }
 

@@ -297,6 +297,29 @@ impl ReadStore for DurableReads {
         self.durable(|reads| reads.request_holding(sender, client_key))
     }
 
+    fn remote_calls_due(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<crate::store::RemoteCallRecord>, StoreError> {
+        self.durable(|reads| reads.remote_calls_due(now_ms, limit))
+    }
+
+    fn remote_credential(
+        &self,
+        principal: &str,
+    ) -> Result<Option<roundtable_protocol::client::RemoteCredential>, StoreError> {
+        self.durable(|reads| reads.remote_credential(principal))
+    }
+
+    fn remote_thread(
+        &self,
+        room: &str,
+        remote: &str,
+    ) -> Result<Option<crate::store::RemoteThreadRecord>, StoreError> {
+        self.durable(|reads| reads.remote_thread(room, remote))
+    }
+
     fn sent_with_key_prefix(
         &self,
         sender: &str,
@@ -421,6 +444,26 @@ mod tests {
             _: usize,
         ) -> Result<Vec<crate::store::EventRecord>, StoreError> {
             Ok(Vec::new())
+        }
+        fn remote_calls_due(
+            &self,
+            _: i64,
+            _: usize,
+        ) -> Result<Vec<crate::store::RemoteCallRecord>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn remote_credential(
+            &self,
+            _: &str,
+        ) -> Result<Option<roundtable_protocol::client::RemoteCredential>, StoreError> {
+            Ok(None)
+        }
+        fn remote_thread(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Option<crate::store::RemoteThreadRecord>, StoreError> {
+            Ok(None)
         }
         fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
             Ok(Vec::new())

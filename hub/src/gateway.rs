@@ -250,10 +250,34 @@ impl Gateway {
     /// Holds a message for consent (see [`HoldForConsent`]): the one command a gateway has
     /// that no WebSocket frame is, through the same writer, checks and audit.
     pub async fn hold(&self, caller: &Arc<Caller>, hold: HoldForConsent) -> Result<Reply, Refusal> {
+        self.call(caller, Command::Hold(hold)).await
+    }
+
+    /// The outbound A2A worker's bookkeeping of a call to a remote agent, through the writer.
+    pub async fn remote(
+        &self,
+        caller: &Arc<Caller>,
+        command: crate::engine::RemoteCommand,
+    ) -> Result<crate::engine::ClaimReply, Refusal> {
+        match self.call(caller, Command::Remote(command)).await? {
+            Reply::Ok(ok) => crate::engine::ClaimReply::of(&ok).ok_or_else(|| {
+                Refusal::new(
+                    ErrorCode::Internal,
+                    "a remote call's bookkeeping answered oddly",
+                )
+            }),
+            Reply::Sent { .. } => Err(Refusal::new(
+                ErrorCode::Internal,
+                "a remote call's bookkeeping answered as a send",
+            )),
+        }
+    }
+
+    async fn call(&self, caller: &Arc<Caller>, command: Command) -> Result<Reply, Refusal> {
         let (reply, answer) = oneshot::channel();
         if !self.context.writer.submit(Request::Call {
             caller: caller.clone(),
-            command: Command::Hold(hold),
+            command,
             reply,
         }) {
             return Err(stopping());
@@ -448,6 +472,7 @@ mod tests {
             description: None,
             card: None,
             created_ms: 0,
+            remote: None,
         }
     }
 

@@ -212,6 +212,9 @@ impl Hub {
         let lock = admin::DataLock::acquire(&config)?;
         let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
         let mut ids = IdSource::from_os();
+        // The process's TLS provider for HTTP clients built without a configuration of
+        // their own (the A2A crates'): ring, as everywhere in the hub.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let (mut store, reader) = store::open(&config, &mut ids, unix_ms())?;
         let snapshot = store.load(unix_ms())?;
         let shared_position = snapshot.shared_position;
@@ -229,6 +232,7 @@ impl Hub {
                 rate_limits: config.rate_limits,
                 max_agents_per_user: config.max_agents_per_user,
                 shares_buckets: config.node.is_some(),
+                outbound: config.outbound.clone(),
             },
         );
         let dispatch = dispatch::DispatchHandle::new(metrics.clone(), config.max_devices);
@@ -374,6 +378,8 @@ impl Hub {
                 wake.clone(),
             )
         });
+        // Calls to remote agents that messages in rooms owe, while the hub serves.
+        let _outbound = a2a::outbound::start(context.clone());
         let browsers = browsers::BrowserPolicy::new(
             tls.is_some(),
             address,

@@ -219,6 +219,11 @@ impl<'a> RecordingTx<'a> {
 }
 
 impl WriteTx for RecordingTx<'_> {
+    /// Nothing to share: no process keeps remote agents' calls or threads in memory.
+    fn remote(&mut self, write: &crate::store::RemoteWrite<'_>) -> Result<bool, StoreError> {
+        self.inner.remote(write)
+    }
+
     fn insert_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError> {
         self.inner.insert_principal(principal)?;
         self.note(|| WriteOp::InsertPrincipal {

@@ -879,6 +879,9 @@ mod tests {
     }
 
     impl WriteTx for FlakyTx<'_> {
+        fn remote(&mut self, w: &crate::store::RemoteWrite<'_>) -> Result<bool, StoreError> {
+            self.inner.remote(w)
+        }
         fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
             self.inner.insert_principal(p)
         }

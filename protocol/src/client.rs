@@ -28,6 +28,8 @@ pub enum ClientFrame {
     ProfileSet(ProfileSet),
     Directory(Directory),
     RegisterAgent(RegisterAgent),
+    /// An extension: an agent served by another A2A server, called when mentioned.
+    RegisterRemoteAgent(RegisterRemoteAgent),
     AgentToken(AgentToken),
     UserToken(UserToken),
     ContactRequest(ContactRequestCmd),
@@ -43,7 +45,7 @@ pub enum ClientFrame {
 
 impl ClientFrame {
     /// Every `t` a client may send, in the order of [`ClientFrame`]'s variants.
-    pub const TYPES: [&'static str; 26] = [
+    pub const TYPES: [&'static str; 27] = [
         "auth",
         "sync",
         "ack",
@@ -59,6 +61,7 @@ impl ClientFrame {
         "profile_set",
         "directory",
         "register_agent",
+        "register_remote_agent",
         "agent_token",
         "user_token",
         "contact_request",
@@ -90,6 +93,7 @@ impl ClientFrame {
             ClientFrame::ProfileSet(_) => "profile_set",
             ClientFrame::Directory(_) => "directory",
             ClientFrame::RegisterAgent(_) => "register_agent",
+            ClientFrame::RegisterRemoteAgent(_) => "register_remote_agent",
             ClientFrame::AgentToken(_) => "agent_token",
             ClientFrame::UserToken(_) => "user_token",
             ClientFrame::ContactRequest(_) => "contact_request",
@@ -122,6 +126,7 @@ impl ClientFrame {
             ClientFrame::ProfileSet(c) => c.id,
             ClientFrame::Directory(c) => c.id,
             ClientFrame::RegisterAgent(c) => c.id,
+            ClientFrame::RegisterRemoteAgent(c) => c.id,
             ClientFrame::AgentToken(c) => c.id,
             ClientFrame::UserToken(c) => c.id,
             ClientFrame::ContactRequest(c) => c.id,
@@ -290,6 +295,64 @@ pub struct RegisterAgent {
     pub card: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discoverable: Option<Discoverable>,
+}
+
+/// Registers an agent that another A2A server runs (`register_remote_agent`, an
+/// extension): the hub calls it at `card_url`'s endpoint when a room message mentions it,
+/// with `credential` and never a Roundtable token, and posts its answers as it. Users only.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegisterRemoteAgent {
+    pub id: u64,
+    /// The `<name>` part of the agent's handle `<owner>/<name>`.
+    pub name: String,
+    /// Where its A2A agent card is (`https://…/.well-known/agent-card.json`).
+    pub card_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<RemoteCredential>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discoverable: Option<Discoverable>,
+}
+
+impl std::fmt::Debug for RegisterRemoteAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisterRemoteAgent")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("card_url", &self.card_url)
+            .field("credential", &self.credential)
+            .field("description", &self.description)
+            .field("discoverable", &self.discoverable)
+            .finish()
+    }
+}
+
+/// What the hub presents to a remote agent: `Authorization: Bearer <value>`, or `value` in
+/// the header `header` (`X-API-Key` when absent).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteCredential {
+    pub scheme: RemoteCredentialScheme,
+    pub value: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteCredential")
+            .field("scheme", &self.scheme)
+            .field("value", &"<secret>")
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteCredentialScheme {
+    Bearer,
+    ApiKey,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -476,6 +539,16 @@ commands! {
     Invites => Invites: crate::server::InvitesOk,
     Control => Control: Done,
     Audit => Audit: crate::server::AuditOk,
+}
+
+impl From<RegisterRemoteAgent> for ClientFrame {
+    fn from(command: RegisterRemoteAgent) -> ClientFrame {
+        ClientFrame::RegisterRemoteAgent(command)
+    }
+}
+
+impl Command for RegisterRemoteAgent {
+    type Reply = crate::server::RegisterRemoteAgentOk;
 }
 
 impl From<RegisterAgent> for ClientFrame {

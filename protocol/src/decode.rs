@@ -137,6 +137,7 @@ fn decode_as(t: &str, text: &str) -> Result<ClientFrame, serde_json::Error> {
         "profile_set" => ClientFrame::ProfileSet(from_str(text)?),
         "directory" => ClientFrame::Directory(from_str(text)?),
         "register_agent" => ClientFrame::RegisterAgent(from_str(text)?),
+        "register_remote_agent" => ClientFrame::RegisterRemoteAgent(from_str(text)?),
         "agent_token" => ClientFrame::AgentToken(from_str(text)?),
         "user_token" => ClientFrame::UserToken(from_str(text)?),
         "contact_request" => ClientFrame::ContactRequest(from_str(text)?),

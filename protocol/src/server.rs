@@ -214,6 +214,17 @@ pub struct RegisterAgentOk {
     pub room: Option<Room>,
 }
 
+/// `ok` of `register_remote_agent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegisterRemoteAgentOk {
+    pub agent: Principal,
+    /// The card's address, as registered.
+    pub card_url: String,
+    /// The agent's home room (owner + agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<Room>,
+}
+
 /// `ok` of `agent_token`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentTokenOk {

@@ -2,6 +2,7 @@
 //! over real sockets and real SQLite files, in temporary directories.
 
 mod a2a_clients;
+mod a2a_outbound;
 mod agents;
 mod budgets;
 mod cli;

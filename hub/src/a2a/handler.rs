@@ -206,6 +206,7 @@ impl RoomTasks {
             description: None,
             card: None,
             created_ms: 0,
+            remote: None,
         };
         Ok(Who {
             caller: Arc::new(self.gateway.caller(&principal)),

@@ -15,6 +15,7 @@
 
 pub mod card;
 pub mod handler;
+pub mod outbound;
 pub mod task;
 
 use std::cell::Cell;

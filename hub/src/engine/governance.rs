@@ -210,6 +210,17 @@ impl Engine {
         command: AgentToken,
     ) -> Result<Outcome, ExecError> {
         self.owned_agent(caller, &command.agent)?;
+        if self
+            .state
+            .principal(&command.agent)
+            .is_some_and(|agent| agent.remote.is_some())
+        {
+            return refuse(
+                ErrorCode::Conflict,
+                "a remote agent has no token: the hub calls it with the credential it was \
+                 registered with",
+            );
+        }
         let token = self.replace_tokens(tx, now_ms, &command.agent, command.action)?;
         let mut outcome = Outcome::ok(OkReply::with(command.id, &AgentTokenOk { token }));
         outcome.effects.push(Effect::Close {

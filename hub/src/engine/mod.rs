@@ -13,6 +13,7 @@ mod existence;
 mod governance;
 mod invites;
 mod principals;
+mod remote;
 mod rooms;
 mod send;
 #[cfg(test)]
@@ -33,6 +34,7 @@ pub use contacts::{HoldForConsent, REQUEST_LIFETIME_MS};
 pub use governance::{RateLimit, RateLimits};
 
 pub use principals::SignupOutcome;
+pub use remote::{CallParties, ClaimReply, RemoteClaim, RemoteCommand};
 pub use send::{PreparedSend, prepare_send};
 
 /// A command for the writer: a `send` already prepared by the connection, or any other
@@ -44,6 +46,8 @@ pub enum Command {
     /// A gateway's message to an agent its sender has no consent for (not a protocol
     /// frame: see [`HoldForConsent`]).
     Hold(HoldForConsent),
+    /// The outbound A2A worker's bookkeeping of its calls (not a protocol frame).
+    Remote(RemoteCommand),
 }
 
 impl Command {
@@ -52,7 +56,7 @@ impl Command {
         match self {
             Command::Send(send) => send.id,
             Command::Frame(frame) => frame.id(),
-            Command::Hold(_) => 0,
+            Command::Hold(_) | Command::Remote(_) => 0,
         }
     }
 
@@ -62,6 +66,7 @@ impl Command {
             Command::Send(_) => "send",
             Command::Frame(frame) => frame.type_name(),
             Command::Hold(_) => "contact_request",
+            Command::Remote(_) => "remote_call",
         }
     }
 
@@ -70,6 +75,7 @@ impl Command {
         Some(match self {
             Command::Send(send) => send.room.clone(),
             Command::Hold(hold) => hold.target.clone(),
+            Command::Remote(command) => command.audit_target(),
             Command::Frame(frame) => match frame {
                 ClientFrame::Send(c) => c.room.clone(),
                 ClientFrame::RoomInvite(c) => format!("{} {}", c.room, c.handle),
@@ -78,6 +84,7 @@ impl Command {
                 ClientFrame::RoomLeave(c) => c.room.clone(),
                 ClientFrame::MemberSet(c) => c.room.clone(),
                 ClientFrame::RegisterAgent(c) => c.name.clone(),
+                ClientFrame::RegisterRemoteAgent(c) => c.name.clone(),
                 ClientFrame::AgentToken(c) => c.agent.clone(),
                 ClientFrame::ContactRequest(c) => c.to.clone(),
                 ClientFrame::ContactRespond(c) => c.request.clone(),
@@ -239,11 +246,20 @@ impl Outcome {
 
 /// Commands that change nothing, and so leave no audit entry when they succeed; `send`
 /// is recorded by the room's log itself, and `ack` (below) not at all.
-const UNAUDITED_SUCCESSES: [&str; 6] = ["send", "rooms", "contacts", "directory", "invites", "ack"];
+const UNAUDITED_SUCCESSES: [&str; 7] = [
+    "send",
+    "rooms",
+    "contacts",
+    "directory",
+    "invites",
+    "ack",
+    "remote_call",
+];
 
 /// Commands never audited, succeeded or refused: `ack` only moves the caller's own read
-/// markers, many times a minute per device (amendment 9).
-const UNAUDITED_ACTIONS: [&str; 1] = ["ack"];
+/// markers, many times a minute per device (amendment 9); `remote_call` is the hub's own
+/// bookkeeping of its calls to remote agents (what they answer is in the rooms).
+const UNAUDITED_ACTIONS: [&str; 2] = ["ack", "remote_call"];
 
 /// Refusals the audit log records (the protocol's list); malformed frames are not.
 const AUDITED_REFUSALS: [ErrorCode; 8] = [
@@ -271,6 +287,7 @@ fn is_rate_limited_write(frame: &ClientFrame) -> bool {
             | ClientFrame::MemberSet(_)
             | ClientFrame::ProfileSet(_)
             | ClientFrame::RegisterAgent(_)
+            | ClientFrame::RegisterRemoteAgent(_)
             | ClientFrame::AgentToken(_)
             | ClientFrame::UserToken(_)
             | ClientFrame::ContactRequest(_)
@@ -294,6 +311,8 @@ pub struct EngineConfig {
     /// Whether other hub processes share this one's store (a cluster): then the rate
     /// buckets a batch changes are noted, to share them.
     pub shares_buckets: bool,
+    /// Which addresses remote agents may have (the SSRF guard's operator settings).
+    pub outbound: crate::a2a::outbound::OutboundPolicy,
 }
 
 impl Default for EngineConfig {
@@ -303,6 +322,7 @@ impl Default for EngineConfig {
             rate_limits: Some(RateLimits::default()),
             max_agents_per_user: 100,
             shares_buckets: false,
+            outbound: crate::a2a::outbound::OutboundPolicy::default(),
         }
     }
 }
@@ -563,6 +583,7 @@ impl Engine {
                     .map_err(ExecError::Refused)?;
                 return self.hold_for_consent(tx, now_ms, caller, hold);
             }
+            Command::Remote(command) => return self.remote_command(tx, now_ms, caller, command),
             Command::Frame(frame) => frame,
         };
         if is_rate_limited_write(&frame) {
@@ -585,6 +606,9 @@ impl Engine {
             ClientFrame::ProfileSet(set) => self.profile_set(tx, caller, set),
             ClientFrame::RegisterAgent(register) => {
                 self.register_agent(tx, now_ms, caller, register)
+            }
+            ClientFrame::RegisterRemoteAgent(register) => {
+                self.register_remote_agent(tx, now_ms, caller, register)
             }
             ClientFrame::Auth(_) => refuse(
                 ErrorCode::BadFrame,

@@ -2,11 +2,11 @@
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::{MemberAction, MemberBody, RoomBody, RoomChangeBody};
-use roundtable_protocol::client::{ProfileSet, RegisterAgent, SignupRequest};
+use roundtable_protocol::client::{ProfileSet, RegisterAgent, RegisterRemoteAgent, SignupRequest};
 use roundtable_protocol::handles;
 use roundtable_protocol::limits;
 use roundtable_protocol::model::{AgentCard, Discoverable, PrincipalKind};
-use roundtable_protocol::server::{OkReply, ProfileOk, RegisterAgentOk};
+use roundtable_protocol::server::{OkReply, ProfileOk, RegisterAgentOk, RegisterRemoteAgentOk};
 use serde::Deserialize;
 
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Via, refuse};
@@ -204,6 +204,7 @@ impl Engine {
             description: None,
             card: None,
             created_ms: now_ms,
+            remote: None,
         };
         let token = self.create_principal(tx, now_ms, record.clone())?;
         let events = match invite {
@@ -253,9 +254,19 @@ impl Engine {
             principal: record.id.clone(),
             revoked: false,
         };
-        tx.insert_principal(&record)?;
+        self.add_principal(tx, record)?;
         tx.insert_token(&token_record, now_ms)?;
         self.state.add_token(token_record);
+        Ok(token)
+    }
+
+    /// Writes a new principal and keeps it in memory (its handle reserved from now on).
+    fn add_principal(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        record: PrincipalRecord,
+    ) -> Result<(), ExecError> {
+        tx.insert_principal(&record)?;
         if let Some(owner) = &record.owner {
             *self.state.agents_of.entry(owner.clone()).or_default() += 1;
         }
@@ -266,7 +277,7 @@ impl Engine {
             .skeletons
             .insert(handles::skeleton(&record.handle), record.handle.clone());
         self.state.principals.insert(record.id.clone(), record);
-        Ok(token)
+        Ok(())
     }
 
     pub(super) fn register_agent(
@@ -276,36 +287,8 @@ impl Engine {
         caller: &Caller,
         register: RegisterAgent,
     ) -> Result<Outcome, ExecError> {
-        let owner = self.caller_record(caller)?.clone();
-        if owner.kind != PrincipalKind::User {
-            return refuse(
-                ErrorCode::Forbidden,
-                "only users register agents; ask your owner to register it",
-            );
-        }
-        let max_agents = self.config.max_agents_per_user;
-        if self.state.agents_of.get(&owner.id).copied().unwrap_or(0) >= max_agents {
-            return refuse(
-                ErrorCode::Conflict,
-                format!("you have {max_agents} agents, the most this hub allows one user"),
-            );
-        }
-        handles::validate_segment(&register.name, "agent name")
-            .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error.0)))?;
-        let handle = handles::agent_handle(&owner.handle, &register.name);
-        if let Some(description) = &register.description {
-            if description.len() > limits::DESCRIPTION {
-                return refuse(
-                    ErrorCode::TooLarge,
-                    format!(
-                        "the description is {} bytes; the limit is {}",
-                        description.len(),
-                        limits::DESCRIPTION
-                    ),
-                );
-            }
-            refuse_format_characters(description, "description")?;
-        }
+        let (owner, handle) =
+            self.check_new_agent(caller, &register.name, register.description.as_deref())?;
         let card = match &register.card {
             None => None,
             Some(card) if !card.is_object() => {
@@ -335,7 +318,6 @@ impl Engine {
                 Some(text)
             }
         };
-        self.check_handle_free(&handle)?;
         let agent = PrincipalRecord {
             id: self.ids.id("p"),
             kind: PrincipalKind::Agent,
@@ -346,31 +328,135 @@ impl Engine {
             description: register.description,
             card,
             created_ms: now_ms,
+            remote: None,
         };
         let token = self.create_principal(tx, now_ms, agent.clone())?;
-        // The agent's home room: its owner and itself.
-        let room = RoomRecord {
-            id: self.ids.id("r"),
-            title: Some(handle),
-            topic: None,
-            creator: owner.id.clone(),
-            created_ms: now_ms,
-        };
-        let events = self.open_room(
-            tx,
-            now_ms,
-            &owner.id,
-            room.clone(),
-            &[owner.id.clone(), agent.id.clone()],
-        )?;
+        let (room, events) = self.open_home_room(tx, now_ms, &owner.id, &agent)?;
         let reply = RegisterAgentOk {
             agent: self.state.wire_principal(&agent),
             token,
-            room: Some(self.state.wire_room(&self.state.rooms[&room.id])),
+            room: Some(self.state.wire_room(&self.state.rooms[&room])),
         };
         let mut outcome = Outcome::with_events(OkReply::with(register.id, &reply), events);
         outcome.audit_target = Some(agent.id.clone());
         Ok(outcome)
+    }
+
+    /// An agent another A2A server runs: a principal with no token, called at its card's
+    /// endpoint when a message mentions it (see `remote.rs`), with the credential given here.
+    pub(super) fn register_remote_agent(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        caller: &Caller,
+        register: RegisterRemoteAgent,
+    ) -> Result<Outcome, ExecError> {
+        let (owner, handle) =
+            self.check_new_agent(caller, &register.name, register.description.as_deref())?;
+        let card_url =
+            crate::a2a::outbound::check_card_url(&self.config.outbound, &register.card_url)
+                .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error)))?
+                .to_string();
+        if let Some(credential) = &register.credential {
+            crate::a2a::outbound::check_credential(credential)
+                .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error)))?;
+        }
+        let agent = PrincipalRecord {
+            id: self.ids.id("p"),
+            kind: PrincipalKind::Agent,
+            handle: handle.clone(),
+            name: register.name.clone(),
+            owner: Some(owner.id.clone()),
+            discoverable: register.discoverable.unwrap_or(Discoverable::Contacts),
+            description: register.description,
+            card: None,
+            created_ms: now_ms,
+            remote: Some(card_url.clone()),
+        };
+        self.add_principal(tx, agent.clone())?;
+        if let Some(credential) = &register.credential {
+            tx.remote(&crate::store::RemoteWrite::Credential {
+                principal: &agent.id,
+                credential,
+            })?;
+        }
+        let (room, events) = self.open_home_room(tx, now_ms, &owner.id, &agent)?;
+        let reply = RegisterRemoteAgentOk {
+            agent: self.state.wire_principal(&agent),
+            card_url,
+            room: Some(self.state.wire_room(&self.state.rooms[&room])),
+        };
+        let mut outcome = Outcome::with_events(OkReply::with(register.id, &reply), events);
+        outcome.audit_target = Some(agent.id.clone());
+        Ok(outcome)
+    }
+
+    /// The checks before a user registers an agent: who may, how many, the name and its
+    /// description. Returns the owner and the new handle.
+    fn check_new_agent(
+        &self,
+        caller: &Caller,
+        name: &str,
+        description: Option<&str>,
+    ) -> Result<(PrincipalRecord, String), ExecError> {
+        let owner = self.caller_record(caller)?.clone();
+        if owner.kind != PrincipalKind::User {
+            return refuse(
+                ErrorCode::Forbidden,
+                "only users register agents; ask your owner to register it",
+            );
+        }
+        let max_agents = self.config.max_agents_per_user;
+        if self.state.agents_of.get(&owner.id).copied().unwrap_or(0) >= max_agents {
+            return refuse(
+                ErrorCode::Conflict,
+                format!("you have {max_agents} agents, the most this hub allows one user"),
+            );
+        }
+        handles::validate_segment(name, "agent name")
+            .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error.0)))?;
+        let handle = handles::agent_handle(&owner.handle, name);
+        if let Some(description) = description {
+            if description.len() > limits::DESCRIPTION {
+                return refuse(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "the description is {} bytes; the limit is {}",
+                        description.len(),
+                        limits::DESCRIPTION
+                    ),
+                );
+            }
+            refuse_format_characters(description, "description")?;
+        }
+        self.check_handle_free(&handle)?;
+        Ok((owner, handle))
+    }
+
+    /// An agent's home room: its owner and itself. Returns the room's id and its events.
+    fn open_home_room(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        owner: &str,
+        agent: &PrincipalRecord,
+    ) -> Result<(String, Vec<NewEvent>), ExecError> {
+        let room = RoomRecord {
+            id: self.ids.id("r"),
+            title: Some(agent.handle.clone()),
+            topic: None,
+            creator: owner.to_owned(),
+            created_ms: now_ms,
+        };
+        let id = room.id.clone();
+        let events = self.open_room(
+            tx,
+            now_ms,
+            owner,
+            room,
+            &[owner.to_owned(), agent.id.clone()],
+        )?;
+        Ok((id, events))
     }
 
     /// Creates a room with its members (already checked) and writes the room's first events:

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::governance::RoomWrite;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, refuse};
-use crate::store::{EventRecord, PingRecord, WriteTx};
+use crate::store::{EventRecord, PingRecord, StreamKey, WriteTx};
 
 fn duplicate(original: EventRecord) -> Outcome {
     Outcome {
@@ -215,6 +215,13 @@ impl Engine {
             client_key,
             plan.mentions,
         )?;
+        let answered_asker = match &plan.ping {
+            Some(ping) if ping.answered_by.is_some() && self.room_has_remote(&ping.room) => tx
+                .event_at(&StreamKey::Room(ping.room.clone()), ping.seq)?
+                .map(|asked| asked.from),
+            _ => None,
+        };
+        self.owe_remote_calls(tx, now_ms, &record, answered_asker.as_deref())?;
         if let Some(mut ping) = plan.ping {
             if ping.answered_by.is_none() {
                 ping.seq = record.seq;

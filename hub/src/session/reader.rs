@@ -96,6 +96,18 @@ pub(super) async fn read_frames(
             ClientFrame::Audit(audit) => {
                 spawn_read(&reads, context, caller, handle, Read::Audit(audit)).await
             }
+            ClientFrame::RegisterRemoteAgent(register)
+                if let Err(error) = crate::a2a::outbound::admit_registration(
+                    &context.config.outbound,
+                    &register,
+                )
+                .await =>
+            {
+                handle.push(Outbound::Err {
+                    re: Some(re),
+                    refusal: Refusal::new(roundtable_protocol::ErrorCode::BadFrame, error),
+                })
+            }
             other => match Command::from_frame(other) {
                 Ok(command) => {
                     let Ok(permit) = in_flight.clone().acquire_owned().await else {

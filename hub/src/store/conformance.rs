@@ -21,6 +21,7 @@ fn principal(id: &str, kind: PrincipalKind, owner: Option<&str>) -> PrincipalRec
         description: Some("d".into()),
         card: owner.map(|_| r#"{"framework":"codex"}"#.into()),
         created_ms: 5,
+        remote: None,
     }
 }
 
@@ -695,7 +696,7 @@ fn migrations_apply_once_and_detect_edits_and_newer_schemas() {
     let mut conn = rusqlite::Connection::open(&path).unwrap();
     assert_eq!(
         sqlite::migrate(&mut conn, 1).unwrap(),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     assert_eq!(sqlite::migrate(&mut conn, 2).unwrap(), Vec::<i64>::new());
     let tables: i64 = conn

@@ -122,6 +122,89 @@ pub struct PrincipalRecord {
     /// The agent card, as JSON text.
     pub card: Option<String>,
     pub created_ms: i64,
+    /// For an agent another A2A server runs: the address of its A2A card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+}
+
+/// A call owed to a remote agent: the event at `(room, seq)` (a message mentioning it, or
+/// an answer to its question) is to be sent to it. `next_ms` is when it may next be tried
+/// (a claim pushes it on); `None` once it is settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteCallRecord {
+    pub room: String,
+    pub seq: u64,
+    pub remote: String,
+    pub created_ms: i64,
+    pub attempts: u32,
+    pub next_ms: Option<i64>,
+}
+
+/// What a remote agent's conversation in one room has reached: its `contextId`, and the
+/// task that waits for input (with the ping that asks for it, who asked the remote, and the
+/// message that did) while one does.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RemoteThreadRecord {
+    pub room: String,
+    pub remote: String,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    pub ping: Option<String>,
+    pub asker: Option<String>,
+    pub mention: Option<String>,
+}
+
+/// How a credential's scheme is stored.
+pub(crate) fn credential_scheme(
+    scheme: roundtable_protocol::client::RemoteCredentialScheme,
+) -> &'static str {
+    match scheme {
+        roundtable_protocol::client::RemoteCredentialScheme::Bearer => "bearer",
+        roundtable_protocol::client::RemoteCredentialScheme::ApiKey => "api_key",
+    }
+}
+
+/// A stored credential's scheme.
+pub(crate) fn credential_scheme_from(
+    text: &str,
+) -> Result<roundtable_protocol::client::RemoteCredentialScheme, StoreError> {
+    match text {
+        "bearer" => Ok(roundtable_protocol::client::RemoteCredentialScheme::Bearer),
+        "api_key" => Ok(roundtable_protocol::client::RemoteCredentialScheme::ApiKey),
+        other => Err(StoreError::Corrupt {
+            table: "remote_credentials",
+            detail: format!("scheme {other:?}"),
+        }),
+    }
+}
+
+/// A change to what the hub keeps for remote agents (see [`WriteTx::remote`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteWrite<'a> {
+    /// The credential presented to the remote agent, replaced whole.
+    Credential {
+        principal: &'a str,
+        credential: &'a roundtable_protocol::client::RemoteCredential,
+    },
+    /// A call to make; nothing when one exists for the same event and remote.
+    Call(&'a RemoteCallRecord),
+    /// Claims a call that is due at `now_ms`: pushes `next_ms` to `until_ms` and counts an
+    /// attempt. `false` when it is not due (settled, or claimed by another).
+    Claim {
+        room: &'a str,
+        seq: u64,
+        remote: &'a str,
+        now_ms: i64,
+        until_ms: i64,
+    },
+    /// Settles a call (`next_ms` `None`) or sets when it is tried again.
+    Settle {
+        room: &'a str,
+        seq: u64,
+        remote: &'a str,
+        next_ms: Option<i64>,
+    },
+    Thread(&'a RemoteThreadRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -366,6 +449,9 @@ pub trait WriteTx {
     /// Deletes the control of `agent` in `room` (`None`: the all-rooms one).
     fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError>;
     fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError>;
+    /// Writes what the hub keeps for remote agents. `Ok(false)` only for a claim that did
+    /// not take.
+    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<bool, StoreError>;
     /// What other hub processes sharing the store committed since this process last
     /// looked, in their commit order; this transaction comes after all of them. Empty for
     /// a store only this process writes.
@@ -628,6 +714,26 @@ pub trait ReadStore: Send + Sync {
         before: Option<(i64, String)>,
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError>;
+
+    /// Calls to remote agents due at `now_ms`, oldest first, at most `limit`.
+    fn remote_calls_due(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<RemoteCallRecord>, StoreError>;
+
+    /// The credential the hub presents to a remote agent.
+    fn remote_credential(
+        &self,
+        principal: &str,
+    ) -> Result<Option<roundtable_protocol::client::RemoteCredential>, StoreError>;
+
+    /// A remote agent's conversation in a room.
+    fn remote_thread(
+        &self,
+        room: &str,
+        remote: &str,
+    ) -> Result<Option<RemoteThreadRecord>, StoreError>;
 
     /// Audit entries the viewer may see, ascending `n`. `ReadError::NotFound` when
     /// `principal` is neither the viewer nor one of its agents.

@@ -1,6 +1,7 @@
 //! The hub over real sockets: a hub on a free loopback port, clients speaking raw frames.
 
 mod a2a;
+mod a2a_outbound;
 mod audit_log;
 mod bounds;
 mod browsers;

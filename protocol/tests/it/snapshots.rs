@@ -151,6 +151,18 @@ fn client_frames() {
             card: Some(json!({"framework": "claude-code"})),
             discoverable: Some(Discoverable::Contacts),
         }),
+        ClientFrame::RegisterRemoteAgent(RegisterRemoteAgent {
+            id: 27,
+            name: "weather".into(),
+            card_url: "https://weather.example/.well-known/agent-card.json".into(),
+            credential: Some(RemoteCredential {
+                scheme: RemoteCredentialScheme::ApiKey,
+                value: "k-123".into(),
+                header: Some("X-Weather-Key".into()),
+            }),
+            description: Some("forecasts".into()),
+            discoverable: Some(Discoverable::Contacts),
+        }),
         ClientFrame::AgentToken(AgentToken {
             id: 16,
             agent: "p_agent".into(),
@@ -333,6 +345,14 @@ fn ok_payloads() {
             &RegisterAgentOk {
                 agent: principal(),
                 token: "rt_x".into(),
+                room: Some(room()),
+            },
+        ),
+        OkReply::with(
+            27,
+            &RegisterRemoteAgentOk {
+                agent: principal(),
+                card_url: "https://weather.example/.well-known/agent-card.json".into(),
                 room: Some(room()),
             },
         ),

@@ -23,8 +23,9 @@ use tokio_postgres::Row;
 
 use super::{
     AuditRecord, ContactRecord, ControlRecord, EventRecord, Flush, InviteRecord, MemberRecord,
-    PingRecord, PrincipalRecord, RequestRecord, RoomRecord, Snapshot, Store, StoreError, StreamKey,
-    TokenRecord, WriteTx,
+    PingRecord, PrincipalRecord, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, RequestRecord,
+    RoomRecord, Snapshot, Store, StoreError, StreamKey, TokenRecord, WriteTx, credential_scheme,
+    credential_scheme_from,
 };
 use crate::ids::{IdSource, TokenHash};
 use crate::sent_keys::SentKeyRecord;
@@ -58,6 +59,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         6,
         "a2a_task_keys",
         include_str!("migrations/0006_a2a_task_keys.sql"),
+    ),
+    (
+        7,
+        "remote_agents",
+        include_str!("migrations/0007_remote_agents.sql"),
     ),
 ];
 
@@ -516,7 +522,8 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
     };
     for row in tx
         .query(
-            "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms
+            "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms,
+                    remote_card_url
              FROM principals",
             &[],
         )
@@ -739,6 +746,7 @@ fn principal_from_row(row: &Row) -> Result<PrincipalRecord, StoreError> {
         description: row.try_get(6)?,
         card: row.try_get(7)?,
         created_ms: row.try_get(8)?,
+        remote: row.try_get(9)?,
     })
 }
 

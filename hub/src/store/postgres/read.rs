@@ -308,6 +308,94 @@ impl ReadStore for PostgresReader {
         store_only(found, "contact_requests")
     }
 
+    fn remote_calls_due(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<RemoteCallRecord>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let found = self.read(async |tx| {
+            let rows = tx
+                .query(
+                    "SELECT room, seq, remote, created_ms, attempts, next_ms FROM remote_calls
+                     WHERE next_ms IS NOT NULL AND next_ms <= $1
+                     ORDER BY next_ms, created_ms LIMIT $2",
+                    &[&now_ms, &limit],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            let call = |row: &tokio_postgres::Row| -> Result<RemoteCallRecord, StoreError> {
+                Ok(RemoteCallRecord {
+                    room: row.try_get(0)?,
+                    seq: seq_from(row.try_get(1)?),
+                    remote: row.try_get(2)?,
+                    created_ms: row.try_get(3)?,
+                    attempts: u32::try_from(row.try_get::<_, i64>(4)?).unwrap_or(u32::MAX),
+                    next_ms: row.try_get(5)?,
+                })
+            };
+            Ok(rows
+                .iter()
+                .map(call)
+                .collect::<Result<Vec<_>, StoreError>>()?)
+        });
+        store_only(found, "remote_calls")
+    }
+
+    fn remote_credential(
+        &self,
+        principal: &str,
+    ) -> Result<Option<roundtable_protocol::client::RemoteCredential>, StoreError> {
+        let found = self.read(async |tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT scheme, header, value FROM remote_credentials WHERE principal = $1",
+                    &[&principal],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            let credential = |row: tokio_postgres::Row| -> Result<_, StoreError> {
+                Ok(roundtable_protocol::client::RemoteCredential {
+                    scheme: credential_scheme_from(row.try_get(0)?)?,
+                    header: row.try_get(1)?,
+                    value: row.try_get(2)?,
+                })
+            };
+            Ok(row.map(credential).transpose()?)
+        });
+        store_only(found, "remote_credentials")
+    }
+
+    fn remote_thread(
+        &self,
+        room: &str,
+        remote: &str,
+    ) -> Result<Option<RemoteThreadRecord>, StoreError> {
+        let found = self.read(async |tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT context_id, task_id, ping, asker, mention FROM remote_threads
+                     WHERE room = $1 AND remote = $2",
+                    &[&room, &remote],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            let thread = |row: tokio_postgres::Row| -> Result<_, StoreError> {
+                Ok(RemoteThreadRecord {
+                    room: room.to_owned(),
+                    remote: remote.to_owned(),
+                    context_id: row.try_get(0)?,
+                    task_id: row.try_get(1)?,
+                    ping: row.try_get(2)?,
+                    asker: row.try_get(3)?,
+                    mention: row.try_get(4)?,
+                })
+            };
+            Ok(row.map(thread).transpose()?)
+        });
+        store_only(found, "remote_threads")
+    }
+
     fn sent_with_key_prefix(
         &self,
         sender: &str,

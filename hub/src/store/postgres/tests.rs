@@ -126,6 +126,7 @@ fn a_broken_writer_connection_is_replaced_and_the_transaction_in_flight_is_lost_
         description: None,
         card: None,
         created_ms: 1,
+        remote: None,
     })
     .unwrap();
     // The server ends the writer's session (as a restart would). Terminating only signals

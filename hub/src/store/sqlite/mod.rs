@@ -15,8 +15,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use super::{
     AuditQuery, AuditRecord, ContactRecord, ControlRecord, DirectoryQuery, EventRecord, Flush,
     HistoryPage, HistoryRange, InviteRecord, MemberRecord, PingRecord, PrincipalRecord, ReadError,
-    ReadStore, ReplayPage, ReplayPosition, RequestRecord, RoomRecord, Snapshot, Store, StoreError,
-    StreamKey, StreamPlan, SyncPlan, TokenRecord, WriteTx,
+    ReadStore, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, ReplayPage, ReplayPosition,
+    RequestRecord, RoomRecord, Snapshot, Store, StoreError, StreamKey, StreamPlan, SyncPlan,
+    TokenRecord, WriteTx, credential_scheme, credential_scheme_from,
 };
 use crate::ids::{IdSource, TokenHash};
 use crate::sent_keys::SentKeyRecord;
@@ -78,6 +79,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
         9,
         "a2a_task_keys",
         include_str!("../migrations/0009_a2a_task_keys.sql"),
+    ),
+    (
+        10,
+        "remote_agents",
+        include_str!("../migrations/0010_remote_agents.sql"),
     ),
 ];
 
@@ -170,7 +176,8 @@ impl Store for SqliteStore {
         };
         {
             let mut statement = tx.prepare(
-                "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms
+                "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms,
+                        remote_card_url
                  FROM principals",
             )?;
             let mut rows = statement.query([])?;
@@ -191,6 +198,7 @@ impl Store for SqliteStore {
                     description: row.get(6)?,
                     card: row.get(7)?,
                     created_ms: row.get(8)?,
+                    remote: row.get(9)?,
                 });
             }
         }

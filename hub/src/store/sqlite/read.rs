@@ -221,6 +221,100 @@ impl ReadStore for SqliteReader {
         })
     }
 
+    fn remote_calls_due(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<RemoteCallRecord>, StoreError> {
+        let result = self.with_connection(|conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT room, seq, remote, created_ms, attempts, next_ms FROM remote_calls
+                     WHERE next_ms IS NOT NULL AND next_ms <= ?1
+                     ORDER BY next_ms, created_ms LIMIT ?2",
+                )
+                .map_err(StoreError::from)?;
+            let rows = statement
+                .query_map(params![now_ms, limit as i64], |row| {
+                    Ok(RemoteCallRecord {
+                        room: row.get(0)?,
+                        seq: row.get::<_, i64>(1)? as u64,
+                        remote: row.get(2)?,
+                        created_ms: row.get(3)?,
+                        attempts: row.get::<_, i64>(4)?.clamp(0, i64::from(u32::MAX)) as u32,
+                        next_ms: row.get(5)?,
+                    })
+                })
+                .map_err(StoreError::from)?;
+            Ok(rows
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(StoreError::from)?)
+        });
+        store_only(result, "remote_calls")
+    }
+
+    fn remote_credential(
+        &self,
+        principal: &str,
+    ) -> Result<Option<roundtable_protocol::client::RemoteCredential>, StoreError> {
+        let result = self.with_connection(|conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT scheme, header, value FROM remote_credentials WHERE principal = ?1",
+                )
+                .map_err(StoreError::from)?
+                .query_row(params![principal], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                })
+                .optional()
+                .map_err(StoreError::from)?;
+            Ok(match row {
+                None => None,
+                Some((scheme, header, value)) => {
+                    Some(roundtable_protocol::client::RemoteCredential {
+                        scheme: credential_scheme_from(&scheme)?,
+                        header,
+                        value,
+                    })
+                }
+            })
+        });
+        store_only(result, "remote_credentials")
+    }
+
+    fn remote_thread(
+        &self,
+        room: &str,
+        remote: &str,
+    ) -> Result<Option<RemoteThreadRecord>, StoreError> {
+        let result = self.with_connection(|conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT context_id, task_id, ping, asker, mention FROM remote_threads
+                     WHERE room = ?1 AND remote = ?2",
+                )
+                .map_err(StoreError::from)?
+                .query_row(params![room, remote], |row| {
+                    Ok(RemoteThreadRecord {
+                        room: room.to_owned(),
+                        remote: remote.to_owned(),
+                        context_id: row.get(0)?,
+                        task_id: row.get(1)?,
+                        ping: row.get(2)?,
+                        asker: row.get(3)?,
+                        mention: row.get(4)?,
+                    })
+                })
+                .optional()
+                .map_err(StoreError::from)?)
+        });
+        store_only(result, "remote_threads")
+    }
+
     fn sent_with_key_prefix(
         &self,
         sender: &str,
@@ -521,4 +615,15 @@ impl ReadStore for SqliteReader {
             Ok(page)
         })
     }
+}
+
+/// A read that can only fail in the store, as a store error.
+fn store_only<T>(result: Result<T, ReadError>, table: &'static str) -> Result<T, StoreError> {
+    result.map_err(|error| match error {
+        ReadError::Store(error) => error,
+        other => StoreError::Corrupt {
+            table,
+            detail: other.to_string(),
+        },
+    })
 }

@@ -21,8 +21,10 @@ impl WriteTx for SqliteTx<'_> {
     fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
         self.tx
             .prepare_cached(
-                "INSERT INTO principals (id, kind, handle, name, owner, discoverable, description, card, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO principals
+                     (id, kind, handle, name, owner, discoverable, description, card, created_ms,
+                      remote_card_url)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
             .execute(params![
                 p.id,
@@ -33,7 +35,8 @@ impl WriteTx for SqliteTx<'_> {
                 p.discoverable.as_str(),
                 p.description,
                 p.card,
-                p.created_ms
+                p.created_ms,
+                p.remote
             ])?;
         Ok(())
     }
@@ -239,6 +242,87 @@ impl WriteTx for SqliteTx<'_> {
                 contact.request
             ])?;
         Ok(())
+    }
+
+    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<bool, StoreError> {
+        let changed = match write {
+            RemoteWrite::Credential {
+                principal,
+                credential,
+            } => self
+                .tx
+                .prepare_cached(
+                    "INSERT INTO remote_credentials (principal, scheme, header, value)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (principal) DO UPDATE SET scheme = excluded.scheme,
+                         header = excluded.header, value = excluded.value",
+                )?
+                .execute(params![
+                    principal,
+                    credential_scheme(credential.scheme),
+                    credential.header,
+                    credential.value
+                ])?,
+            RemoteWrite::Call(call) => self
+                .tx
+                .prepare_cached(
+                    "INSERT INTO remote_calls (room, seq, remote, created_ms, attempts, next_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![
+                    call.room,
+                    call.seq as i64,
+                    call.remote,
+                    call.created_ms,
+                    call.attempts,
+                    call.next_ms
+                ])?,
+            RemoteWrite::Claim {
+                room,
+                seq,
+                remote,
+                now_ms,
+                until_ms,
+            } => self
+                .tx
+                .prepare_cached(
+                    "UPDATE remote_calls SET next_ms = ?5, attempts = attempts + 1
+                     WHERE room = ?1 AND seq = ?2 AND remote = ?3 AND next_ms <= ?4",
+                )?
+                .execute(params![room, *seq as i64, remote, now_ms, until_ms])?,
+            RemoteWrite::Settle {
+                room,
+                seq,
+                remote,
+                next_ms,
+            } => self
+                .tx
+                .prepare_cached(
+                    "UPDATE remote_calls SET next_ms = ?4
+                     WHERE room = ?1 AND seq = ?2 AND remote = ?3",
+                )?
+                .execute(params![room, *seq as i64, remote, next_ms])?,
+            RemoteWrite::Thread(thread) => self
+                .tx
+                .prepare_cached(
+                    "INSERT INTO remote_threads
+                         (room, remote, context_id, task_id, ping, asker, mention)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (room, remote) DO UPDATE SET context_id = excluded.context_id,
+                         task_id = excluded.task_id, ping = excluded.ping,
+                         asker = excluded.asker, mention = excluded.mention",
+                )?
+                .execute(params![
+                    thread.room,
+                    thread.remote,
+                    thread.context_id,
+                    thread.task_id,
+                    thread.ping,
+                    thread.asker,
+                    thread.mention
+                ])?,
+        };
+        Ok(changed > 0 || !matches!(write, RemoteWrite::Claim { .. }))
     }
 
     fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {

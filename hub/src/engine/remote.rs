@@ -1,0 +1,255 @@
+//! Calls owed to remote agents (agents another A2A server runs).
+//!
+//! Why here: whether an event owes a remote agent a call is decided in the transaction that
+//! stores the event, so a call is never lost (a crash after the commit finds it in
+//! `remote_calls`) and never made for an event that was not stored. The outbound worker
+//! (`a2a::outbound`) does the talking and keeps its bookkeeping through
+//! [`RemoteCommand`]s, which take the writer's path like every other change.
+
+use roundtable_protocol::client::ControlAction;
+use roundtable_protocol::server::OkReply;
+use serde::{Deserialize, Serialize};
+
+use super::{Caller, Engine, ExecError, Outcome};
+use crate::store::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite, WriteTx};
+
+/// The outbound worker's bookkeeping, run as the hub itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteCommand {
+    /// Takes a due call until `until_ms` (see [`RemoteClaim`]); `asker` wrote the event.
+    Claim {
+        room: String,
+        seq: u64,
+        remote: String,
+        asker: String,
+        until_ms: i64,
+    },
+    /// Settles a call, or sets when it is tried again.
+    Settle {
+        room: String,
+        seq: u64,
+        remote: String,
+        next_ms: Option<i64>,
+    },
+    /// Where the remote agent's conversation in a room is now.
+    Thread(RemoteThreadRecord),
+}
+
+impl RemoteCommand {
+    pub(super) fn audit_target(&self) -> String {
+        match self {
+            RemoteCommand::Claim { room, remote, .. }
+            | RemoteCommand::Settle { room, remote, .. } => format!("{remote} {room}"),
+            RemoteCommand::Thread(thread) => format!("{} {}", thread.remote, thread.room),
+        }
+    }
+}
+
+/// What a claim found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteClaim {
+    /// The call is this worker's until the lease ends.
+    Claimed,
+    /// Settled, or another process holds it.
+    NotDue,
+    /// The remote agent is paused in the room: the call waits, tried again later.
+    Paused,
+    /// The remote agent is stopped in the room: the call is dropped, settled.
+    Stopped,
+}
+
+/// The answer to a [`RemoteCommand`]: for a claim that took, who is called and who asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimReply {
+    pub claim: RemoteClaim,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parties: Option<CallParties>,
+}
+
+/// Who a claimed call is between.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallParties {
+    pub remote_handle: String,
+    pub card_url: String,
+    /// The remote agent's owner (a user id).
+    pub owner: String,
+    pub asker_handle: String,
+    pub asker_is_user: bool,
+}
+
+impl ClaimReply {
+    /// The answer an `ok` of a [`RemoteCommand`] carries.
+    pub fn of(reply: &OkReply) -> Option<ClaimReply> {
+        reply.decode::<ClaimReply>().ok()
+    }
+}
+
+/// How long a paused remote agent's call waits before it is looked at again.
+pub const PAUSED_RETRY_MS: i64 = 30_000;
+
+impl Engine {
+    pub(super) fn remote_command(
+        &mut self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        _caller: &Caller,
+        command: RemoteCommand,
+    ) -> Result<Outcome, ExecError> {
+        let claim = match command {
+            RemoteCommand::Claim {
+                room,
+                seq,
+                remote,
+                asker,
+                until_ms,
+            } => {
+                let control = self
+                    .state
+                    .control_in(&remote, &room)
+                    .map(|control| control.action);
+                let (claim, next_ms) = match control {
+                    Some(ControlAction::Stop) => (RemoteClaim::Stopped, None),
+                    Some(ControlAction::Pause) => {
+                        (RemoteClaim::Paused, Some(now_ms + PAUSED_RETRY_MS))
+                    }
+                    _ => {
+                        let claimed = tx.remote(&RemoteWrite::Claim {
+                            room: &room,
+                            seq,
+                            remote: &remote,
+                            now_ms,
+                            until_ms,
+                        })?;
+                        let parties = self.call_parties(&remote, &asker);
+                        let reply = match (claimed, parties) {
+                            (true, Some(parties)) => ClaimReply {
+                                claim: RemoteClaim::Claimed,
+                                parties: Some(parties),
+                            },
+                            (true, None) => {
+                                // Not a remote agent (any more), or an unknown asker: nothing
+                                // to call.
+                                tx.remote(&RemoteWrite::Settle {
+                                    room: &room,
+                                    seq,
+                                    remote: &remote,
+                                    next_ms: None,
+                                })?;
+                                ClaimReply {
+                                    claim: RemoteClaim::NotDue,
+                                    parties: None,
+                                }
+                            }
+                            (false, _) => ClaimReply {
+                                claim: RemoteClaim::NotDue,
+                                parties: None,
+                            },
+                        };
+                        return Ok(Outcome::ok(OkReply::with(0, &reply)));
+                    }
+                };
+                tx.remote(&RemoteWrite::Settle {
+                    room: &room,
+                    seq,
+                    remote: &remote,
+                    next_ms,
+                })?;
+                claim
+            }
+            RemoteCommand::Settle {
+                room,
+                seq,
+                remote,
+                next_ms,
+            } => {
+                tx.remote(&RemoteWrite::Settle {
+                    room: &room,
+                    seq,
+                    remote: &remote,
+                    next_ms,
+                })?;
+                RemoteClaim::NotDue
+            }
+            RemoteCommand::Thread(thread) => {
+                tx.remote(&RemoteWrite::Thread(&thread))?;
+                RemoteClaim::NotDue
+            }
+        };
+        Ok(Outcome::ok(OkReply::with(
+            0,
+            &ClaimReply {
+                claim,
+                parties: None,
+            },
+        )))
+    }
+
+    fn call_parties(&self, remote: &str, asker: &str) -> Option<CallParties> {
+        let remote = self.state.principal(remote)?;
+        let asker = self.state.principal(asker)?;
+        Some(CallParties {
+            remote_handle: remote.handle.clone(),
+            card_url: remote.remote.clone()?,
+            owner: remote.owner.clone()?,
+            asker_handle: asker.handle.clone(),
+            asker_is_user: asker.kind == roundtable_protocol::model::PrincipalKind::User,
+        })
+    }
+
+    /// The remote agents a stored event owes a call: those a message mentions, or the one
+    /// whose ping an answer answers. Written in the event's transaction.
+    pub(super) fn owe_remote_calls(
+        &self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        record: &crate::store::EventRecord,
+        asker_of_answered: Option<&str>,
+    ) -> Result<(), ExecError> {
+        let crate::store::StreamKey::Room(room) = &record.stream else {
+            return Ok(());
+        };
+        let remote = |id: &str| {
+            self.state
+                .principal(id)
+                .is_some_and(|principal| principal.remote.is_some())
+                && id != record.from
+        };
+        let owed: Vec<&str> = match record.kind.as_str() {
+            "message" => record
+                .mentions
+                .iter()
+                .map(String::as_str)
+                .filter(|id| remote(id))
+                .collect(),
+            "answer" => asker_of_answered
+                .filter(|id| remote(id))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        for id in owed {
+            tx.remote(&RemoteWrite::Call(&RemoteCallRecord {
+                room: room.clone(),
+                seq: record.seq,
+                remote: id.to_owned(),
+                created_ms: now_ms,
+                attempts: 0,
+                next_ms: Some(now_ms),
+            }))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a room has a remote agent among its members (only then can its events owe
+    /// calls, so only then is an answered ping's asker looked up).
+    pub(super) fn room_has_remote(&self, room: &str) -> bool {
+        self.state.rooms.get(room).is_some_and(|room| {
+            room.members.keys().any(|member| {
+                self.state
+                    .principal(member)
+                    .is_some_and(|principal| principal.remote.is_some())
+            })
+        })
+    }
+}

@@ -1,0 +1,383 @@
+//! A Roundtable room calls an agent that another framework serves over A2A: the official
+//! Python server (`a2a-sdk[http-server]` 1.3.0 under uvicorn, `python/a2a_echo_server.py`)
+//! plays the remote agent, a real `roundtable hub` process calls it. A person mentions it
+//! and gets its answer; its question becomes the person's ping and the answer goes on with
+//! the same remote task; the remote agent sees only the mentioning messages and its own
+//! credential, never a Roundtable token; a call owed when the hub is SIGKILLed is made
+//! after it restarts, once; and the SSRF guard's operator flags open only what they name.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use roundtable_protocol::client::{
+    ClientFrame, RegisterRemoteAgent, RemoteCredential, RemoteCredentialScheme, RoomCreate, SendCmd,
+};
+use roundtable_protocol::server::{Event, RegisterRemoteAgentOk, RoomOk, SendOk};
+use roundtable_testkit::{Client, HubProcess, roundtable_bin, signup};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use roundtable_e2e::test_python;
+
+/// The official A2A server playing a remote agent, and what it saw.
+struct EchoServer {
+    child: tokio::process::Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl EchoServer {
+    async fn start(port: Option<u16>) -> EchoServer {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("seen.jsonl");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/python/a2a_echo_server.py");
+        let mut command = tokio::process::Command::new(test_python());
+        command.arg(script).arg(&log);
+        if let Some(port) = port {
+            command.arg(port.to_string());
+        }
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the echo server starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the echo server prints its port")
+            .unwrap()
+            .expect("a port");
+        EchoServer {
+            child,
+            port: first.trim().parse().unwrap(),
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn card_url(&self) -> String {
+        format!("http://127.0.0.1:{}/.well-known/agent-card.json", self.port)
+    }
+
+    fn seen(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    fn messages(&self) -> Vec<Value> {
+        self.seen()
+            .into_iter()
+            .filter(|entry| entry.get("message").is_some())
+            .collect()
+    }
+}
+
+fn register_frame(id: u64, name: &str, card_url: &str, secret: &str) -> ClientFrame {
+    ClientFrame::RegisterRemoteAgent(RegisterRemoteAgent {
+        id,
+        name: name.into(),
+        card_url: card_url.into(),
+        credential: Some(RemoteCredential {
+            scheme: RemoteCredentialScheme::Bearer,
+            value: secret.into(),
+            header: None,
+        }),
+        description: Some("echoes, on another framework".into()),
+        discoverable: None,
+    })
+}
+
+/// dana, signed in, with a room she shares with her remote agent `dana/echo` (at
+/// `card_url`). Returns her client (live), her token and the agent's id and the room.
+async fn dana_and_echo(hub: &HubProcess, card_url: &str) -> (Client, String, String, String) {
+    let dana = signup(hub.addr, "dana").await.unwrap();
+    let mut client = Client::connect(&hub.ws_url()).await.unwrap();
+    client.auth(&dana.token, "laptop").await.unwrap();
+    let id = client.id();
+    let echo: RegisterRemoteAgentOk = client
+        .ok(register_frame(id, "echo", card_url, "echo-key-1"))
+        .await
+        .decode()
+        .unwrap();
+    let id = client.id();
+    let room = client
+        .ok(ClientFrame::RoomCreate(RoomCreate {
+            id,
+            title: Some("weather".into()),
+            topic: None,
+            members: vec!["dana/echo".into()],
+        }))
+        .await
+        .decode::<RoomOk>()
+        .unwrap()
+        .room
+        .id;
+    (client, dana.token, echo.agent.id, room)
+}
+
+async fn say(client: &mut Client, room: &str, key: &str, kind: &str, body: Value) -> Event {
+    let id = client.id();
+    let sent: SendOk = client
+        .ok(ClientFrame::Send(SendCmd {
+            id,
+            room: room.into(),
+            client_key: key.into(),
+            kind: kind.into(),
+            body,
+        }))
+        .await
+        .decode()
+        .unwrap();
+    sent.event
+}
+
+/// The room's events from `from` of `kind`, read until there are `count` (within `wait`).
+async fn wait_for(
+    client: &mut Client,
+    room: &str,
+    from: &str,
+    kind: &str,
+    count: usize,
+    wait: Duration,
+) -> Vec<Event> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let found: Vec<Event> = client
+            .room_log(room)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|event| event.from == from && event.kind == kind)
+            .collect();
+        if found.len() >= count || tokio::time::Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_calls_an_agent_on_the_official_a2a_server_and_gets_its_answers() {
+    let echo_server = EchoServer::start(None).await;
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(
+        &roundtable_bin(),
+        data.path(),
+        &["--a2a-outbound-allow-private"],
+    )
+    .await;
+    let (mut dana, token, echo, room) = dana_and_echo(&hub, &echo_server.card_url()).await;
+    say(
+        &mut dana,
+        &room,
+        "chatter-0001",
+        "message",
+        json!({"text": "only for us"}),
+    )
+    .await;
+
+    let hello = say(
+        &mut dana,
+        &room,
+        "mention-0001",
+        "message",
+        json!({"text": "@dana/echo hello"}),
+    )
+    .await;
+    let replies = wait_for(
+        &mut dana,
+        &room,
+        &echo,
+        "message",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(replies.len(), 1, "no answer");
+    assert_eq!(replies[0].body["text"], "echo: @dana/echo hello");
+    assert_eq!(replies[0].body["reply_to"], json!(hello.id));
+
+    // Its question becomes dana's ping; her answer goes on with the same remote task.
+    let asked = say(
+        &mut dana,
+        &room,
+        "mention-0002",
+        "message",
+        json!({"text": "@dana/echo which branch?"}),
+    )
+    .await;
+    let pings = wait_for(&mut dana, &room, &echo, "ping", 1, Duration::from_secs(30)).await;
+    assert_eq!(pings.len(), 1, "no ping");
+    assert_eq!(pings[0].body["question"], "which one?");
+    say(
+        &mut dana,
+        &room,
+        "answer-00001",
+        "answer",
+        json!({"ping": pings[0].body["ping"], "text": "main"}),
+    )
+    .await;
+    let replies = wait_for(
+        &mut dana,
+        &room,
+        &echo,
+        "message",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(replies.len(), 2, "no answer after the ping");
+    assert_eq!(replies[1].body["text"], "echo: main");
+    assert_eq!(replies[1].body["reply_to"], json!(asked.id));
+
+    // What left the hub: the two mentions and the answer, nothing else of the room; the
+    // answer on the task that asked.
+    let messages = echo_server.messages();
+    let texts: Vec<&str> = messages
+        .iter()
+        .map(|entry| entry["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        ["@dana/echo hello", "@dana/echo which branch?", "main"]
+    );
+    assert_eq!(messages[2]["continuing"], true);
+    assert_eq!(messages[2]["message_task_id"], messages[1]["task_id"]);
+    // Its own credential on every request, and never a token of ours.
+    let requests: Vec<Value> = echo_server
+        .seen()
+        .into_iter()
+        .filter(|entry| entry.get("headers").is_some())
+        .collect();
+    assert!(requests.len() >= 4, "{requests:?}");
+    for request in &requests {
+        let headers = request["headers"].as_object().unwrap();
+        if request["path"] == "/" {
+            assert_eq!(headers["authorization"], "Bearer echo-key-1", "{request}");
+        }
+        for value in headers.values() {
+            let value = value.as_str().unwrap();
+            assert!(
+                !value.contains("rt_") && !value.contains(&token),
+                "{request}"
+            );
+        }
+    }
+    hub.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_owed_when_the_hub_is_killed_is_made_once_after_it_restarts() {
+    // The remote agent is down when the mention is made; the hub dies; both come back.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let card_url = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
+    let data = tempfile::tempdir().unwrap();
+    let listen = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let flags = ["--a2a-outbound-allow-private"];
+    let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &flags).await;
+    let (mut dana, token, echo, room) = dana_and_echo(&hub, &card_url).await;
+    let mention = say(
+        &mut dana,
+        &room,
+        "mention-0003",
+        "message",
+        json!({"text": "@dana/echo still there"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    hub.kill().await;
+
+    let echo_server = EchoServer::start(Some(port)).await;
+    let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &flags).await;
+    let mut dana = Client::connect(&hub.ws_url()).await.unwrap();
+    dana.auth(&token, "laptop").await.unwrap();
+    // A claim the killed process held lapses after its lease (a minute at most).
+    let replies = wait_for(
+        &mut dana,
+        &room,
+        &echo,
+        "message",
+        1,
+        Duration::from_secs(100),
+    )
+    .await;
+    assert_eq!(replies.len(), 1, "the owed call was not made");
+    assert_eq!(replies[0].body["text"], "echo: @dana/echo still there");
+    assert_eq!(replies[0].body["reply_to"], json!(mention.id));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let again = wait_for(&mut dana, &room, &echo, "message", 2, Duration::ZERO).await;
+    assert_eq!(again.len(), 1, "answered twice");
+    assert_eq!(echo_server.messages().len(), 1);
+    hub.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_flags_open_only_the_hosts_they_name() {
+    let echo_server = EchoServer::start(None).await;
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let dana = signup(hub.addr, "dana").await.unwrap();
+    let mut client = Client::connect(&hub.ws_url()).await.unwrap();
+    client.auth(&dana.token, "laptop").await.unwrap();
+    for (url, why) in [
+        (echo_server.card_url(), "plain http"),
+        (
+            format!(
+                "https://127.0.0.1:{}/.well-known/agent-card.json",
+                echo_server.port
+            ),
+            "loopback",
+        ),
+        (
+            format!("https://localhost:{}/", echo_server.port),
+            "loopback",
+        ),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+            "plain http",
+        ),
+        ("https://169.254.169.254/".to_owned(), "link-local"),
+        ("https://10.1.2.3/".to_owned(), "private"),
+    ] {
+        let id = client.id();
+        let refused = client.err(register_frame(id, "probe", &url, "k-1")).await;
+        assert!(refused.msg.contains(why), "{url}: {refused:?}");
+    }
+    hub.terminate().await;
+    assert!(
+        echo_server.seen().is_empty(),
+        "the hub reached the remote agent"
+    );
+
+    // Named, that one host is let in (over http too), and no other.
+    let hub = HubProcess::start(
+        &roundtable_bin(),
+        data.path(),
+        &["--a2a-outbound-allow", "127.0.0.1"],
+    )
+    .await;
+    let mut client = Client::connect(&hub.ws_url()).await.unwrap();
+    client.auth(&dana.token, "laptop").await.unwrap();
+    let id = client.id();
+    client
+        .ok(register_frame(id, "echo", &echo_server.card_url(), "k-1"))
+        .await;
+    let id = client.id();
+    let refused = client
+        .err(register_frame(id, "probe", "http://10.1.2.3/", "k-1"))
+        .await;
+    assert!(refused.msg.contains("plain http"), "{refused:?}");
+    hub.terminate().await;
+    drop(echo_server.child);
+}
