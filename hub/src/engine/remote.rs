@@ -198,7 +198,8 @@ impl Engine {
     }
 
     /// The remote agents a stored event owes a call: those a message mentions, or the one
-    /// whose ping an answer answers. Written in the event's transaction.
+    /// whose ping an answer answers, unless a remote agent wrote it. Written in the event's
+    /// transaction.
     pub(super) fn owe_remote_calls(
         &self,
         tx: &mut dyn WriteTx,
@@ -209,6 +210,15 @@ impl Engine {
         let crate::store::StreamKey::Room(room) = &record.stream else {
             return Ok(());
         };
+        // What a remote agent posts calls no remote agent: two that quote what they are
+        // sent (an echo, a model repeating the question) would call each other for ever.
+        if self
+            .state
+            .principal(&record.from)
+            .is_some_and(|sender| sender.remote.is_some())
+        {
+            return Ok(());
+        }
         let remote = |id: &str| {
             self.state
                 .principal(id)

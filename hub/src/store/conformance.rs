@@ -105,7 +105,8 @@ macro_rules! suite {
             commits_after_the_flusher_takes_over_are_kept_once_flushed,
             reopening_keeps_the_hub_id_and_epoch,
             the_directory_and_the_audit_log_read_what_was_committed,
-            a_sender_s_keyed_events_are_listed_newest_first_by_prefix_in_pages
+            a_sender_s_keyed_events_are_listed_newest_first_by_prefix_in_pages,
+            calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due
         );
     };
     ($open:path; $($test:ident),* $(,)?) => {
@@ -918,4 +919,100 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
         backend.reader.audit_head().unwrap(),
         Some((3, format!("{:064}", 3)))
     );
+}
+
+fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backend: Backend) {
+    use roundtable_protocol::client::{RemoteCredential, RemoteCredentialScheme};
+    populate(&mut *backend.store);
+    let call = |seq: u64, next_ms: Option<i64>| RemoteCallRecord {
+        room: "r".into(),
+        seq,
+        remote: "a".into(),
+        created_ms: 10 + seq as i64,
+        attempts: 0,
+        next_ms,
+    };
+    let credential = RemoteCredential {
+        scheme: RemoteCredentialScheme::ApiKey,
+        value: "k-1".into(),
+        header: Some("X-Key".into()),
+    };
+    let mut tx = backend.store.transaction().unwrap();
+    for (seq, next_ms) in [(3, Some(100)), (4, Some(50)), (5, Some(500))] {
+        assert!(tx.remote(&RemoteWrite::Call(&call(seq, next_ms))).unwrap());
+    }
+    // The same event and remote again: nothing new, the first stays.
+    tx.remote(&RemoteWrite::Call(&call(3, Some(1)))).unwrap();
+    tx.remote(&RemoteWrite::Credential {
+        principal: "a",
+        credential: &credential,
+    })
+    .unwrap();
+    tx.commit().unwrap();
+    let due = backend.reader.remote_calls_due(200, 10).unwrap();
+    assert_eq!(
+        due.iter().map(|call| call.seq).collect::<Vec<_>>(),
+        [4, 3],
+        "due ones, soonest first"
+    );
+    assert_eq!(due[1], call(3, Some(100)));
+    assert_eq!(backend.reader.remote_calls_due(200, 1).unwrap().len(), 1);
+
+    let claim = |seq: u64, now_ms: i64| RemoteWrite::Claim {
+        room: "r",
+        seq,
+        remote: "a",
+        now_ms,
+        until_ms: now_ms + 60_000,
+    };
+    let mut tx = backend.store.transaction().unwrap();
+    assert!(tx.remote(&claim(3, 200)).unwrap(), "a due call is claimed");
+    assert!(!tx.remote(&claim(3, 200)).unwrap(), "and only once");
+    assert!(!tx.remote(&claim(5, 200)).unwrap(), "not before it is due");
+    tx.remote(&RemoteWrite::Settle {
+        room: "r",
+        seq: 4,
+        remote: "a",
+        next_ms: None,
+    })
+    .unwrap();
+    assert!(
+        !tx.remote(&claim(4, 1_000)).unwrap(),
+        "a settled call is never due"
+    );
+    tx.remote(&RemoteWrite::Thread(&RemoteThreadRecord {
+        room: "r".into(),
+        remote: "a".into(),
+        context_id: Some("c".into()),
+        task_id: Some("t".into()),
+        ping: Some("p".into()),
+        asker: Some("u".into()),
+        mention: Some("e".into()),
+    }))
+    .unwrap();
+    tx.commit().unwrap();
+    let due = backend.reader.remote_calls_due(100_000, 10).unwrap();
+    assert_eq!(due.iter().map(|call| call.seq).collect::<Vec<_>>(), [5, 3]);
+    let claimed = due.iter().find(|call| call.seq == 3).unwrap();
+    assert_eq!((claimed.attempts, claimed.next_ms), (1, Some(60_200)));
+    assert_eq!(
+        backend.reader.remote_credential("a").unwrap(),
+        Some(credential)
+    );
+    assert_eq!(backend.reader.remote_credential("u").unwrap(), None);
+    let thread = backend.reader.remote_thread("r", "a").unwrap().unwrap();
+    assert_eq!(thread.task_id.as_deref(), Some("t"));
+    // A thread is replaced whole: the question answered, its task and ping go.
+    let mut tx = backend.store.transaction().unwrap();
+    tx.remote(&RemoteWrite::Thread(&RemoteThreadRecord {
+        room: "r".into(),
+        remote: "a".into(),
+        context_id: Some("c".into()),
+        ..RemoteThreadRecord::default()
+    }))
+    .unwrap();
+    tx.commit().unwrap();
+    let thread = backend.reader.remote_thread("r", "a").unwrap().unwrap();
+    assert_eq!((thread.task_id, thread.ping), (None, None));
+    assert_eq!(backend.reader.remote_thread("r", "u").unwrap(), None);
 }

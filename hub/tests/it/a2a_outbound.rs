@@ -599,3 +599,35 @@ fn hostname() -> Option<String> {
     let name = name.trim();
     (!name.is_empty()).then(|| name.to_owned())
 }
+
+#[tokio::test]
+async fn remote_agents_quoting_each_other_do_not_call_each_other() {
+    let hub = TestHub::start_with(allow_private).await;
+    let remote = Remote::start(true).await;
+    let (mut dana, _) = hub.user("dana").await;
+    let echo = register_remote(&mut dana, "echo", &remote).await;
+    let other = register_remote(&mut dana, "other", &remote).await;
+    let room = room(&mut dana, &["dana/echo", "dana/other"]).await;
+    live(&mut dana).await;
+    say(
+        &mut dana,
+        &room,
+        "mention-0006",
+        "@dana/echo @dana/other hi both",
+    )
+    .await;
+    // Each answers once; each answer mentions the other (an echo quotes), and calls no one.
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < 2 {
+        let event = tokio::time::timeout(Duration::from_secs(20), dana.next_event())
+            .await
+            .expect("both answer")
+            .unwrap();
+        if event.kind == "message" && [&echo.agent.id, &other.agent.id].contains(&&event.from) {
+            assert_eq!(event.body["text"], "echo: @dana/echo @dana/other hi both");
+            answered.insert(event.from);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(remote.messages().len(), 2, "{:?}", remote.messages());
+}

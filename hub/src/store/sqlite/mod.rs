@@ -118,6 +118,8 @@ pub fn open(
         restrict_permissions(dir);
     }
     let mut conn = Connection::open(path)?;
+    // Before the WAL exists, so that it is made with the same mode (SQLite copies it).
+    restrict_file(path);
     // WAL with synchronous=FULL: every commit is fsync'd before it returns (the hub's writer
     // switches to its own flushes, see `flusher`). The page cache
     // is larger than the default: measured, it saves the writer re-reading hot index pages.
@@ -156,6 +158,17 @@ fn restrict_permissions(dir: &Path) {
         use std::os::unix::fs::PermissionsExt;
         if let Err(error) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
             tracing::warn!(dir = %dir.display(), %error, "cannot restrict the data directory to its owner");
+        }
+    }
+}
+
+/// The database file holds remote agents' credentials besides hashes: its owner's only.
+fn restrict_file(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(error) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            tracing::warn!(path = %path.display(), %error, "cannot restrict the database to its owner");
         }
     }
 }

@@ -167,3 +167,25 @@ fn an_in_memory_database_has_no_flusher() {
     };
     assert!(store.flusher().is_err());
 }
+
+#[cfg(unix)]
+#[test]
+fn the_database_and_its_wal_are_the_owner_s_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data").join("hub.sqlite3");
+    // A database made before files were restricted is restricted when opened again.
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, b"").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (mut store, _reader) = open(&path, &mut IdSource::seeded(4), 1).unwrap();
+    store.transaction().unwrap().commit().unwrap();
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(
+        mode(std::path::Path::new(&format!("{}-wal", path.display()))),
+        0o600
+    );
+}
