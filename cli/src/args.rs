@@ -327,6 +327,28 @@ pub enum AgentsCommand {
         #[arg(long)]
         discoverable: Option<String>,
     },
+    /// Register an agent another framework serves over A2A as `<you>/<name>`: rooms call it
+    /// when a message mentions it, and its answers come back as its messages.
+    RegisterRemote {
+        name: String,
+        /// Where its A2A card is (https://…/.well-known/agent-card.json).
+        #[arg(long)]
+        card: String,
+        /// The environment variable holding the credential the hub presents to it (never
+        /// on the command line, where other users of the machine could read it).
+        #[arg(long, value_name = "VARIABLE")]
+        credential_env: Option<String>,
+        /// Present the credential in this header (an API key) instead of as
+        /// `Authorization: Bearer`.
+        #[arg(long, value_name = "HEADER", requires = "credential_env")]
+        api_key_header: Option<String>,
+        /// What the agent does, shown in the directory.
+        #[arg(long)]
+        description: Option<String>,
+        /// private, contacts (default) or public.
+        #[arg(long)]
+        discoverable: Option<String>,
+    },
     /// Its messages are refused until `resume` (in `--room` only, or everywhere).
     Pause {
         /// One of your agents by name, or any agent as `user/name`.

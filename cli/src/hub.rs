@@ -103,8 +103,9 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     a2a_outbound_allow: Vec<String>,
-    /// Let remote A2A agents be at any private, loopback or link-local address, over plain
-    /// http too (for tests and a trusted LAN only).
+    /// Let remote A2A agents be at any private or loopback address, over plain http too
+    /// (for tests and a trusted LAN only). Link-local and cloud metadata addresses stay
+    /// refused unless named with --a2a-outbound-allow.
     #[arg(long, env = "ROUNDTABLE_HUB_A2A_OUTBOUND_ALLOW_PRIVATE")]
     a2a_outbound_allow_private: bool,
     /// How long, in seconds, the hub keeps trying to reach a remote A2A agent before it

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use roundtable_protocol::client::{AgentToken, Control, ControlAction, RegisterAgent, TokenAction};
+use roundtable_protocol::client::{
+    AgentToken, Control, ControlAction, RegisterAgent, RegisterRemoteAgent, RemoteCredential,
+    TokenAction,
+};
 use roundtable_protocol::model::{Discoverable, Principal, Room};
 use serde::Serialize;
 
@@ -19,6 +22,14 @@ pub struct RegisteredAgent {
     pub home: Option<Room>,
     /// The agent's own profile, holding its token.
     pub profile: Profile,
+}
+
+/// A newly registered remote agent (one another A2A server runs): no token, no profile.
+#[derive(Debug)]
+pub struct RegisteredRemoteAgent {
+    pub agent: Principal,
+    pub card_url: String,
+    pub home: Option<Room>,
 }
 
 /// What an agent's token became.
@@ -86,6 +97,44 @@ impl Core {
             agent: registered.agent,
             home: registered.room,
             profile,
+        })
+    }
+
+    /// Registers an agent that another A2A server runs, at `card_url`, presented
+    /// `credential` (never a Roundtable token); rooms call it when they mention it.
+    pub async fn register_remote_agent(
+        &self,
+        name: &str,
+        card_url: &str,
+        credential: Option<RemoteCredential>,
+        settings: AgentSettings,
+        patience: Duration,
+    ) -> Result<RegisteredRemoteAgent, CoreError> {
+        let registered = self
+            .call(
+                RegisterRemoteAgent {
+                    id: 0,
+                    name: name.to_owned(),
+                    card_url: card_url.to_owned(),
+                    credential,
+                    description: settings.description,
+                    discoverable: settings.discoverable,
+                },
+                patience,
+            )
+            .await?;
+        self.remember(vec![crate::cache::PrincipalRow {
+            id: registered.agent.id.clone(),
+            kind: registered.agent.kind.as_str().to_owned(),
+            handle: registered.agent.handle.clone(),
+            name: registered.agent.name.clone(),
+            owner: registered.agent.owner.clone(),
+        }])
+        .await;
+        Ok(RegisteredRemoteAgent {
+            agent: registered.agent,
+            card_url: registered.card_url,
+            home: registered.room,
         })
     }
 

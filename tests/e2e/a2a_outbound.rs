@@ -17,7 +17,7 @@ use roundtable_testkit::{Client, HubProcess, roundtable_bin, signup};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
-use roundtable_e2e::test_python;
+use roundtable_e2e::{Home, Hub, json as parse_json, room_texts, test_python};
 
 /// The official A2A server playing a remote agent, and what it saw.
 struct EchoServer {
@@ -380,4 +380,96 @@ async fn the_operator_flags_open_only_the_hosts_they_name() {
     assert!(refused.msg.contains("plain http"), "{refused:?}");
     hub.terminate().await;
     drop(echo_server.child);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_registers_a_remote_agent_with_the_cli_and_talks_to_it_in_a_room() {
+    let echo_server = EchoServer::start(None).await;
+    let hub = Hub::start(&["--a2a-outbound-allow-private"]).await;
+    let addr = hub.addr();
+    let home = Home::default();
+    home.ok("dana", &["signup", "--hub", &addr, "--handle", "dana"])
+        .await;
+    // The credential comes from the environment, never the command line; it is not shown.
+    let mut register = home.command(
+        "dana",
+        &[
+            "--json",
+            "agents",
+            "register-remote",
+            "echo",
+            "--card",
+            &echo_server.card_url(),
+            "--credential-env",
+            "ECHO_KEY",
+        ],
+    );
+    let output = register
+        .env("ECHO_KEY", "echo-key-2\n")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!stdout.contains("echo-key-2"), "{stdout}");
+    let registered = parse_json(&stdout);
+    assert_eq!(registered["agent"]["handle"], "dana/echo");
+    assert_eq!(registered["card_url"], echo_server.card_url().as_str());
+    // Refused addresses say why, with the hub's code (exit 4).
+    let refused = home
+        .fails(
+            "dana",
+            &[
+                "agents",
+                "register-remote",
+                "meta",
+                "--card",
+                "https://169.254.169.254/",
+            ],
+            4,
+        )
+        .await;
+    assert!(refused.contains("metadata"), "{refused}");
+
+    home.ok(
+        "dana",
+        &[
+            "room",
+            "create",
+            "--title",
+            "weather",
+            "--member",
+            "dana/echo",
+        ],
+    )
+    .await;
+    home.ok("dana", &["send", "weather", "@dana/echo sunny?"])
+        .await;
+    let token = home.profile("dana").token.expose().to_owned();
+    // A question mark: the remote agent asks back, as a ping to dana.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let pings = loop {
+        let pings = roundtable_e2e::room_bodies(&hub.ws_url(), &token, "weather", "ping").await;
+        if !pings.is_empty() || tokio::time::Instant::now() > deadline {
+            break pings;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(pings.len(), 1, "no ping");
+    assert_eq!(pings[0]["question"], "which one?");
+    let texts = room_texts(&hub.ws_url(), &token, "weather").await;
+    assert_eq!(texts, ["@dana/echo sunny?"]);
+    let requests: Vec<Value> = echo_server
+        .seen()
+        .into_iter()
+        .filter(|entry| entry["path"] == "/")
+        .collect();
+    assert!(!requests.is_empty());
+    for request in requests {
+        assert_eq!(request["headers"]["authorization"], "Bearer echo-key-2");
+    }
 }

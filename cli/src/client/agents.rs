@@ -6,9 +6,11 @@ use roundtable_core::client::PATIENCE;
 use roundtable_core::local_agents::onboarding::{self, OnboardOptions, Report};
 use roundtable_core::local_agents::{Environment, detect::detect as detect_clis};
 use roundtable_core::{Core, profile, teams};
-use roundtable_protocol::client::{ControlAction, TokenAction};
+use roundtable_protocol::client::{
+    ControlAction, RemoteCredential, RemoteCredentialScheme, TokenAction,
+};
 
-use super::json::{AgentRegistered, Controlled, TokenRevoked, TokenRotated};
+use super::json::{AgentRegistered, Controlled, RemoteAgentRegistered, TokenRevoked, TokenRotated};
 use super::{Exit, Failure, Out, agent_cli, discoverable, refuse_in_agent_session};
 use crate::args::ShareCommand;
 
@@ -39,6 +41,62 @@ pub(super) async fn agent_register(
             agent: &registered.agent,
             token,
             profile: &registered.profile.name,
+            room: registered.home.as_ref().map(|room| room.id.as_str()),
+        },
+    )
+}
+
+/// What `agents register-remote` was given.
+pub(super) struct RemoteRegistration {
+    pub card: String,
+    pub credential_env: Option<String>,
+    pub api_key_header: Option<String>,
+    pub description: Option<String>,
+    pub discoverable: Option<String>,
+}
+
+pub(super) async fn agent_register_remote(
+    core: &Core,
+    out: &Out,
+    name: &str,
+    remote: RemoteRegistration,
+) -> Result<(), Failure> {
+    let credential = match &remote.credential_env {
+        None => None,
+        Some(variable) => {
+            let value = std::env::var(variable).map_err(|_| {
+                Failure::new(
+                    Exit::Usage,
+                    format!("{variable} is not set: put the remote agent's credential in it"),
+                )
+            })?;
+            Some(RemoteCredential {
+                scheme: match remote.api_key_header {
+                    Some(_) => RemoteCredentialScheme::ApiKey,
+                    None => RemoteCredentialScheme::Bearer,
+                },
+                value: value.trim().to_owned(),
+                header: remote.api_key_header.clone(),
+            })
+        }
+    };
+    let settings = AgentSettings {
+        description: remote.description,
+        discoverable: discoverable(remote.discoverable)?,
+        card: None,
+    };
+    core.synced(PATIENCE).await?;
+    let registered = core
+        .register_remote_agent(name, &remote.card, credential, settings, PATIENCE)
+        .await?;
+    out.show(
+        format!(
+            "registered {} ({}), called at {} when a message mentions it",
+            registered.agent.handle, registered.agent.id, registered.card_url
+        ),
+        RemoteAgentRegistered {
+            agent: &registered.agent,
+            card_url: &registered.card_url,
             room: registered.home.as_ref().map(|room| room.id.as_str()),
         },
     )

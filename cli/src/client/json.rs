@@ -86,6 +86,14 @@ pub(crate) struct AgentRegistered<'a> {
     pub room: Option<&'a str>,
 }
 
+/// `agents register-remote`: the agent, where its card is, and its home room.
+#[derive(Debug, Serialize)]
+pub(crate) struct RemoteAgentRegistered<'a> {
+    pub agent: &'a Principal,
+    pub card_url: &'a str,
+    pub room: Option<&'a str>,
+}
+
 /// `agents rotate`: the new token (shown once), and the profile it was saved in.
 #[derive(Debug, Serialize)]
 pub(crate) struct TokenRotated<'a> {

@@ -208,6 +208,24 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             })
             .await
         }
+        ClientCommand::Agents(AgentsCommand::RegisterRemote {
+            name,
+            card,
+            credential_env,
+            api_key_header,
+            description,
+            discoverable,
+        }) => {
+            let remote = agents::RemoteRegistration {
+                card,
+                credential_env,
+                api_key_header,
+                description,
+                discoverable,
+            };
+            cx.synced(async |core| agents::agent_register_remote(core, out, &name, remote).await)
+                .await
+        }
         ClientCommand::Agents(AgentsCommand::Pause { agent, room }) => {
             cx.synced(async |core| {
                 agents::control(core, out, &agent, ControlAction::Pause, room).await

@@ -22,7 +22,8 @@ pub struct OutboundPolicy {
     /// Hosts (names or addresses, lower case) the hub may call whatever they resolve to,
     /// over `http` too.
     pub allow_hosts: Vec<String>,
-    /// Private, loopback and link-local addresses allowed, over `http` too.
+    /// Private and loopback addresses allowed, over `http` too (not link-local ones, where
+    /// cloud metadata services answer: those only when named in `allow_hosts`).
     pub allow_private: bool,
 }
 
@@ -32,6 +33,9 @@ impl OutboundPolicy {
         self.allow_hosts.contains(&host)
     }
 }
+
+/// Why a link-local or metadata address is refused when private ones are allowed.
+const METADATA: &str = "a link-local or metadata address (allowed only when named)";
 
 /// The longest card or endpoint address accepted.
 pub const MAX_URL: usize = 2048;
@@ -112,6 +116,31 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     }
 }
 
+/// Whether an address is link-local (IPv4 169.254/16, IPv6 fe80::/10, in any IPv6 form
+/// that carries such an IPv4 address) or a cloud's metadata address (`fd00:ec2::254`):
+/// refused even when private addresses are allowed.
+pub fn metadata_reach(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(ip) => ip.is_link_local(),
+        IpAddr::V6(ip) => {
+            if let Some(v4) = ip.to_ipv4_mapped() {
+                return v4.is_link_local();
+            }
+            let segments = ip.segments();
+            let carried = match segments {
+                [0, 0, 0, 0, 0, 0, high, low] | [0x64, 0xff9b, 0, 0, 0, 0, high, low] => {
+                    Some(embedded_v4(high, low))
+                }
+                [0x2002, high, low, ..] => Some(embedded_v4(high, low)),
+                _ => None,
+            };
+            carried.is_some_and(|v4| v4.is_link_local())
+                || segments[0] & 0xffc0 == 0xfe80
+                || ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+        }
+    }
+}
+
 fn embedded_v4(high: u16, low: u16) -> Ipv4Addr {
     let [a, b] = high.to_be_bytes();
     let [c, d] = low.to_be_bytes();
@@ -157,11 +186,13 @@ pub fn check_card_url(policy: &OutboundPolicy, text: &str) -> Result<url::Url, S
         }
         other => return Err(format!("{other}: is not https; give https://…")),
     }
-    if excepted || policy.allow_private {
+    if excepted {
         return Ok(url);
     }
     let reason = match ip {
+        Some(ip) if policy.allow_private => metadata_reach(ip).then_some(METADATA),
         Some(ip) => forbidden(ip),
+        None if policy.allow_private => None,
         None if name == "localhost" || name.ends_with(".localhost") => Some("a loopback name"),
         None => None,
     };
@@ -183,13 +214,17 @@ pub fn check_resolved(
     if addresses.is_empty() {
         return Err(format!("{name} resolves to no address"));
     }
-    if policy.allow_private || policy.allows_host(name) {
+    if policy.allows_host(name) {
         return Ok(());
     }
     // Every answer must pass: a name that also resolves to an inner address is refused
     // whichever answer a connection would try first.
     for address in addresses {
-        if let Some(reason) = forbidden(address.ip()) {
+        let reason = match policy.allow_private {
+            true => metadata_reach(address.ip()).then_some(METADATA),
+            false => forbidden(address.ip()),
+        };
+        if let Some(reason) = reason {
             return Err(format!(
                 "{name} resolves to {}, {reason}, which remote agents may not have (an \
                  operator may allow it with --a2a-outbound-allow {name})",
@@ -421,7 +456,25 @@ mod tests {
             allow_private: true,
         };
         assert!(check_card_url(&private, "http://127.0.0.1:9/").is_ok());
+        assert!(check_card_url(&private, "http://10.1.2.3/").is_ok());
         assert!(check_card_url(&private, "ftp://127.0.0.1/").is_err());
+        // Metadata services stay out unless named.
+        for metadata in [
+            "http://169.254.169.254/",
+            "http://[fd00:ec2::254]/",
+            "http://[fe80::1]/",
+            "http://[::ffff:169.254.169.254]/",
+        ] {
+            let refusal = check_card_url(&private, metadata).unwrap_err();
+            assert!(refusal.contains("metadata"), "{metadata}: {refusal}");
+        }
+        let metadata: SocketAddr = "169.254.169.254:80".parse().unwrap();
+        assert!(check_resolved(&private, "metadata.internal", &[metadata]).is_err());
+        let named = OutboundPolicy {
+            allow_hosts: vec!["169.254.169.254".into()],
+            allow_private: true,
+        };
+        assert!(check_card_url(&named, "http://169.254.169.254/").is_ok());
     }
 
     #[test]
