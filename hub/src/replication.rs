@@ -220,7 +220,7 @@ impl<'a> RecordingTx<'a> {
 
 impl WriteTx for RecordingTx<'_> {
     /// Nothing to share: no process keeps remote agents' calls or threads in memory.
-    fn remote(&mut self, write: &crate::store::RemoteWrite<'_>) -> Result<bool, StoreError> {
+    fn remote(&mut self, write: &crate::store::RemoteWrite<'_>) -> Result<u64, StoreError> {
         self.inner.remote(write)
     }
 

@@ -879,7 +879,7 @@ mod tests {
     }
 
     impl WriteTx for FlakyTx<'_> {
-        fn remote(&mut self, w: &crate::store::RemoteWrite<'_>) -> Result<bool, StoreError> {
+        fn remote(&mut self, w: &crate::store::RemoteWrite<'_>) -> Result<u64, StoreError> {
             self.inner.remote(w)
         }
         fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {

@@ -16,19 +16,24 @@ use crate::store::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite, WriteTx};
 /// The outbound worker's bookkeeping, run as the hub itself.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RemoteCommand {
-    /// Takes a due call until `until_ms` (see [`RemoteClaim`]); `asker` wrote the event.
+    /// Takes a due call until `until_ms` (see [`RemoteClaim`]); `asker` wrote the event
+    /// (empty when the remote agent can no longer read it: the call is settled). A paused
+    /// agent's call waits, unless it is past `expires_ms`.
     Claim {
         room: String,
         seq: u64,
         remote: String,
         asker: String,
         until_ms: i64,
+        expires_ms: i64,
     },
-    /// Settles a call, or sets when it is tried again.
+    /// Settles a call, or sets when it is tried again, while the claim numbered `attempt`
+    /// is the latest.
     Settle {
         room: String,
         seq: u64,
         remote: String,
+        attempt: u32,
         next_ms: Option<i64>,
     },
     /// Where the remote agent's conversation in a room is now.
@@ -51,18 +56,22 @@ impl RemoteCommand {
 pub enum RemoteClaim {
     /// The call is this worker's until the lease ends.
     Claimed,
-    /// Settled, or another process holds it.
+    /// Settled, claimed by another, or not owed any more (nothing to call).
     NotDue,
     /// The remote agent is paused in the room: the call waits, tried again later.
     Paused,
-    /// The remote agent is stopped in the room: the call is dropped, settled.
+    /// The remote agent is stopped in the room (or was paused past the call's life): the
+    /// call is dropped, settled.
     Stopped,
 }
 
-/// The answer to a [`RemoteCommand`]: for a claim that took, who is called and who asked.
+/// The answer to a [`RemoteCommand`]: for a claim that took, its attempt's number (which
+/// later settlements name) and who is called and who asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimReply {
     pub claim: RemoteClaim,
+    #[serde(default)]
+    pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parties: Option<CallParties>,
 }
@@ -83,6 +92,14 @@ impl ClaimReply {
     pub fn of(reply: &OkReply) -> Option<ClaimReply> {
         reply.decode::<ClaimReply>().ok()
     }
+
+    fn just(claim: RemoteClaim) -> ClaimReply {
+        ClaimReply {
+            claim,
+            attempt: 0,
+            parties: None,
+        }
+    }
 }
 
 /// How long a paused remote agent's call waits before it is looked at again.
@@ -96,93 +113,104 @@ impl Engine {
         _caller: &Caller,
         command: RemoteCommand,
     ) -> Result<Outcome, ExecError> {
-        let claim = match command {
+        let reply = match command {
             RemoteCommand::Claim {
                 room,
                 seq,
                 remote,
                 asker,
                 until_ms,
+                expires_ms,
             } => {
                 let control = self
                     .state
                     .control_in(&remote, &room)
                     .map(|control| control.action);
-                let (claim, next_ms) = match control {
-                    Some(ControlAction::Stop) => (RemoteClaim::Stopped, None),
-                    Some(ControlAction::Pause) => {
-                        (RemoteClaim::Paused, Some(now_ms + PAUSED_RETRY_MS))
+                let deferred = match control {
+                    Some(ControlAction::Stop) => Some((RemoteClaim::Stopped, None)),
+                    Some(ControlAction::Pause) if now_ms >= expires_ms => {
+                        Some((RemoteClaim::Stopped, None))
                     }
-                    _ => {
-                        let claimed = tx.remote(&RemoteWrite::Claim {
+                    Some(ControlAction::Pause) => {
+                        Some((RemoteClaim::Paused, Some(now_ms + PAUSED_RETRY_MS)))
+                    }
+                    _ => None,
+                };
+                match deferred {
+                    // Only a due call, claimed by no one, is deferred or dropped.
+                    Some((claim, next_ms)) => {
+                        let changed = tx.remote(&RemoteWrite::Defer {
+                            room: &room,
+                            seq,
+                            remote: &remote,
+                            now_ms,
+                            next_ms,
+                        })?;
+                        ClaimReply::just(if changed > 0 {
+                            claim
+                        } else {
+                            RemoteClaim::NotDue
+                        })
+                    }
+                    None => {
+                        let attempt = tx.remote(&RemoteWrite::Claim {
                             room: &room,
                             seq,
                             remote: &remote,
                             now_ms,
                             until_ms,
                         })?;
-                        let parties = self.call_parties(&remote, &asker);
-                        let reply = match (claimed, parties) {
-                            (true, Some(parties)) => ClaimReply {
+                        let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
+                        match (attempt, self.call_parties(&remote, &asker)) {
+                            (0, _) => ClaimReply::just(RemoteClaim::NotDue),
+                            (attempt, Some(parties)) => ClaimReply {
                                 claim: RemoteClaim::Claimed,
+                                attempt,
                                 parties: Some(parties),
                             },
-                            (true, None) => {
-                                // Not a remote agent (any more), or an unknown asker: nothing
-                                // to call.
+                            (attempt, None) => {
+                                // Not a remote agent (any more), or an event it cannot read:
+                                // nothing to call.
                                 tx.remote(&RemoteWrite::Settle {
                                     room: &room,
                                     seq,
                                     remote: &remote,
+                                    attempt,
                                     next_ms: None,
                                 })?;
-                                ClaimReply {
-                                    claim: RemoteClaim::NotDue,
-                                    parties: None,
-                                }
+                                ClaimReply::just(RemoteClaim::NotDue)
                             }
-                            (false, _) => ClaimReply {
-                                claim: RemoteClaim::NotDue,
-                                parties: None,
-                            },
-                        };
-                        return Ok(Outcome::ok(OkReply::with(0, &reply)));
+                        }
                     }
-                };
-                tx.remote(&RemoteWrite::Settle {
-                    room: &room,
-                    seq,
-                    remote: &remote,
-                    next_ms,
-                })?;
-                claim
+                }
             }
             RemoteCommand::Settle {
                 room,
                 seq,
                 remote,
+                attempt,
                 next_ms,
             } => {
-                tx.remote(&RemoteWrite::Settle {
+                let changed = tx.remote(&RemoteWrite::Settle {
                     room: &room,
                     seq,
                     remote: &remote,
+                    attempt,
                     next_ms,
                 })?;
-                RemoteClaim::NotDue
+                // Still the claim's: `claimed`; a lapsed claim's settlement: `not_due`.
+                ClaimReply::just(if changed > 0 {
+                    RemoteClaim::Claimed
+                } else {
+                    RemoteClaim::NotDue
+                })
             }
             RemoteCommand::Thread(thread) => {
                 tx.remote(&RemoteWrite::Thread(&thread))?;
-                RemoteClaim::NotDue
+                ClaimReply::just(RemoteClaim::NotDue)
             }
         };
-        Ok(Outcome::ok(OkReply::with(
-            0,
-            &ClaimReply {
-                claim,
-                parties: None,
-            },
-        )))
+        Ok(Outcome::ok(OkReply::with(0, &reply)))
     }
 
     fn call_parties(&self, remote: &str, asker: &str) -> Option<CallParties> {

@@ -96,12 +96,15 @@ pub(super) async fn read_frames(
             ClientFrame::Audit(audit) => {
                 spawn_read(&reads, context, caller, handle, Read::Audit(audit)).await
             }
+            // The address is looked up only for a user (the engine refuses agents), off the
+            // writer; its answer is checked again at every connection.
             ClientFrame::RegisterRemoteAgent(register)
-                if let Err(error) = crate::a2a::outbound::admit_registration(
-                    &context.config.outbound,
-                    &register,
-                )
-                .await =>
+                if caller.kind == roundtable_protocol::model::PrincipalKind::User
+                    && let Err(error) = crate::a2a::outbound::admit_registration(
+                        &context.config.outbound,
+                        &register,
+                    )
+                    .await =>
             {
                 handle.push(Outbound::Err {
                     re: Some(re),

@@ -939,7 +939,10 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
     };
     let mut tx = backend.store.transaction().unwrap();
     for (seq, next_ms) in [(3, Some(100)), (4, Some(50)), (5, Some(500))] {
-        assert!(tx.remote(&RemoteWrite::Call(&call(seq, next_ms))).unwrap());
+        assert_eq!(
+            tx.remote(&RemoteWrite::Call(&call(seq, next_ms))).unwrap(),
+            1
+        );
     }
     // The same event and remote again: nothing new, the first stays.
     tx.remote(&RemoteWrite::Call(&call(3, Some(1)))).unwrap();
@@ -965,20 +968,60 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
         now_ms,
         until_ms: now_ms + 60_000,
     };
-    let mut tx = backend.store.transaction().unwrap();
-    assert!(tx.remote(&claim(3, 200)).unwrap(), "a due call is claimed");
-    assert!(!tx.remote(&claim(3, 200)).unwrap(), "and only once");
-    assert!(!tx.remote(&claim(5, 200)).unwrap(), "not before it is due");
-    tx.remote(&RemoteWrite::Settle {
+    let settle = |seq: u64, attempt: u32, next_ms: Option<i64>| RemoteWrite::Settle {
         room: "r",
-        seq: 4,
+        seq,
         remote: "a",
-        next_ms: None,
-    })
-    .unwrap();
-    assert!(
-        !tx.remote(&claim(4, 1_000)).unwrap(),
+        attempt,
+        next_ms,
+    };
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(
+        tx.remote(&claim(3, 200)).unwrap(),
+        1,
+        "a due call is claimed: attempt 1"
+    );
+    assert_eq!(tx.remote(&claim(3, 200)).unwrap(), 0, "and only once");
+    assert_eq!(
+        tx.remote(&claim(5, 200)).unwrap(),
+        0,
+        "not before it is due"
+    );
+    // Attempt 1 lapses (its lease ends at 60 200); attempt 2 takes the call.
+    assert_eq!(tx.remote(&claim(3, 60_200)).unwrap(), 2);
+    // The first attempt's late renewal and settlement change nothing.
+    assert_eq!(tx.remote(&settle(3, 1, Some(1))).unwrap(), 0);
+    assert_eq!(tx.remote(&settle(3, 1, None)).unwrap(), 0);
+    // The second renews its lease.
+    assert_eq!(tx.remote(&settle(3, 2, Some(120_200))).unwrap(), 1);
+    assert_eq!(tx.remote(&claim(4, 60)).unwrap(), 1);
+    assert_eq!(tx.remote(&settle(4, 1, None)).unwrap(), 1);
+    assert_eq!(
+        tx.remote(&claim(4, 1_000_000)).unwrap(),
+        0,
         "a settled call is never due"
+    );
+    assert_eq!(
+        tx.remote(&settle(4, 1, Some(5))).unwrap(),
+        0,
+        "nor brought back"
+    );
+    let defer = |seq: u64, now_ms: i64, next_ms: Option<i64>| RemoteWrite::Defer {
+        room: "r",
+        seq,
+        remote: "a",
+        now_ms,
+        next_ms,
+    };
+    assert_eq!(
+        tx.remote(&defer(4, 1_000_000, Some(7))).unwrap(),
+        0,
+        "a settled call stays so"
+    );
+    assert_eq!(
+        tx.remote(&defer(3, 100_000, Some(7))).unwrap(),
+        0,
+        "a claimed one too"
     );
     tx.remote(&RemoteWrite::Thread(&RemoteThreadRecord {
         room: "r".into(),
@@ -991,10 +1034,10 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
     }))
     .unwrap();
     tx.commit().unwrap();
-    let due = backend.reader.remote_calls_due(100_000, 10).unwrap();
+    let due = backend.reader.remote_calls_due(200_000, 10).unwrap();
     assert_eq!(due.iter().map(|call| call.seq).collect::<Vec<_>>(), [5, 3]);
     let claimed = due.iter().find(|call| call.seq == 3).unwrap();
-    assert_eq!((claimed.attempts, claimed.next_ms), (1, Some(60_200)));
+    assert_eq!((claimed.attempts, claimed.next_ms), (2, Some(120_200)));
     assert_eq!(
         backend.reader.remote_credential("a").unwrap(),
         Some(credential)

@@ -189,7 +189,7 @@ pub enum RemoteWrite<'a> {
     /// A call to make; nothing when one exists for the same event and remote.
     Call(&'a RemoteCallRecord),
     /// Claims a call that is due at `now_ms`: pushes `next_ms` to `until_ms` and counts an
-    /// attempt. `false` when it is not due (settled, or claimed by another).
+    /// attempt, whose number is the claim's (0: not due, settled or claimed by another).
     Claim {
         room: &'a str,
         seq: u64,
@@ -197,11 +197,23 @@ pub enum RemoteWrite<'a> {
         now_ms: i64,
         until_ms: i64,
     },
-    /// Settles a call (`next_ms` `None`) or sets when it is tried again.
+    /// Settles a call (`next_ms` `None`) or sets when it is tried again (a renewed lease,
+    /// a retry), while the claim numbered `attempt` is the latest: a lapsed claim's late
+    /// renewal or settlement changes nothing.
     Settle {
         room: &'a str,
         seq: u64,
         remote: &'a str,
+        attempt: u32,
+        next_ms: Option<i64>,
+    },
+    /// Sets `next_ms` of a call due at `now_ms` and claimed by no one (a paused agent's,
+    /// deferred; a stopped one's, settled).
+    Defer {
+        room: &'a str,
+        seq: u64,
+        remote: &'a str,
+        now_ms: i64,
         next_ms: Option<i64>,
     },
     Thread(&'a RemoteThreadRecord),
@@ -449,9 +461,9 @@ pub trait WriteTx {
     /// Deletes the control of `agent` in `room` (`None`: the all-rooms one).
     fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError>;
     fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError>;
-    /// Writes what the hub keeps for remote agents. `Ok(false)` only for a claim that did
-    /// not take.
-    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<bool, StoreError>;
+    /// Writes what the hub keeps for remote agents. Returns how many rows changed, and for
+    /// a claim the number of the attempt it took (0: it did not take).
+    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, StoreError>;
     /// What other hub processes sharing the store committed since this process last
     /// looked, in their commit order; this transaction comes after all of them. Empty for
     /// a store only this process writes.

@@ -121,6 +121,11 @@ struct Remote {
 
 impl Remote {
     async fn start(streaming: bool) -> Remote {
+        Remote::start_at(streaming, "127.0.0.1").await
+    }
+
+    /// A remote whose card names its endpoint at `endpoint_host` (the card is at 127.0.0.1).
+    async fn start_at(streaming: bool, endpoint_host: &str) -> Remote {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -133,7 +138,7 @@ impl Remote {
             "description": "echoes",
             "version": "1",
             "supportedInterfaces": [{
-                "url": format!("http://{addr}/"),
+                "url": format!("http://{endpoint_host}:{}/", addr.port()),
                 "protocolBinding": "JSONRPC",
                 "protocolVersion": "1.0",
             }],
@@ -630,4 +635,96 @@ async fn remote_agents_quoting_each_other_do_not_call_each_other() {
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(remote.messages().len(), 2, "{:?}", remote.messages());
+}
+
+#[tokio::test]
+async fn a_question_waiting_for_its_answer_survives_other_mentions() {
+    let hub = TestHub::start_with(allow_private).await;
+    let remote = Remote::start(true).await;
+    let (mut dana, _) = hub.user("dana").await;
+    let echo = register_remote(&mut dana, "echo", &remote).await;
+    let room = room(&mut dana, &["dana/echo"]).await;
+    live(&mut dana).await;
+    let asked = say(&mut dana, &room, "mention-0007", "@dana/echo which city?").await;
+    let ping = next_from(&mut dana, &echo.agent.id, "ping").await;
+    // Meanwhile another mention is answered; the question still waits for dana.
+    say(&mut dana, &room, "mention-0008", "@dana/echo hello").await;
+    let reply = next_from(&mut dana, &echo.agent.id, "message").await;
+    assert_eq!(reply.body["text"], "echo: @dana/echo hello");
+    let id = dana.id();
+    dana.ok(ClientFrame::Send(SendCmd {
+        id,
+        room: room.clone(),
+        client_key: "answer-00002".into(),
+        kind: "answer".into(),
+        body: json!({"ping": ping.body["ping"], "text": "Lyon"}),
+    }))
+    .await;
+    let reply = next_from(&mut dana, &echo.agent.id, "message").await;
+    assert_eq!(reply.body["text"], "echo: Lyon");
+    assert_eq!(reply.body["reply_to"], json!(asked.id));
+}
+
+#[tokio::test]
+async fn an_answered_call_taken_up_again_does_not_call_the_remote_agent_twice() {
+    let hub = TestHub::start_with(allow_private).await;
+    let remote = Remote::start(true).await;
+    let (mut dana, _) = hub.user("dana").await;
+    let echo = register_remote(&mut dana, "echo", &remote).await;
+    let room = room(&mut dana, &["dana/echo"]).await;
+    live(&mut dana).await;
+    let mention = say(&mut dana, &room, "mention-0009", "@dana/echo once").await;
+    next_from(&mut dana, &echo.agent.id, "message").await;
+    // As if the attempt that posted the answer died before it settled the call.
+    let settled = |hub: &TestHub| {
+        hub.select(&format!(
+            "SELECT coalesce(next_ms, -1) FROM remote_calls WHERE room = '{room}' AND seq = {}",
+            mention.seq
+        ))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while settled(&hub) != [["-1"]] && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    hub.execute(&format!(
+        "UPDATE remote_calls SET next_ms = 0 WHERE room = '{room}' AND seq = {}",
+        mention.seq
+    ));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while settled(&hub) != [["-1"]] && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(settled(&hub), [["-1"]], "taken up and settled again");
+    assert_eq!(remote.messages().len(), 1, "called once");
+    dana.expect_silence(Duration::from_millis(500))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_credential_goes_only_to_the_card_s_host() {
+    let hub = TestHub::start_with(allow_private).await;
+    // The card is at 127.0.0.1 but sends calls to `localhost`.
+    let remote = Remote::start_at(true, "localhost").await;
+    let (mut dana, _) = hub.user("dana").await;
+    let echo = register_remote(&mut dana, "echo", &remote).await;
+    let room = room(&mut dana, &["dana/echo"]).await;
+    live(&mut dana).await;
+    say(&mut dana, &room, "mention-0010", "@dana/echo hello").await;
+    let failed = next_from(&mut dana, &echo.agent.id, "message").await;
+    assert_eq!(failed.body["x_a2a"]["state"], "failed");
+    assert!(
+        failed.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("another host"),
+        "{}",
+        failed.body
+    );
+    assert!(remote.messages().is_empty());
+    let headers = remote.seen.lock().unwrap().headers.clone();
+    assert!(
+        headers.iter().all(|(name, _)| name != "authorization"),
+        "the credential left: {headers:?}"
+    );
 }

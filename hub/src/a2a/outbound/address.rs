@@ -224,11 +224,11 @@ pub fn check_resolved(
             true => metadata_reach(address.ip()).then_some(METADATA),
             false => forbidden(address.ip()),
         };
+        // The address itself is not said: the refusal must not map the network inside.
         if let Some(reason) = reason {
             return Err(format!(
-                "{name} resolves to {}, {reason}, which remote agents may not have (an \
-                 operator may allow it with --a2a-outbound-allow {name})",
-                address.ip()
+                "{name} resolves to {reason}, which remote agents may not have (an operator \
+                 may allow it with --a2a-outbound-allow {name})"
             ));
         }
     }
@@ -484,7 +484,11 @@ mod tests {
         let inner: SocketAddr = "127.0.0.1:443".parse().unwrap();
         assert!(check_resolved(&policy, "example.com", &[public]).is_ok());
         let refusal = check_resolved(&policy, "rebind.example", &[public, inner]).unwrap_err();
-        assert!(refusal.contains("127.0.0.1"), "{refusal}");
+        assert!(refusal.contains("a loopback address"), "{refusal}");
+        assert!(
+            !refusal.contains("127.0.0.1"),
+            "the address is not told: {refusal}"
+        );
         assert!(check_resolved(&policy, "none.example", &[]).is_err());
         let named = OutboundPolicy {
             allow_hosts: vec!["rebind.example".into()],

@@ -20,6 +20,13 @@ pub enum Answer {
     Ended { state: &'static str, text: String },
 }
 
+/// The most text kept of an answer (posted cut to a message's limit): a remote agent
+/// streaming without end fills no memory.
+const MAX_TEXT: usize = 4 * roundtable_protocol::limits::MESSAGE_TEXT;
+
+/// The most artifacts kept of an answer.
+const MAX_ARTIFACTS: usize = 64;
+
 /// A task's answer as it arrives.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fold {
@@ -124,14 +131,23 @@ impl Fold {
 
     fn artifact(&mut self, artifact: &Artifact, append: bool) {
         let text = parts_text(&artifact.parts);
+        let text = bounded(text);
+        let room = self.artifacts.len() < MAX_ARTIFACTS;
         match self
             .artifacts
             .iter_mut()
             .find(|(id, _)| *id == artifact.artifact_id)
         {
-            Some((_, known)) if append => known.push_str(&text),
+            Some((_, known)) if append && known.len() < MAX_TEXT => {
+                known.push_str(&text);
+                *known = bounded(std::mem::take(known));
+            }
+            Some(_) if append => {}
             Some((_, known)) => *known = text,
-            None => self.artifacts.push((artifact.artifact_id.clone(), text)),
+            None if room => {
+                self.artifacts.push((artifact.artifact_id.clone(), text));
+            }
+            None => {}
         }
     }
 
@@ -174,6 +190,18 @@ impl Fold {
             TaskState::Submitted | TaskState::Working | TaskState::Unspecified => None,
         }
     }
+}
+
+/// `text` within [`MAX_TEXT`], cut on a character boundary.
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// Cuts `text` to at most `max` bytes on a character boundary, saying so when it does.
@@ -331,6 +359,36 @@ mod tests {
             fold.answer(),
             Some(Answer::Needs { auth: true, .. })
         ));
+    }
+
+    #[test]
+    fn an_endless_stream_is_kept_within_bounds() {
+        let mut fold = Fold::default();
+        for index in 0..1000 {
+            fold.event(StreamResponse::ArtifactUpdate(
+                a2a::TaskArtifactUpdateEvent {
+                    task_id: "t1".into(),
+                    context_id: "c1".into(),
+                    artifact: Artifact {
+                        artifact_id: format!("a{}", index % 100),
+                        name: None,
+                        description: None,
+                        parts: vec![Part::text("x".repeat(10_000))],
+                        metadata: None,
+                        extensions: None,
+                    },
+                    append: Some(true),
+                    last_chunk: None,
+                    metadata: None,
+                },
+            ));
+        }
+        assert_eq!(fold.artifacts.len(), MAX_ARTIFACTS);
+        assert!(
+            fold.artifacts
+                .iter()
+                .all(|(_, text)| text.len() <= MAX_TEXT)
+        );
     }
 
     #[test]

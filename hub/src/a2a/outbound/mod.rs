@@ -92,7 +92,9 @@ pub fn start(context: Arc<SessionContext>) -> OutboundWorker {
     }
 }
 
-type CallKey = (String, u64, String);
+/// A call under way is one per room and remote agent: its conversation there goes one
+/// message at a time, in order.
+type PairKey = (String, String);
 
 type RemoteClient = a2a_client::A2AClient<Box<dyn a2a_client::Transport>>;
 
@@ -104,9 +106,32 @@ struct Worker {
     lease_ms: i64,
     hub_id: String,
     cards: Arc<Mutex<HashMap<String, CachedCard>>>,
-    in_flight: Arc<Mutex<HashSet<CallKey>>>,
+    in_flight: Arc<Mutex<HashSet<PairKey>>>,
     permits: Arc<tokio::sync::Semaphore>,
     tls: Arc<rustls::ClientConfig>,
+}
+
+/// A call's place among those under way, given back however the call ends.
+struct Slot {
+    in_flight: Arc<Mutex<HashSet<PairKey>>>,
+    pair: PairKey,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.pair);
+    }
+}
+
+/// A call this worker holds: the claim's attempt number fences what it writes.
+struct Held<'a> {
+    call: &'a RemoteCallRecord,
+    attempt: u32,
+    caller: Arc<Caller>,
 }
 
 #[derive(Clone)]
@@ -114,6 +139,17 @@ struct CachedCard {
     card: a2a::AgentCard,
     etag: Option<String>,
     fetched: Instant,
+}
+
+/// What became of a write as the remote agent.
+enum Sent {
+    Stored,
+    /// Refused for good (paused, stopped, not a member…): nothing to retry.
+    Refused,
+    /// Rate limited: again after this long.
+    Later(Duration),
+    /// The hub could not take it now (stopping, a failed batch).
+    Failed,
 }
 
 /// Why a call did not get an answer.
@@ -129,22 +165,28 @@ impl Worker {
     async fn run(self, context: Arc<SessionContext>) {
         let mut rooms = context.dispatch.watch_rooms();
         let mut stopping = context.stopping.subscribe();
+        // The calls under way: dropped with the worker, which aborts them (their claims
+        // lapse and another look takes them up).
+        let mut calls = tokio::task::JoinSet::new();
         loop {
-            self.look().await;
+            while calls.try_join_next().is_some() {}
+            self.look(&mut calls).await;
             tokio::select! {
                 _ = rooms.recv() => {
                     // Many writes make one look: take what else is waiting, then look.
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     while rooms.try_recv().is_ok() {}
                 }
+                Some(_) = calls.join_next() => {}
                 _ = tokio::time::sleep(IDLE_LOOK) => {}
                 _ = stopping.changed() => return,
             }
         }
     }
 
-    /// Starts every due call not already under way here.
-    async fn look(&self) {
+    /// Starts the due calls that have a free slot: one at a time per room and remote agent,
+    /// [`CALLS_AT_ONCE`] in all; the others wait for a later look.
+    async fn look(&self, calls: &mut tokio::task::JoinSet<()>) {
         let reader = self.gateway.context().reader.clone();
         let now_ms = crate::unix_ms();
         let due =
@@ -158,23 +200,26 @@ impl Worker {
             Err(_) => return,
         };
         for call in due {
-            let key = (call.room.clone(), call.seq, call.remote.clone());
-            if !self.lock_in_flight().insert(key.clone()) {
-                continue;
-            }
-            let Ok(permit) = self.permits.clone().acquire_owned().await else {
+            let Ok(permit) = self.permits.clone().try_acquire_owned() else {
                 return;
             };
+            let pair = (call.room.clone(), call.remote.clone());
+            if !self.lock_in_flight().insert(pair.clone()) {
+                continue;
+            }
             let worker = self.clone();
-            tokio::spawn(async move {
+            calls.spawn(async move {
+                let _slot = Slot {
+                    in_flight: worker.in_flight.clone(),
+                    pair,
+                    _permit: permit,
+                };
                 worker.call(call).await;
-                worker.lock_in_flight().remove(&key);
-                drop(permit);
             });
         }
     }
 
-    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<CallKey>> {
+    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<PairKey>> {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -206,14 +251,16 @@ impl Worker {
             .await
         {
             Ok(events) => events.into_iter().find(|event| event.seq == call.seq),
-            // Not a member any more (kicked, or the room is gone): nothing to call.
-            Err(_) => None,
-        };
-        let Some(event) = event else {
-            self.settle(&caller, &call, None).await;
-            return;
+            // Not a member any more (kicked, or the room is gone): the claim settles it.
+            Err(crate::store::ReadError::NotFound | crate::store::ReadError::NotMember) => None,
+            // The store failed: the call stays due for a later look.
+            Err(crate::store::ReadError::Store(error)) => {
+                tracing::warn!(%error, "cannot read the event a remote call is for");
+                return;
+            }
         };
         let now_ms = crate::unix_ms();
+        let expires_ms = call.created_ms + self.ttl_ms;
         let claimed = self
             .gateway
             .remote(
@@ -222,14 +269,18 @@ impl Worker {
                     room: call.room.clone(),
                     seq: call.seq,
                     remote: call.remote.clone(),
-                    asker: event.from.clone(),
+                    asker: event
+                        .as_ref()
+                        .map(|event| event.from.clone())
+                        .unwrap_or_default(),
                     until_ms: now_ms + self.lease_ms,
+                    expires_ms,
                 },
             )
             .await;
-        let parties = match claimed {
+        let (attempt, parties) = match claimed {
             Ok(reply) if reply.claim == RemoteClaim::Claimed => match reply.parties {
-                Some(parties) => parties,
+                Some(parties) => (reply.attempt, parties),
                 None => return,
             },
             Ok(_) => return,
@@ -238,41 +289,56 @@ impl Worker {
                 return;
             }
         };
-        let outcome = if now_ms - call.created_ms > self.ttl_ms {
+        let Some(event) = event else { return };
+        let held = Held {
+            call: &call,
+            attempt,
+            caller,
+        };
+        // Answered already, by an attempt that died before it could settle: done.
+        if self.answered(&held).await {
+            self.settle(&held, None).await;
+            return;
+        }
+        let remaining = expires_ms - now_ms;
+        let outcome = if remaining <= 0 {
             Err(CallError::Permanent(format!(
                 "no answer within {} min",
                 self.ttl_ms / 60_000
             )))
         } else {
             // The lease is renewed while the call runs, so a long task is not taken up
-            // by another process meanwhile.
-            let renewing = self.renew_lease(&caller, &call, &event.from);
+            // by another process meanwhile; the call's life bounds it.
+            let exchange = tokio::time::timeout(
+                Duration::from_millis(remaining as u64),
+                self.exchange(&held, &event, &parties),
+            );
             tokio::select! {
-                outcome = self.exchange(&caller, &call, &event, &parties) => outcome,
-                () = renewing => Err(CallError::Transient("the lease could not be renewed".into())),
+                outcome = exchange => outcome.unwrap_or_else(|_| Err(CallError::Permanent(format!(
+                    "no answer within {} min",
+                    self.ttl_ms / 60_000
+                )))),
+                () = self.renew_lease(&held) => return,
             }
         };
         match outcome {
-            Ok(()) => self.settle(&caller, &call, None).await,
-            Err(CallError::Transient(error)) if now_ms - call.created_ms <= self.ttl_ms => {
+            Ok(()) => self.settle(&held, None).await,
+            Err(CallError::Transient(error)) if crate::unix_ms() < expires_ms => {
                 let backoff = 1_000i64 << call.attempts.min(8);
-                tracing::info!(remote = %parties.remote_handle, attempts = call.attempts + 1, %error, "a remote agent call will be retried");
-                self.settle(
-                    &caller,
-                    &call,
-                    Some(crate::unix_ms() + backoff.min(300_000)),
-                )
-                .await;
+                tracing::info!(remote = %parties.remote_handle, attempt, %error, "a remote agent call will be retried");
+                self.settle(&held, Some(crate::unix_ms() + backoff.min(300_000)))
+                    .await;
             }
             Err(CallError::Transient(error) | CallError::Permanent(error)) => {
                 tracing::info!(remote = %parties.remote_handle, %error, "a remote agent call failed");
                 let text = format!("{} could not be reached: {error}", parties.remote_handle);
+                let asker_is_user = parties.asker_is_user || event.kind == "answer";
                 let posted = self
-                    .post_message(
-                        &caller,
-                        &call,
-                        &event,
-                        &parties,
+                    .post(
+                        &held,
+                        &event.id,
+                        &event.from,
+                        asker_is_user,
                         "failed",
                         text,
                         Some("failed"),
@@ -280,47 +346,80 @@ impl Worker {
                     .await;
                 // Not posted (the hub is stopping, say): the call stays due and is tried again.
                 if posted {
-                    self.settle(&caller, &call, None).await;
+                    self.settle(&held, None).await;
                 }
             }
         }
     }
 
-    /// Renews the claim every third of the lease; ends only if a renewal fails.
-    async fn renew_lease(&self, caller: &Arc<Caller>, call: &RemoteCallRecord, asker: &str) {
+    /// Whether an earlier attempt of this call posted its outcome (an answer, a question,
+    /// a ping, a failure): the keys of what the remote agent posts name the call.
+    async fn answered(&self, held: &Held<'_>) -> bool {
+        let prefix = self.key(held.call, "");
+        match self
+            .gateway
+            .keyed_sends(&held.call.remote, &prefix, None, 16)
+            .await
+        {
+            Ok(events) => events.iter().any(|event| {
+                event
+                    .client_key
+                    .as_deref()
+                    .and_then(|key| key.strip_prefix(&prefix))
+                    .is_some_and(|what| ["r", "q", "p", "failed"].contains(&what))
+            }),
+            Err(_) => false,
+        }
+    }
+
+    /// Renews the claim every third of the lease; returns only once the lease is lost
+    /// (another claim took the call, or renewals failed until the lease ran out).
+    async fn renew_lease(&self, held: &Held<'_>) {
         let every = Duration::from_millis((self.lease_ms / 3).max(100) as u64);
+        let mut lease_ends = crate::unix_ms() + self.lease_ms;
         loop {
             tokio::time::sleep(every).await;
-            // A claim of a call this worker holds: push `next_ms` on. The store's claim
-            // takes only due calls, so renew by settling to a later time.
+            let until = crate::unix_ms() + self.lease_ms;
             let renewed = self
                 .gateway
                 .remote(
-                    caller,
+                    &held.caller,
                     RemoteCommand::Settle {
-                        room: call.room.clone(),
-                        seq: call.seq,
-                        remote: call.remote.clone(),
-                        next_ms: Some(crate::unix_ms() + self.lease_ms),
+                        room: held.call.room.clone(),
+                        seq: held.call.seq,
+                        remote: held.call.remote.clone(),
+                        attempt: held.attempt,
+                        next_ms: Some(until),
                     },
                 )
                 .await;
-            if renewed.is_err() {
-                tracing::warn!(asker, "a remote call's lease could not be renewed");
-                return;
+            match renewed {
+                Ok(reply) if reply.claim == RemoteClaim::Claimed => lease_ends = until,
+                Ok(_) => {
+                    tracing::info!("a remote call's claim lapsed; another takes it up");
+                    return;
+                }
+                Err(refusal) if crate::unix_ms() < lease_ends => {
+                    tracing::warn!(
+                        code = refusal.code.as_str(),
+                        "a remote call's lease was not renewed; trying again"
+                    );
+                }
+                Err(_) => return,
             }
         }
     }
 
-    async fn settle(&self, caller: &Arc<Caller>, call: &RemoteCallRecord, next_ms: Option<i64>) {
+    async fn settle(&self, held: &Held<'_>, next_ms: Option<i64>) {
         let settled = self
             .gateway
             .remote(
-                caller,
+                &held.caller,
                 RemoteCommand::Settle {
-                    room: call.room.clone(),
-                    seq: call.seq,
-                    remote: call.remote.clone(),
+                    room: held.call.room.clone(),
+                    seq: held.call.seq,
+                    remote: held.call.remote.clone(),
+                    attempt: held.attempt,
                     next_ms,
                 },
             )
@@ -333,19 +432,20 @@ impl Worker {
     /// Sends the event to the remote agent and posts its answer in the room.
     async fn exchange(
         &self,
-        caller: &Arc<Caller>,
-        call: &RemoteCallRecord,
+        held: &Held<'_>,
         event: &EventRecord,
         parties: &CallParties,
     ) -> Result<(), CallError> {
+        let call = held.call;
         let thread = self.thread(&call.room, &call.remote).await?;
-        let Some(request) = self.request_for(call, event, parties, thread.as_ref()) else {
+        let Some((request, continues)) = self.request_for(call, event, thread.as_ref()) else {
             // An answer to a question the remote agent no longer waits on.
             return Ok(());
         };
         let credential = self.credential(&call.remote).await?;
         let card = self.card(&parties.card_url).await?;
-        let (client, streaming, endpoint) = self.client(&card, credential.as_ref())?;
+        let (client, streaming, endpoint) =
+            self.client(&card, &parties.card_url, credential.as_ref())?;
         // The endpoint's name is checked now too (and again at connect): the client's errors
         // would not say that the guard refused it.
         admit_card_url(&self.policy, &endpoint)
@@ -361,8 +461,7 @@ impl Worker {
             while let Some(item) = stream.next().await {
                 let item = item.map_err(|error| CallError::Transient(error.to_string()))?;
                 fold.event(item);
-                self.say_working(caller, call, &mut fold, &mut said_working)
-                    .await;
+                self.say_working(held, &mut fold, &mut said_working).await;
                 if fold.answer().is_some() {
                     break;
                 }
@@ -387,8 +486,7 @@ impl Worker {
                         "it answered with neither a task nor a message".into(),
                     ));
                 };
-                self.say_working(caller, call, &mut fold, &mut said_working)
-                    .await;
+                self.say_working(held, &mut fold, &mut said_working).await;
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(POLL_MAX);
                 let task = client
@@ -407,22 +505,16 @@ impl Worker {
                 "its stream ended before the task did".into(),
             ));
         };
-        self.post_answer(caller, call, event, parties, thread, &fold, answer)
+        self.post_answer(held, event, parties, thread, continues, &fold, answer)
             .await
     }
 
     /// Posts a working status with text as the remote agent's `status` (a few per call).
-    async fn say_working(
-        &self,
-        caller: &Arc<Caller>,
-        call: &RemoteCallRecord,
-        fold: &mut Fold,
-        said: &mut u32,
-    ) {
+    async fn say_working(&self, held: &Held<'_>, fold: &mut Fold, said: &mut u32) {
         let Some(detail) = fold.working.take() else {
             return;
         };
-        if *said >= 8 {
+        if *said >= 4 {
             return;
         }
         *said += 1;
@@ -430,19 +522,20 @@ impl Worker {
             "state": "working",
             "detail": answer::cut(&detail, 1024),
         });
-        let key = self.key(call, &format!("w{said}"));
-        let _ = self.send(caller, &call.room, "status", body, key).await;
+        let key = self.key(held.call, &format!("w{said}"));
+        // A status is worth no retry: it is refused or not.
+        let _ = self.send_once(held, "status", body, key).await;
     }
 
     /// The A2A request for a call: the mentioning message's text, or the answer to the
-    /// remote agent's question with its task.
+    /// remote agent's question with its task; and whether it goes on with the thread's
+    /// waiting task.
     fn request_for(
         &self,
         call: &RemoteCallRecord,
         event: &EventRecord,
-        parties: &CallParties,
         thread: Option<&RemoteThreadRecord>,
-    ) -> Option<SendMessageRequest> {
+    ) -> Option<(SendMessageRequest, bool)> {
         let body: Value = serde_json::from_str(&event.body).ok()?;
         let (text, task_id) = match event.kind.as_str() {
             "answer" => {
@@ -471,17 +564,20 @@ impl Worker {
                 (message.text, task_id)
             }
         };
-        let _ = parties;
+        let continues = task_id.is_some();
         let mut message = Message::new(Role::User, vec![Part::text(text)]);
         message.message_id = self.message_id(call);
         message.context_id = thread.and_then(|thread| thread.context_id.clone());
         message.task_id = task_id;
-        Some(SendMessageRequest {
-            message,
-            configuration: None,
-            metadata: None,
-            tenant: None,
-        })
+        Some((
+            SendMessageRequest {
+                message,
+                configuration: None,
+                metadata: None,
+                tenant: None,
+            },
+            continues,
+        ))
     }
 
     /// The same for every attempt of a call, so the remote agent can drop a repeat.
@@ -499,48 +595,53 @@ impl Worker {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash.finalize())
     }
 
-    /// A `client_key` of what the remote agent posts for a call.
+    /// A `client_key` of what the remote agent posts for a call (`what` names which), under
+    /// the prefix the store indexes, so that an attempt finds what an earlier one posted.
     fn key(&self, call: &RemoteCallRecord, what: &str) -> String {
-        format!("a2o:{}:{what}", &self.message_id(call)[..22])
+        format!("a2a:out:{}:{what}", &self.message_id(call)[..22])
     }
 
     #[allow(clippy::too_many_arguments)]
     async fn post_answer(
         &self,
-        caller: &Arc<Caller>,
-        call: &RemoteCallRecord,
+        held: &Held<'_>,
         event: &EventRecord,
         parties: &CallParties,
         thread: Option<RemoteThreadRecord>,
+        continues: bool,
         fold: &Fold,
         answer: Answer,
     ) -> Result<(), CallError> {
         // The message the conversation began with: the mention, or for an answer the
         // mention that led to the question.
-        let mention = match event.kind.as_str() {
-            "answer" => thread
+        let answering = event.kind == "answer";
+        let mention = match answering {
+            true => thread
                 .as_ref()
                 .and_then(|thread| thread.mention.clone())
                 .unwrap_or_else(|| event.id.clone()),
-            _ => event.id.clone(),
+            false => event.id.clone(),
         };
-        let asker = match event.kind.as_str() {
-            "answer" => thread
+        let asker = match answering {
+            true => thread
                 .as_ref()
                 .and_then(|thread| thread.asker.clone())
                 .unwrap_or_else(|| event.from.clone()),
-            _ => event.from.clone(),
+            false => event.from.clone(),
         };
-        let asker_is_user = event.kind == "answer" || parties.asker_is_user;
-        let mut next = RemoteThreadRecord {
-            room: call.room.clone(),
-            remote: call.remote.clone(),
-            context_id: fold
-                .context_id
-                .clone()
-                .or_else(|| thread.as_ref().and_then(|thread| thread.context_id.clone())),
-            ..RemoteThreadRecord::default()
+        let asker_is_user = answering || parties.asker_is_user;
+        // What the thread waits on stays unless this call went on with it or asks anew.
+        let mut next = match (&thread, continues) {
+            (Some(thread), false) => thread.clone(),
+            _ => RemoteThreadRecord {
+                room: held.call.room.clone(),
+                remote: held.call.remote.clone(),
+                ..RemoteThreadRecord::default()
+            },
         };
+        if fold.context_id.is_some() {
+            next.context_id = fold.context_id.clone();
+        }
         let posted = match answer {
             Answer::Done { text } => {
                 let text = if text.is_empty() {
@@ -548,17 +649,8 @@ impl Worker {
                 } else {
                     text
                 };
-                self.post(
-                    caller,
-                    call,
-                    &mention,
-                    &asker,
-                    asker_is_user,
-                    "r",
-                    text,
-                    None,
-                )
-                .await
+                self.post(held, &mention, &asker, asker_is_user, "r", text, None)
+                    .await
             }
             Answer::Ended { state, text } => {
                 let text = match text.is_empty() {
@@ -566,8 +658,7 @@ impl Worker {
                     false => format!("{} {state} the task: {text}", parties.remote_handle),
                 };
                 self.post(
-                    caller,
-                    call,
+                    held,
                     &mention,
                     &asker,
                     asker_is_user,
@@ -585,10 +676,11 @@ impl Worker {
                 next.task_id = Some(task_id);
                 next.asker = Some(asker.clone());
                 next.mention = Some(mention.clone());
+                next.ping = None;
                 if auth || asker_is_user {
                     // A person answers: a ping to the asker, or for authorization to the
                     // remote agent's owner. The answer comes back as a call of its own.
-                    let ping = format!("a2a-{}", &self.message_id(call)[..16]);
+                    let ping = format!("a2a-{}", &self.message_id(held.call)[..16]);
                     let to = if auth { &parties.owner } else { &asker };
                     let question = if auth {
                         format!(
@@ -607,11 +699,11 @@ impl Worker {
                         expires_at: None,
                     })
                     .unwrap_or(Value::Null);
-                    self.send(caller, &call.room, "ping", body, self.key(call, "p"))
+                    self.send(held, "ping", body, self.key(held.call, "p"))
                         .await
                 } else {
                     // An agent answers by mentioning the remote agent again.
-                    self.post(caller, call, &mention, &asker, false, "q", question, None)
+                    self.post(held, &mention, &asker, false, "q", question, None)
                         .await
                 }
             }
@@ -621,7 +713,7 @@ impl Worker {
                 "its answer could not be posted in the room".into(),
             ));
         }
-        self.put_thread(caller, next).await;
+        self.put_thread(&held.caller, next).await;
         Ok(())
     }
 
@@ -630,8 +722,7 @@ impl Worker {
     #[allow(clippy::too_many_arguments)]
     async fn post(
         &self,
-        caller: &Arc<Caller>,
-        call: &RemoteCallRecord,
+        held: &Held<'_>,
         mention: &str,
         asker: &str,
         asker_is_user: bool,
@@ -649,58 +740,56 @@ impl Worker {
         if let Some(state) = state {
             body["x_a2a"] = serde_json::json!({ "state": state });
         }
-        self.send(caller, &call.room, "message", body, self.key(call, what))
+        self.send(held, "message", body, self.key(held.call, what))
             .await
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn post_message(
-        &self,
-        caller: &Arc<Caller>,
-        call: &RemoteCallRecord,
-        event: &EventRecord,
-        parties: &CallParties,
-        what: &str,
-        text: String,
-        state: Option<&str>,
-    ) -> bool {
-        self.post(
-            caller,
-            call,
-            &event.id,
-            &event.from,
-            parties.asker_is_user || event.kind == "answer",
-            what,
-            text,
-            state,
-        )
-        .await
+    /// Sends an event as the remote agent, waiting out its rate limit a few times (the
+    /// answer is in hand: calling the remote agent again would cost it the work again);
+    /// true once it is stored (or was already), or refused for good.
+    async fn send(&self, held: &Held<'_>, kind: &str, body: Value, client_key: String) -> bool {
+        for _ in 0..5 {
+            match self
+                .send_once(held, kind, body.clone(), client_key.clone())
+                .await
+            {
+                Sent::Stored | Sent::Refused => return true,
+                Sent::Later(after) => tokio::time::sleep(after).await,
+                Sent::Failed => return false,
+            }
+        }
+        false
     }
 
-    /// Sends an event as the remote agent; true once it is stored (or was already).
-    async fn send(
+    async fn send_once(
         &self,
-        caller: &Arc<Caller>,
-        room: &str,
+        held: &Held<'_>,
         kind: &str,
         body: Value,
         client_key: String,
-    ) -> bool {
+    ) -> Sent {
         let frame = ClientFrame::Send(SendCmd {
             id: 1,
-            room: room.to_owned(),
+            room: held.call.room.clone(),
             client_key,
             kind: kind.to_owned(),
             body,
         });
-        match self.gateway.execute(caller, &frame).await {
-            Ok(_) => true,
+        match self.gateway.execute(&held.caller, &frame).await {
+            Ok(_) => Sent::Stored,
             Err(refusal) => {
                 tracing::info!(code = refusal.code.as_str(), message = %refusal.msg, "a remote agent's answer was refused");
-                // Refused for good (paused, stopped, not a member, too large): nothing
-                // will change by retrying; the call ends here.
-                refusal.code != roundtable_protocol::ErrorCode::RateLimited
-                    && refusal.code != roundtable_protocol::ErrorCode::Internal
+                match refusal.code {
+                    roundtable_protocol::ErrorCode::RateLimited => {
+                        Sent::Later(Duration::from_millis(
+                            refusal.retry_after_ms.unwrap_or(1_000).clamp(100, 30_000),
+                        ))
+                    }
+                    roundtable_protocol::ErrorCode::Internal
+                    | roundtable_protocol::ErrorCode::Busy => Sent::Failed,
+                    // Paused, stopped, not a member, too large: retrying changes nothing.
+                    _ => Sent::Refused,
+                }
             }
         }
     }
@@ -847,6 +936,7 @@ impl Worker {
     fn client(
         &self,
         card: &a2a::AgentCard,
+        card_url: &str,
         credential: Option<&RemoteCredential>,
     ) -> Result<(RemoteClient, bool, String), CallError> {
         let interface = card
@@ -863,6 +953,19 @@ impl Worker {
             })?;
         let endpoint =
             check_card_url(&self.policy, &interface.url).map_err(CallError::Permanent)?;
+        // The credential was given for the card's host: a card (changed, or not the
+        // owner's) that sends calls elsewhere does not take it there.
+        let card_host = url::Url::parse(card_url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_ascii_lowercase));
+        let endpoint_host = endpoint.host_str().map(str::to_ascii_lowercase);
+        if credential.is_some() && card_host != endpoint_host {
+            return Err(CallError::Permanent(format!(
+                "its card sends calls to another host ({}) than the card's, and its credential \
+                 goes only to the card's host; register it with the endpoint's card",
+                endpoint_host.unwrap_or_default()
+            )));
+        }
         let http = self.http(credential)?;
         let transport: Box<dyn a2a_client::Transport> =
             if interface.protocol_binding == TRANSPORT_PROTOCOL_JSONRPC {

@@ -383,7 +383,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<bool, StoreError> {
+    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, StoreError> {
         let changed = match write {
             RemoteWrite::Credential {
                 principal,
@@ -418,19 +418,40 @@ impl WriteTx for PostgresTx<'_> {
                 remote,
                 now_ms,
                 until_ms,
-            } => self.execute(
-                "UPDATE remote_calls SET next_ms = $5, attempts = attempts + 1
-                 WHERE room = $1 AND seq = $2 AND remote = $3 AND next_ms <= $4",
-                &[room, &seq_to(*seq), remote, now_ms, until_ms],
-            )?,
+            } => {
+                let row = self.query_opt(
+                    "UPDATE remote_calls SET next_ms = $5, attempts = attempts + 1
+                     WHERE room = $1 AND seq = $2 AND remote = $3 AND next_ms <= $4
+                     RETURNING attempts",
+                    &[room, &seq_to(*seq), remote, now_ms, until_ms],
+                )?;
+                return Ok(match row {
+                    Some(row) => row.try_get::<_, i64>(0)?.max(0) as u64,
+                    None => 0,
+                });
+            }
             RemoteWrite::Settle {
                 room,
                 seq,
                 remote,
+                attempt,
                 next_ms,
             } => self.execute(
-                "UPDATE remote_calls SET next_ms = $4 WHERE room = $1 AND seq = $2 AND remote = $3",
-                &[room, &seq_to(*seq), remote, next_ms],
+                "UPDATE remote_calls SET next_ms = $5
+                 WHERE room = $1 AND seq = $2 AND remote = $3 AND attempts = $4
+                     AND next_ms IS NOT NULL",
+                &[room, &seq_to(*seq), remote, &i64::from(*attempt), next_ms],
+            )?,
+            RemoteWrite::Defer {
+                room,
+                seq,
+                remote,
+                now_ms,
+                next_ms,
+            } => self.execute(
+                "UPDATE remote_calls SET next_ms = $5
+                 WHERE room = $1 AND seq = $2 AND remote = $3 AND next_ms <= $4",
+                &[room, &seq_to(*seq), remote, now_ms, next_ms],
             )?,
             RemoteWrite::Thread(thread) => self.execute(
                 "INSERT INTO remote_threads (room, remote, context_id, task_id, ping, asker, mention)
@@ -449,7 +470,7 @@ impl WriteTx for PostgresTx<'_> {
                 ],
             )?,
         };
-        Ok(changed > 0 || !matches!(write, RemoteWrite::Claim { .. }))
+        Ok(changed)
     }
 
     fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {

@@ -2,6 +2,7 @@
 //! the one transaction the writer commits per batch.
 
 use super::*;
+use rusqlite::OptionalExtension;
 
 /// Fields drop in order: the held statement goes back to the cache before an uncommitted
 /// transaction rolls back.
@@ -244,7 +245,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<bool, StoreError> {
+    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, StoreError> {
         let changed = match write {
             RemoteWrite::Credential {
                 principal,
@@ -283,25 +284,48 @@ impl WriteTx for SqliteTx<'_> {
                 remote,
                 now_ms,
                 until_ms,
-            } => self
-                .tx
-                .prepare_cached(
-                    "UPDATE remote_calls SET next_ms = ?5, attempts = attempts + 1
-                     WHERE room = ?1 AND seq = ?2 AND remote = ?3 AND next_ms <= ?4",
-                )?
-                .execute(params![room, *seq as i64, remote, now_ms, until_ms])?,
+            } => {
+                let attempt: Option<i64> = self
+                    .tx
+                    .prepare_cached(
+                        "UPDATE remote_calls SET next_ms = ?5, attempts = attempts + 1
+                         WHERE room = ?1 AND seq = ?2 AND remote = ?3 AND next_ms <= ?4
+                         RETURNING attempts",
+                    )?
+                    .query_row(
+                        params![room, *seq as i64, remote, now_ms, until_ms],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                return Ok(attempt.map_or(0, |attempt| attempt.max(0) as u64));
+            }
             RemoteWrite::Settle {
                 room,
                 seq,
                 remote,
+                attempt,
                 next_ms,
             } => self
                 .tx
                 .prepare_cached(
-                    "UPDATE remote_calls SET next_ms = ?4
-                     WHERE room = ?1 AND seq = ?2 AND remote = ?3",
+                    "UPDATE remote_calls SET next_ms = ?5
+                     WHERE room = ?1 AND seq = ?2 AND remote = ?3 AND attempts = ?4
+                         AND next_ms IS NOT NULL",
                 )?
-                .execute(params![room, *seq as i64, remote, next_ms])?,
+                .execute(params![room, *seq as i64, remote, attempt, next_ms])?,
+            RemoteWrite::Defer {
+                room,
+                seq,
+                remote,
+                now_ms,
+                next_ms,
+            } => self
+                .tx
+                .prepare_cached(
+                    "UPDATE remote_calls SET next_ms = ?5
+                     WHERE room = ?1 AND seq = ?2 AND remote = ?3 AND next_ms <= ?4",
+                )?
+                .execute(params![room, *seq as i64, remote, now_ms, next_ms])?,
             RemoteWrite::Thread(thread) => self
                 .tx
                 .prepare_cached(
@@ -322,7 +346,7 @@ impl WriteTx for SqliteTx<'_> {
                     thread.mention
                 ])?,
         };
-        Ok(changed > 0 || !matches!(write, RemoteWrite::Claim { .. }))
+        Ok(changed as u64)
     }
 
     fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
