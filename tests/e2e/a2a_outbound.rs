@@ -152,7 +152,12 @@ async fn wait_for(
             .await
             .unwrap()
             .into_iter()
-            .filter(|event| event.from == from && event.kind == kind)
+            // A remote agent's notice on joining is not an answer.
+            .filter(|event| {
+                event.from == from
+                    && event.kind == kind
+                    && !event.body["x_a2a"]["remote"].is_string()
+            })
             .collect();
         if found.len() >= count || tokio::time::Instant::now() > deadline {
             return found;
@@ -461,8 +466,14 @@ async fn a_person_registers_a_remote_agent_with_the_cli_and_talks_to_it_in_a_roo
     };
     assert_eq!(pings.len(), 1, "no ping");
     assert_eq!(pings[0]["question"], "which one?");
+    // The room was told on the agent's joining where its mentions go.
     let texts = room_texts(&hub.ws_url(), &token, "weather").await;
-    assert_eq!(texts, ["@dana/echo sunny?"]);
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].contains("agent served at 127.0.0.1, outside this hub"),
+        "{texts:?}"
+    );
+    assert_eq!(texts[1], "@dana/echo sunny?");
     let requests: Vec<Value> = echo_server
         .seen()
         .into_iter()

@@ -497,7 +497,9 @@ impl Engine {
                 action: MemberAction::Join,
                 by: creator.to_owned(),
             };
-            events.push(self.append_hub(tx, now_ms, stream.clone(), creator, "member", &body)?);
+            let joined = self.append_hub(tx, now_ms, stream.clone(), creator, "member", &body)?;
+            self.owe_remote_notice(tx, now_ms, &joined.record, member)?;
+            events.push(joined);
         }
         for member in members {
             let body = RoomChangeBody {

@@ -11,7 +11,7 @@ use roundtable_protocol::server::OkReply;
 use serde::{Deserialize, Serialize};
 
 use super::{Caller, Engine, ExecError, Outcome};
-use crate::store::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite, WriteTx};
+use crate::store::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite, StoreError, WriteTx};
 
 /// The outbound worker's bookkeeping, run as the hub itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -276,6 +276,36 @@ impl Engine {
                 next_ms: Some(now_ms),
             }))?;
         }
+        Ok(())
+    }
+
+    /// A remote agent's joining a room owes the room a notice (posted by the worker as the
+    /// agent, without calling it): where what mentions it goes. Written with the join.
+    pub(super) fn owe_remote_notice(
+        &self,
+        tx: &mut dyn WriteTx,
+        now_ms: i64,
+        joined: &crate::store::EventRecord,
+        member: &str,
+    ) -> Result<(), StoreError> {
+        let crate::store::StreamKey::Room(room) = &joined.stream else {
+            return Ok(());
+        };
+        if self
+            .state
+            .principal(member)
+            .is_none_or(|principal| principal.remote.is_none())
+        {
+            return Ok(());
+        }
+        tx.remote(&RemoteWrite::Call(&RemoteCallRecord {
+            room: room.clone(),
+            seq: joined.seq,
+            remote: member.to_owned(),
+            created_ms: now_ms,
+            attempts: 0,
+            next_ms: Some(now_ms),
+        }))?;
         Ok(())
     }
 

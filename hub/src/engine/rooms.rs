@@ -190,15 +190,17 @@ impl Engine {
             room: room.to_owned(),
             by: by.to_owned(),
         };
+        let joined = self.append_hub(
+            tx,
+            now_ms,
+            StreamKey::Room(room.to_owned()),
+            by,
+            "member",
+            &member,
+        )?;
+        self.owe_remote_notice(tx, now_ms, &joined.record, principal)?;
         Ok(vec![
-            self.append_hub(
-                tx,
-                now_ms,
-                StreamKey::Room(room.to_owned()),
-                by,
-                "member",
-                &member,
-            )?,
+            joined,
             self.append_hub(
                 tx,
                 now_ms,

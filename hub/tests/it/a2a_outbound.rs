@@ -238,7 +238,9 @@ async fn next_from(client: &mut Client, from: &str, kind: &str) -> Event {
     tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             let event = client.next_event().await.expect("an event");
-            if event.from == from && event.kind == kind {
+            // A remote agent's notice on joining is not an answer.
+            let notice = event.body["x_a2a"]["remote"].is_string();
+            if event.from == from && event.kind == kind && !notice {
                 return event;
             }
         }
@@ -267,6 +269,24 @@ async fn a_mention_is_answered_by_the_remote_agent(streaming: bool) {
     let reply = next_from(&mut dana, &echo.agent.id, "message").await;
     assert_eq!(reply.body["text"], "echo: @dana/echo hello there");
     assert_eq!(reply.body["reply_to"], json!(mention.id));
+    // On joining, it told the room where what mentions it goes (once, calling no one).
+    let notices: Vec<_> = dana
+        .room_log(&room)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|event| event.from == echo.agent.id && event.body["x_a2a"]["remote"].is_string())
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].body["x_a2a"]["remote"], "127.0.0.1");
+    assert!(
+        notices[0].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("Messages in this room that mention dana/echo are sent there"),
+        "{}",
+        notices[0].body
+    );
     // Only the mentioning message left the hub, with the stored credential and no token of
     // ours.
     let messages = remote.messages();
@@ -628,7 +648,11 @@ async fn remote_agents_quoting_each_other_do_not_call_each_other() {
             .await
             .expect("both answer")
             .unwrap();
-        if event.kind == "message" && [&echo.agent.id, &other.agent.id].contains(&&event.from) {
+        let notice = event.body["x_a2a"]["remote"].is_string();
+        if event.kind == "message"
+            && !notice
+            && [&echo.agent.id, &other.agent.id].contains(&&event.from)
+        {
             assert_eq!(event.body["text"], "echo: @dana/echo @dana/other hi both");
             answered.insert(event.from);
         }

@@ -295,6 +295,13 @@ impl Worker {
             attempt,
             caller,
         };
+        if event.kind == "member" {
+            // It joined the room: say where what mentions it goes, and call no one.
+            if self.notice(&held, &parties).await {
+                self.settle(&held, None).await;
+            }
+            return;
+        }
         // Answered already, by an attempt that died before it could settle: done.
         if self.answered(&held).await {
             self.settle(&held, None).await;
@@ -352,6 +359,27 @@ impl Worker {
         }
     }
 
+    /// The notice a remote agent posts in a room it joins: who runs it, and that what
+    /// mentions it leaves the hub for that host.
+    async fn notice(&self, held: &Held<'_>, parties: &CallParties) -> bool {
+        let host = url::Url::parse(&parties.card_url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned))
+            .unwrap_or_else(|| parties.card_url.clone());
+        let text = format!(
+            "{handle} is an agent served at {host}, outside this hub. Messages in this room \
+             that mention {handle} are sent there (only those, never the room's history); its \
+             answers come back here.",
+            handle = parties.remote_handle,
+        );
+        let body = serde_json::json!({
+            "text": text,
+            "x_a2a": {"remote": host},
+        });
+        self.send(held, "message", body, self.key(held.call, "n"))
+            .await
+    }
+
     /// Whether an earlier attempt of this call posted its outcome (an answer, a question,
     /// a ping, a failure): the keys of what the remote agent posts name the call.
     async fn answered(&self, held: &Held<'_>) -> bool {
@@ -366,7 +394,7 @@ impl Worker {
                     .client_key
                     .as_deref()
                     .and_then(|key| key.strip_prefix(&prefix))
-                    .is_some_and(|what| ["r", "q", "p", "failed"].contains(&what))
+                    .is_some_and(|what| ["r", "q", "p", "failed", "n"].contains(&what))
             }),
             Err(_) => false,
         }
