@@ -38,6 +38,8 @@ pub enum RemoteCommand {
     },
     /// Where the remote agent's conversation in a room is now.
     Thread(RemoteThreadRecord),
+    /// Forgets calls settled and made before `before_ms`.
+    Prune { before_ms: i64 },
 }
 
 impl RemoteCommand {
@@ -46,6 +48,7 @@ impl RemoteCommand {
             RemoteCommand::Claim { room, remote, .. }
             | RemoteCommand::Settle { room, remote, .. } => format!("{remote} {room}"),
             RemoteCommand::Thread(thread) => format!("{} {}", thread.remote, thread.room),
+            RemoteCommand::Prune { .. } => "settled calls".to_owned(),
         }
     }
 }
@@ -207,6 +210,10 @@ impl Engine {
             }
             RemoteCommand::Thread(thread) => {
                 tx.remote(&RemoteWrite::Thread(&thread))?;
+                ClaimReply::just(RemoteClaim::NotDue)
+            }
+            RemoteCommand::Prune { before_ms } => {
+                tx.remote(&RemoteWrite::Prune { before_ms })?;
                 ClaimReply::just(RemoteClaim::NotDue)
             }
         };

@@ -1058,4 +1058,20 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
     let thread = backend.reader.remote_thread("r", "a").unwrap().unwrap();
     assert_eq!((thread.task_id, thread.ping), (None, None));
     assert_eq!(backend.reader.remote_thread("r", "u").unwrap(), None);
+    // Settled calls made before a time are forgotten; the others stay.
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(
+        tx.remote(&RemoteWrite::Prune { before_ms: 100 }).unwrap(),
+        1
+    );
+    tx.commit().unwrap();
+    let left = backend.reader.remote_calls_due(i64::MAX, 10).unwrap();
+    assert_eq!(left.iter().map(|call| call.seq).collect::<Vec<_>>(), [5, 3]);
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(
+        tx.remote(&settle(4, 1, Some(1))).unwrap(),
+        0,
+        "call 4 is gone"
+    );
+    tx.commit().unwrap();
 }

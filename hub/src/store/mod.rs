@@ -217,6 +217,10 @@ pub enum RemoteWrite<'a> {
         next_ms: Option<i64>,
     },
     Thread(&'a RemoteThreadRecord),
+    /// Forgets calls settled and made before `before_ms`.
+    Prune {
+        before_ms: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -66,6 +66,11 @@ impl AgentExecutor for Echo {
             .unwrap()
             .messages
             .push((message.clone(), ctx.task_id.clone()));
+        if text.contains("refuse") {
+            return Box::pin(stream::iter([Err(A2AError::invalid_params(
+                "no such city",
+            ))]));
+        }
         let mut events = Vec::new();
         if ctx.stored_task.is_none() {
             events.push(StreamResponse::Task(Task {
@@ -750,5 +755,25 @@ async fn a_credential_goes_only_to_the_card_s_host() {
     assert!(
         headers.iter().all(|(name, _)| name != "authorization"),
         "the credential left: {headers:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_error_the_remote_agent_answers_with_ends_the_call_at_once() {
+    let hub = TestHub::start_with(allow_private).await;
+    let remote = Remote::start(false).await;
+    let (mut dana, _) = hub.user("dana").await;
+    let echo = register_remote(&mut dana, "echo", &remote).await;
+    let room = room(&mut dana, &["dana/echo"]).await;
+    live(&mut dana).await;
+    let mention = say(&mut dana, &room, "mention-0011", "@dana/echo refuse this").await;
+    // Not retried for the call's hour: said at once.
+    let failed = next_from(&mut dana, &echo.agent.id, "message").await;
+    assert_eq!(failed.body["x_a2a"]["state"], "failed", "{}", failed.body);
+    assert_eq!(failed.body["reply_to"], json!(mention.id));
+    let text = failed.body["text"].as_str().unwrap();
+    assert!(
+        text.contains("no such city") || text.contains("failed"),
+        "{text}"
     );
 }

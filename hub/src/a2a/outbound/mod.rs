@@ -58,6 +58,10 @@ const CARD_FRESH: Duration = Duration::from_secs(300);
 /// The largest card read.
 const CARD_MAX_BYTES: usize = 256 * 1024;
 
+/// How long a settled call is kept, and how often older ones are forgotten.
+const KEEP_SETTLED: Duration = Duration::from_secs(7 * 24 * 3600);
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
 /// Polling a task that is not streamed: from 1 s, doubling, to 30 s between looks.
 const POLL_FIRST: Duration = Duration::from_secs(1);
 const POLL_MAX: Duration = Duration::from_secs(30);
@@ -168,8 +172,13 @@ impl Worker {
         // The calls under way: dropped with the worker, which aborts them (their claims
         // lapse and another look takes them up).
         let mut calls = tokio::task::JoinSet::new();
+        let mut pruned: Option<Instant> = None;
         loop {
             while calls.try_join_next().is_some() {}
+            if pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+                pruned = Some(Instant::now());
+                self.prune().await;
+            }
             self.look(&mut calls).await;
             tokio::select! {
                 _ = rooms.recv() => {
@@ -181,6 +190,23 @@ impl Worker {
                 _ = tokio::time::sleep(IDLE_LOOK) => {}
                 _ = stopping.changed() => return,
             }
+        }
+    }
+
+    /// Forgets the calls settled more than [`KEEP_SETTLED`] ago (their answers are in the
+    /// rooms; the rows only served to make them).
+    async fn prune(&self) {
+        let before_ms = crate::unix_ms() - KEEP_SETTLED.as_millis() as i64;
+        let hub = self.caller_of("");
+        if let Err(refusal) = self
+            .gateway
+            .remote(&hub, RemoteCommand::Prune { before_ms })
+            .await
+        {
+            tracing::warn!(
+                code = refusal.code.as_str(),
+                "cannot forget settled remote calls"
+            );
         }
     }
 
@@ -485,9 +511,9 @@ impl Worker {
             let mut stream = client
                 .send_streaming_message(&request)
                 .await
-                .map_err(|error| CallError::Transient(error.to_string()))?;
+                .map_err(remote_error)?;
             while let Some(item) = stream.next().await {
-                let item = item.map_err(|error| CallError::Transient(error.to_string()))?;
+                let item = item.map_err(remote_error)?;
                 fold.event(item);
                 self.say_working(held, &mut fold, &mut said_working).await;
                 if fold.answer().is_some() {
@@ -502,10 +528,7 @@ impl Worker {
                 history_length: None,
                 return_immediately: Some(true),
             });
-            let response = client
-                .send_message(&request)
-                .await
-                .map_err(|error| CallError::Transient(error.to_string()))?;
+            let response = client.send_message(&request).await.map_err(remote_error)?;
             fold.response(response);
             let mut wait = POLL_FIRST;
             while fold.answer().is_none() {
@@ -524,7 +547,7 @@ impl Worker {
                         tenant: None,
                     })
                     .await
-                    .map_err(|error| CallError::Transient(error.to_string()))?;
+                    .map_err(remote_error)?;
                 fold.task(task);
             }
         }
@@ -919,11 +942,13 @@ impl Worker {
         }
         if !status.is_success() {
             let error = format!("its card answered HTTP {status}");
-            return Err(if status.is_server_error() {
-                CallError::Transient(error)
-            } else {
-                CallError::Permanent(error)
-            });
+            return Err(
+                if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                    CallError::Transient(error)
+                } else {
+                    CallError::Permanent(error)
+                },
+            );
         }
         let etag = response
             .headers()
@@ -1013,6 +1038,21 @@ impl Worker {
         }
         let streaming = card.capabilities.streaming == Some(true);
         Ok((client, streaming, endpoint.to_string()))
+    }
+}
+
+/// What an A2A call's error comes to: the client's own failures (the network, an answer
+/// it could not read) are worth retrying; an error the remote agent answered with (an
+/// unknown task, invalid parameters…) is not.
+fn remote_error(error: a2a::A2AError) -> CallError {
+    if error.code == a2a::error_code::INTERNAL_ERROR {
+        CallError::Transient(error.to_string())
+    } else {
+        CallError::Permanent(format!(
+            "it answered with an error ({}): {}",
+            error.code,
+            answer::cut(&error.message, 512)
+        ))
     }
 }
 

@@ -469,6 +469,10 @@ impl WriteTx for PostgresTx<'_> {
                     &thread.mention,
                 ],
             )?,
+            RemoteWrite::Prune { before_ms } => self.execute(
+                "DELETE FROM remote_calls WHERE next_ms IS NULL AND created_ms < $1",
+                &[before_ms],
+            )?,
         };
         Ok(changed)
     }

@@ -345,6 +345,12 @@ impl WriteTx for SqliteTx<'_> {
                     thread.asker,
                     thread.mention
                 ])?,
+            RemoteWrite::Prune { before_ms } => self
+                .tx
+                .prepare_cached(
+                    "DELETE FROM remote_calls WHERE next_ms IS NULL AND created_ms < ?1",
+                )?
+                .execute(params![before_ms])?,
         };
         Ok(changed as u64)
     }
