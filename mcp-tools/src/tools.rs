@@ -1,0 +1,456 @@
+//! The tools, defined once over [`HubOps`]: names, descriptions, argument schemas and the
+//! words of every answer, and how a question reaches a person in each MCP generation.
+//!
+//! Both MCP protocol generations are served by rmcp: 2025-11-25 (an `initialize`
+//! handshake; questions to the user as `elicitation/create` requests) and 2026-07-28
+//! (stateless requests; questions as `input_required` results). `ask_human` uses whichever
+//! the client speaks when it declares elicitation, and otherwise raises a ping in the
+//! agent's home room that its person answers from anywhere.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::tool::{InputResponses, RequestState};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, InputRequests,
+    InputRequiredResult,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
+use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task, TaskStatus};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::args;
+use crate::ops::{HubOps, HumanAnswer, Sent, ToolError};
+
+/// The longest a tool waits (for messages, for a person).
+pub const LONGEST_WAIT: Duration = Duration::from_secs(600);
+
+/// The tools over one agent's way to its hub.
+pub struct Tools<H> {
+    ops: Arc<H>,
+}
+
+impl<H> Clone for Tools<H> {
+    fn clone(&self) -> Tools<H> {
+        Tools {
+            ops: self.ops.clone(),
+        }
+    }
+}
+
+impl<H: HubOps> Tools<H> {
+    pub fn new(ops: H) -> Tools<H> {
+        Tools { ops: Arc::new(ops) }
+    }
+}
+
+/// A tool's answer as text the model reads: JSON, pretty enough to scan.
+fn answer(value: impl serde::Serialize) -> CallToolResult {
+    let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".into());
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// A failure the model should read and act on: the message says what to do.
+fn failed(error: ToolError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{} ({})",
+        error.message, error.code
+    ))])
+}
+
+fn delivered(result: Result<Sent, ToolError>) -> CallToolResult {
+    match result {
+        Ok(Sent::Stored { seq: Some(seq) }) => answer(json!({"sent": true, "seq": seq})),
+        Ok(Sent::Stored { seq: None }) => answer(json!({"sent": true})),
+        Ok(Sent::Queued { reason }) => answer(
+            json!({"sent": false, "queued": true, "note": format!("the hub is unreachable ({reason}); it will be sent when it is back")}),
+        ),
+        Err(error) => failed(error),
+    }
+}
+
+fn seconds(timeout_s: Option<u64>, default: u64) -> Duration {
+    Duration::from_secs(timeout_s.unwrap_or(default)).min(LONGEST_WAIT)
+}
+
+/// The answer a person gives through the agent CLI's own prompt.
+#[derive(Debug, Deserialize)]
+struct Elicited {
+    #[serde(default)]
+    answer: Option<String>,
+}
+
+#[tool_router(vis = "pub")]
+impl<H: HubOps> Tools<H> {
+    #[tool(
+        description = "Who you are on Roundtable: your handle, your owner, your home room (where you and your person talk)."
+    )]
+    async fn whoami(&self) -> CallToolResult {
+        answer(self.ops.whoami().await)
+    }
+
+    #[tool(
+        description = "Find agents and people you may see on the hub, with whether they are already your contacts. Use it to learn a handle before inviting or mentioning someone."
+    )]
+    async fn find_agents(&self, Parameters(args): Parameters<args::FindAgents>) -> CallToolResult {
+        match self
+            .ops
+            .find_agents(args.query, args.limit.unwrap_or(20))
+            .await
+        {
+            Ok(found) => answer(found),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Ask someone (`user` or `user/agent`) to become a contact. You can invite them into rooms once they (or their owner) accept."
+    )]
+    async fn request_contact(
+        &self,
+        Parameters(args): Parameters<args::RequestContact>,
+    ) -> CallToolResult {
+        match self.ops.request_contact(args.handle, args.message).await {
+            Ok(asked) => answer(asked),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(description = "The rooms you are in, with their members and unread counts.")]
+    async fn list_rooms(&self) -> CallToolResult {
+        match self.ops.list_rooms().await {
+            Ok(rooms) => answer(rooms),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Create a room (you are its first member) with the given members: your kin (your owner and its other agents), your contacts, or your owner's contacts (a contact's agent only once it is a contact itself)."
+    )]
+    async fn create_room(&self, Parameters(args): Parameters<args::CreateRoom>) -> CallToolResult {
+        match self
+            .ops
+            .create_room(args.title, args.topic, args.members)
+            .await
+        {
+            Ok(created) => answer(created),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Add someone (`user` or `user/agent`) to a room you are in: your kin, your contacts, or your owner's contacts (a contact's agent only once it is a contact itself)."
+    )]
+    async fn invite(&self, Parameters(args): Parameters<args::Invite>) -> CallToolResult {
+        match self.ops.invite(&args.room, &args.handle).await {
+            Ok(room) => answer(json!({"room": room, "invited": args.handle})),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Send a message to a room. Mention members with @handle to wake them: an agent sees the messages that mention it (or every message of a room of two)."
+    )]
+    async fn send_message(
+        &self,
+        Parameters(args): Parameters<args::SendMessage>,
+    ) -> CallToolResult {
+        let mut body = json!({ "text": args.text });
+        if let Some(reply_to) = args.reply_to {
+            body["reply_to"] = json!(reply_to);
+        }
+        delivered(self.ops.send_message(&args.room, body).await)
+    }
+
+    #[tool(
+        description = "Read the messages meant for you that you have not read yet (they count as read once returned); or, with unread_only false, the latest messages of a room."
+    )]
+    async fn read_messages(
+        &self,
+        Parameters(args): Parameters<args::ReadMessages>,
+    ) -> CallToolResult {
+        let messages = if args.unread_only.unwrap_or(true) {
+            self.ops.unread_messages(args.room.as_deref()).await
+        } else {
+            match &args.room {
+                Some(room) => {
+                    self.ops
+                        .latest_messages(room, args.limit.unwrap_or(30).min(500))
+                        .await
+                }
+                None => Err(ToolError::new(
+                    "give a room to read its latest messages",
+                    "invalid",
+                )),
+            }
+        };
+        match messages {
+            Ok(messages) => answer(messages),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Wait until a message for you arrives (a mention, a message in a room of two, or anything routed to you) and return it; or return nothing when the timeout passes. Use it when you are waiting for another agent or a person."
+    )]
+    async fn wait_for_messages(
+        &self,
+        Parameters(args): Parameters<args::WaitForMessages>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let waited = tokio::select! {
+            waited = self.ops.wait_for_messages(seconds(args.timeout_s, 300)) => waited,
+            _ = ctx.ct.cancelled() => return answer(json!({"messages": [], "cancelled": true})),
+        };
+        match waited {
+            Ok(messages) if messages.is_empty() => {
+                answer(json!({"messages": [], "timed_out": true}))
+            }
+            Ok(messages) => answer(json!({ "messages": messages })),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Say what you are doing (working, idle, waiting_human, error, stopped) so your person and your teammates see it."
+    )]
+    async fn set_status(&self, Parameters(args): Parameters<args::SetStatus>) -> CallToolResult {
+        let state = match args.state {
+            args::State::Working => AgentState::Working,
+            args::State::Idle => AgentState::Idle,
+            args::State::WaitingHuman => AgentState::WaitingHuman,
+            args::State::Error => AgentState::Error,
+            args::State::Stopped => AgentState::Stopped,
+        };
+        delivered(
+            self.ops
+                .set_status(state, args.detail.as_deref(), args.room.as_deref())
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Define the components of a room's architecture board: ids, names, the file globs that belong to each, and their dependencies. They replace the components Roundtable inferred from the repository's manifests."
+    )]
+    async fn define_components(
+        &self,
+        Parameters(args): Parameters<args::DefineComponents>,
+    ) -> CallToolResult {
+        let components = args
+            .components
+            .into_iter()
+            .map(|c| ComponentDef {
+                id: c.id,
+                name: c.name,
+                description: c.description,
+                paths: c.paths,
+                depends_on: c.depends_on,
+            })
+            .collect();
+        delivered(self.ops.define_components(&args.room, components).await)
+    }
+
+    #[tool(
+        description = "Report a component's status on the architecture board: working when you start on it, done when finished, blocked (with a note) when you cannot go on."
+    )]
+    async fn update_component(
+        &self,
+        Parameters(args): Parameters<args::UpdateComponent>,
+    ) -> CallToolResult {
+        let status = match args.status {
+            args::Progress::Idle => ComponentStatus::Idle,
+            args::Progress::Working => ComponentStatus::Working,
+            args::Progress::Done => ComponentStatus::Done,
+            args::Progress::Blocked => ComponentStatus::Blocked,
+        };
+        delivered(
+            self.ops
+                .update_component(
+                    &args.room,
+                    &args.component,
+                    status,
+                    args.note.as_deref(),
+                    args.files,
+                )
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Claim a component of a room's architecture board before working on it at length: other agents editing it are told that you hold it. Advisory, never a lock; release it when done."
+    )]
+    async fn claim_component(
+        &self,
+        Parameters(args): Parameters<args::ClaimComponent>,
+    ) -> CallToolResult {
+        delivered(
+            self.ops
+                .claim_component(&args.room, &args.component, true, args.note.as_deref())
+                .await,
+        )
+    }
+
+    #[tool(description = "Release your claim on a component (see claim_component).")]
+    async fn release_component(
+        &self,
+        Parameters(args): Parameters<args::ReleaseComponent>,
+    ) -> CallToolResult {
+        delivered(
+            self.ops
+                .claim_component(&args.room, &args.component, false, None)
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Report your task list (the whole list, which replaces the last one) so your person sees what you are doing."
+    )]
+    async fn report_tasks(
+        &self,
+        Parameters(args): Parameters<args::ReportTasks>,
+    ) -> CallToolResult {
+        let tasks = args
+            .tasks
+            .into_iter()
+            .map(|task| Task {
+                id: task.id,
+                title: task.title,
+                status: match task.status {
+                    args::Step::Pending => TaskStatus::Pending,
+                    args::Step::InProgress => TaskStatus::InProgress,
+                    args::Step::Completed => TaskStatus::Completed,
+                    args::Step::Deleted => TaskStatus::Deleted,
+                },
+                active_form: task.active_form,
+            })
+            .collect();
+        delivered(self.ops.report_tasks(tasks, args.room.as_deref()).await)
+    }
+
+    #[tool(
+        description = "Ask your person a question and wait for the answer (up to the timeout). Give options when the answer is one of a few; the first answer from any of their devices wins."
+    )]
+    async fn ask_human(
+        &self,
+        Parameters(args): Parameters<args::AskHuman>,
+        ctx: RequestContext<RoleServer>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let can_elicit = ctx
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some());
+        if !can_elicit {
+            let timeout = seconds(args.timeout_s, 600);
+            let asked = tokio::select! {
+                asked = self.ops.ask_human(&args.question, &args.options, timeout) => asked,
+                _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
+            };
+            return Ok(match asked {
+                Ok(answered) => human(answered),
+                Err(error) => failed(error),
+            }
+            .into());
+        }
+        let schema = elicitation_schema(&args.options)?;
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize());
+        if !modern {
+            let asked = ctx
+                .peer
+                .create_elicitation(ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: args.question.clone(),
+                    requested_schema: schema,
+                })
+                .await;
+            return Ok(match asked {
+                Ok(result) => elicited(result),
+                Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                    "the question could not be asked: {error}"
+                ))]),
+            }
+            .into());
+        }
+        // 2026-07-28: ask with an input request; the client calls again with the answer.
+        match (state, responses) {
+            (Some(_), Some(responses)) => {
+                let result: ElicitResult =
+                    serde_json::from_value(responses.get("answer").cloned().unwrap_or_default())
+                        .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
+                Ok(elicited(result).into())
+            }
+            _ => {
+                let mut requests = InputRequests::new();
+                requests.insert(
+                    "answer".into(),
+                    InputRequest::Elicitation(ElicitRequest::new(
+                        ElicitRequestParams::FormElicitationParams {
+                            meta: None,
+                            message: args.question,
+                            requested_schema: schema,
+                        },
+                    )),
+                );
+                Ok(InputRequiredResult::new(Some(requests), Some("ask_human".into())).into())
+            }
+        }
+    }
+}
+
+/// The form a person fills in: one of the options, or free text.
+fn elicitation_schema(options: &[String]) -> Result<ElicitationSchema, ErrorData> {
+    let answer = if options.is_empty() {
+        json!({"type": "string", "title": "Answer"})
+    } else {
+        json!({"type": "string", "title": "Answer", "enum": options})
+    };
+    let schema = json!({
+        "type": "object",
+        "properties": { "answer": answer },
+        "required": ["answer"],
+    });
+    let serde_json::Value::Object(schema) = schema else {
+        unreachable!("a JSON object literal")
+    };
+    ElicitationSchema::from_json_schema(schema)
+        .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+}
+
+fn elicited(result: ElicitResult) -> CallToolResult {
+    match result.action {
+        ElicitationAction::Accept => {
+            let answered: Elicited = result
+                .content
+                .and_then(|content| serde_json::from_value(content).ok())
+                .unwrap_or(Elicited { answer: None });
+            answer(json!({"answered": "yes", "answer": answered.answer, "via": "elicitation"}))
+        }
+        ElicitationAction::Decline => answer(json!({"answered": "declined"})),
+        _ => answer(json!({"answered": "cancelled"})),
+    }
+}
+
+fn human(answered: HumanAnswer) -> CallToolResult {
+    match answered {
+        HumanAnswer::Yes { by, choice, text } => answer(json!({
+            "answered": "yes", "answer": choice.clone().or(text.clone()), "choice": choice,
+            "text": text, "by": by, "via": "ping",
+        })),
+        HumanAnswer::TimedOut => answer(json!({
+            "answered": "timed_out",
+            "note": "nobody answered in time; decide yourself, or ask again later",
+        })),
+    }
+}
+
+#[tool_handler(
+    name = "roundtable",
+    instructions = "Roundtable connects you with other agents and your person. Your messages: read_messages, wait_for_messages. Talk: send_message (mention @handles). Rooms: list_rooms, create_room, invite. Others: find_agents, request_contact. Say what you do: set_status, report_tasks, define_components, update_component; claim_component and release_component when you hold a component for a while (you are told when others edit yours). A decision only your person can make: ask_human. Keep your task list where your person sees it: if you have no task tool of your own (TaskCreate, TodoWrite, update_plan, write_todos), call report_tasks with your whole list whenever it changes."
+)]
+impl<H: HubOps> ServerHandler for Tools<H> {}
