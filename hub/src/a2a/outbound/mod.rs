@@ -46,6 +46,13 @@ use crate::store::{EventRecord, PrincipalRecord, RemoteCallRecord, RemoteThreadR
 /// Calls made at once by one process.
 const CALLS_AT_ONCE: usize = 16;
 
+/// Calls made at once by one process for the remote agents of one user: the others' calls
+/// keep their slots however slow that user's agents are.
+const CALLS_AT_ONCE_PER_OWNER: usize = 4;
+
+/// How soon a call put back for its owner's slots is looked at again.
+const OWNER_BUSY_RETRY_MS: i64 = 2_000;
+
 /// Calls read per look at the table.
 const DUE_PAGE: usize = 64;
 
@@ -88,6 +95,7 @@ pub fn start(context: Arc<SessionContext>) -> OutboundWorker {
         hub_id: context.hub_id.clone(),
         cards: Arc::new(Mutex::new(HashMap::new())),
         in_flight: Arc::new(Mutex::new(HashSet::new())),
+        owners: Arc::new(Mutex::new(HashMap::new())),
         permits: Arc::new(tokio::sync::Semaphore::new(CALLS_AT_ONCE)),
         tls: Arc::new(tls_config()),
     };
@@ -111,6 +119,8 @@ struct Worker {
     hub_id: String,
     cards: Arc<Mutex<HashMap<String, CachedCard>>>,
     in_flight: Arc<Mutex<HashSet<PairKey>>>,
+    /// Calls under way per owner of the remote agents called.
+    owners: Arc<Mutex<HashMap<String, usize>>>,
     permits: Arc<tokio::sync::Semaphore>,
     tls: Arc<rustls::ClientConfig>,
 }
@@ -128,6 +138,39 @@ impl Drop for Slot {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.pair);
+    }
+}
+
+/// One of an owner's slots, given back however the call ends.
+struct OwnerSlot {
+    owners: Arc<Mutex<HashMap<String, usize>>>,
+    owner: String,
+}
+
+impl OwnerSlot {
+    fn take(owners: &Arc<Mutex<HashMap<String, usize>>>, owner: &str) -> Option<OwnerSlot> {
+        let mut counts = owners.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(owner.to_owned()).or_default();
+        if *count >= CALLS_AT_ONCE_PER_OWNER {
+            return None;
+        }
+        *count += 1;
+        Some(OwnerSlot {
+            owners: owners.clone(),
+            owner: owner.to_owned(),
+        })
+    }
+}
+
+impl Drop for OwnerSlot {
+    fn drop(&mut self) {
+        let mut counts = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.owner) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.owner);
+            }
+        }
     }
 }
 
@@ -320,6 +363,12 @@ impl Worker {
             call: &call,
             attempt,
             caller,
+        };
+        let Some(_owner_slot) = OwnerSlot::take(&self.owners, &parties.owner) else {
+            // Its owner's agents hold their share of slots: put back for a little while.
+            self.settle(&held, Some(crate::unix_ms() + OWNER_BUSY_RETRY_MS))
+                .await;
+            return;
         };
         if event.kind == "member" {
             // It joined the room: say where what mentions it goes, and call no one.
@@ -1082,4 +1131,43 @@ fn tls_config() -> rustls::ClientConfig {
     .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_holds_a_few_slots_and_gets_them_back() {
+        let owners = Arc::new(Mutex::new(HashMap::new()));
+        let held: Vec<OwnerSlot> = (0..CALLS_AT_ONCE_PER_OWNER)
+            .map(|_| OwnerSlot::take(&owners, "p_dana").expect("a slot"))
+            .collect();
+        assert!(
+            OwnerSlot::take(&owners, "p_dana").is_none(),
+            "dana's share is taken"
+        );
+        let erin = OwnerSlot::take(&owners, "p_erin");
+        assert!(erin.is_some(), "others keep theirs");
+        drop(held);
+        drop(erin);
+        assert!(owners.lock().unwrap().is_empty(), "every slot given back");
+        assert!(OwnerSlot::take(&owners, "p_dana").is_some());
+    }
+
+    #[test]
+    fn a_remote_agent_s_own_errors_end_a_call_and_the_client_s_are_retried() {
+        assert!(matches!(
+            remote_error(a2a::A2AError::internal(
+                "HTTP request failed: connection refused"
+            )),
+            CallError::Transient(_)
+        ));
+        let CallError::Permanent(text) =
+            remote_error(a2a::A2AError::invalid_params("x".repeat(2000)))
+        else {
+            panic!("an answered error is final");
+        };
+        assert!(text.len() < 700, "cut: {}", text.len());
+    }
 }
