@@ -170,7 +170,7 @@ pub fn check_card_url(policy: &OutboundPolicy, text: &str) -> Result<url::Url, S
         None => return Err(format!("{text:?} names no host; give https://host/…")),
     };
     let (name, ip) = match host {
-        url::Host::Domain(name) => (name.to_ascii_lowercase(), None),
+        url::Host::Domain(name) => (name.trim_end_matches('.').to_ascii_lowercase(), None),
         url::Host::Ipv4(ip) => (ip.to_string(), Some(IpAddr::V4(ip))),
         url::Host::Ipv6(ip) => (ip.to_string(), Some(IpAddr::V6(ip))),
     };
@@ -433,6 +433,7 @@ mod tests {
         assert!(refused("https://[::ffff:7f00:1]/").contains("loopback"));
         assert!(refused("https://localhost:8443/").contains("loopback"));
         assert!(refused("https://api.localhost/").contains("loopback"));
+        assert!(refused("https://LOCALHOST./").contains("loopback"));
         assert!(refused("ftp://example.com/").contains("not https"));
         assert!(refused("https://user:pw@example.com/").contains("password"));
         assert!(refused("not a url").contains("not an address"));
