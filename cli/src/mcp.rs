@@ -9,7 +9,7 @@ use rmcp::ServiceExt;
 use roundtable_core::agent_work::HumanAnswer as CoreAnswer;
 use roundtable_core::client::PATIENCE;
 use roundtable_core::{Core, CoreError, Delivered, SyncOptions, profile};
-use roundtable_mcp_tools::{HubOps, HumanAnswer, Sent, ToolError, Tools};
+use roundtable_mcp_tools::{HubOps, HumanAnswer, Sent, Shown, ToolError, Tools};
 use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task};
 use roundtable_protocol::client::{ContactRequestCmd, Directory, RoomCreate, RoomInvite};
 use roundtable_protocol::model::DirectoryEntry;
@@ -80,7 +80,7 @@ impl HubOps for CoreOps {
         &self,
         handle: String,
         message: Option<String>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Shown, ToolError> {
         let asked = self
             .call(ContactRequestCmd {
                 id: 0,
@@ -88,12 +88,16 @@ impl HubOps for CoreOps {
                 message,
             })
             .await?;
-        Ok(to_value(asked.request))
+        Ok(Shown::of(&asked.request))
     }
 
-    async fn list_rooms(&self) -> Result<Value, ToolError> {
+    async fn list_rooms(&self) -> Result<Shown, ToolError> {
         self.core.synced(PATIENCE).await.map_err(tool_error)?;
-        self.core.rooms().await.map(to_value).map_err(tool_error)
+        self.core
+            .rooms()
+            .await
+            .map(|rooms| Shown::of(&rooms))
+            .map_err(tool_error)
     }
 
     async fn create_room(
@@ -101,7 +105,7 @@ impl HubOps for CoreOps {
         title: String,
         topic: Option<String>,
         members: Vec<String>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Shown, ToolError> {
         let created = self
             .call(RoomCreate {
                 id: 0,
@@ -110,7 +114,7 @@ impl HubOps for CoreOps {
                 members,
             })
             .await?;
-        Ok(to_value(created.room))
+        Ok(Shown::of(&created.room))
     }
 
     async fn invite(&self, room: &str, handle: &str) -> Result<String, ToolError> {
@@ -133,7 +137,7 @@ impl HubOps for CoreOps {
         })
     }
 
-    async fn unread_messages(&self, room: Option<&str>) -> Result<Value, ToolError> {
+    async fn unread_messages(&self, room: Option<&str>) -> Result<Shown, ToolError> {
         let room = match room {
             Some(room) => Some(self.core.room_id(room).await.map_err(tool_error)?),
             None => None,
@@ -141,16 +145,16 @@ impl HubOps for CoreOps {
         self.core
             .read_messages(room.as_deref())
             .await
-            .map(to_value)
+            .map(|messages| Shown::of(&messages))
             .map_err(tool_error)
     }
 
-    async fn latest_messages(&self, room: &str, limit: u32) -> Result<Value, ToolError> {
+    async fn latest_messages(&self, room: &str, limit: u32) -> Result<Shown, ToolError> {
         let room = self.core.room_id(room).await.map_err(tool_error)?;
         self.core
             .room_messages(&room, limit)
             .await
-            .map(to_value)
+            .map(|messages| Shown::of(&messages))
             .map_err(tool_error)
     }
 

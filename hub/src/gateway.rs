@@ -240,6 +240,7 @@ impl Gateway {
         if !self.context.writer.submit(Request::Call {
             caller: caller.clone(),
             command,
+            submitted: std::time::Instant::now(),
             reply,
         }) {
             return Err(stopping());
@@ -278,6 +279,7 @@ impl Gateway {
         if !self.context.writer.submit(Request::Call {
             caller: caller.clone(),
             command,
+            submitted: std::time::Instant::now(),
             reply,
         }) {
             return Err(stopping());

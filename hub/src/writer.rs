@@ -56,6 +56,8 @@ pub enum Request {
     Call {
         caller: Arc<Caller>,
         command: Command,
+        /// When the gateway handed it over: the writer measures how long it waited.
+        submitted: Instant,
         reply: oneshot::Sender<Result<Reply, Refusal>>,
     },
     /// A gateway's bearer token, checked as `auth` checks it (a failure is audited with the
@@ -786,9 +788,13 @@ impl ExecContext<'_> {
             Request::Call {
                 caller,
                 command,
+                submitted,
                 reply,
             } => {
                 self.metrics.commands.fetch_add(1, Ordering::Relaxed);
+                self.metrics
+                    .writer_queue_latency
+                    .observe(submitted.elapsed());
                 let result = answer(
                     tx.map(|tx| self.engine.execute(tx, now, &caller, command)),
                     &mut state.failure,

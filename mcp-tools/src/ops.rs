@@ -24,6 +24,21 @@ impl ToolError {
     }
 }
 
+/// A record as the model reads it: JSON written by the side that knows the record's type,
+/// so its fields keep their order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown(String);
+
+impl Shown {
+    pub fn of(record: &impl serde::Serialize) -> Shown {
+        Shown(serde_json::to_string_pretty(record).unwrap_or_else(|_| "null".into()))
+    }
+
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+}
+
 /// What became of a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sent {
@@ -60,25 +75,25 @@ pub trait HubOps: Send + Sync + 'static {
         &self,
         handle: String,
         message: Option<String>,
-    ) -> Result<Value, ToolError>;
+    ) -> Result<Shown, ToolError>;
     /// The rooms the agent is in, with members and unread counts.
-    async fn list_rooms(&self) -> Result<Value, ToolError>;
+    async fn list_rooms(&self) -> Result<Shown, ToolError>;
     /// The room made.
     async fn create_room(
         &self,
         title: String,
         topic: Option<String>,
         members: Vec<String>,
-    ) -> Result<Value, ToolError>;
+    ) -> Result<Shown, ToolError>;
     /// Adds `handle` to `room`; returns the room's id.
     async fn invite(&self, room: &str, handle: &str) -> Result<String, ToolError>;
     /// Sends a `message` with this body.
     async fn send_message(&self, room: &str, body: Value) -> Result<Sent, ToolError>;
     /// The messages for the agent it has not read (in `room`, or all rooms); they count as
     /// read once returned.
-    async fn unread_messages(&self, room: Option<&str>) -> Result<Value, ToolError>;
+    async fn unread_messages(&self, room: Option<&str>) -> Result<Shown, ToolError>;
     /// The latest `limit` messages of a room.
-    async fn latest_messages(&self, room: &str, limit: u32) -> Result<Value, ToolError>;
+    async fn latest_messages(&self, room: &str, limit: u32) -> Result<Shown, ToolError>;
     /// Waits for messages for the agent, up to `timeout`; none when it passes.
     async fn wait_for_messages(&self, timeout: Duration) -> Result<Vec<Value>, ToolError>;
     async fn set_status(

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::args;
-use crate::ops::{HubOps, HumanAnswer, Sent, ToolError};
+use crate::ops::{HubOps, HumanAnswer, Sent, Shown, ToolError};
 
 /// The longest a tool waits (for messages, for a person).
 pub const LONGEST_WAIT: Duration = Duration::from_secs(600);
@@ -52,6 +52,11 @@ impl<H: HubOps> Tools<H> {
 fn answer(value: impl serde::Serialize) -> CallToolResult {
     let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".into());
     CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// A record as the side that has it wrote it.
+fn show(shown: Shown) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(shown.text().to_owned())])
 }
 
 /// A failure the model should read and act on: the message says what to do.
@@ -115,7 +120,7 @@ impl<H: HubOps> Tools<H> {
         Parameters(args): Parameters<args::RequestContact>,
     ) -> CallToolResult {
         match self.ops.request_contact(args.handle, args.message).await {
-            Ok(asked) => answer(asked),
+            Ok(asked) => show(asked),
             Err(error) => failed(error),
         }
     }
@@ -123,7 +128,7 @@ impl<H: HubOps> Tools<H> {
     #[tool(description = "The rooms you are in, with their members and unread counts.")]
     async fn list_rooms(&self) -> CallToolResult {
         match self.ops.list_rooms().await {
-            Ok(rooms) => answer(rooms),
+            Ok(rooms) => show(rooms),
             Err(error) => failed(error),
         }
     }
@@ -137,7 +142,7 @@ impl<H: HubOps> Tools<H> {
             .create_room(args.title, args.topic, args.members)
             .await
         {
-            Ok(created) => answer(created),
+            Ok(created) => show(created),
             Err(error) => failed(error),
         }
     }
@@ -189,7 +194,7 @@ impl<H: HubOps> Tools<H> {
             }
         };
         match messages {
-            Ok(messages) => answer(messages),
+            Ok(messages) => show(messages),
             Err(error) => failed(error),
         }
     }

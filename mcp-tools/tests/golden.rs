@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use roundtable_mcp_tools::{HubOps, HumanAnswer, Sent, ToolError, Tools};
+use roundtable_mcp_tools::{HubOps, HumanAnswer, Sent, Shown, ToolError, Tools};
 use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task};
 use roundtable_protocol::model::DirectoryEntry;
 use serde_json::Value;
@@ -27,10 +27,10 @@ impl HubOps for Refusing {
     ) -> Result<Vec<DirectoryEntry>, ToolError> {
         refused()
     }
-    async fn request_contact(&self, _: String, _: Option<String>) -> Result<Value, ToolError> {
+    async fn request_contact(&self, _: String, _: Option<String>) -> Result<Shown, ToolError> {
         refused()
     }
-    async fn list_rooms(&self) -> Result<Value, ToolError> {
+    async fn list_rooms(&self) -> Result<Shown, ToolError> {
         refused()
     }
     async fn create_room(
@@ -38,7 +38,7 @@ impl HubOps for Refusing {
         _: String,
         _: Option<String>,
         _: Vec<String>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Shown, ToolError> {
         refused()
     }
     async fn invite(&self, _: &str, _: &str) -> Result<String, ToolError> {
@@ -47,10 +47,10 @@ impl HubOps for Refusing {
     async fn send_message(&self, _: &str, _: Value) -> Result<Sent, ToolError> {
         refused()
     }
-    async fn unread_messages(&self, _: Option<&str>) -> Result<Value, ToolError> {
+    async fn unread_messages(&self, _: Option<&str>) -> Result<Shown, ToolError> {
         refused()
     }
-    async fn latest_messages(&self, _: &str, _: u32) -> Result<Value, ToolError> {
+    async fn latest_messages(&self, _: &str, _: u32) -> Result<Shown, ToolError> {
         refused()
     }
     async fn wait_for_messages(&self, _: Duration) -> Result<Vec<Value>, ToolError> {

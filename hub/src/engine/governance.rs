@@ -438,6 +438,19 @@ impl Engine {
                         self.state.controls.remove(&agent.id);
                     }
                 }
+                if agent.remote.is_some() && !lifted.is_empty() {
+                    // A remote agent's calls waiting out the pause are made now.
+                    let everywhere = lifted.iter().any(Option::is_none);
+                    tx.remote(&crate::store::RemoteWrite::Wake {
+                        remote: &agent.id,
+                        room: if everywhere {
+                            None
+                        } else {
+                            control.room.as_deref()
+                        },
+                        now_ms,
+                    })?;
+                }
             }
         }
         let body = ControlBody {

@@ -18,7 +18,8 @@ use crate::store::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite, StoreError
 pub enum RemoteCommand {
     /// Takes a due call until `until_ms` (see [`RemoteClaim`]); `asker` wrote the event
     /// (empty when the remote agent can no longer read it: the call is settled). A paused
-    /// agent's call waits, unless it is past `expires_ms`.
+    /// agent's call waits, unless it is past `expires_ms`; a stopped agent's is dropped,
+    /// unless it `waits` (a notice, which calls no one: it waits for the resume).
     Claim {
         room: String,
         seq: u64,
@@ -26,6 +27,7 @@ pub enum RemoteCommand {
         asker: String,
         until_ms: i64,
         expires_ms: i64,
+        waits: bool,
     },
     /// Settles a call, or sets when it is tried again, while the claim numbered `attempt`
     /// is the latest.
@@ -106,7 +108,7 @@ impl ClaimReply {
 }
 
 /// How long a paused remote agent's call waits before it is looked at again.
-pub const PAUSED_RETRY_MS: i64 = 30_000;
+pub const PAUSED_RETRY_MS: i64 = 5_000;
 
 impl Engine {
     pub(super) fn remote_command(
@@ -124,12 +126,16 @@ impl Engine {
                 asker,
                 until_ms,
                 expires_ms,
+                waits,
             } => {
                 let control = self
                     .state
                     .control_in(&remote, &room)
                     .map(|control| control.action);
                 let deferred = match control {
+                    Some(ControlAction::Stop | ControlAction::Pause) if waits => {
+                        Some((RemoteClaim::Paused, Some(now_ms + PAUSED_RETRY_MS)))
+                    }
                     Some(ControlAction::Stop) => Some((RemoteClaim::Stopped, None)),
                     Some(ControlAction::Pause) if now_ms >= expires_ms => {
                         Some((RemoteClaim::Stopped, None))
@@ -254,11 +260,17 @@ impl Engine {
         {
             return Ok(());
         }
+        // A remote agent stopped in the room when the event is written is owed nothing:
+        // what reaches it while stopped is dropped, whenever its turn would have come.
         let remote = |id: &str| {
             self.state
                 .principal(id)
                 .is_some_and(|principal| principal.remote.is_some())
                 && id != record.from
+                && self
+                    .state
+                    .control_in(id, room)
+                    .is_none_or(|control| control.action != ControlAction::Stop)
         };
         let owed: Vec<&str> = match record.kind.as_str() {
             "message" => record

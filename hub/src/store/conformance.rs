@@ -924,10 +924,12 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
 fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backend: Backend) {
     use roundtable_protocol::client::{RemoteCredential, RemoteCredentialScheme};
     populate(&mut *backend.store);
-    let call = |seq: u64, next_ms: Option<i64>| RemoteCallRecord {
+    // Three conversations (room r with a, u and v: the store knows nothing of who is
+    // remote), and a second call in a's.
+    let call = |seq: u64, remote: &str, next_ms: Option<i64>| RemoteCallRecord {
         room: "r".into(),
         seq,
-        remote: "a".into(),
+        remote: remote.into(),
         created_ms: 10 + seq as i64,
         attempts: 0,
         next_ms,
@@ -938,88 +940,100 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
         header: Some("X-Key".into()),
     };
     let mut tx = backend.store.transaction().unwrap();
-    for (seq, next_ms) in [(3, Some(100)), (4, Some(50)), (5, Some(500))] {
-        assert_eq!(
-            tx.remote(&RemoteWrite::Call(&call(seq, next_ms))).unwrap(),
-            1
-        );
+    for (seq, remote, next_ms) in [
+        (3, "a", Some(100)),
+        (4, "u", Some(50)),
+        (5, "v", Some(500)),
+        (6, "a", Some(10)),
+    ] {
+        let written = tx
+            .remote(&RemoteWrite::Call(&call(seq, remote, next_ms)))
+            .unwrap();
+        assert_eq!(written, 1);
     }
     // The same event and remote again: nothing new, the first stays.
-    tx.remote(&RemoteWrite::Call(&call(3, Some(1)))).unwrap();
+    tx.remote(&RemoteWrite::Call(&call(3, "a", Some(1))))
+        .unwrap();
     tx.remote(&RemoteWrite::Credential {
         principal: "a",
         credential: &credential,
     })
     .unwrap();
     tx.commit().unwrap();
-    let due = backend.reader.remote_calls_due(200, 10).unwrap();
+    let due = |backend: &Backend, now_ms: i64| -> Vec<u64> {
+        let due = backend.reader.remote_calls_due(now_ms, 10).unwrap();
+        due.iter().map(|call| call.seq).collect()
+    };
+    // Soonest first; a's second call waits for its first, though due sooner.
+    assert_eq!(due(&backend, 200), [4, 3]);
     assert_eq!(
-        due.iter().map(|call| call.seq).collect::<Vec<_>>(),
-        [4, 3],
-        "due ones, soonest first"
+        backend.reader.remote_calls_due(200, 10).unwrap()[1],
+        call(3, "a", Some(100))
     );
-    assert_eq!(due[1], call(3, Some(100)));
     assert_eq!(backend.reader.remote_calls_due(200, 1).unwrap().len(), 1);
 
-    let claim = |seq: u64, now_ms: i64| RemoteWrite::Claim {
+    let claim = |seq: u64, remote: &'static str, now_ms: i64| RemoteWrite::Claim {
         room: "r",
         seq,
-        remote: "a",
+        remote,
         now_ms,
         until_ms: now_ms + 60_000,
     };
-    let settle = |seq: u64, attempt: u32, next_ms: Option<i64>| RemoteWrite::Settle {
-        room: "r",
-        seq,
-        remote: "a",
-        attempt,
-        next_ms,
-    };
+    let settle =
+        |seq: u64, remote: &'static str, attempt: u32, next_ms: Option<i64>| RemoteWrite::Settle {
+            room: "r",
+            seq,
+            remote,
+            attempt,
+            next_ms,
+        };
     let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(tx.remote(&claim(6, "a", 200)).unwrap(), 0, "not its turn");
     assert_eq!(
-        tx.remote(&claim(3, 200)).unwrap(),
+        tx.remote(&claim(3, "a", 200)).unwrap(),
         1,
         "a due call is claimed: attempt 1"
     );
-    assert_eq!(tx.remote(&claim(3, 200)).unwrap(), 0, "and only once");
+    assert_eq!(tx.remote(&claim(3, "a", 200)).unwrap(), 0, "and only once");
     assert_eq!(
-        tx.remote(&claim(5, 200)).unwrap(),
+        tx.remote(&claim(5, "v", 200)).unwrap(),
         0,
         "not before it is due"
     );
     // Attempt 1 lapses (its lease ends at 60 200); attempt 2 takes the call.
-    assert_eq!(tx.remote(&claim(3, 60_200)).unwrap(), 2);
+    assert_eq!(tx.remote(&claim(3, "a", 60_200)).unwrap(), 2);
     // The first attempt's late renewal and settlement change nothing.
-    assert_eq!(tx.remote(&settle(3, 1, Some(1))).unwrap(), 0);
-    assert_eq!(tx.remote(&settle(3, 1, None)).unwrap(), 0);
+    assert_eq!(tx.remote(&settle(3, "a", 1, Some(1))).unwrap(), 0);
+    assert_eq!(tx.remote(&settle(3, "a", 1, None)).unwrap(), 0);
     // The second renews its lease.
-    assert_eq!(tx.remote(&settle(3, 2, Some(120_200))).unwrap(), 1);
-    assert_eq!(tx.remote(&claim(4, 60)).unwrap(), 1);
-    assert_eq!(tx.remote(&settle(4, 1, None)).unwrap(), 1);
+    assert_eq!(tx.remote(&settle(3, "a", 2, Some(120_200))).unwrap(), 1);
+    assert_eq!(tx.remote(&claim(4, "u", 60)).unwrap(), 1);
+    assert_eq!(tx.remote(&settle(4, "u", 1, None)).unwrap(), 1);
     assert_eq!(
-        tx.remote(&claim(4, 1_000_000)).unwrap(),
+        tx.remote(&claim(4, "u", 1_000_000)).unwrap(),
         0,
         "a settled call is never due"
     );
     assert_eq!(
-        tx.remote(&settle(4, 1, Some(5))).unwrap(),
+        tx.remote(&settle(4, "u", 1, Some(5))).unwrap(),
         0,
         "nor brought back"
     );
-    let defer = |seq: u64, now_ms: i64, next_ms: Option<i64>| RemoteWrite::Defer {
-        room: "r",
-        seq,
-        remote: "a",
-        now_ms,
-        next_ms,
-    };
+    let defer =
+        |seq: u64, remote: &'static str, now_ms: i64, next_ms: Option<i64>| RemoteWrite::Defer {
+            room: "r",
+            seq,
+            remote,
+            now_ms,
+            next_ms,
+        };
     assert_eq!(
-        tx.remote(&defer(4, 1_000_000, Some(7))).unwrap(),
+        tx.remote(&defer(4, "u", 1_000_000, Some(7))).unwrap(),
         0,
         "a settled call stays so"
     );
     assert_eq!(
-        tx.remote(&defer(3, 100_000, Some(7))).unwrap(),
+        tx.remote(&defer(3, "a", 100_000, Some(7))).unwrap(),
         0,
         "a claimed one too"
     );
@@ -1034,10 +1048,15 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
     }))
     .unwrap();
     tx.commit().unwrap();
-    let due = backend.reader.remote_calls_due(200_000, 10).unwrap();
-    assert_eq!(due.iter().map(|call| call.seq).collect::<Vec<_>>(), [5, 3]);
-    let claimed = due.iter().find(|call| call.seq == 3).unwrap();
+    assert_eq!(due(&backend, 200_000), [5, 3]);
+    let held = backend.reader.remote_calls_due(200_000, 10).unwrap();
+    let claimed = held.iter().find(|call| call.seq == 3).unwrap();
     assert_eq!((claimed.attempts, claimed.next_ms), (2, Some(120_200)));
+    // a's first call settled: its second's turn.
+    let mut tx = backend.store.transaction().unwrap();
+    assert_eq!(tx.remote(&settle(3, "a", 2, None)).unwrap(), 1);
+    tx.commit().unwrap();
+    assert_eq!(due(&backend, 200_000), [6, 5]);
     assert_eq!(
         backend.reader.remote_credential("a").unwrap(),
         Some(credential)
@@ -1060,18 +1079,25 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
     assert_eq!(backend.reader.remote_thread("r", "u").unwrap(), None);
     // Settled calls made before a time are forgotten; the others stay.
     let mut tx = backend.store.transaction().unwrap();
-    assert_eq!(
-        tx.remote(&RemoteWrite::Prune { before_ms: 100 }).unwrap(),
-        1
-    );
+    assert_eq!(tx.remote(&RemoteWrite::Prune { before_ms: 15 }).unwrap(), 2);
     tx.commit().unwrap();
-    let left = backend.reader.remote_calls_due(i64::MAX, 10).unwrap();
-    assert_eq!(left.iter().map(|call| call.seq).collect::<Vec<_>>(), [5, 3]);
+    assert_eq!(due(&backend, i64::MAX), [6, 5]);
     let mut tx = backend.store.transaction().unwrap();
     assert_eq!(
-        tx.remote(&settle(4, 1, Some(1))).unwrap(),
+        tx.remote(&settle(4, "u", 1, Some(1))).unwrap(),
         0,
         "call 4 is gone"
     );
+    // v's call, never claimed, waits until 500: woken, it is due now; a's second waits
+    // nothing (due already) and is left as it is.
+    let wake = |remote: &'static str, room: Option<&'static str>| RemoteWrite::Wake {
+        remote,
+        room,
+        now_ms: 300,
+    };
+    assert_eq!(tx.remote(&wake("v", Some("elsewhere"))).unwrap(), 0);
+    assert_eq!(tx.remote(&wake("v", Some("r"))).unwrap(), 1);
+    assert_eq!(tx.remote(&wake("a", None)).unwrap(), 0);
     tx.commit().unwrap();
+    assert_eq!(due(&backend, 300), [6, 5]);
 }

@@ -188,8 +188,10 @@ pub enum RemoteWrite<'a> {
     },
     /// A call to make; nothing when one exists for the same event and remote.
     Call(&'a RemoteCallRecord),
-    /// Claims a call that is due at `now_ms`: pushes `next_ms` to `until_ms` and counts an
-    /// attempt, whose number is the claim's (0: not due, settled or claimed by another).
+    /// Claims a call that is due at `now_ms` and is the earliest unsettled one of its room
+    /// and remote agent (so that a conversation goes one message at a time, in order, in
+    /// every process): pushes `next_ms` to `until_ms` and counts an attempt, whose number is
+    /// the claim's (0: not due, not its turn, settled or claimed by another).
     Claim {
         room: &'a str,
         seq: u64,
@@ -220,6 +222,13 @@ pub enum RemoteWrite<'a> {
     /// Forgets calls settled and made before `before_ms`.
     Prune {
         before_ms: i64,
+    },
+    /// Makes due now the calls of a remote agent (in `room`, or everywhere) that wait for
+    /// their time and were never claimed (a paused agent's, resumed).
+    Wake {
+        remote: &'a str,
+        room: Option<&'a str>,
+        now_ms: i64,
     },
 }
 
@@ -731,7 +740,8 @@ pub trait ReadStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError>;
 
-    /// Calls to remote agents due at `now_ms`, oldest first, at most `limit`.
+    /// Calls to remote agents due at `now_ms` whose turn it is (the earliest unsettled one
+    /// of each room and remote agent), soonest first, at most `limit`.
     fn remote_calls_due(
         &self,
         now_ms: i64,

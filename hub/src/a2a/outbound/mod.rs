@@ -179,6 +179,8 @@ struct Held<'a> {
     call: &'a RemoteCallRecord,
     attempt: u32,
     caller: Arc<Caller>,
+    /// When the claim's lease ends, unless renewed.
+    until_ms: i64,
 }
 
 #[derive(Clone)]
@@ -329,7 +331,12 @@ impl Worker {
             }
         };
         let now_ms = crate::unix_ms();
-        let expires_ms = call.created_ms + self.ttl_ms;
+        // A notice (the agent joined) calls no one: it never expires, and waits for a resume.
+        let notice = event.as_ref().is_some_and(|event| event.kind == "member");
+        let expires_ms = match notice {
+            true => i64::MAX,
+            false => call.created_ms + self.ttl_ms,
+        };
         let claimed = self
             .gateway
             .remote(
@@ -344,6 +351,7 @@ impl Worker {
                         .unwrap_or_default(),
                     until_ms: now_ms + self.lease_ms,
                     expires_ms,
+                    waits: notice,
                 },
             )
             .await;
@@ -363,6 +371,7 @@ impl Worker {
             call: &call,
             attempt,
             caller,
+            until_ms: now_ms + self.lease_ms,
         };
         let Some(_owner_slot) = OwnerSlot::take(&self.owners, &parties.owner) else {
             // Its owner's agents hold their share of slots: put back for a little while.
@@ -377,47 +386,69 @@ impl Worker {
             }
             return;
         }
-        // Answered already, by an attempt that died before it could settle: done.
-        if self.answered(&held).await {
-            self.settle(&held, None).await;
-            return;
-        }
-        let remaining = expires_ms - now_ms;
-        let outcome = if remaining <= 0 {
-            Err(CallError::Permanent(format!(
-                "no answer within {} min",
-                self.ttl_ms / 60_000
-            )))
-        } else {
-            // The lease is renewed while the call runs, so a long task is not taken up
-            // by another process meanwhile; the call's life bounds it.
-            let exchange = tokio::time::timeout(
-                Duration::from_millis(remaining as u64),
-                self.exchange(&held, &event, &parties),
-            );
-            tokio::select! {
-                outcome = exchange => outcome.unwrap_or_else(|_| Err(CallError::Permanent(format!(
-                    "no answer within {} min",
-                    self.ttl_ms / 60_000
-                )))),
-                () = self.renew_lease(&held) => return,
+        // Answered already, by an attempt that died before it could settle: done. Not known
+        // (the store failed): later.
+        match self.answered(&held).await {
+            Some(true) => {
+                self.settle(&held, None).await;
+                return;
             }
+            Some(false) => {}
+            None => {
+                self.settle(&held, Some(crate::unix_ms() + OWNER_BUSY_RETRY_MS))
+                    .await;
+                return;
+            }
+        }
+        // The lease is renewed while the call runs, answer or failure posted, so it is not
+        // taken up by another process meanwhile; if it is lost, this attempt stops.
+        tokio::select! {
+            () = self.make(&held, &event, &parties, expires_ms) => {}
+            () = self.renew_lease(&held) => {}
+        }
+    }
+
+    /// Makes a claimed call, posts what came of it, and settles it (or sets its retry).
+    async fn make(
+        &self,
+        held: &Held<'_>,
+        event: &EventRecord,
+        parties: &CallParties,
+        expires_ms: i64,
+    ) {
+        let remaining = expires_ms - crate::unix_ms();
+        let gave_up =
+            || CallError::Permanent(format!("no answer within {} min", self.ttl_ms / 60_000));
+        let outcome = if remaining <= 0 {
+            Err(gave_up())
+        } else {
+            // The call's life bounds the exchange.
+            tokio::time::timeout(
+                Duration::from_millis(remaining as u64),
+                self.exchange(held, event, parties),
+            )
+            .await
+            .unwrap_or_else(|_| Err(gave_up()))
         };
         match outcome {
-            Ok(()) => self.settle(&held, None).await,
+            Ok(()) => self.settle(held, None).await,
             Err(CallError::Transient(error)) if crate::unix_ms() < expires_ms => {
-                let backoff = 1_000i64 << call.attempts.min(8);
-                tracing::info!(remote = %parties.remote_handle, attempt, %error, "a remote agent call will be retried");
-                self.settle(&held, Some(crate::unix_ms() + backoff.min(300_000)))
+                let backoff = 1_000i64 << held.call.attempts.min(8);
+                tracing::info!(remote = %parties.remote_handle, attempt = held.attempt, %error, "a remote agent call will be retried");
+                self.settle(held, Some(crate::unix_ms() + backoff.min(300_000)))
                     .await;
             }
             Err(CallError::Transient(error) | CallError::Permanent(error)) => {
                 tracing::info!(remote = %parties.remote_handle, %error, "a remote agent call failed");
-                let text = format!("{} could not be reached: {error}", parties.remote_handle);
-                let asker_is_user = parties.asker_is_user || event.kind == "answer";
+                let text = format!(
+                    "{} could not be reached: {}",
+                    parties.remote_handle,
+                    without_queries(&error)
+                );
+                let asker_is_user = self.asker_is_user(event, parties, None);
                 let posted = self
                     .post(
-                        &held,
+                        held,
                         &event.id,
                         &event.from,
                         asker_is_user,
@@ -428,9 +459,26 @@ impl Worker {
                     .await;
                 // Not posted (the hub is stopping, say): the call stays due and is tried again.
                 if posted {
-                    self.settle(&held, None).await;
+                    self.settle(held, None).await;
                 }
             }
+        }
+    }
+
+    /// Whether the one who asked (who gets the answer) is a person: the writer of a
+    /// mention, as the claim said; for an answer to the remote agent's question, who asked
+    /// it first (the answerer, unless that was the owner answering for an agent).
+    fn asker_is_user(
+        &self,
+        event: &EventRecord,
+        parties: &CallParties,
+        thread: Option<&RemoteThreadRecord>,
+    ) -> bool {
+        match event.kind.as_str() {
+            "answer" => thread
+                .and_then(|thread| thread.asker.as_deref())
+                .is_none_or(|asker| asker == event.from),
+            _ => parties.asker_is_user,
         }
     }
 
@@ -457,29 +505,28 @@ impl Worker {
 
     /// Whether an earlier attempt of this call posted its outcome (an answer, a question,
     /// a ping, a failure): the keys of what the remote agent posts name the call.
-    async fn answered(&self, held: &Held<'_>) -> bool {
+    /// `None` when that cannot be read now.
+    async fn answered(&self, held: &Held<'_>) -> Option<bool> {
         let prefix = self.key(held.call, "");
-        match self
+        let events = self
             .gateway
             .keyed_sends(&held.call.remote, &prefix, None, 16)
             .await
-        {
-            Ok(events) => events.iter().any(|event| {
-                event
-                    .client_key
-                    .as_deref()
-                    .and_then(|key| key.strip_prefix(&prefix))
-                    .is_some_and(|what| ["r", "q", "p", "failed", "n"].contains(&what))
-            }),
-            Err(_) => false,
-        }
+            .ok()?;
+        Some(events.iter().any(|event| {
+            event
+                .client_key
+                .as_deref()
+                .and_then(|key| key.strip_prefix(&prefix))
+                .is_some_and(|what| ["r", "q", "p", "failed", "n"].contains(&what))
+        }))
     }
 
     /// Renews the claim every third of the lease; returns only once the lease is lost
     /// (another claim took the call, or renewals failed until the lease ran out).
     async fn renew_lease(&self, held: &Held<'_>) {
         let every = Duration::from_millis((self.lease_ms / 3).max(100) as u64);
-        let mut lease_ends = crate::unix_ms() + self.lease_ms;
+        let mut lease_ends = held.until_ms;
         loop {
             tokio::time::sleep(every).await;
             let until = crate::unix_ms() + self.lease_ms;
@@ -545,6 +592,38 @@ impl Worker {
             // An answer to a question the remote agent no longer waits on.
             return Ok(());
         };
+        let conversed = self
+            .converse(held, event, parties, thread.clone(), request, continues)
+            .await;
+        if let (Err(CallError::Permanent(_)), true, Some(thread)) = (&conversed, continues, thread)
+        {
+            // The task it went on with is gone (unknown to the remote agent, failed): later
+            // mentions start afresh rather than fail on it again.
+            self.put_thread(
+                &held.caller,
+                RemoteThreadRecord {
+                    room: call.room.clone(),
+                    remote: call.remote.clone(),
+                    context_id: thread.context_id,
+                    ..RemoteThreadRecord::default()
+                },
+            )
+            .await?;
+        }
+        conversed
+    }
+
+    /// Sends the request and posts what comes back.
+    async fn converse(
+        &self,
+        held: &Held<'_>,
+        event: &EventRecord,
+        parties: &CallParties,
+        thread: Option<RemoteThreadRecord>,
+        request: SendMessageRequest,
+        continues: bool,
+    ) -> Result<(), CallError> {
+        let call = held.call;
         let credential = self.credential(&call.remote).await?;
         let card = self.card(&parties.card_url).await?;
         let (client, streaming, endpoint) =
@@ -729,7 +808,7 @@ impl Worker {
                 .unwrap_or_else(|| event.from.clone()),
             false => event.from.clone(),
         };
-        let asker_is_user = answering || parties.asker_is_user;
+        let asker_is_user = self.asker_is_user(event, parties, thread.as_ref());
         // What the thread waits on stays unless this call went on with it or asks anew.
         let mut next = match (&thread, continues) {
             (Some(thread), false) => thread.clone(),
@@ -742,31 +821,21 @@ impl Worker {
         if fold.context_id.is_some() {
             next.context_id = fold.context_id.clone();
         }
-        let posted = match answer {
-            Answer::Done { text } => {
-                let text = if text.is_empty() {
-                    "(it answered with no text)".to_owned()
-                } else {
-                    text
-                };
-                self.post(held, &mention, &asker, asker_is_user, "r", text, None)
-                    .await
+        enum Post {
+            Message(&'static str, String, Option<&'static str>),
+            Ping(Value),
+        }
+        let post = match answer {
+            Answer::Done { text } if text.is_empty() => {
+                Post::Message("r", "(it answered with no text)".to_owned(), None)
             }
+            Answer::Done { text } => Post::Message("r", text, None),
             Answer::Ended { state, text } => {
                 let text = match text.is_empty() {
                     true => format!("{} {state} the task", parties.remote_handle),
                     false => format!("{} {state} the task: {text}", parties.remote_handle),
                 };
-                self.post(
-                    held,
-                    &mention,
-                    &asker,
-                    asker_is_user,
-                    "r",
-                    text,
-                    Some(state),
-                )
-                .await
+                Post::Message("r", text, Some(state))
             }
             Answer::Needs {
                 task_id,
@@ -791,21 +860,33 @@ impl Worker {
                         question
                     };
                     next.ping = Some(ping.clone());
-                    let body = serde_json::to_value(PingBody {
-                        ping,
-                        question: answer::cut(&question, 4096),
-                        options: None,
-                        to: Some(vec![to.clone()]),
-                        expires_at: None,
-                    })
-                    .unwrap_or(Value::Null);
-                    self.send(held, "ping", body, self.key(held.call, "p"))
-                        .await
+                    Post::Ping(
+                        serde_json::to_value(PingBody {
+                            ping,
+                            question: answer::cut(&plain(&question), 4096),
+                            options: None,
+                            to: Some(vec![to.clone()]),
+                            expires_at: None,
+                        })
+                        .unwrap_or(Value::Null),
+                    )
                 } else {
                     // An agent answers by mentioning the remote agent again.
-                    self.post(held, &mention, &asker, false, "q", question, None)
-                        .await
+                    Post::Message("q", question, None)
                 }
+            }
+        };
+        // The thread first: once the answer is out, a person's answer to its question must
+        // find the task it goes to. (The post is keyed: posting again repeats nothing.)
+        self.put_thread(&held.caller, next).await?;
+        let posted = match post {
+            Post::Message(what, text, state) => {
+                self.post(held, &mention, &asker, asker_is_user, what, text, state)
+                    .await
+            }
+            Post::Ping(body) => {
+                self.send(held, "ping", body, self.key(held.call, "p"))
+                    .await
             }
         };
         if !posted {
@@ -813,7 +894,6 @@ impl Worker {
                 "its answer could not be posted in the room".into(),
             ));
         }
-        self.put_thread(&held.caller, next).await;
         Ok(())
     }
 
@@ -831,7 +911,7 @@ impl Worker {
         state: Option<&str>,
     ) -> bool {
         let mut body = serde_json::json!({
-            "text": answer::cut(&text, limits::MESSAGE_TEXT),
+            "text": answer::cut(&plain(&text), limits::MESSAGE_TEXT),
             "reply_to": mention,
         });
         if !asker_is_user {
@@ -885,8 +965,10 @@ impl Worker {
                             refusal.retry_after_ms.unwrap_or(1_000).clamp(100, 30_000),
                         ))
                     }
+                    // Paused meanwhile: the call waits for the resume (calling again then).
                     roundtable_protocol::ErrorCode::Internal
-                    | roundtable_protocol::ErrorCode::Busy => Sent::Failed,
+                    | roundtable_protocol::ErrorCode::Busy
+                    | roundtable_protocol::ErrorCode::Paused => Sent::Failed,
                     // Paused, stopped, not a member, too large: retrying changes nothing.
                     _ => Sent::Refused,
                 }
@@ -894,17 +976,21 @@ impl Worker {
         }
     }
 
-    async fn put_thread(&self, caller: &Arc<Caller>, thread: RemoteThreadRecord) {
-        if let Err(refusal) = self
-            .gateway
+    async fn put_thread(
+        &self,
+        caller: &Arc<Caller>,
+        thread: RemoteThreadRecord,
+    ) -> Result<(), CallError> {
+        self.gateway
             .remote(caller, RemoteCommand::Thread(thread))
             .await
-        {
-            tracing::warn!(
-                code = refusal.code.as_str(),
-                "cannot keep a remote conversation"
-            );
-        }
+            .map(|_| ())
+            .map_err(|refusal| {
+                CallError::Transient(format!(
+                    "its conversation could not be kept: {}",
+                    refusal.msg
+                ))
+            })
     }
 
     async fn thread(
@@ -1088,6 +1174,33 @@ impl Worker {
         let streaming = card.capabilities.streaming == Some(true);
         Ok((client, streaming, endpoint.to_string()))
     }
+}
+
+/// A remote agent's text as the room is shown it: control characters (but line breaks
+/// and tabs) dropped, so that its JSON stays within an event's size.
+fn plain(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect()
+}
+
+/// An error's text with the queries of the addresses it names cut off: a card's address
+/// may carry a key, and failures are posted in the room.
+fn without_queries(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at);
+        out.push_str(before);
+        let end = after
+            .find(|c: char| c.is_whitespace() || c == ')' || c == '"' || c == '\'')
+            .unwrap_or(after.len());
+        let address = &after[..end];
+        out.push_str(address.split(['?', '#']).next().unwrap_or(address));
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What an A2A call's error comes to: the client's own failures (the network, an answer

@@ -422,6 +422,9 @@ impl WriteTx for PostgresTx<'_> {
                 let row = self.query_opt(
                     "UPDATE remote_calls SET next_ms = $5, attempts = attempts + 1
                      WHERE room = $1 AND seq = $2 AND remote = $3 AND next_ms <= $4
+                       AND NOT EXISTS (SELECT 1 FROM remote_calls AS earlier
+                           WHERE earlier.room = $1 AND earlier.remote = $3
+                             AND earlier.seq < $2 AND earlier.next_ms IS NOT NULL)
                      RETURNING attempts",
                     &[room, &seq_to(*seq), remote, now_ms, until_ms],
                 )?;
@@ -468,6 +471,16 @@ impl WriteTx for PostgresTx<'_> {
                     &thread.asker,
                     &thread.mention,
                 ],
+            )?,
+            RemoteWrite::Wake {
+                remote,
+                room,
+                now_ms,
+            } => self.execute(
+                "UPDATE remote_calls SET next_ms = $3
+                 WHERE remote = $1 AND ($2::text IS NULL OR room = $2) AND next_ms > $3
+                   AND attempts = 0",
+                &[remote, room, now_ms],
             )?,
             RemoteWrite::Prune { before_ms } => self.execute(
                 "DELETE FROM remote_calls WHERE next_ms IS NULL AND created_ms < $1",

@@ -229,9 +229,12 @@ impl ReadStore for SqliteReader {
         let result = self.with_connection(|conn| {
             let mut statement = conn
                 .prepare_cached(
-                    "SELECT room, seq, remote, created_ms, attempts, next_ms FROM remote_calls
+                    "SELECT room, seq, remote, created_ms, attempts, next_ms FROM remote_calls AS call
                      WHERE next_ms IS NOT NULL AND next_ms <= ?1
-                     ORDER BY next_ms, created_ms LIMIT ?2",
+                       AND NOT EXISTS (SELECT 1 FROM remote_calls AS earlier
+                           WHERE earlier.room = call.room AND earlier.remote = call.remote
+                             AND earlier.seq < call.seq AND earlier.next_ms IS NOT NULL)
+                     ORDER BY next_ms, created_ms, seq LIMIT ?2",
                 )
                 .map_err(StoreError::from)?;
             let rows = statement

@@ -290,6 +290,9 @@ impl WriteTx for SqliteTx<'_> {
                     .prepare_cached(
                         "UPDATE remote_calls SET next_ms = ?5, attempts = attempts + 1
                          WHERE room = ?1 AND seq = ?2 AND remote = ?3 AND next_ms <= ?4
+                           AND NOT EXISTS (SELECT 1 FROM remote_calls AS earlier
+                               WHERE earlier.room = ?1 AND earlier.remote = ?3
+                                 AND earlier.seq < ?2 AND earlier.next_ms IS NOT NULL)
                          RETURNING attempts",
                     )?
                     .query_row(
@@ -345,6 +348,18 @@ impl WriteTx for SqliteTx<'_> {
                     thread.asker,
                     thread.mention
                 ])?,
+            RemoteWrite::Wake {
+                remote,
+                room,
+                now_ms,
+            } => self
+                .tx
+                .prepare_cached(
+                    "UPDATE remote_calls SET next_ms = ?3
+                     WHERE remote = ?1 AND (?2 IS NULL OR room = ?2) AND next_ms > ?3
+                       AND attempts = 0",
+                )?
+                .execute(params![remote, room, now_ms])?,
             RemoteWrite::Prune { before_ms } => self
                 .tx
                 .prepare_cached(
