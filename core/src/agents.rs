@@ -85,14 +85,7 @@ impl Core {
         if let Some(home) = &registered.room {
             profile.set_home_room(&home.id)?;
         }
-        self.remember(vec![crate::cache::PrincipalRow {
-            id: registered.agent.id.clone(),
-            kind: registered.agent.kind.as_str().to_owned(),
-            handle: registered.agent.handle.clone(),
-            name: registered.agent.name.clone(),
-            owner: registered.agent.owner.clone(),
-        }])
-        .await;
+        self.remember_agent(&registered.agent).await;
         Ok(RegisteredAgent {
             agent: registered.agent,
             home: registered.room,
@@ -123,19 +116,24 @@ impl Core {
                 patience,
             )
             .await?;
-        self.remember(vec![crate::cache::PrincipalRow {
-            id: registered.agent.id.clone(),
-            kind: registered.agent.kind.as_str().to_owned(),
-            handle: registered.agent.handle.clone(),
-            name: registered.agent.name.clone(),
-            owner: registered.agent.owner.clone(),
-        }])
-        .await;
+        self.remember_agent(&registered.agent).await;
         Ok(RegisteredRemoteAgent {
             agent: registered.agent,
             card_url: registered.card_url,
             home: registered.room,
         })
+    }
+
+    /// Keeps a newly registered agent in the cache, so views show its handle at once.
+    async fn remember_agent(&self, agent: &Principal) {
+        self.remember(vec![crate::cache::PrincipalRow {
+            id: agent.id.clone(),
+            kind: agent.kind.as_str().to_owned(),
+            handle: agent.handle.clone(),
+            name: agent.name.clone(),
+            owner: agent.owner.clone(),
+        }])
+        .await;
     }
 
     /// Rotates or revokes the token of one of our agents (`name` or `user/name`). A rotated

@@ -136,6 +136,22 @@ async fn say(client: &mut Client, room: &str, key: &str, kind: &str, body: Value
     sent.event
 }
 
+/// Says `text` in a room.
+async fn mention(client: &mut Client, room: &str, key: &str, text: &str) -> Event {
+    say(client, room, key, "message", json!({ "text": text })).await
+}
+
+/// The room's events from `from` of `kind`, read until there are `count` (within 30 s).
+async fn answers(
+    client: &mut Client,
+    room: &str,
+    from: &str,
+    kind: &str,
+    count: usize,
+) -> Vec<Event> {
+    wait_for(client, room, from, kind, count, Duration::from_secs(30)).await
+}
+
 /// The room's events from `from` of `kind`, read until there are `count` (within `wait`).
 async fn wait_for(
     client: &mut Client,
@@ -177,46 +193,17 @@ async fn a_room_calls_an_agent_on_the_official_a2a_server_and_gets_its_answers()
     )
     .await;
     let (mut dana, token, echo, room) = dana_and_echo(&hub, &echo_server.card_url()).await;
-    say(
-        &mut dana,
-        &room,
-        "chatter-0001",
-        "message",
-        json!({"text": "only for us"}),
-    )
-    .await;
+    mention(&mut dana, &room, "chatter-0001", "only for us").await;
 
-    let hello = say(
-        &mut dana,
-        &room,
-        "mention-0001",
-        "message",
-        json!({"text": "@dana/echo hello"}),
-    )
-    .await;
-    let replies = wait_for(
-        &mut dana,
-        &room,
-        &echo,
-        "message",
-        1,
-        Duration::from_secs(30),
-    )
-    .await;
+    let hello = mention(&mut dana, &room, "mention-0001", "@dana/echo hello").await;
+    let replies = answers(&mut dana, &room, &echo, "message", 1).await;
     assert_eq!(replies.len(), 1, "no answer");
     assert_eq!(replies[0].body["text"], "echo: @dana/echo hello");
     assert_eq!(replies[0].body["reply_to"], json!(hello.id));
 
     // Its question becomes dana's ping; her answer goes on with the same remote task.
-    let asked = say(
-        &mut dana,
-        &room,
-        "mention-0002",
-        "message",
-        json!({"text": "@dana/echo which branch?"}),
-    )
-    .await;
-    let pings = wait_for(&mut dana, &room, &echo, "ping", 1, Duration::from_secs(30)).await;
+    let asked = mention(&mut dana, &room, "mention-0002", "@dana/echo which branch?").await;
+    let pings = answers(&mut dana, &room, &echo, "ping", 1).await;
     assert_eq!(pings.len(), 1, "no ping");
     assert_eq!(pings[0].body["question"], "which one?");
     say(
@@ -227,15 +214,7 @@ async fn a_room_calls_an_agent_on_the_official_a2a_server_and_gets_its_answers()
         json!({"ping": pings[0].body["ping"], "text": "main"}),
     )
     .await;
-    let replies = wait_for(
-        &mut dana,
-        &room,
-        &echo,
-        "message",
-        2,
-        Duration::from_secs(30),
-    )
-    .await;
+    let replies = answers(&mut dana, &room, &echo, "message", 2).await;
     assert_eq!(replies.len(), 2, "no answer after the ping");
     assert_eq!(replies[1].body["text"], "echo: main");
     assert_eq!(replies[1].body["reply_to"], json!(asked.id));
@@ -292,14 +271,7 @@ async fn a_call_owed_when_the_hub_is_killed_is_made_once_after_it_restarts() {
     let flags = ["--a2a-outbound-allow-private"];
     let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &flags).await;
     let (mut dana, token, echo, room) = dana_and_echo(&hub, &card_url).await;
-    let mention = say(
-        &mut dana,
-        &room,
-        "mention-0003",
-        "message",
-        json!({"text": "@dana/echo still there"}),
-    )
-    .await;
+    let mention = mention(&mut dana, &room, "mention-0003", "@dana/echo still there").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     hub.kill().await;
 

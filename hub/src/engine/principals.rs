@@ -318,18 +318,15 @@ impl Engine {
                 Some(text)
             }
         };
-        let agent = PrincipalRecord {
-            id: self.ids.id("p"),
-            kind: PrincipalKind::Agent,
-            handle: handle.clone(),
-            name: register.name.clone(),
-            owner: Some(owner.id.clone()),
-            discoverable: register.discoverable.unwrap_or(Discoverable::Contacts),
-            description: register.description,
-            card,
-            created_ms: now_ms,
-            remote: None,
-        };
+        let agent = self.agent_record(
+            &owner,
+            handle,
+            &register.name,
+            register.discoverable,
+            register.description,
+            now_ms,
+        );
+        let agent = PrincipalRecord { card, ..agent };
         let token = self.create_principal(tx, now_ms, agent.clone())?;
         let (room, events) = self.open_home_room(tx, now_ms, &owner.id, &agent)?;
         let reply = RegisterAgentOk {
@@ -361,17 +358,17 @@ impl Engine {
             crate::a2a::outbound::check_credential(credential)
                 .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error)))?;
         }
+        let agent = self.agent_record(
+            &owner,
+            handle,
+            &register.name,
+            register.discoverable,
+            register.description,
+            now_ms,
+        );
         let agent = PrincipalRecord {
-            id: self.ids.id("p"),
-            kind: PrincipalKind::Agent,
-            handle: handle.clone(),
-            name: register.name.clone(),
-            owner: Some(owner.id.clone()),
-            discoverable: register.discoverable.unwrap_or(Discoverable::Contacts),
-            description: register.description,
-            card: None,
-            created_ms: now_ms,
             remote: Some(card_url.clone()),
+            ..agent
         };
         self.add_principal(tx, agent.clone())?;
         if let Some(credential) = &register.credential {
@@ -389,6 +386,30 @@ impl Engine {
         let mut outcome = Outcome::with_events(OkReply::with(register.id, &reply), events);
         outcome.audit_target = Some(agent.id.clone());
         Ok(outcome)
+    }
+
+    /// A new agent of `owner` (no card, not remote), its display name its `<name>`.
+    fn agent_record(
+        &mut self,
+        owner: &PrincipalRecord,
+        handle: String,
+        name: &str,
+        discoverable: Option<Discoverable>,
+        description: Option<String>,
+        now_ms: i64,
+    ) -> PrincipalRecord {
+        PrincipalRecord {
+            id: self.ids.id("p"),
+            kind: PrincipalKind::Agent,
+            handle,
+            name: name.to_owned(),
+            owner: Some(owner.id.clone()),
+            discoverable: discoverable.unwrap_or(Discoverable::Contacts),
+            description,
+            card: None,
+            created_ms: now_ms,
+            remote: None,
+        }
     }
 
     /// The checks before a user registers an agent: who may, how many, the name and its

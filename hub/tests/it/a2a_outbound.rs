@@ -22,7 +22,7 @@ use roundtable_protocol::client::{
 use roundtable_protocol::model::Discoverable;
 use roundtable_protocol::server::{Event, RegisterRemoteAgentOk};
 use roundtable_testkit::{Client, TestHub};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{invite, room, say};
 
@@ -228,6 +228,47 @@ async fn register_remote(owner: &mut Client, name: &str, remote: &Remote) -> Reg
         .unwrap()
 }
 
+/// A hub that lets remote agents be on loopback, a remote A2A server, and dana with her
+/// remote agent `dana/echo` and a room of the two, read live.
+struct EchoRoom {
+    hub: TestHub,
+    remote: Remote,
+    dana: Client,
+    signup: roundtable_protocol::server::SignupOk,
+    echo: RegisterRemoteAgentOk,
+    room: String,
+}
+
+async fn echo_room(streaming: bool) -> EchoRoom {
+    let hub = TestHub::start_with(allow_private).await;
+    let remote = Remote::start(streaming).await;
+    let (mut dana, signup) = hub.user("dana").await;
+    let echo = register_remote(&mut dana, "echo", &remote).await;
+    let room = room(&mut dana, &["dana/echo"]).await;
+    live(&mut dana).await;
+    EchoRoom {
+        hub,
+        remote,
+        dana,
+        signup,
+        echo,
+        room,
+    }
+}
+
+/// dana answers a ping in a room.
+async fn answer(dana: &mut Client, room: &str, key: &str, ping: &Value, text: &str) {
+    let id = dana.id();
+    dana.ok(ClientFrame::Send(SendCmd {
+        id,
+        room: room.into(),
+        client_key: key.into(),
+        kind: "answer".into(),
+        body: json!({"ping": ping, "text": text}),
+    }))
+    .await;
+}
+
 /// Replays what there is, so that what follows arrives live.
 async fn live(client: &mut Client) {
     crate::support::sync(client, &[]).await;
@@ -327,24 +368,25 @@ async fn a_remote_agent_that_does_not_stream_is_polled_for_its_answer() {
 
 #[tokio::test]
 async fn input_required_becomes_a_ping_and_its_answer_goes_on_with_the_task() {
-    let hub = TestHub::start_with(allow_private).await;
-    let remote = Remote::start(true).await;
-    let (mut dana, signup) = hub.user("dana").await;
-    let echo = register_remote(&mut dana, "echo", &remote).await;
-    let room = room(&mut dana, &["dana/echo"]).await;
-    live(&mut dana).await;
+    let EchoRoom {
+        hub: _hub,
+        remote,
+        mut dana,
+        signup,
+        echo,
+        room,
+    } = echo_room(true).await;
     let mention = say(&mut dana, &room, "mention-0002", "@dana/echo which city?").await;
     let ping = next_from(&mut dana, &echo.agent.id, "ping").await;
     assert_eq!(ping.body["question"], "which one?");
     assert_eq!(ping.body["to"], json!([signup.principal.id]));
-    let id = dana.id();
-    dana.ok(ClientFrame::Send(SendCmd {
-        id,
-        room: room.clone(),
-        client_key: "answer-00001".into(),
-        kind: "answer".into(),
-        body: json!({"ping": ping.body["ping"], "text": "Paris"}),
-    }))
+    answer(
+        &mut dana,
+        &room,
+        "answer-00001",
+        &ping.body["ping"],
+        "Paris",
+    )
     .await;
     let reply = next_from(&mut dana, &echo.agent.id, "message").await;
     assert_eq!(reply.body["text"], "echo: Paris");
@@ -401,12 +443,14 @@ async fn an_agent_asked_for_input_answers_by_mentioning_the_remote_agent() {
 
 #[tokio::test]
 async fn a_stopped_or_paused_remote_agent_is_not_called() {
-    let hub = TestHub::start_with(allow_private).await;
-    let remote = Remote::start(true).await;
-    let (mut dana, _) = hub.user("dana").await;
-    let echo = register_remote(&mut dana, "echo", &remote).await;
-    let room = room(&mut dana, &["dana/echo"]).await;
-    live(&mut dana).await;
+    let EchoRoom {
+        hub,
+        remote,
+        mut dana,
+        signup: _,
+        echo,
+        room,
+    } = echo_room(true).await;
     let mut mentions = Vec::new();
     for (action, key, text) in [
         (
@@ -671,27 +715,21 @@ async fn remote_agents_quoting_each_other_do_not_call_each_other() {
 
 #[tokio::test]
 async fn a_question_waiting_for_its_answer_survives_other_mentions() {
-    let hub = TestHub::start_with(allow_private).await;
-    let remote = Remote::start(true).await;
-    let (mut dana, _) = hub.user("dana").await;
-    let echo = register_remote(&mut dana, "echo", &remote).await;
-    let room = room(&mut dana, &["dana/echo"]).await;
-    live(&mut dana).await;
+    let EchoRoom {
+        hub: _hub,
+        remote: _remote,
+        mut dana,
+        signup: _,
+        echo,
+        room,
+    } = echo_room(true).await;
     let asked = say(&mut dana, &room, "mention-0007", "@dana/echo which city?").await;
     let ping = next_from(&mut dana, &echo.agent.id, "ping").await;
     // Meanwhile another mention is answered; the question still waits for dana.
     say(&mut dana, &room, "mention-0008", "@dana/echo hello").await;
     let reply = next_from(&mut dana, &echo.agent.id, "message").await;
     assert_eq!(reply.body["text"], "echo: @dana/echo hello");
-    let id = dana.id();
-    dana.ok(ClientFrame::Send(SendCmd {
-        id,
-        room: room.clone(),
-        client_key: "answer-00002".into(),
-        kind: "answer".into(),
-        body: json!({"ping": ping.body["ping"], "text": "Lyon"}),
-    }))
-    .await;
+    answer(&mut dana, &room, "answer-00002", &ping.body["ping"], "Lyon").await;
     let reply = next_from(&mut dana, &echo.agent.id, "message").await;
     assert_eq!(reply.body["text"], "echo: Lyon");
     assert_eq!(reply.body["reply_to"], json!(asked.id));
@@ -699,12 +737,14 @@ async fn a_question_waiting_for_its_answer_survives_other_mentions() {
 
 #[tokio::test]
 async fn an_answered_call_taken_up_again_does_not_call_the_remote_agent_twice() {
-    let hub = TestHub::start_with(allow_private).await;
-    let remote = Remote::start(true).await;
-    let (mut dana, _) = hub.user("dana").await;
-    let echo = register_remote(&mut dana, "echo", &remote).await;
-    let room = room(&mut dana, &["dana/echo"]).await;
-    live(&mut dana).await;
+    let EchoRoom {
+        hub,
+        remote,
+        mut dana,
+        signup: _,
+        echo,
+        room,
+    } = echo_room(true).await;
     let mention = say(&mut dana, &room, "mention-0009", "@dana/echo once").await;
     next_from(&mut dana, &echo.agent.id, "message").await;
     // As if the attempt that posted the answer died before it settled the call.
@@ -763,12 +803,14 @@ async fn a_credential_goes_only_to_the_card_s_host() {
 
 #[tokio::test]
 async fn an_error_the_remote_agent_answers_with_ends_the_call_at_once() {
-    let hub = TestHub::start_with(allow_private).await;
-    let remote = Remote::start(false).await;
-    let (mut dana, _) = hub.user("dana").await;
-    let echo = register_remote(&mut dana, "echo", &remote).await;
-    let room = room(&mut dana, &["dana/echo"]).await;
-    live(&mut dana).await;
+    let EchoRoom {
+        hub: _hub,
+        remote: _remote,
+        mut dana,
+        signup: _,
+        echo,
+        room,
+    } = echo_room(false).await;
     let mention = say(&mut dana, &room, "mention-0011", "@dana/echo refuse this").await;
     // Not retried for the call's hour: said at once.
     let failed = next_from(&mut dana, &echo.agent.id, "message").await;

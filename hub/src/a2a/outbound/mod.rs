@@ -183,6 +183,19 @@ struct Held<'a> {
     until_ms: i64,
 }
 
+impl Held<'_> {
+    /// Settles the call (`None`), or sets when it is next due, as this claim.
+    fn settling(&self, next_ms: Option<i64>) -> RemoteCommand {
+        RemoteCommand::Settle {
+            room: self.call.room.clone(),
+            seq: self.call.seq,
+            remote: self.call.remote.clone(),
+            attempt: self.attempt,
+            next_ms,
+        }
+    }
+}
+
 #[derive(Clone)]
 struct CachedCard {
     card: a2a::AgentCard,
@@ -532,16 +545,7 @@ impl Worker {
             let until = crate::unix_ms() + self.lease_ms;
             let renewed = self
                 .gateway
-                .remote(
-                    &held.caller,
-                    RemoteCommand::Settle {
-                        room: held.call.room.clone(),
-                        seq: held.call.seq,
-                        remote: held.call.remote.clone(),
-                        attempt: held.attempt,
-                        next_ms: Some(until),
-                    },
-                )
+                .remote(&held.caller, held.settling(Some(until)))
                 .await;
             match renewed {
                 Ok(reply) if reply.claim == RemoteClaim::Claimed => lease_ends = until,
@@ -563,16 +567,7 @@ impl Worker {
     async fn settle(&self, held: &Held<'_>, next_ms: Option<i64>) {
         let settled = self
             .gateway
-            .remote(
-                &held.caller,
-                RemoteCommand::Settle {
-                    room: held.call.room.clone(),
-                    seq: held.call.seq,
-                    remote: held.call.remote.clone(),
-                    attempt: held.attempt,
-                    next_ms,
-                },
-            )
+            .remote(&held.caller, held.settling(next_ms))
             .await;
         if let Err(refusal) = settled {
             tracing::warn!(code = refusal.code.as_str(), "cannot settle a remote call");
