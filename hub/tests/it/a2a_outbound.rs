@@ -15,13 +15,14 @@ use a2a::{
 };
 use a2a_server::{AgentExecutor, DefaultRequestHandler, ExecutorContext, InMemoryTaskStore};
 use futures_util::stream::{self, BoxStream};
+use roundtable_protocol::ServerFrame;
 use roundtable_protocol::client::{
     ClientFrame, Control, ControlAction, RegisterRemoteAgent, RemoteCredential,
     RemoteCredentialScheme, SendCmd,
 };
 use roundtable_protocol::model::Discoverable;
 use roundtable_protocol::server::{Event, RegisterRemoteAgentOk};
-use roundtable_testkit::{Client, TestHub};
+use roundtable_testkit::{Client, Incoming, TestHub};
 use serde_json::{Value, json};
 
 use crate::support::{invite, room, say};
@@ -279,20 +280,30 @@ fn allow_private(config: &mut roundtable_hub::HubConfig) {
 }
 
 /// Reads the room until an event of `kind` from `from` arrives (sent by others: a client
-/// is not told of its own writes again).
+/// is not told of its own writes again), within 30 s: a paused call waits out its deferral,
+/// and in a cluster under load that takes its time.
 async fn next_from(client: &mut Client, from: &str, kind: &str) -> Event {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let event = client.next_event().await.expect("an event");
-            // A remote agent's notice on joining is not an answer.
-            let notice = event.body["x_a2a"]["remote"].is_string();
-            if event.from == from && event.kind == kind && !notice {
-                return event;
-            }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let next = match client.backlog.pop_front() {
+            Some(frame) => Some(Incoming::Frame(frame)),
+            None => client
+                .recv_within(deadline.saturating_duration_since(tokio::time::Instant::now()))
+                .await
+                .expect("the connection"),
+        };
+        let event = match next {
+            Some(Incoming::Frame(ServerFrame::Evt(event))) => event,
+            Some(Incoming::Closed(code)) => panic!("closed ({code:?}) waiting for {kind}"),
+            Some(_) => continue,
+            None => panic!("no {kind} from {from} within 30 s"),
+        };
+        // A remote agent's notice on joining is not an answer.
+        let notice = event.body["x_a2a"]["remote"].is_string();
+        if event.from == from && event.kind == kind && !notice {
+            return event;
         }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no {kind} from {from} within 20 s"))
+    }
 }
 
 async fn a_mention_is_answered_by_the_remote_agent(streaming: bool) {
