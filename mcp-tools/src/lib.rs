@@ -8,4 +8,4 @@ pub mod ops;
 pub mod tools;
 
 pub use ops::{HubOps, HumanAnswer, Sent, Shown, ToolError};
-pub use tools::{LONGEST_WAIT, Tools};
+pub use tools::{LONGEST_WAIT, OneAgent, OpsSource, Tools};

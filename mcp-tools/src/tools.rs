@@ -29,22 +29,49 @@ use crate::ops::{HubOps, HumanAnswer, Sent, Shown, ToolError};
 /// The longest a tool waits (for messages, for a person).
 pub const LONGEST_WAIT: Duration = Duration::from_secs(600);
 
-/// The tools over one agent's way to its hub.
-pub struct Tools<H> {
-    ops: Arc<H>,
+/// Where the tools find the operations for a request: over stdio the one agent's, the
+/// same for every request; over HTTP the caller's, from the request.
+pub trait OpsSource: Send + Sync + 'static {
+    type Ops: HubOps;
+    fn ops(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Self::Ops>, ToolError>;
 }
 
-impl<H> Clone for Tools<H> {
-    fn clone(&self) -> Tools<H> {
+/// One agent's operations, for every request.
+pub struct OneAgent<H>(Arc<H>);
+
+impl<H: HubOps> OpsSource for OneAgent<H> {
+    type Ops = H;
+    fn ops(&self, _: &RequestContext<RoleServer>) -> Result<Arc<H>, ToolError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// The tools over a way to the hub.
+pub struct Tools<S> {
+    source: Arc<S>,
+}
+
+impl<S> Clone for Tools<S> {
+    fn clone(&self) -> Tools<S> {
         Tools {
-            ops: self.ops.clone(),
+            source: self.source.clone(),
         }
     }
 }
 
-impl<H: HubOps> Tools<H> {
-    pub fn new(ops: H) -> Tools<H> {
-        Tools { ops: Arc::new(ops) }
+impl<H: HubOps> Tools<OneAgent<H>> {
+    /// The tools of one agent (a stdio server serves one).
+    pub fn new(ops: H) -> Tools<OneAgent<H>> {
+        Tools::over(OneAgent(Arc::new(ops)))
+    }
+}
+
+impl<S: OpsSource> Tools<S> {
+    /// The tools over operations found per request.
+    pub fn over(source: S) -> Tools<S> {
+        Tools {
+            source: Arc::new(source),
+        }
     }
 }
 
@@ -90,23 +117,31 @@ struct Elicited {
 }
 
 #[tool_router(vis = "pub")]
-impl<H: HubOps> Tools<H> {
+impl<S: OpsSource> Tools<S> {
     #[tool(
         description = "Who you are on Roundtable: your handle, your owner, your home room (where you and your person talk)."
     )]
-    async fn whoami(&self) -> CallToolResult {
-        answer(self.ops.whoami().await)
+    async fn whoami(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
+        answer(ops.whoami().await)
     }
 
     #[tool(
         description = "Find agents and people you may see on the hub, with whether they are already your contacts. Use it to learn a handle before inviting or mentioning someone."
     )]
-    async fn find_agents(&self, Parameters(args): Parameters<args::FindAgents>) -> CallToolResult {
-        match self
-            .ops
-            .find_agents(args.query, args.limit.unwrap_or(20))
-            .await
-        {
+    async fn find_agents(
+        &self,
+        Parameters(args): Parameters<args::FindAgents>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
+        match ops.find_agents(args.query, args.limit.unwrap_or(20)).await {
             Ok(found) => answer(found),
             Err(error) => failed(error),
         }
@@ -118,16 +153,25 @@ impl<H: HubOps> Tools<H> {
     async fn request_contact(
         &self,
         Parameters(args): Parameters<args::RequestContact>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        match self.ops.request_contact(args.handle, args.message).await {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
+        match ops.request_contact(args.handle, args.message).await {
             Ok(asked) => show(asked),
             Err(error) => failed(error),
         }
     }
 
     #[tool(description = "The rooms you are in, with their members and unread counts.")]
-    async fn list_rooms(&self) -> CallToolResult {
-        match self.ops.list_rooms().await {
+    async fn list_rooms(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
+        match ops.list_rooms().await {
             Ok(rooms) => show(rooms),
             Err(error) => failed(error),
         }
@@ -136,12 +180,16 @@ impl<H: HubOps> Tools<H> {
     #[tool(
         description = "Create a room (you are its first member) with the given members: your kin (your owner and its other agents), your contacts, or your owner's contacts (a contact's agent only once it is a contact itself)."
     )]
-    async fn create_room(&self, Parameters(args): Parameters<args::CreateRoom>) -> CallToolResult {
-        match self
-            .ops
-            .create_room(args.title, args.topic, args.members)
-            .await
-        {
+    async fn create_room(
+        &self,
+        Parameters(args): Parameters<args::CreateRoom>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
+        match ops.create_room(args.title, args.topic, args.members).await {
             Ok(created) => show(created),
             Err(error) => failed(error),
         }
@@ -150,8 +198,16 @@ impl<H: HubOps> Tools<H> {
     #[tool(
         description = "Add someone (`user` or `user/agent`) to a room you are in: your kin, your contacts, or your owner's contacts (a contact's agent only once it is a contact itself)."
     )]
-    async fn invite(&self, Parameters(args): Parameters<args::Invite>) -> CallToolResult {
-        match self.ops.invite(&args.room, &args.handle).await {
+    async fn invite(
+        &self,
+        Parameters(args): Parameters<args::Invite>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
+        match ops.invite(&args.room, &args.handle).await {
             Ok(room) => answer(json!({"room": room, "invited": args.handle})),
             Err(error) => failed(error),
         }
@@ -163,12 +219,17 @@ impl<H: HubOps> Tools<H> {
     async fn send_message(
         &self,
         Parameters(args): Parameters<args::SendMessage>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         let mut body = json!({ "text": args.text });
         if let Some(reply_to) = args.reply_to {
             body["reply_to"] = json!(reply_to);
         }
-        delivered(self.ops.send_message(&args.room, body).await)
+        delivered(ops.send_message(&args.room, body).await)
     }
 
     #[tool(
@@ -177,14 +238,18 @@ impl<H: HubOps> Tools<H> {
     async fn read_messages(
         &self,
         Parameters(args): Parameters<args::ReadMessages>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         let messages = if args.unread_only.unwrap_or(true) {
-            self.ops.unread_messages(args.room.as_deref()).await
+            ops.unread_messages(args.room.as_deref()).await
         } else {
             match &args.room {
                 Some(room) => {
-                    self.ops
-                        .latest_messages(room, args.limit.unwrap_or(30).min(500))
+                    ops.latest_messages(room, args.limit.unwrap_or(30).min(500))
                         .await
                 }
                 None => Err(ToolError::new(
@@ -207,8 +272,12 @@ impl<H: HubOps> Tools<H> {
         Parameters(args): Parameters<args::WaitForMessages>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         let waited = tokio::select! {
-            waited = self.ops.wait_for_messages(seconds(args.timeout_s, 300)) => waited,
+            waited = ops.wait_for_messages(seconds(args.timeout_s, 300)) => waited,
             _ = ctx.ct.cancelled() => return answer(json!({"messages": [], "cancelled": true})),
         };
         match waited {
@@ -223,7 +292,15 @@ impl<H: HubOps> Tools<H> {
     #[tool(
         description = "Say what you are doing (working, idle, waiting_human, error, stopped) so your person and your teammates see it."
     )]
-    async fn set_status(&self, Parameters(args): Parameters<args::SetStatus>) -> CallToolResult {
+    async fn set_status(
+        &self,
+        Parameters(args): Parameters<args::SetStatus>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         let state = match args.state {
             args::State::Working => AgentState::Working,
             args::State::Idle => AgentState::Idle,
@@ -232,8 +309,7 @@ impl<H: HubOps> Tools<H> {
             args::State::Stopped => AgentState::Stopped,
         };
         delivered(
-            self.ops
-                .set_status(state, args.detail.as_deref(), args.room.as_deref())
+            ops.set_status(state, args.detail.as_deref(), args.room.as_deref())
                 .await,
         )
     }
@@ -244,7 +320,12 @@ impl<H: HubOps> Tools<H> {
     async fn define_components(
         &self,
         Parameters(args): Parameters<args::DefineComponents>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         let components = args
             .components
             .into_iter()
@@ -256,7 +337,7 @@ impl<H: HubOps> Tools<H> {
                 depends_on: c.depends_on,
             })
             .collect();
-        delivered(self.ops.define_components(&args.room, components).await)
+        delivered(ops.define_components(&args.room, components).await)
     }
 
     #[tool(
@@ -265,7 +346,12 @@ impl<H: HubOps> Tools<H> {
     async fn update_component(
         &self,
         Parameters(args): Parameters<args::UpdateComponent>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         let status = match args.status {
             args::Progress::Idle => ComponentStatus::Idle,
             args::Progress::Working => ComponentStatus::Working,
@@ -273,15 +359,14 @@ impl<H: HubOps> Tools<H> {
             args::Progress::Blocked => ComponentStatus::Blocked,
         };
         delivered(
-            self.ops
-                .update_component(
-                    &args.room,
-                    &args.component,
-                    status,
-                    args.note.as_deref(),
-                    args.files,
-                )
-                .await,
+            ops.update_component(
+                &args.room,
+                &args.component,
+                status,
+                args.note.as_deref(),
+                args.files,
+            )
+            .await,
         )
     }
 
@@ -291,10 +376,14 @@ impl<H: HubOps> Tools<H> {
     async fn claim_component(
         &self,
         Parameters(args): Parameters<args::ClaimComponent>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         delivered(
-            self.ops
-                .claim_component(&args.room, &args.component, true, args.note.as_deref())
+            ops.claim_component(&args.room, &args.component, true, args.note.as_deref())
                 .await,
         )
     }
@@ -303,10 +392,14 @@ impl<H: HubOps> Tools<H> {
     async fn release_component(
         &self,
         Parameters(args): Parameters<args::ReleaseComponent>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         delivered(
-            self.ops
-                .claim_component(&args.room, &args.component, false, None)
+            ops.claim_component(&args.room, &args.component, false, None)
                 .await,
         )
     }
@@ -317,7 +410,12 @@ impl<H: HubOps> Tools<H> {
     async fn report_tasks(
         &self,
         Parameters(args): Parameters<args::ReportTasks>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        };
         let tasks = args
             .tasks
             .into_iter()
@@ -333,7 +431,7 @@ impl<H: HubOps> Tools<H> {
                 active_form: task.active_form,
             })
             .collect();
-        delivered(self.ops.report_tasks(tasks, args.room.as_deref()).await)
+        delivered(ops.report_tasks(tasks, args.room.as_deref()).await)
     }
 
     #[tool(
@@ -346,13 +444,17 @@ impl<H: HubOps> Tools<H> {
         RequestState(state): RequestState,
         InputResponses(responses): InputResponses,
     ) -> Result<CallToolResponse, ErrorData> {
+        let ops = match self.source.ops(&ctx) {
+            Ok(ops) => ops,
+            Err(error) => return Ok(failed(error).into()),
+        };
         let can_elicit = ctx
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.elicitation.is_some());
         if !can_elicit {
             let timeout = seconds(args.timeout_s, 600);
             let asked = tokio::select! {
-                asked = self.ops.ask_human(&args.question, &args.options, timeout) => asked,
+                asked = ops.ask_human(&args.question, &args.options, timeout) => asked,
                 _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
             };
             return Ok(match asked {
@@ -458,4 +560,4 @@ fn human(answered: HumanAnswer) -> CallToolResult {
     name = "roundtable",
     instructions = "Roundtable connects you with other agents and your person. Your messages: read_messages, wait_for_messages. Talk: send_message (mention @handles). Rooms: list_rooms, create_room, invite. Others: find_agents, request_contact. Say what you do: set_status, report_tasks, define_components, update_component; claim_component and release_component when you hold a component for a while (you are told when others edit yours). A decision only your person can make: ask_human. Keep your task list where your person sees it: if you have no task tool of your own (TaskCreate, TodoWrite, update_plan, write_todos), call report_tasks with your whole list whenever it changes."
 )]
-impl<H: HubOps> ServerHandler for Tools<H> {}
+impl<S: OpsSource> ServerHandler for Tools<S> {}

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use roundtable_mcp_tools::{HubOps, HumanAnswer, Sent, Shown, ToolError, Tools};
+use roundtable_mcp_tools::{HubOps, HumanAnswer, OneAgent, Sent, Shown, ToolError, Tools};
 use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task};
 use roundtable_protocol::model::DirectoryEntry;
 use serde_json::Value;
@@ -101,7 +101,7 @@ impl HubOps for Refusing {
 
 #[test]
 fn the_tools_agents_read_are_pinned() {
-    let tools = Tools::<Refusing>::tool_router().list_all();
+    let tools = Tools::<OneAgent<Refusing>>::tool_router().list_all();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     // Sorted, so the list is the same on every call and every way.
     let mut sorted = names.clone();
@@ -114,7 +114,7 @@ fn the_tools_agents_read_are_pinned() {
 
 #[test]
 fn every_tool_says_what_it_does_and_takes_an_object() {
-    for tool in Tools::<Refusing>::tool_router().list_all() {
+    for tool in Tools::<OneAgent<Refusing>>::tool_router().list_all() {
         let description = tool.description.as_deref().unwrap_or_default();
         assert!(description.len() > 20, "{}: {description:?}", tool.name);
         assert_eq!(
