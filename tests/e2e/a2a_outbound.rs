@@ -189,7 +189,8 @@ async fn a_room_calls_an_agent_on_the_official_a2a_server_and_gets_its_answers()
     let hub = HubProcess::start(
         &roundtable_bin(),
         data.path(),
-        &["--a2a-outbound-allow-private"],
+        // The guard on, with one exception: the loopback address the remote agent is at.
+        &["--a2a-outbound-allow", "127.0.0.1"],
     )
     .await;
     let (mut dana, token, echo, room) = dana_and_echo(&hub, &echo_server.card_url()).await;
