@@ -75,6 +75,16 @@ impl<S: OpsSource> Tools<S> {
     }
 }
 
+/// The operations of a tool's request, or (returned at once) the failure the model reads.
+macro_rules! ops_of {
+    ($tools:expr, $ctx:expr) => {
+        match $tools.source.ops(&$ctx) {
+            Ok(ops) => ops,
+            Err(error) => return failed(error),
+        }
+    };
+}
+
 /// A tool's answer as text the model reads: JSON, pretty enough to scan.
 fn answer(value: impl serde::Serialize) -> CallToolResult {
     let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".into());
@@ -122,10 +132,7 @@ impl<S: OpsSource> Tools<S> {
         description = "Who you are on Roundtable: your handle, your owner, your home room (where you and your person talk)."
     )]
     async fn whoami(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         answer(ops.whoami().await)
     }
 
@@ -137,10 +144,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::FindAgents>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         match ops.find_agents(args.query, args.limit.unwrap_or(20)).await {
             Ok(found) => answer(found),
             Err(error) => failed(error),
@@ -155,10 +159,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::RequestContact>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         match ops.request_contact(args.handle, args.message).await {
             Ok(asked) => show(asked),
             Err(error) => failed(error),
@@ -167,10 +168,7 @@ impl<S: OpsSource> Tools<S> {
 
     #[tool(description = "The rooms you are in, with their members and unread counts.")]
     async fn list_rooms(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         match ops.list_rooms().await {
             Ok(rooms) => show(rooms),
             Err(error) => failed(error),
@@ -185,10 +183,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::CreateRoom>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         match ops.create_room(args.title, args.topic, args.members).await {
             Ok(created) => show(created),
             Err(error) => failed(error),
@@ -203,10 +198,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::Invite>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         match ops.invite(&args.room, &args.handle).await {
             Ok(room) => answer(json!({"room": room, "invited": args.handle})),
             Err(error) => failed(error),
@@ -221,10 +213,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::SendMessage>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         let mut body = json!({ "text": args.text });
         if let Some(reply_to) = args.reply_to {
             body["reply_to"] = json!(reply_to);
@@ -240,10 +229,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::ReadMessages>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         let messages = if args.unread_only.unwrap_or(true) {
             ops.unread_messages(args.room.as_deref()).await
         } else {
@@ -272,10 +258,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::WaitForMessages>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         let waited = tokio::select! {
             waited = ops.wait_for_messages(seconds(args.timeout_s, 300)) => waited,
             _ = ctx.ct.cancelled() => return answer(json!({"messages": [], "cancelled": true})),
@@ -297,10 +280,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::SetStatus>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         let state = match args.state {
             args::State::Working => AgentState::Working,
             args::State::Idle => AgentState::Idle,
@@ -322,10 +302,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::DefineComponents>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         let components = args
             .components
             .into_iter()
@@ -348,10 +325,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::UpdateComponent>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         let status = match args.status {
             args::Progress::Idle => ComponentStatus::Idle,
             args::Progress::Working => ComponentStatus::Working,
@@ -378,10 +352,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::ClaimComponent>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         delivered(
             ops.claim_component(&args.room, &args.component, true, args.note.as_deref())
                 .await,
@@ -394,10 +365,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::ReleaseComponent>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         delivered(
             ops.claim_component(&args.room, &args.component, false, None)
                 .await,
@@ -412,10 +380,7 @@ impl<S: OpsSource> Tools<S> {
         Parameters(args): Parameters<args::ReportTasks>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let ops = match self.source.ops(&ctx) {
-            Ok(ops) => ops,
-            Err(error) => return failed(error),
-        };
+        let ops = ops_of!(self, ctx);
         let tasks = args
             .tasks
             .into_iter()
