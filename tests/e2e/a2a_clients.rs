@@ -17,7 +17,7 @@ use roundtable_protocol::server::{Event, RegisterAgentOk};
 use roundtable_testkit::{Client, HubProcess, Incoming, roundtable_bin, signup};
 use serde_json::{Value, json};
 
-use roundtable_e2e::{test_node22, test_npm_package, test_python};
+use roundtable_e2e::{free_loopback_address, test_node22, test_npm_package, test_python};
 
 fn driver() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/python/a2a_client.py")
@@ -185,12 +185,6 @@ fn reviewer(url: String, token: String, asker: String) -> tokio::task::JoinHandl
                 .await;
         }
     })
-}
-
-/// A loopback address no one listens on, for a hub that must come back on the same one.
-fn free_loopback_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
 }
 
 fn states(updates: &Value) -> Vec<String> {
@@ -367,7 +361,7 @@ async fn a_question_is_input_required_and_the_answer_completes_the_task_over_two
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_survives_a_hub_sigkill_and_the_same_message_id_is_the_same_task() {
     let data = tempfile::tempdir().unwrap();
-    let listen = free_loopback_address();
+    let listen = free_loopback_address().to_string();
     let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &[]).await;
     let people = people(&hub).await;
     let (url, erin) = (people.url.as_str(), people.erin.as_str());
@@ -551,7 +545,7 @@ async fn the_javascript_client_gets_the_same_tasks_over_json_rpc_and_http_json()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_without_consent_waits_through_a_hub_sigkill_and_goes_on_once_accepted() {
     let data = tempfile::tempdir().unwrap();
-    let listen = free_loopback_address();
+    let listen = free_loopback_address().to_string();
     let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &[]).await;
     let people = people(&hub).await;
     let (url, frank) = (people.url.as_str(), people.frank.as_str());

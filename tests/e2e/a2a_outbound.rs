@@ -17,7 +17,9 @@ use roundtable_testkit::{Client, HubProcess, roundtable_bin, signup};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
-use roundtable_e2e::{Home, Hub, json as parse_json, room_texts, test_python};
+use roundtable_e2e::{
+    Home, Hub, free_loopback_address, json as parse_json, room_texts, test_python,
+};
 
 /// The official A2A server playing a remote agent, and what it saw.
 struct EchoServer {
@@ -259,16 +261,10 @@ async fn a_room_calls_an_agent_on_the_official_a2a_server_and_gets_its_answers()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_owed_when_the_hub_is_killed_is_made_once_after_it_restarts() {
     // The remote agent is down when the mention is made; the hub dies; both come back.
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = free_loopback_address().port();
     let card_url = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
     let data = tempfile::tempdir().unwrap();
-    let listen = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().to_string()
-    };
+    let listen = free_loopback_address().to_string();
     let flags = ["--a2a-outbound-allow-private"];
     let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &flags).await;
     let (mut dana, token, echo, room) = dana_and_echo(&hub, &card_url).await;

@@ -96,12 +96,7 @@ async fn the_readme_agent_answers_each_mention_once_across_a_hub_sigkill() {
     assert!(quickstart.lines().count() <= 30);
 
     let data = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = roundtable_e2e::free_loopback_address().to_string();
     let mut hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &[]).await;
     let dana = signup(hub.addr, "dana").await.unwrap();
     let work = tempfile::tempdir().unwrap();

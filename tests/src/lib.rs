@@ -550,6 +550,12 @@ pub async fn room_bodies(ws_url: &str, token: &str, title: &str, kind: &str) -> 
 /// The Python that runs the project's MCP client script: `ROUNDTABLE_TEST_PYTHON`, or the
 /// virtual environment `scripts/test.sh` prepares in `target/python` (with the `mcp`
 /// package from PyPI).
+/// A loopback address no one listens on, for a process that must come back on the same one.
+pub fn free_loopback_address() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
 pub fn test_python() -> PathBuf {
     if let Some(python) = std::env::var_os("ROUNDTABLE_TEST_PYTHON") {
         return PathBuf::from(python);

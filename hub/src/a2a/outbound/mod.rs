@@ -56,6 +56,9 @@ const OWNER_BUSY_RETRY_MS: i64 = 2_000;
 /// Calls read per look at the table.
 const DUE_PAGE: usize = 64;
 
+/// How long room events are gathered into one look at the table.
+const LOOK_GATHER: Duration = Duration::from_millis(50);
+
 /// How often the table is looked at without a room event to wake the worker.
 const IDLE_LOOK: Duration = Duration::from_secs(1);
 
@@ -240,8 +243,10 @@ impl Worker {
             self.look(&mut calls).await;
             tokio::select! {
                 _ = rooms.recv() => {
-                    // Many writes make one look: take what else is waiting, then look.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    // Many writes make one look (a busy hub with no remote agents reads the
+                    // table a few times a second, not per write): take what else is
+                    // waiting, then look.
+                    tokio::time::sleep(LOOK_GATHER).await;
                     while rooms.try_recv().is_ok() {}
                 }
                 Some(_) = calls.join_next() => {}
