@@ -21,6 +21,11 @@ ensure_test_postgres
 ensure_test_nats
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# A first build (a fresh clone, as in CI) gains nothing from incremental compilation, which
+# would write several GiB of its own beside the build: CI once ran out of disk.
+if [ ! -d target/debug ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+    export CARGO_INCREMENTAL=0
+fi
 # The fake agent CLIs the tests drive write and print the real formats: check them first.
 python3 tests/fixtures/agent-clis/selftest.py >/dev/null
 # The UI: its types (Svelte 5 only), its unit tests, and the build the app embeds.

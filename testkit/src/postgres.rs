@@ -89,6 +89,8 @@ impl TestDatabase {
     /// A database on the server whose `postgres` database `server` names.
     pub fn create_on(server: &str) -> TestDatabase {
         static NEXT: AtomicU32 = AtomicU32::new(0);
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| sweep_databases_of_ended_processes(server));
         let server = server.to_owned();
         let name = format!(
             "rt_test_{}_{}_{}",
@@ -107,6 +109,51 @@ impl TestDatabase {
         };
         TestDatabase { url, server, name }
     }
+}
+
+/// Drops the databases left by test processes that have ended. A test whose hub is still
+/// running when it ends cannot drop its database under the hub (see `TestHub`'s drop), and
+/// at about 8 MiB each, a run's leftovers once filled CI's disk. Test processes name their
+/// databases after their pid (`rt_test_<pid>_…`); a pid with no `/proc` entry has ended.
+/// Where there is no `/proc`, nothing is swept.
+fn sweep_databases_of_ended_processes(server: &str) {
+    if !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(listed) = run_psql(
+        server,
+        &[],
+        r"SELECT datname FROM pg_database WHERE datname LIKE 'rt\_test\_%'",
+    ) else {
+        return;
+    };
+    let ended: Vec<String> = String::from_utf8_lossy(&listed)
+        .lines()
+        .filter(|name| {
+            pid_of(name).is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .map(|name| format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .collect();
+    if ended.is_empty() {
+        return;
+    }
+    // Each `-c` is its own transaction (DROP DATABASE cannot share one); another process
+    // sweeping the same database at once makes a drop fail, which is fine.
+    let program = program("psql");
+    let _ = Command::new(&program)
+        .arg(server)
+        .arg("-qAt")
+        .args(ended.iter().flat_map(|sql| ["-c", sql.as_str()]))
+        .output();
+}
+
+/// The pid in a test database's name, `rt_test_<pid>_<n>_<nanos>`.
+fn pid_of(name: &str) -> Option<u32> {
+    name.strip_prefix("rt_test_")?
+        .split('_')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// `postgresql://user@host:port/postgres` without its database.
@@ -234,5 +281,36 @@ impl Drop for PrivateServer {
             .arg(self.dir.path().join("data"))
             .args(["-s", "-m", "immediate", "stop"])
             .output();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_databases_name_carries_its_processs_pid() {
+        assert_eq!(pid_of("rt_test_5207_0_458715446"), Some(5207));
+        assert_eq!(pid_of("rt_test_x_0_1"), None);
+        assert_eq!(pid_of("postgres"), None);
+    }
+
+    /// Needs the server `scripts/test.sh` starts; without one there is nothing to sweep.
+    #[test]
+    fn the_sweep_drops_databases_of_ended_processes_and_keeps_live_ones() {
+        let Ok(server) = std::env::var("ROUNDTABLE_TEST_POSTGRES") else {
+            return;
+        };
+        // A pid above Linux's largest (4194304) has never run.
+        let ended = "rt_test_4194400_0_1";
+        psql(&server, &format!("CREATE DATABASE {ended}")).unwrap();
+        let live = TestDatabase::create_on(&server);
+        sweep_databases_of_ended_processes(&server);
+        let names: Vec<String> = select(&server, "SELECT datname FROM pg_database")
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+        assert!(!names.contains(&ended.to_owned()), "{names:?}");
+        assert!(names.contains(&live.name), "{names:?}");
     }
 }
