@@ -9,7 +9,7 @@ use rmcp::ServiceExt;
 use roundtable_core::agent_work::HumanAnswer as CoreAnswer;
 use roundtable_core::client::PATIENCE;
 use roundtable_core::{Core, CoreError, Delivered, SyncOptions, profile};
-use roundtable_mcp_tools::{HubOps, HumanAnswer, Sent, Shown, ToolError, Tools};
+use roundtable_mcp_tools::{HubOps, HumanAnswer, Ping, Sent, Shown, ToolError, Tools};
 use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task};
 use roundtable_protocol::client::{ContactRequestCmd, Directory, RoomCreate, RoomInvite};
 use roundtable_protocol::model::DirectoryEntry;
@@ -221,19 +221,47 @@ impl HubOps for CoreOps {
         )
     }
 
-    async fn ask_human(
+    async fn raise_ping(
         &self,
         question: &str,
         options: &[String],
         timeout: Duration,
-    ) -> Result<HumanAnswer, ToolError> {
-        match self.core.ask_human(question, options, timeout).await {
+    ) -> Result<Ping, ToolError> {
+        let room = self.core.home_room().await.map_err(tool_error)?;
+        let ping = self
+            .core
+            .raise_ping(&room, question, options, timeout, None)
+            .await
+            .map_err(tool_error)?;
+        Ok(Ping { room, ping, seq: 0 })
+    }
+
+    async fn await_answer(&self, ping: &Ping, timeout: Duration) -> Result<HumanAnswer, ToolError> {
+        match self
+            .core
+            .await_answer(&ping.room, &ping.ping, timeout)
+            .await
+        {
             Ok(CoreAnswer::Yes {
                 by, choice, text, ..
             }) => Ok(HumanAnswer::Yes { by, choice, text }),
             Ok(CoreAnswer::TimedOut { .. }) => Ok(HumanAnswer::TimedOut),
             Err(error) => Err(tool_error(error)),
         }
+    }
+
+    async fn withdraw_ping(&self, ping: &Ping, reason: &str) -> Result<(), ToolError> {
+        let body = json!({"ping": ping.ping, "reason": reason});
+        let queued = self.core.send(&ping.room, "x-ping-withdrawn", body).await;
+        sent(match queued {
+            Ok(n) => self.core.deliver(n, PATIENCE).await,
+            Err(error) => Err(error),
+        })
+        .map(drop)
+    }
+
+    fn principal(&self) -> String {
+        self.core.profile().principal.clone()
     }
 }
 

@@ -101,7 +101,9 @@ pub fn of_write(write: &Write) -> Change {
         | Write::ComponentDef { room, .. }
         | Write::ComponentStatus { room, .. } => Change::Components { room: room.clone() },
         Write::Usage { room, .. } => Change::Usage { room: room.clone() },
-        Write::Ping { room, ping, .. } | Write::Answer { room, ping, .. } => Change::Ping {
+        Write::Ping { room, ping, .. }
+        | Write::Answer { room, ping, .. }
+        | Write::PingWithdrawn { room, ping, .. } => Change::Ping {
             room: room.clone(),
             ping: ping.clone(),
         },

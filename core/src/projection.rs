@@ -125,6 +125,14 @@ pub enum Write {
         choice: Option<String>,
         text: Option<String>,
     },
+    /// The asker's own client had the answer (an MCP client's prompt): the ping waits no
+    /// more, as if it expired then (`x-ping-withdrawn`).
+    PingWithdrawn {
+        room: String,
+        ping: String,
+        asker: String,
+        at_ms: i64,
+    },
     AgentStatus {
         agent: String,
         room: String,
@@ -339,8 +347,23 @@ fn project_room(room: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<W
                 text: answer.text,
             }]
         }
+        "x-ping-withdrawn" => {
+            let withdrawn: PingWithdrawnBody = body(event)?;
+            vec![Write::PingWithdrawn {
+                room,
+                ping: withdrawn.ping,
+                asker: event.from.clone(),
+                at_ms: ts_ms,
+            }]
+        }
         _ => Vec::new(),
     })
+}
+
+/// `x-ping-withdrawn`'s body (an extension kind; its reason is for people).
+#[derive(Debug, serde::Deserialize)]
+struct PingWithdrawnBody {
+    ping: String,
 }
 
 fn project_inbox(me: &str, seq: u64, ts_ms: i64, event: &Event) -> Option<Vec<Write>> {
@@ -640,6 +663,24 @@ mod tests {
             }]
         );
         assert!(project("me", &event(r, 12, "p_u", "x-cursor", json!({"line": 3}))).is_empty());
+        assert_eq!(
+            project(
+                "me",
+                &event(
+                    r,
+                    13,
+                    "p_a",
+                    "x-ping-withdrawn",
+                    json!({"ping": "q1", "reason": "answered_at_client"})
+                )
+            ),
+            vec![Write::PingWithdrawn {
+                room: "r".into(),
+                ping: "q1".into(),
+                asker: "p_a".into(),
+                at_ms: ts::parse_millis("2026-11-30T09:00:00.000Z").unwrap(),
+            }]
+        );
     }
 
     #[test]

@@ -450,6 +450,69 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// A page of a room's log as `caller` may read it (an agent's routing applies when
+    /// `is_agent`), as `history` reads it.
+    pub async fn history(
+        &self,
+        caller: &Caller,
+        is_agent: bool,
+        room: &str,
+        range: HistoryRange,
+    ) -> Result<crate::store::HistoryPage, ReadError> {
+        let reader = self.context.reader.clone();
+        let (principal, room) = (caller.id.clone(), room.to_owned());
+        tokio::task::spawn_blocking(move || reader.history(&principal, is_agent, &room, range))
+            .await
+            .map_err(|_| cancelled_read())?
+    }
+
+    /// The rooms `principal` is in, with their heads and its read markers, as `sync` plans
+    /// them.
+    pub async fn sync_plan(&self, principal: &str) -> Result<crate::store::SyncPlan, ReadError> {
+        let reader = self.context.reader.clone();
+        let principal = principal.to_owned();
+        tokio::task::spawn_blocking(move || reader.sync_plan(&principal, &|_| 0, u64::MAX))
+            .await
+            .map_err(|_| cancelled_read())?
+            .map_err(ReadError::Store)
+    }
+
+    /// The agents and people `caller` may see, matching `query` as `directory` matches it,
+    /// by handle, at most `limit`.
+    pub async fn directory(
+        &self,
+        caller: &Caller,
+        query: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<DirectoryEntry>, Refusal> {
+        let query = DirectoryQuery {
+            viewer: caller.id.clone(),
+            handle: None,
+            agents_only: false,
+            query: query.filter(|query| !query.is_empty()),
+            limit,
+            now_ms: crate::unix_ms(),
+        };
+        let reader = self.context.reader.clone();
+        match tokio::task::spawn_blocking(move || reader.directory(&query)).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "directory read failed");
+                Err(read_failed())
+            }
+            Err(_) => Err(read_failed()),
+        }
+    }
+}
+
+fn cancelled_read() -> ReadError {
+    ReadError::Store(crate::store::StoreError::Corrupt {
+        table: "events",
+        detail: "the read was cancelled".into(),
+    })
+}
+
 /// Events read per page by [`Gateway::room_events_for_task`].
 const HISTORY_PAGE: usize = 500;
 

@@ -42,7 +42,8 @@ pub fn router(context: Arc<SessionContext>, browsers: Arc<BrowserPolicy>) -> Rou
         .route("/.well-known/roundtable.json", get(well_known))
         .route("/metrics", get(metrics))
         .with_state(context.clone())
-        .merge(crate::a2a::router(context))
+        .merge(crate::a2a::router(context.clone()))
+        .merge(crate::mcp::router(context))
         .layer(middleware::from_fn_with_state(browsers, keep_browsers_out))
 }
 

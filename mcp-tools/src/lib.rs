@@ -7,5 +7,5 @@ pub mod args;
 pub mod ops;
 pub mod tools;
 
-pub use ops::{HubOps, HumanAnswer, Sent, Shown, ToolError};
+pub use ops::{HubOps, HumanAnswer, Ping, Sent, Shown, ToolError};
 pub use tools::{LONGEST_WAIT, OneAgent, OpsSource, Tools};

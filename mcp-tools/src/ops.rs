@@ -59,6 +59,16 @@ pub enum HumanAnswer {
     TimedOut,
 }
 
+/// A question raised for a person: its room, its id, and the seq it was stored at (answers
+/// come after it; 0 when unknown).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ping {
+    pub room: String,
+    pub ping: String,
+    #[serde(default)]
+    pub seq: u64,
+}
+
 /// The operations behind the tools, as the agent they serve. Rooms are named by title or
 /// id. Results that are records are JSON values, shown to the model as they are.
 #[async_trait::async_trait]
@@ -125,11 +135,20 @@ pub trait HubOps: Send + Sync + 'static {
     ) -> Result<Sent, ToolError>;
     /// Reports the agent's whole task list.
     async fn report_tasks(&self, tasks: Vec<Task>, room: Option<&str>) -> Result<Sent, ToolError>;
-    /// Asks the agent's person through a ping, and waits up to `timeout` for the answer.
-    async fn ask_human(
+    /// Asks the agent's person with a ping (in its home room, addressed to its owner), where
+    /// every Roundtable client of theirs sees it, expiring after `timeout`.
+    async fn raise_ping(
         &self,
         question: &str,
         options: &[String],
         timeout: Duration,
-    ) -> Result<HumanAnswer, ToolError>;
+    ) -> Result<Ping, ToolError>;
+    /// Waits up to `timeout` for the first answer to `ping` (at once, with no wait, for a
+    /// zero timeout).
+    async fn await_answer(&self, ping: &Ping, timeout: Duration) -> Result<HumanAnswer, ToolError>;
+    /// Marks `ping` as answered elsewhere (at the agent's own client, which is not the
+    /// person's `answer`), so other clients stop offering it.
+    async fn withdraw_ping(&self, ping: &Ping, reason: &str) -> Result<(), ToolError>;
+    /// The agent's principal id (what a question's state is bound to).
+    fn principal(&self) -> String;
 }

@@ -15,7 +15,7 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
     ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, InputRequests,
-    InputRequiredResult,
+    InputRequiredResult, RequestStateCodec, SealOptions,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::args;
-use crate::ops::{HubOps, HumanAnswer, Sent, Shown, ToolError};
+use crate::ops::{HubOps, HumanAnswer, Ping, Sent, Shown, ToolError};
 
 /// The longest a tool waits (for messages, for a person).
 pub const LONGEST_WAIT: Duration = Duration::from_secs(600);
@@ -49,12 +49,16 @@ impl<H: HubOps> OpsSource for OneAgent<H> {
 /// The tools over a way to the hub.
 pub struct Tools<S> {
     source: Arc<S>,
+    /// Seals the state of a question asked in 2026-07-28, which comes back from the client
+    /// (a key of this process's own).
+    codec: Arc<RequestStateCodec>,
 }
 
 impl<S> Clone for Tools<S> {
     fn clone(&self) -> Tools<S> {
         Tools {
             source: self.source.clone(),
+            codec: self.codec.clone(),
         }
     }
 }
@@ -71,6 +75,7 @@ impl<S: OpsSource> Tools<S> {
     pub fn over(source: S) -> Tools<S> {
         Tools {
             source: Arc::new(source),
+            codec: Arc::new(state_codec()),
         }
     }
 }
@@ -413,13 +418,54 @@ impl<S: OpsSource> Tools<S> {
             Ok(ops) => ops,
             Err(error) => return Ok(failed(error).into()),
         };
+        let timeout = seconds(args.timeout_s, 600);
         let can_elicit = ctx
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.elicitation.is_some());
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize());
+        // 2026-07-28: the client comes back with the person's answer. The first answer
+        // wins: one given meanwhile through Roundtable is the answer.
+        if modern
+            && can_elicit
+            && let Some(state) = state
+        {
+            let asked: Asked = self
+                .codec
+                .open_json_with(&state, ops.principal().as_bytes())
+                .map_err(|_| {
+                    ErrorData::invalid_params(
+                        "this requestState was not sealed for you by this server, or it expired: call ask_human again",
+                        None,
+                    )
+                })?;
+            if let Some(ping) = &asked.ping
+                && let Ok(answered @ HumanAnswer::Yes { .. }) =
+                    ops.await_answer(ping, Duration::ZERO).await
+            {
+                return Ok(human(answered).into());
+            }
+            let result: ElicitResult = serde_json::from_value(
+                responses
+                    .and_then(|responses| responses.get("answer").cloned())
+                    .unwrap_or_default(),
+            )
+            .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
+            if let Some(ping) = &asked.ping {
+                let _ = ops.withdraw_ping(ping, withdrawn_because(&result)).await;
+            }
+            return Ok(elicited(result).into());
+        }
+        // Every question is a ping first, which the person can answer from anywhere.
+        let raised = ops.raise_ping(&args.question, &args.options, timeout).await;
         if !can_elicit {
-            let timeout = seconds(args.timeout_s, 600);
+            let ping = match raised {
+                Ok(ping) => ping,
+                Err(error) => return Ok(failed(error).into()),
+            };
             let asked = tokio::select! {
-                asked = ops.ask_human(&args.question, &args.options, timeout) => asked,
+                asked = ops.await_answer(&ping, timeout) => asked,
                 _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
             };
             return Ok(match asked {
@@ -428,51 +474,94 @@ impl<S: OpsSource> Tools<S> {
             }
             .into());
         }
+        // The client can ask too; without a ping (no home room), it alone asks.
+        let ping = raised.ok();
         let schema = elicitation_schema(&args.options)?;
-        let modern = ctx
-            .protocol_version()
-            .is_some_and(|version| !version.has_initialize());
-        if !modern {
-            let asked = ctx
-                .peer
-                .create_elicitation(ElicitRequestParams::FormElicitationParams {
-                    meta: None,
-                    message: args.question.clone(),
-                    requested_schema: schema,
-                })
-                .await;
-            return Ok(match asked {
+        if modern {
+            let state = self
+                .codec
+                .seal_json_with(
+                    &Asked { ping },
+                    &SealOptions::new()
+                        .associated_data(ops.principal().as_bytes())
+                        .ttl(timeout + STATE_SLACK),
+                )
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+            let mut requests = InputRequests::new();
+            requests.insert(
+                "answer".into(),
+                InputRequest::Elicitation(ElicitRequest::new(
+                    ElicitRequestParams::FormElicitationParams {
+                        meta: None,
+                        message: args.question,
+                        requested_schema: schema,
+                    },
+                )),
+            );
+            return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
+        }
+        let elicitation = ctx
+            .peer
+            .create_elicitation(ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: args.question.clone(),
+                requested_schema: schema,
+            });
+        let Some(ping) = ping else {
+            return Ok(match elicitation.await {
                 Ok(result) => elicited(result),
-                Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
-                    "the question could not be asked: {error}"
-                ))]),
+                Err(error) => not_asked(error),
             }
             .into());
-        }
-        // 2026-07-28: ask with an input request; the client calls again with the answer.
-        match (state, responses) {
-            (Some(_), Some(responses)) => {
-                let result: ElicitResult =
-                    serde_json::from_value(responses.get("answer").cloned().unwrap_or_default())
-                        .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
-                Ok(elicited(result).into())
+        };
+        tokio::select! {
+            asked = elicitation => Ok(match asked {
+                Ok(result) => {
+                    let _ = ops.withdraw_ping(&ping, withdrawn_because(&result)).await;
+                    elicited(result)
+                }
+                Err(error) => not_asked(error),
             }
-            _ => {
-                let mut requests = InputRequests::new();
-                requests.insert(
-                    "answer".into(),
-                    InputRequest::Elicitation(ElicitRequest::new(
-                        ElicitRequestParams::FormElicitationParams {
-                            meta: None,
-                            message: args.question,
-                            requested_schema: schema,
-                        },
-                    )),
-                );
-                Ok(InputRequiredResult::new(Some(requests), Some("ask_human".into())).into())
+            .into()),
+            answered = ops.await_answer(&ping, timeout) => Ok(match answered {
+                Ok(answered) => human(answered),
+                Err(error) => failed(error),
             }
+            .into()),
+            _ = ctx.ct.cancelled() => Ok(answer(json!({"cancelled": true})).into()),
         }
     }
+}
+
+/// A codec with a random key of the longest length rmcp asks for.
+fn state_codec() -> RequestStateCodec {
+    let key = rand::random::<[u8; 64]>();
+    RequestStateCodec::try_new(key.to_vec())
+        .unwrap_or_else(|_| unreachable!("64 random bytes are a long enough key"))
+}
+
+/// What a question's `requestState` holds (sealed: it comes back from the client).
+#[derive(Debug, serde::Serialize, Deserialize)]
+struct Asked {
+    ping: Option<Ping>,
+}
+
+/// How much longer than its timeout a question's `requestState` stays good.
+const STATE_SLACK: Duration = Duration::from_secs(60);
+
+/// Why a ping is withdrawn once the agent's client had the person's word.
+fn withdrawn_because(result: &ElicitResult) -> &'static str {
+    match result.action {
+        ElicitationAction::Accept => "answered_at_client",
+        ElicitationAction::Decline => "declined_at_client",
+        _ => "cancelled_at_client",
+    }
+}
+
+fn not_asked(error: impl std::fmt::Display) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "the question could not be asked: {error}"
+    ))])
 }
 
 /// The form a person fills in: one of the options, or free text.

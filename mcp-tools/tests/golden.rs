@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use roundtable_mcp_tools::{HubOps, HumanAnswer, OneAgent, Sent, Shown, ToolError, Tools};
+use roundtable_mcp_tools::{HubOps, HumanAnswer, OneAgent, Ping, Sent, Shown, ToolError, Tools};
 use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task};
 use roundtable_protocol::model::DirectoryEntry;
 use serde_json::Value;
@@ -89,13 +89,17 @@ impl HubOps for Refusing {
     async fn report_tasks(&self, _: Vec<Task>, _: Option<&str>) -> Result<Sent, ToolError> {
         refused()
     }
-    async fn ask_human(
-        &self,
-        _: &str,
-        _: &[String],
-        _: Duration,
-    ) -> Result<HumanAnswer, ToolError> {
+    async fn raise_ping(&self, _: &str, _: &[String], _: Duration) -> Result<Ping, ToolError> {
         refused()
+    }
+    async fn await_answer(&self, _: &Ping, _: Duration) -> Result<HumanAnswer, ToolError> {
+        refused()
+    }
+    async fn withdraw_ping(&self, _: &Ping, _: &str) -> Result<(), ToolError> {
+        refused()
+    }
+    fn principal(&self) -> String {
+        "p_refusing".into()
     }
 }
 

@@ -1,7 +1,10 @@
-//! `roundtable mcp` as an agent CLI runs it, driven by the official Python MCP client over
-//! both protocol generations: tools listed with schemas, messages sent and waited for,
-//! questions answered by the person over the hub or through the client's own prompt, and
-//! the boards kept, as the person's own cache then shows.
+//! An agent's MCP tools, driven by the official Python MCP client over both protocol
+//! generations, the two ways an agent reaches them: `roundtable mcp` over stdio as an agent
+//! CLI runs it, and the hub's own `/mcp` over HTTP with nothing but the agent's token (as
+//! Claude Code is configured with a header). Tools listed with schemas, messages sent and
+//! waited for, questions answered by the person over the hub or through the client's own
+//! prompt (the ping withdrawn then), and the boards kept, as the person's own cache then
+//! shows.
 
 use roundtable_core::work::events::TaskStatus;
 use roundtable_protocol::bodies::ComponentStatus;
@@ -10,15 +13,29 @@ use std::time::Duration;
 use roundtable_core::Core;
 use roundtable_core::cache::TaskFilter;
 use roundtable_core::client::PATIENCE;
-use roundtable_e2e::{Home, Hub, fixtures, settle, test_python};
+use roundtable_e2e::{Home, Hub, fixtures, json, settle, test_python};
 use roundtable_testkit::roundtable_bin;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_bridge_serves_an_agent_over_both_protocol_generations() {
+    agent_journey(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hubs_mcp_endpoint_serves_an_agent_with_only_its_token_over_both_generations() {
+    agent_journey(true).await;
+}
+
+async fn agent_journey(over_http: bool) {
     let hub = Hub::start(&[]).await;
     let home = Home::default();
     home.signup(&hub, "dana").await;
-    home.ok("dana", &["agents", "register", "writer"]).await;
+    let agent = json(
+        &home
+            .ok("dana", &["--json", "agents", "register", "writer"])
+            .await,
+    );
+    let token = agent["token"].as_str().unwrap().to_owned();
     home.ok(
         "dana",
         &[
@@ -33,20 +50,23 @@ async fn the_mcp_bridge_serves_an_agent_over_both_protocol_generations() {
     .await;
 
     let script = fixtures().join("mcp_client.py");
-    let output = tokio::time::timeout(
-        Duration::from_secs(240),
-        tokio::process::Command::new(test_python())
-            .arg(&script)
-            .arg(roundtable_bin())
-            .args(["dana/writer", "dana", "work"])
-            .env("ROUNDTABLE_HOME", home.dir.path())
-            .env("ROUNDTABLE_LOG", "warn")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the MCP client finished in time")
-    .unwrap();
+    let mut client = tokio::process::Command::new(test_python());
+    client
+        .arg(&script)
+        .arg(roundtable_bin())
+        .args(["dana/writer", "dana", "work"])
+        .env("ROUNDTABLE_HOME", home.dir.path())
+        .env("ROUNDTABLE_LOG", "warn")
+        .kill_on_drop(true);
+    if over_http {
+        client
+            .env("MCP_URL", format!("http://{}/mcp", hub.listen))
+            .env("MCP_TOKEN", &token);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(240), client.output())
+        .await
+        .expect("the MCP client finished in time")
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -90,8 +110,11 @@ async fn the_mcp_bridge_serves_an_agent_over_both_protocol_generations() {
     assert_eq!(tasks[0].tasks[1].status, TaskStatus::InProgress);
     let statuses = dana.read(|cache| cache.agent_statuses()).await.unwrap();
     assert_eq!(statuses[0].detail.as_deref(), Some("parsing (modern)"));
+    // Two questions answered by the person, two answered at the client and withdrawn.
     let pings = dana.pings().await.unwrap();
-    assert_eq!(pings.len(), 2, "{pings:?}");
-    assert!(pings.iter().all(|p| p.choice.as_deref() == Some("yes")));
+    let answered: Vec<_> = pings.iter().filter(|p| p.answered_by.is_some()).collect();
+    assert_eq!(answered.len(), 2, "{pings:?}");
+    assert!(answered.iter().all(|p| p.choice.as_deref() == Some("yes")));
+    assert!(dana.open_pings().await.unwrap().is_empty(), "{pings:?}");
     sync.stop().await;
 }

@@ -458,6 +458,20 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             )?
             .execute(params![room, ping, seq as i64, by, choice, text])?;
         }
+        Write::PingWithdrawn {
+            room,
+            ping,
+            asker,
+            at_ms,
+        } => {
+            // Only its asker withdraws a ping, and only one still waiting.
+            tx.prepare_cached(
+                "UPDATE pings SET expires_ms = ?4
+                 WHERE room = ?1 AND ping = ?2 AND asker = ?3 AND answer_seq IS NULL
+                     AND (expires_ms IS NULL OR expires_ms > ?4)",
+            )?
+            .execute(params![room, ping, asker, at_ms])?;
+        }
         Write::AgentStatus {
             agent,
             room,

@@ -1663,3 +1663,58 @@ fn written_components_override_inferred_ones_in_either_order() {
     let ids: Vec<String> = board(&cache).into_iter().map(|(id, _)| id).collect();
     assert_eq!(ids, ["api", "core"], "no bare `ghost`");
 }
+
+#[test]
+fn a_ping_its_asker_withdraws_waits_no_more_and_others_cannot_withdraw_it() {
+    let (_dir, mut cache) = open();
+    let t = |minute: u32| format!("2026-11-30T09:{minute:02}:00.000Z");
+    let ping = |seq, id: &str| {
+        event(
+            "r",
+            seq,
+            &t(0),
+            "p_agent",
+            "ping",
+            json!({"ping": id, "question": "ship?", "to": ["p_dana"]}),
+        )
+    };
+    let withdraw = |seq, from: &str, id: &str| {
+        event(
+            "r",
+            seq,
+            &t(5),
+            from,
+            "x-ping-withdrawn",
+            json!({"ping": id, "reason": "answered_at_client"}),
+        )
+    };
+    let events = vec![
+        ping(1, "a"),
+        ping(2, "b"),
+        ping(3, "c"),
+        event(
+            "r",
+            4,
+            &t(1),
+            "p_dana",
+            "answer",
+            json!({"ping": "c", "choice": "yes"}),
+        ),
+        withdraw(5, "p_agent", "a"),
+        withdraw(6, "p_sam", "b"),
+        withdraw(7, "p_agent", "c"),
+    ];
+    cache.apply("p_dana", "r", &events, None).unwrap();
+    let later = roundtable_protocol::ts::parse_millis(&t(30)).unwrap();
+    let state = |id: &str| cache.ping("r", id, later).unwrap().unwrap().state;
+    assert_eq!(state("a"), PingState::Expired, "withdrawn by its asker");
+    assert_eq!(state("b"), PingState::Open, "only the asker withdraws");
+    assert_eq!(state("c"), PingState::Answered, "an answer stands");
+    let open: Vec<String> = cache
+        .open_pings_for("p_dana", true, later)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.ping)
+        .collect();
+    assert_eq!(open, ["b"]);
+}

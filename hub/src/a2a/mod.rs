@@ -21,7 +21,7 @@ pub mod task;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -32,12 +32,12 @@ use roundtable_protocol::ErrorCode;
 use roundtable_protocol::model::{DirectoryEntry, PrincipalKind};
 use tower::ServiceExt as _;
 
-use crate::engine::{Caller, Refusal, Via};
+use crate::bearer::{caller_of, refusal_response, unauthorized};
+use crate::engine::{Caller, Via};
 use crate::gateway::Gateway;
 use crate::http::json_error;
 use crate::listener::Peer;
 use crate::session::SessionContext;
-use crate::store::PrincipalRecord;
 
 /// The largest request body taken (a message's text is at most 16 KiB; parts and
 /// JSON-RPC around it fit many times).
@@ -137,7 +137,7 @@ async fn registry(
 ) -> Response {
     let headers = request.headers();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
-    let caller = match caller_of(&state, headers, peer.as_ref()).await {
+    let caller = match caller_of(&state.gateway, headers, peer.as_ref()).await {
         Ok(caller) => caller.map(|(caller, _)| caller),
         Err(response) => return response,
     };
@@ -201,19 +201,6 @@ fn no_such_agent() -> Response {
     )
 }
 
-fn unauthorized(msg: &str) -> Response {
-    let mut response = json_error(
-        StatusCode::UNAUTHORIZED,
-        ErrorCode::Unauthorized,
-        msg.into(),
-    );
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"roundtable\""),
-    );
-    response
-}
-
 /// The handle an `/a2a/<owner>/<name>…` path names.
 fn handle_in(path: &str) -> Option<String> {
     let rest = path.strip_prefix("/a2a/")?;
@@ -221,66 +208,6 @@ fn handle_in(path: &str) -> Option<String> {
     let owner = segments.next()?;
     let name = segments.next()?;
     Some(format!("{owner}/{name}"))
-}
-
-/// The bearer token of a request: only from `Authorization` (never the query string).
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|token| !token.is_empty())
-}
-
-/// Who is calling: authenticated by its token, within the failed-authentication budget of
-/// its address; `Err` is the response to give.
-async fn caller_of(
-    state: &A2aState,
-    headers: &HeaderMap,
-    peer: Option<&Arc<Peer>>,
-) -> Result<Option<(Arc<Caller>, PrincipalRecord)>, Response> {
-    let Some(token) = bearer(headers) else {
-        return Ok(None);
-    };
-    let admission = &state.gateway.context().admission;
-    let address = peer.map(|peer| peer.permit.address());
-    if let Some(address) = address
-        && let Err(retry_after) = admission.may_authenticate(address, Instant::now())
-    {
-        return Err(crate::http::too_many(
-            retry_after,
-            "too many failed authentications from this address; wait and retry".into(),
-        ));
-    }
-    match state.gateway.authenticate(token).await {
-        Ok(caller) => Ok(Some(caller)),
-        Err(refusal) => {
-            if refusal.code == ErrorCode::Unauthorized
-                && let Some(address) = address
-            {
-                admission.auth_failed(address, Instant::now());
-            }
-            Err(refusal_response(&refusal))
-        }
-    }
-}
-
-fn refusal_response(refusal: &Refusal) -> Response {
-    match refusal.code {
-        ErrorCode::Unauthorized => unauthorized(&refusal.msg),
-        // A stopped agent's token: refused until its owner resumes it.
-        ErrorCode::Paused => json_error(StatusCode::FORBIDDEN, refusal.code, refusal.msg.clone()),
-        ErrorCode::RateLimited => crate::http::too_many(
-            Duration::from_millis(refusal.retry_after_ms.unwrap_or(1000)),
-            refusal.msg.clone(),
-        ),
-        _ => json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            refusal.code,
-            refusal.msg.clone(),
-        ),
-    }
 }
 
 /// The agent a path names, if the viewer may see it (anonymous: public agents only).
@@ -304,15 +231,16 @@ async fn visible_agent(
 async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Response {
     let closes = state.gateway.context().dispatch.watch_closes();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
-    let (caller, principal) = match caller_of(state, request.headers(), peer.as_ref()).await {
-        Ok(Some(found)) => found,
-        Ok(None) => {
-            return unauthorized(
-                "send the token of a user or agent of this hub: Authorization: Bearer rt_…",
-            );
-        }
-        Err(response) => return response,
-    };
+    let (caller, principal) =
+        match caller_of(&state.gateway, request.headers(), peer.as_ref()).await {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                return unauthorized(
+                    "send the token of a user or agent of this hub: Authorization: Bearer rt_…",
+                );
+            }
+            Err(response) => return response,
+        };
     let target = match visible_agent(state, Some(&caller), path).await {
         Ok(target) => target,
         Err(response) => return response,
@@ -411,7 +339,7 @@ async fn agent_card(state: &A2aState, path: &str, request: Request) -> Response 
     }
     let headers = request.headers();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
-    let caller = match caller_of(state, headers, peer.as_ref()).await {
+    let caller = match caller_of(&state.gateway, headers, peer.as_ref()).await {
         Ok(caller) => caller,
         Err(response) => return response,
     };

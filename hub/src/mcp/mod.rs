@@ -1,0 +1,317 @@
+//! `/mcp`: Roundtable's tools for MCP clients that reach the hub over HTTP (Streamable
+//! HTTP, both MCP generations), with a hub token and nothing on the machine.
+//!
+//! Why here and how: a remote MCP client is one more way into the same rooms, so its tools
+//! are the stdio bridge's (`roundtable-mcp-tools`, one definition) over operations that
+//! turn into the commands a WebSocket client sends, through [`crate::gateway`] (same rules,
+//! audit `via: mcp`). The wire is rmcp's `StreamableHttpService`; in front of it, [`gate`]
+//! authenticates every request (only from `Authorization`), binds each MCP session to the
+//! principal that opened it (another token naming it gets the 404 of an unknown session),
+//! drops any `x-roundtable-*` header but `X-Roundtable-Device`, caps the body, refuses any
+//! browser `Origin`, and ends the caller's open streams the moment its token is revoked or
+//! it is stopped.
+
+pub mod ops;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use rmcp::model::Extensions;
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use roundtable_mcp_tools::{OpsSource, ToolError, Tools};
+use roundtable_protocol::ErrorCode;
+
+use crate::bearer::{caller_of, unauthorized};
+use crate::engine::{Refusal, Via};
+use crate::gateway::Gateway;
+use crate::http::json_error;
+use crate::listener::Peer;
+use crate::session::SessionContext;
+use ops::CallerOps;
+
+/// The path.
+pub const PATH: &str = "/mcp";
+
+/// The largest request body taken (a message's text is at most 16 KiB; JSON-RPC around a
+/// tool call fits many times).
+pub const MAX_BODY: usize = 1024 * 1024;
+
+/// The one `x-roundtable-*` header a client may send: its device, so two clients of one
+/// agent keep apart read markers.
+const DEVICE: &str = "x-roundtable-device";
+
+/// rmcp's session header.
+const SESSION: &str = "mcp-session-id";
+
+/// Sessions known at once; past this, a new session is refused until one ends.
+const MAX_SESSIONS: usize = 10_000;
+
+/// What the routes share.
+struct McpState {
+    gateway: Gateway,
+    service: StreamableHttpService<Tools<FromRequest>, LocalSessionManager>,
+    /// Which principal opened each session.
+    sessions: Mutex<HashMap<String, String>>,
+}
+
+/// The operations of a tool call: those of the caller the gate put into the request.
+pub struct FromRequest;
+
+impl OpsSource for FromRequest {
+    type Ops = CallerOps;
+
+    fn ops(&self, context: &RequestContext<RoleServer>) -> Result<Arc<CallerOps>, ToolError> {
+        ops_in(&context.extensions).ok_or_else(|| {
+            ToolError::new(
+                "this request carries no caller: call /mcp with Authorization: Bearer rt_…",
+                "unauthorized",
+            )
+        })
+    }
+}
+
+fn ops_in(extensions: &Extensions) -> Option<Arc<CallerOps>> {
+    extensions
+        .get::<axum::http::request::Parts>()?
+        .extensions
+        .get::<Arc<CallerOps>>()
+        .cloned()
+}
+
+/// The `/mcp` route, to merge into the hub's router.
+pub fn router(context: Arc<SessionContext>) -> Router {
+    let gateway = Gateway::new(context.clone(), Via::Mcp);
+    let tools = Tools::over(FromRequest);
+    let config = StreamableHttpServerConfig::default()
+        // The hub's browser policy has checked `Host` against its names for every route.
+        .disable_allowed_hosts()
+        // No page may call /mcp: any `Origin` is refused (403).
+        .enforce_origin_validation()
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_sse_retry(Some(Duration::from_secs(2)))
+        .with_max_request_body_bytes(MAX_BODY)
+        .with_legacy_session_mode(true);
+    {
+        // The hub stopping ends every session and stream.
+        let cancel = config.cancellation_token.clone();
+        let mut stopping = context.stopping.subscribe();
+        tokio::spawn(async move {
+            let _ = stopping.wait_for(|stopping| *stopping).await;
+            cancel.cancel();
+        });
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let state = Arc::new(McpState {
+        gateway,
+        service,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route(PATH, axum::routing::any(gate))
+        .with_state(state)
+}
+
+/// The device a request's read markers are kept under: `mcp`, or `mcp-<name>` with a valid
+/// `X-Roundtable-Device: <name>`.
+fn device_of(request: &Request) -> Result<String, Box<Response>> {
+    let Some(value) = request.headers().get(DEVICE) else {
+        return Ok(Via::Mcp.as_str().to_owned());
+    };
+    let name = value.to_str().unwrap_or_default();
+    let valid = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if !valid {
+        return Err(Box::new(json_error(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::BadFrame,
+            "X-Roundtable-Device names a device in 1 to 32 letters, digits, '-', '_' or '.'".into(),
+        )));
+    }
+    Ok(format!("mcp-{name}"))
+}
+
+fn no_session() -> Response {
+    json_error(
+        StatusCode::NOT_FOUND,
+        ErrorCode::NotFound,
+        "no such MCP session: initialize a new one (read_messages shows what you have not read)"
+            .into(),
+    )
+}
+
+fn too_large() -> Response {
+    json_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::TooLarge,
+        format!("the request body is over {MAX_BODY} bytes; send less"),
+    )
+}
+
+/// Every `/mcp` request: authenticate, check the session's owner, set the caller, serve,
+/// and end the response's stream when the caller is closed.
+async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response {
+    let closes = state.gateway.context().dispatch.watch_closes();
+    let peer = request.extensions().get::<Arc<Peer>>().cloned();
+    let (caller, principal) =
+        match caller_of(&state.gateway, request.headers(), peer.as_ref()).await {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                return unauthorized(
+                    "send the token of a user or agent of this hub: Authorization: Bearer rt_…",
+                );
+            }
+            Err(response) => return response,
+        };
+    let device = match device_of(&request) {
+        Ok(device) => device,
+        Err(response) => return *response,
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY) {
+        return too_large();
+    }
+    let session = request
+        .headers()
+        .get(SESSION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    if let Some(session) = &session {
+        let owner = state
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(session)
+            .cloned();
+        if owner.as_deref() != Some(caller.id.as_str()) {
+            if owner.is_some() {
+                // Someone else's session: refused as if unknown, and recorded.
+                state.gateway.record_refusal(
+                    &caller.id,
+                    "mcp_session",
+                    &Refusal::new(ErrorCode::NotFound, "another principal's MCP session"),
+                );
+            }
+            return no_session();
+        }
+    } else if request.method() == axum::http::Method::POST
+        && state
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+            >= MAX_SESSIONS
+    {
+        return json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Busy,
+            "too many MCP sessions are open; retry later".into(),
+        );
+    }
+    let method = request.method().clone();
+    let (mut parts, body) = request.into_parts();
+    let kept: Vec<_> = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| !name.as_str().starts_with("x-roundtable-") || name.as_str() == DEVICE)
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    parts.headers.clear();
+    for (name, value) in kept {
+        parts.headers.append(name, value);
+    }
+    let mut caller_on_device = (*caller).clone();
+    caller_on_device.device = device;
+    let ops = Arc::new(CallerOps {
+        hub_url: crate::a2a::base_url(state.gateway.context(), &parts.headers),
+        gateway: state.gateway.clone(),
+        caller: Arc::new(caller_on_device),
+        principal,
+        session: session.clone().unwrap_or_else(|| "mcp-http".to_owned()),
+    });
+    parts.extensions.insert(ops);
+    let request = Request::from_parts(parts, body);
+    let response = state.service.handle(request).await;
+    let (mut parts, body) = response.into_parts();
+    // A new session is its opener's; an ended one is forgotten.
+    match (&session, parts.headers.get(SESSION)) {
+        (None, Some(opened)) if parts.status.is_success() => {
+            if let Ok(opened) = opened.to_str() {
+                state
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(opened.to_owned(), caller.id.clone());
+            }
+        }
+        (Some(session), _)
+            if method == axum::http::Method::DELETE && parts.status.is_success()
+                || parts.status == StatusCode::NOT_FOUND =>
+        {
+            state
+                .sessions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(session);
+        }
+        _ => {}
+    }
+    let streaming = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    if parts.status == StatusCode::PAYLOAD_TOO_LARGE {
+        return too_large();
+    }
+    if !streaming {
+        return Response::from_parts(parts, Body::new(body));
+    }
+    // A stream ends the moment its caller is closed (revoked, rotated, stopped).
+    let principal: Arc<str> = Arc::from(caller.id.as_str());
+    let ends = closed(closes, principal);
+    let stream = http_body_util::BodyStream::new(body)
+        .filter_map(|frame| async move { frame.ok().and_then(|frame| frame.into_data().ok()) })
+        .map(Ok::<_, std::convert::Infallible>)
+        .take_until(ends);
+    parts
+        .headers
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Response::from_parts(parts, Body::from_stream(stream)).into_response()
+}
+
+/// Resolves once `principal`'s connections are closed (or closes were missed: then its
+/// streams end too, and the client reconnects with its token checked again).
+async fn closed(
+    mut closes: tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>,
+    principal: Arc<str>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match closes.recv().await {
+            Ok(closed) if closed.principal == principal => return,
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => return,
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+        }
+    }
+}
