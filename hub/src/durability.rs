@@ -320,6 +320,14 @@ impl ReadStore for DurableReads {
         self.durable(|reads| reads.remote_thread(room, remote))
     }
 
+    fn device_read_markers(
+        &self,
+        principal: &str,
+        device: &str,
+    ) -> Result<Vec<(crate::store::StreamKey, u64)>, StoreError> {
+        self.durable(|reads| reads.device_read_markers(principal, device))
+    }
+
     fn sent_with_key_prefix(
         &self,
         sender: &str,
@@ -464,6 +472,13 @@ mod tests {
             _: &str,
         ) -> Result<Option<crate::store::RemoteThreadRecord>, StoreError> {
             Ok(None)
+        }
+        fn device_read_markers(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Vec<(crate::store::StreamKey, u64)>, StoreError> {
+            Ok(Vec::new())
         }
         fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
             Ok(Vec::new())

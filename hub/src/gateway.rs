@@ -478,6 +478,19 @@ impl Gateway {
             .map_err(ReadError::Store)
     }
 
+    /// The read markers of `caller`'s device, per stream.
+    pub async fn device_read_markers(
+        &self,
+        caller: &Caller,
+    ) -> Result<Vec<(crate::store::StreamKey, u64)>, ReadError> {
+        let reader = self.context.reader.clone();
+        let (principal, device) = (caller.id.clone(), caller.device.clone());
+        tokio::task::spawn_blocking(move || reader.device_read_markers(&principal, &device))
+            .await
+            .map_err(|_| cancelled_read())?
+            .map_err(ReadError::Store)
+    }
+
     /// The agents and people `caller` may see, matching `query` as `directory` matches it,
     /// by handle, at most `limit`.
     pub async fn directory(

@@ -155,6 +155,26 @@ fn no_session() -> Response {
     )
 }
 
+/// A POST's body must be one JSON-RPC message: a JSON object.
+fn one_message(body: &[u8]) -> Result<(), Box<Response>> {
+    let refused = |msg: String| {
+        Box::new(json_error(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::BadFrame,
+            msg,
+        ))
+    };
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(_) => Err(refused(
+            "send one JSON-RPC message, a JSON object (batches are not taken)".into(),
+        )),
+        Err(error) => Err(refused(format!(
+            "the body is not JSON ({error}): send one JSON-RPC message"
+        ))),
+    }
+}
+
 fn too_large() -> Response {
     json_error(
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -249,6 +269,19 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         session: session.clone().unwrap_or_else(|| "mcp-http".to_owned()),
     });
     parts.extensions.insert(ops);
+    // A POST is one JSON-RPC message, read whole (at most MAX_BODY, however it is sent)
+    // and checked before rmcp sees it, so a bad one gets a clear 400.
+    let body = if parts.method == axum::http::Method::POST {
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+            return too_large();
+        };
+        if let Err(refused) = one_message(&bytes) {
+            return *refused;
+        }
+        Body::from(bytes)
+    } else {
+        body
+    };
     let request = Request::from_parts(parts, body);
     let response = state.service.handle(request).await;
     let (mut parts, body) = response.into_parts();

@@ -2,9 +2,10 @@
 //! the frame a WebSocket client would send, through the [`Gateway`] (same rules, audit
 //! `via: mcp`); reads are the store's, as `history` and `sync` read it for that principal.
 //!
-//! An MCP client keeps no cache, so its read markers are the hub's: what `read_messages`
-//! and `wait_for_messages` return is acknowledged at once (`ack`, device `mcp`, or
-//! `mcp-<name>` with `X-Roundtable-Device`). Each message carries its room and seq, the
+//! An MCP client keeps no cache, so its read markers are the hub's, its device's own: what
+//! `read_messages` and `wait_for_messages` return is acknowledged at once (`ack`, device
+//! `mcp`, or `mcp-<name>` with `X-Roundtable-Device`, so two clients of one agent each read
+//! everything). Each message carries its room and seq, the
 //! cursor a client that lost a result reads again from (`read_messages` with
 //! `unread_only: false`).
 
@@ -73,7 +74,7 @@ struct RoomOut {
     title: Option<String>,
     topic: Option<String>,
     head: u64,
-    /// The seq up to which the caller has read it (any of its devices).
+    /// The seq up to which this device of the caller has read it.
     read_through: u64,
     members: Vec<MemberOut>,
 }
@@ -181,8 +182,8 @@ impl CallerOps {
         }
     }
 
-    /// The room of this agent and its owner (for a user: its first room of two with one of
-    /// its agents is no home; users have none).
+    /// The room of this agent and its owner, made when the agent was registered (users have
+    /// none).
     async fn home_room(&self) -> Result<String, ToolError> {
         let Some(owner) = self.principal.owner.as_deref() else {
             return Err(ToolError::new(
@@ -190,15 +191,24 @@ impl CallerOps {
                 "invalid",
             ));
         };
-        self.rooms()
+        // The hub makes it titled with the agent's handle; a room of the two titled
+        // otherwise is home only when there is no such room (it was renamed).
+        let pairs: Vec<Room> = self
+            .rooms()
             .await?
             .into_iter()
-            .find(|room| {
+            .filter(|room| {
                 room.members.len() == 2
                     && room.members.iter().any(|m| m.id == self.me())
                     && room.members.iter().any(|m| m.id == owner)
             })
-            .map(|room| room.id)
+            .collect();
+        let titled = pairs
+            .iter()
+            .position(|room| room.title.as_deref() == Some(self.principal.handle.as_str()));
+        titled
+            .or((!pairs.is_empty()).then_some(0))
+            .map(|at| pairs[at].id.clone())
             .ok_or_else(|| {
                 ToolError::new(
                     "no home room with your owner: ask your owner to invite you to a room",
@@ -269,17 +279,19 @@ impl CallerOps {
             .map_err(read_failed)
     }
 
-    /// The read marker of every room the caller is in.
+    /// Every room the caller is in, with this device's read marker and the room's head.
     async fn read_markers(&self) -> Result<BTreeMap<String, (u64, u64)>, ToolError> {
         let plan = self
             .gateway
             .sync_plan(&self.caller.id)
             .await
             .map_err(read_failed)?;
-        let markers: BTreeMap<&StreamKey, u64> = plan
-            .read_markers
-            .iter()
-            .map(|(stream, seq)| (stream, *seq))
+        let markers: BTreeMap<StreamKey, u64> = self
+            .gateway
+            .device_read_markers(&self.caller)
+            .await
+            .map_err(read_failed)?
+            .into_iter()
             .collect();
         Ok(plan
             .streams

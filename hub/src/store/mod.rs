@@ -761,6 +761,14 @@ pub trait ReadStore: Send + Sync {
         remote: &str,
     ) -> Result<Option<RemoteThreadRecord>, StoreError>;
 
+    /// The read markers one device of `principal` acknowledged, per stream (a client that
+    /// keeps no cache of its own, as an MCP client over HTTP, reads from them).
+    fn device_read_markers(
+        &self,
+        principal: &str,
+        device: &str,
+    ) -> Result<Vec<(StreamKey, u64)>, StoreError>;
+
     /// Audit entries the viewer may see, ascending `n`. `ReadError::NotFound` when
     /// `principal` is neither the viewer nor one of its agents.
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError>;

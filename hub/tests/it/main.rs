@@ -14,6 +14,7 @@ mod hostile;
 mod http;
 mod lifecycle;
 mod malformed;
+mod mcp;
 mod memory;
 mod messaging;
 mod pings;

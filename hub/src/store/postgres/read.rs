@@ -369,6 +369,30 @@ impl ReadStore for PostgresReader {
         store_only(found, "remote_credentials")
     }
 
+    fn device_read_markers(
+        &self,
+        principal: &str,
+        device: &str,
+    ) -> Result<Vec<(StreamKey, u64)>, StoreError> {
+        let found = self.read(async |tx| {
+            let rows = tx
+                .query(
+                    "SELECT stream, seq FROM acks WHERE principal = $1 AND device = $2",
+                    &[&principal, &device],
+                )
+                .await
+                .map_err(StoreError::from)?;
+            let mut markers = Vec::new();
+            for row in rows {
+                let key: &str = row.try_get(0).map_err(StoreError::from)?;
+                let seq: i64 = row.try_get(1).map_err(StoreError::from)?;
+                markers.push((StreamKey::from_storage_key(key), seq_from(seq)));
+            }
+            Ok(markers)
+        });
+        store_only(found, "acks")
+    }
+
     fn remote_thread(
         &self,
         room: &str,

@@ -289,6 +289,30 @@ impl ReadStore for SqliteReader {
         store_only(result, "remote_credentials")
     }
 
+    fn device_read_markers(
+        &self,
+        principal: &str,
+        device: &str,
+    ) -> Result<Vec<(StreamKey, u64)>, StoreError> {
+        let result = self.with_connection(|conn| {
+            let mut statement = conn
+                .prepare_cached("SELECT stream, seq FROM acks WHERE principal = ?1 AND device = ?2")
+                .map_err(StoreError::from)?;
+            let rows = statement
+                .query_map(params![principal, device], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
+                .map_err(StoreError::from)?;
+            let mut markers = Vec::new();
+            for row in rows {
+                let (key, seq) = row.map_err(StoreError::from)?;
+                markers.push((StreamKey::from_storage_key(&key), seq.max(0) as u64));
+            }
+            Ok(markers)
+        });
+        store_only(result, "acks")
+    }
+
     fn remote_thread(
         &self,
         room: &str,
