@@ -452,10 +452,26 @@ impl<S: OpsSource> Tools<S> {
                     .unwrap_or_default(),
             )
             .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
-            if let Some(ping) = &asked.ping {
-                let _ = ops.withdraw_ping(ping, withdrawn_because(&result)).await;
+            return Ok(match (&asked.ping, &result.action) {
+                (Some(ping), ElicitationAction::Accept) => {
+                    let _ = ops.withdraw_ping(ping, "answered_at_client").await;
+                    elicited(result)
+                }
+                // Declined or dismissed at the client (a headless one may do so by itself):
+                // the person can still answer the ping from anywhere.
+                (Some(ping), _) => {
+                    let asked = tokio::select! {
+                        asked = ops.await_answer(ping, timeout) => asked,
+                        _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
+                    };
+                    match asked {
+                        Ok(answered) => human(answered),
+                        Err(error) => failed(error),
+                    }
+                }
+                (None, _) => elicited(result),
             }
-            return Ok(elicited(result).into());
+            .into());
         }
         // Every question is a ping first, which the person can answer from anywhere.
         let raised = ops.raise_ping(&args.question, &args.options, timeout).await;
@@ -514,21 +530,27 @@ impl<S: OpsSource> Tools<S> {
             }
             .into());
         };
-        tokio::select! {
-            asked = elicitation => Ok(match asked {
-                Ok(result) => {
-                    let _ = ops.withdraw_ping(&ping, withdrawn_because(&result)).await;
-                    elicited(result)
+        // The first answer wins: the person's at the client, or a ping's answer. A client
+        // that declines or fails to ask (a headless one may, by itself) leaves the ping.
+        let mut elicitation = std::pin::pin!(elicitation);
+        let mut answered = std::pin::pin!(ops.await_answer(&ping, timeout));
+        let mut asking = true;
+        loop {
+            tokio::select! {
+                asked = &mut elicitation, if asking => match asked {
+                    Ok(result) if result.action == ElicitationAction::Accept => {
+                        let _ = ops.withdraw_ping(&ping, "answered_at_client").await;
+                        return Ok(elicited(result).into());
+                    }
+                    _ => asking = false,
+                },
+                answered = &mut answered => return Ok(match answered {
+                    Ok(answered) => human(answered),
+                    Err(error) => failed(error),
                 }
-                Err(error) => not_asked(error),
+                .into()),
+                _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
             }
-            .into()),
-            answered = ops.await_answer(&ping, timeout) => Ok(match answered {
-                Ok(answered) => human(answered),
-                Err(error) => failed(error),
-            }
-            .into()),
-            _ = ctx.ct.cancelled() => Ok(answer(json!({"cancelled": true})).into()),
         }
     }
 }
@@ -548,15 +570,6 @@ struct Asked {
 
 /// How much longer than its timeout a question's `requestState` stays good.
 const STATE_SLACK: Duration = Duration::from_secs(60);
-
-/// Why a ping is withdrawn once the agent's client had the person's word.
-fn withdrawn_because(result: &ElicitResult) -> &'static str {
-    match result.action {
-        ElicitationAction::Accept => "answered_at_client",
-        ElicitationAction::Decline => "declined_at_client",
-        _ => "cancelled_at_client",
-    }
-}
 
 fn not_asked(error: impl std::fmt::Display) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(format!(

@@ -965,3 +965,116 @@ async fn codexs_notify_reaches_the_hub_every_time_though_codex_ends_its_mcp_serv
     })
     .await;
 }
+
+/// Claude Code configured as a person configures a remote MCP server, with `claude mcp add
+/// --transport http … --header "Authorization: Bearer …"`, and nothing of Roundtable on the
+/// machine but the agent's token: it sends to a room, waits for its person's message, and
+/// asks its person a question, through the hub's `/mcp`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_with_only_a_token_and_a_header_works_through_the_hubs_mcp_endpoint() {
+    if !real_clis_present() {
+        return;
+    }
+    let hub = Hub::start(&[]).await;
+    let desk = Desk::new();
+    desk.home.signup(&hub, "dana").await;
+    let agent = json(&desk.ok(&["--json", "agents", "register", "writer"]).await);
+    let token = agent["token"].as_str().unwrap().to_owned();
+    desk.ok(&[
+        "room",
+        "create",
+        "--title",
+        "lexer",
+        "--member",
+        "dana/writer",
+    ])
+    .await;
+    let server = ModelServer::start(script(|request: &Request| {
+        if !request.called("mcp__roundtable__send_message") {
+            Reply::call(
+                "mcp__roundtable__send_message",
+                serde_json::json!({"room": "lexer", "text": "starting on the lexer (over HTTP)"}),
+            )
+        } else if !request.called("mcp__roundtable__wait_for_messages") {
+            Reply::call(
+                "mcp__roundtable__wait_for_messages",
+                serde_json::json!({"timeout_s": 60}),
+            )
+        } else if !request.called("mcp__roundtable__ask_human") {
+            Reply::call(
+                "mcp__roundtable__ask_human",
+                serde_json::json!({"question": "Ship the lexer today?", "options": ["yes", "no"], "timeout_s": 60}),
+            )
+        } else {
+            Reply::text(format!(
+                "Done. The person said: {}",
+                request.last_tool_output().unwrap_or_default()
+            ))
+        }
+    }))
+    .await;
+    let setup = desk.setup("Start on the lexer and keep your person in the loop.");
+    agent_clis::prepare_claude(&setup).unwrap();
+    let mut add = agent_clis::claude_command(&server.base_url(), &setup);
+    add.args = [
+        "mcp",
+        "add",
+        "--scope",
+        "user",
+        "--transport",
+        "http",
+        "roundtable",
+        &format!("http://{}/mcp", hub.listen),
+        "--header",
+        &format!("Authorization: Bearer {token}"),
+    ]
+    .map(String::from)
+    .to_vec();
+    run(&add).await;
+
+    // The person: once the agent's first message is in, asks it something; once its
+    // question is among their pings, answers it.
+    let person = async {
+        eventually(
+            "the agent's message",
+            Duration::from_secs(120),
+            async || {
+                let texts = room_texts(&hub.ws_url(), &token, "lexer").await;
+                texts.iter().any(|t| t.contains("over HTTP")).then_some(())
+            },
+        )
+        .await;
+        desk.ok(&["send", "lexer", "@dana/writer keep the tokens small"])
+            .await;
+        let ping = eventually(
+            "the agent's question",
+            Duration::from_secs(120),
+            async || {
+                let pings = json(&desk.ok(&["--json", "pings"]).await);
+                pings.as_array()?.iter().find_map(|p| {
+                    (p["question"] == "Ship the lexer today?")
+                        .then(|| p["ping"].as_str().unwrap().to_owned())
+                })
+            },
+        )
+        .await;
+        desk.ok(&["answer", &ping, "yes"]).await;
+    };
+    let command = agent_clis::claude_command(&server.base_url(), &setup);
+    let (output, ()) = tokio::join!(run(&command), person);
+    assert!(
+        output.stdout.contains("Done. The person said:")
+            && output.stdout.contains(r#"\"answer\": \"yes\""#),
+        "{}\nClaude Code's MCP logs:\n{}",
+        output.stdout,
+        agent_clis::claude_mcp_logs(&setup.home)
+    );
+    let texts = room_texts(&hub.ws_url(), &token, "lexer").await;
+    assert_eq!(
+        texts,
+        [
+            "starting on the lexer (over HTTP)",
+            "@dana/writer keep the tokens small"
+        ]
+    );
+}
