@@ -118,3 +118,203 @@ async fn agent_journey(over_http: bool) {
     assert!(dana.open_pings().await.unwrap().is_empty(), "{pings:?}");
     sync.stop().await;
 }
+
+/// One JSON-RPC request to `/mcp` as the agent; the messages of the answer (its JSON body,
+/// or its SSE events' data), and the session it opened, if any.
+async fn mcp_post(
+    hub: &Hub,
+    token: &str,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, Vec<String>, Option<String>) {
+    let authorization = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Accept", "application/json, text/event-stream"),
+        ("Content-Type", "application/json"),
+        ("Authorization", authorization.as_str()),
+    ];
+    if let Some(session) = session {
+        headers.push(("Mcp-Session-Id", session));
+        headers.push(("MCP-Protocol-Version", "2025-11-25"));
+    }
+    let response = roundtable_testkit::http_raw(
+        hub.listen.parse().unwrap(),
+        "POST",
+        "/mcp",
+        &headers,
+        Some(body.to_string().as_bytes()),
+    )
+    .await
+    .unwrap();
+    let messages = if response
+        .header("content-type")
+        .is_some_and(|kind| kind.starts_with("text/event-stream"))
+    {
+        response
+            .body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|data| data.trim().to_owned())
+            .filter(|data| !data.is_empty())
+            .collect()
+    } else {
+        vec![response.body.clone()]
+    };
+    let opened = response.header("mcp-session-id").map(str::to_owned);
+    (response.status, messages, opened)
+}
+
+/// Opens a 2025-11-25 session at `/mcp`.
+async fn mcp_session(hub: &Hub, token: &str) -> String {
+    let (status, _, session) = mcp_post(
+        hub,
+        token,
+        None,
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session");
+    mcp_post(
+        hub,
+        token,
+        Some(&session),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    session
+}
+
+/// The texts of the messages `read_messages` returns on a session (`Err`: the HTTP status).
+async fn read_over_mcp(hub: &Hub, token: &str, session: &str) -> Result<Vec<String>, u16> {
+    let (status, messages, _) = mcp_post(
+        hub,
+        token,
+        Some(session),
+        serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                           "params": {"name": "read_messages", "arguments": {}}}),
+    )
+    .await;
+    if status != 200 {
+        return Err(status);
+    }
+    let answer: serde_json::Value = serde_json::from_str(messages.last().unwrap()).unwrap();
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    let read: serde_json::Value = serde_json::from_str(text).unwrap();
+    Ok(read
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["text"].as_str().unwrap().to_owned())
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_sigkill_loses_no_unread_message_of_an_mcp_client_and_repeats_none() {
+    let mut hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    let agent = json(
+        &home
+            .ok("dana", &["--json", "agents", "register", "writer"])
+            .await,
+    );
+    let token = agent["token"].as_str().unwrap().to_owned();
+    home.ok(
+        "dana",
+        &[
+            "room",
+            "create",
+            "--title",
+            "work",
+            "--member",
+            "dana/writer",
+        ],
+    )
+    .await;
+    let session = mcp_session(&hub, &token).await;
+    home.ok("dana", &["send", "work", "@dana/writer one"]).await;
+    assert_eq!(
+        read_over_mcp(&hub, &token, &session).await,
+        Ok(vec!["@dana/writer one".to_owned()])
+    );
+    home.ok("dana", &["send", "work", "@dana/writer two"]).await;
+
+    // The hub dies with the second message unread; the session dies with it.
+    hub.process.take().unwrap().kill().await;
+    hub.start_again().await;
+    assert_eq!(
+        read_over_mcp(&hub, &token, &session).await,
+        Err(404),
+        "a new session, as MCP says"
+    );
+    let session = mcp_session(&hub, &token).await;
+    assert_eq!(
+        read_over_mcp(&hub, &token, &session).await,
+        Ok(vec!["@dana/writer two".to_owned()]),
+        "the unread message, and only it"
+    );
+    assert_eq!(read_over_mcp(&hub, &token, &session).await, Ok(vec![]));
+}
+
+/// `tools/list` as the stdio bridge answers it and as `/mcp` answers it: the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stdio_bridge_and_the_hubs_mcp_list_the_same_tools_byte_for_byte() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    let agent = json(
+        &home
+            .ok("dana", &["--json", "agents", "register", "writer"])
+            .await,
+    );
+    let token = agent["token"].as_str().unwrap().to_owned();
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+
+    let session = mcp_session(&hub, &token).await;
+    let (status, over_http, _) = mcp_post(&hub, &token, Some(&session), list.clone()).await;
+    assert_eq!(status, 200);
+
+    let mut bridge = tokio::process::Command::new(roundtable_bin())
+        .args(["mcp", "--agent", "dana/writer"])
+        .env("ROUNDTABLE_HOME", home.dir.path())
+        .env("ROUNDTABLE_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = bridge.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(bridge.stdout.take().unwrap()).lines();
+    for message in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        list,
+    ] {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let over_stdio = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the bridge answers");
+            if line.contains("\"id\":1") {
+                return line;
+            }
+        }
+    })
+    .await
+    .expect("tools/list answered");
+    assert_eq!(over_http.last().unwrap(), &over_stdio);
+    assert!(over_stdio.contains("\"ask_human\""));
+}
