@@ -65,6 +65,14 @@ ensure_test_interop_clients() {
         mkdir -p "$prefix"
         npm install --prefix "$prefix" --no-audit --no-fund --silent --save-exact @a2a-js/sdk@1.3.0 >/dev/null
     fi
+    # The MCP conformance suite and the MCP inspector, the independent clients of `/mcp`.
+    if ! grep -qs '"version": "0.1.16"' "$prefix/node_modules/@modelcontextprotocol/conformance/package.json" ||
+        ! grep -qs '"version": "2.12.0"' "$prefix/node_modules/@modelcontextprotocol/inspector/package.json"; then
+        echo "installing the MCP conformance suite 0.1.16 and inspector 2.12.0 into $prefix" >&2
+        mkdir -p "$prefix"
+        npm install --prefix "$prefix" --no-audit --no-fund --silent --save-exact \
+            @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/inspector@2.12.0 >/dev/null
+    fi
     export ROUNDTABLE_TEST_NPM="$PWD/$prefix"
 }
 

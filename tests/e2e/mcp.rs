@@ -318,3 +318,159 @@ async fn the_stdio_bridge_and_the_hubs_mcp_list_the_same_tools_byte_for_byte() {
     assert_eq!(over_http.last().unwrap(), &over_stdio);
     assert!(over_stdio.contains("\"ask_human\""));
 }
+
+/// Runs an npm tool's script with Node 22; its exit status, stdout, and all it printed.
+async fn node(script: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(roundtable_e2e::test_node22())
+            .arg(script)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the tool finished in time")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let text = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), stdout, text)
+}
+
+/// The MCP conformance suite (0.1.16) and the MCP inspector's CLI (2.12.0), independent
+/// clients of `/mcp`. The suite cannot send a header, so a loopback proxy adds the agent's
+/// token; the hub names the proxy as its public address, as behind any reverse proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_conformance_suite_and_inspector_pass_against_the_hubs_mcp() {
+    use tokio::io::AsyncBufReadExt as _;
+    let listen = roundtable_e2e::free_loopback_address().to_string();
+    let proxy_port = roundtable_e2e::free_loopback_address().port();
+    let public = format!("localhost:{proxy_port}");
+    let dir = tempfile::tempdir().unwrap();
+    let process = roundtable_testkit::HubProcess::start_on(
+        &roundtable_bin(),
+        dir.path(),
+        &listen,
+        &["--public-address", &public],
+    )
+    .await;
+    let hub = Hub {
+        process: Some(process),
+        dir,
+        listen: listen.clone(),
+        extra: Vec::new(),
+    };
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    let agent = json(
+        &home
+            .ok("dana", &["--json", "agents", "register", "writer"])
+            .await,
+    );
+    let token = agent["token"].as_str().unwrap().to_owned();
+    home.ok(
+        "dana",
+        &[
+            "room",
+            "create",
+            "--title",
+            "work",
+            "--member",
+            "dana/writer",
+        ],
+    )
+    .await;
+
+    let mut proxy = tokio::process::Command::new(roundtable_e2e::test_node22())
+        .arg(fixtures().join("../e2e/js/bearer_proxy.mjs"))
+        .args([&proxy_port.to_string(), &listen, &token])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut ready = tokio::io::BufReader::new(proxy.stdout.take().unwrap()).lines();
+    assert_eq!(
+        ready.next_line().await.unwrap().as_deref(),
+        Some("listening")
+    );
+
+    let conformance =
+        roundtable_e2e::test_npm_package("@modelcontextprotocol/conformance").join("dist/index.js");
+    let url = format!("http://{public}/mcp");
+    for scenario in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "server-sse-multiple-streams",
+        "dns-rebinding-protection",
+    ] {
+        let (passed, _, output) = node(
+            &conformance,
+            &["server", "--url", &url, "--scenario", scenario],
+        )
+        .await;
+        assert!(passed, "{scenario}:\n{output}");
+        assert!(output.contains(" 0 failed"), "{scenario}:\n{output}");
+    }
+
+    // The inspector, with the header as a person gives it: the tools (schemas checked for
+    // portability), then a send and the person's reply read back.
+    let inspector = roundtable_e2e::test_npm_package("@modelcontextprotocol/inspector")
+        .join("clients/launcher/build/index.js");
+    let direct = format!("http://{listen}/mcp");
+    let header = format!("Authorization: Bearer {token}");
+    let inspect = |method: &'static str, extra: Vec<String>| {
+        let (inspector, direct, header) = (inspector.clone(), direct.clone(), header.clone());
+        async move {
+            let mut args = vec![
+                "--cli".to_owned(),
+                direct,
+                "--transport".into(),
+                "http".into(),
+                "--header".into(),
+                header,
+                "--method".into(),
+                method.into(),
+                "--format".into(),
+                "json".into(),
+            ];
+            args.extend(extra);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (ok, stdout, output) = node(&inspector, &args).await;
+            assert!(ok, "inspector {method}:\n{output}");
+            serde_json::from_str::<serde_json::Value>(stdout.trim())
+                .unwrap_or_else(|_| panic!("inspector {method} printed no JSON:\n{output}"))
+        }
+    };
+    let listed = inspect("tools/list", vec!["--strict".into()]).await;
+    assert_eq!(
+        listed["result"]["tools"].as_array().unwrap().len(),
+        16,
+        "{listed}"
+    );
+    let tool = |name: &str, arguments: serde_json::Value| {
+        vec![
+            "--tool-name".to_owned(),
+            name.to_owned(),
+            "--tool-args-json".to_owned(),
+            arguments.to_string(),
+        ]
+    };
+    let sent = inspect(
+        "tools/call",
+        tool(
+            "send_message",
+            serde_json::json!({"room": "work", "text": "hi from the inspector"}),
+        ),
+    )
+    .await;
+    assert_eq!(sent["result"]["isError"], false, "{sent}");
+    home.ok("dana", &["send", "work", "@dana/writer got it"])
+        .await;
+    let read = inspect("tools/call", tool("read_messages", serde_json::json!({}))).await;
+    let text = read["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("@dana/writer got it"), "{read}");
+    let texts = roundtable_e2e::room_texts(&hub.ws_url(), &token, "work").await;
+    assert_eq!(texts, ["hi from the inspector", "@dana/writer got it"]);
+    let _ = proxy.start_kill();
+}

@@ -7,9 +7,9 @@
 //! audit `via: mcp`). The wire is rmcp's `StreamableHttpService`; in front of it, [`gate`]
 //! authenticates every request (only from `Authorization`), binds each MCP session to the
 //! principal that opened it (another token naming it gets the 404 of an unknown session),
-//! drops any `x-roundtable-*` header but `X-Roundtable-Device`, caps the body, refuses any
-//! browser `Origin`, and ends the caller's open streams the moment its token is revoked or
-//! it is stopped.
+//! drops any `x-roundtable-*` header but `X-Roundtable-Device`, caps the body, and ends the
+//! caller's open streams the moment its token is revoked or it is stopped. `Host` and
+//! `Origin` (DNS rebinding, pages) are the hub's browser policy's, as on every route.
 
 pub mod ops;
 
@@ -92,10 +92,10 @@ pub fn router(context: Arc<SessionContext>) -> Router {
     let gateway = Gateway::new(context.clone(), Via::Mcp);
     let tools = Tools::over(FromRequest);
     let config = StreamableHttpServerConfig::default()
-        // The hub's browser policy has checked `Host` against its names for every route.
+        // The hub's browser policy has checked `Host` against its names, and `Origin`
+        // against its own and the configured ones, for every route (403 otherwise).
         .disable_allowed_hosts()
-        // No page may call /mcp: any `Origin` is refused (403).
-        .enforce_origin_validation()
+        .disable_allowed_origins()
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_sse_retry(Some(Duration::from_secs(2)))
         .with_max_request_body_bytes(MAX_BODY)
