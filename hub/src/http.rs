@@ -34,7 +34,11 @@ const SIGNUP_BODY: usize = 16 * 1024;
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The hub's routes; `browsers` guards all of them, unknown paths included.
-pub fn router(context: Arc<SessionContext>, browsers: Arc<BrowserPolicy>) -> Router {
+pub fn router(
+    context: Arc<SessionContext>,
+    browsers: Arc<BrowserPolicy>,
+    mcp_streams: crate::mcp::streams::McpStreams,
+) -> Router {
     Router::new()
         .route(WS_PATH, get(websocket))
         .route("/v1/signup", post(signup))
@@ -43,7 +47,7 @@ pub fn router(context: Arc<SessionContext>, browsers: Arc<BrowserPolicy>) -> Rou
         .route("/metrics", get(metrics))
         .with_state(context.clone())
         .merge(crate::a2a::router(context.clone()))
-        .merge(crate::mcp::router(context))
+        .merge(crate::mcp::router(context, mcp_streams))
         .layer(middleware::from_fn_with_state(browsers, keep_browsers_out))
 }
 

@@ -98,6 +98,8 @@ pub enum HubError {
     PublicAddress { address: String, reason: String },
     #[error("the hub's limits do not fit together: {0}")]
     Limits(String),
+    #[error("{0}: check that the data directory is writable")]
+    Mcp(String),
 }
 
 /// The writer and flush threads, watched by `GET /v1/health` and joined when the hub stops.
@@ -170,6 +172,8 @@ pub struct Hub {
     tls: Option<Arc<rustls::ServerConfig>>,
     /// `config.public_address`, read for the Host and Origin checks.
     public_address: Option<browsers::PublicAddress>,
+    /// What `/mcp` keeps of its sessions and streams across a restart.
+    mcp_streams: mcp::streams::McpStreams,
 }
 
 impl std::fmt::Debug for Hub {
@@ -280,11 +284,14 @@ impl Hub {
         );
         context.threads = Threads::new(writer_thread, flush_thread);
         context.announced = std::sync::Mutex::new(announced);
+        let mcp_streams = mcp::streams::McpStreams::open(&context.config.data_dir, unix_ms())
+            .map_err(|error| HubError::Mcp(error.to_string()))?;
         Ok(Hub {
             context: Arc::new(context),
             lock,
             tls,
             public_address,
+            mcp_streams,
         })
     }
 
@@ -343,6 +350,7 @@ impl Hub {
             lock,
             tls,
             public_address,
+            mcp_streams,
         } = self;
         // Without a TCP address, only loopback names and the public address are let in
         // (the stricter side).
@@ -388,7 +396,7 @@ impl Hub {
             public_address,
             context.config.allowed_origins.clone(),
         );
-        let router = http::router(context.clone(), Arc::new(browsers));
+        let router = http::router(context.clone(), Arc::new(browsers), mcp_streams);
         let stopping = {
             let context = context.clone();
             async move {

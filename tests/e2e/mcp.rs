@@ -242,21 +242,225 @@ async fn a_hub_sigkill_loses_no_unread_message_of_an_mcp_client_and_repeats_none
     );
     home.ok("dana", &["send", "work", "@dana/writer two"]).await;
 
-    // The hub dies with the second message unread; the session dies with it.
+    // The hub dies with the second message unread: the session comes back with it, and
+    // the message is read once.
     hub.process.take().unwrap().kill().await;
     hub.start_again().await;
     assert_eq!(
         read_over_mcp(&hub, &token, &session).await,
-        Err(404),
-        "a new session, as MCP says"
+        Ok(vec!["@dana/writer two".to_owned()]),
+        "the session is restored, with the unread message and only it"
     );
+    assert_eq!(read_over_mcp(&hub, &token, &session).await, Ok(vec![]));
+
+    // A session ended (or lost): 404, as MCP says; a new one reads what was not read.
+    home.ok("dana", &["send", "work", "@dana/writer three"])
+        .await;
+    let authorization = format!("Bearer {token}");
+    let ended = roundtable_testkit::http_raw(
+        hub.listen.parse().unwrap(),
+        "DELETE",
+        "/mcp",
+        &[
+            ("Authorization", &authorization),
+            ("Mcp-Session-Id", &session),
+        ],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(ended.status < 300, "{}", ended.status);
+    assert_eq!(read_over_mcp(&hub, &token, &session).await, Err(404));
     let session = mcp_session(&hub, &token).await;
     assert_eq!(
         read_over_mcp(&hub, &token, &session).await,
-        Ok(vec!["@dana/writer two".to_owned()]),
-        "the unread message, and only it"
+        Ok(vec!["@dana/writer three".to_owned()])
     );
-    assert_eq!(read_over_mcp(&hub, &token, &session).await, Ok(vec![]));
+}
+
+/// Starts a tool call whose answer comes later and drops the connection once the stream's
+/// first event id is in: that id.
+async fn call_and_drop(
+    hub: &Hub,
+    token: &str,
+    session: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                                  "params": {"name": tool, "arguments": arguments}})
+    .to_string();
+    let mut stream = tokio::net::TcpStream::connect(&hub.listen).await.unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        hub.listen,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let mut buffer = [0u8; 4096];
+            let read = stream.read(&mut buffer).await.unwrap();
+            assert!(
+                read > 0,
+                "the stream ended early: {}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&buffer[..read]);
+            let text = String::from_utf8_lossy(&seen);
+            if let Some(id) = text
+                .lines()
+                .find_map(|line| line.strip_prefix("id:").map(|id| id.trim().to_owned()))
+            {
+                return id;
+            }
+        }
+    })
+    .await
+    .expect("the stream's first event")
+}
+
+/// `GET /mcp` with `Last-Event-ID`: the JSON-RPC messages replayed.
+async fn replay(hub: &Hub, token: &str, session: &str, last: &str) -> Vec<serde_json::Value> {
+    let authorization = format!("Bearer {token}");
+    let response = tokio::time::timeout(
+        PATIENCE,
+        roundtable_testkit::http_raw(
+            hub.listen.parse().unwrap(),
+            "GET",
+            "/mcp",
+            &[
+                ("Accept", "text/event-stream"),
+                ("Authorization", &authorization),
+                ("Mcp-Session-Id", session),
+                ("MCP-Protocol-Version", "2025-11-25"),
+                ("Last-Event-ID", last),
+            ],
+            None,
+        ),
+    )
+    .await
+    .expect("the replay ends")
+    .unwrap();
+    assert_eq!(response.status, 200, "{}", response.body);
+    response
+        .body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_is_replayed_from_its_last_event_id_even_after_a_hub_sigkill() {
+    let mut hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    let agent = json(
+        &home
+            .ok("dana", &["--json", "agents", "register", "writer"])
+            .await,
+    );
+    let token = agent["token"].as_str().unwrap().to_owned();
+    home.ok(
+        "dana",
+        &[
+            "room",
+            "create",
+            "--title",
+            "work",
+            "--member",
+            "dana/writer",
+        ],
+    )
+    .await;
+    let session = mcp_session(&hub, &token).await;
+
+    // The agent waits; its connection drops; the message comes meanwhile.
+    let last = call_and_drop(
+        &hub,
+        &token,
+        &session,
+        "wait_for_messages",
+        serde_json::json!({"timeout_s": 60}),
+    )
+    .await;
+    home.ok(
+        "dana",
+        &["send", "work", "@dana/writer while you were away"],
+    )
+    .await;
+    let answered = |messages: &[serde_json::Value]| {
+        messages.iter().any(|message| {
+            message["id"] == 9
+                && message["result"]["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.contains("while you were away"))
+        })
+    };
+    roundtable_testkit::until("the wait's answer is kept", PATIENCE, async || {
+        answered(&replay(&hub, &token, &session, &last).await)
+    })
+    .await;
+
+    // Again, and the hub is killed before the client comes back.
+    let last = call_and_drop(
+        &hub,
+        &token,
+        &session,
+        "wait_for_messages",
+        serde_json::json!({"timeout_s": 60}),
+    )
+    .await;
+    home.ok(
+        "dana",
+        &["send", "work", "@dana/writer while the hub was down"],
+    )
+    .await;
+    roundtable_testkit::until("the second wait's answer is kept", PATIENCE, async || {
+        replay(&hub, &token, &session, &last)
+            .await
+            .iter()
+            .any(|message| message["id"] == 9)
+    })
+    .await;
+    hub.process.take().unwrap().kill().await;
+    hub.start_again().await;
+    let replayed = replay(&hub, &token, &session, &last).await;
+    assert!(
+        replayed
+            .iter()
+            .any(|message| message["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|text| text.contains("while the hub was down"))),
+        "{replayed:?}"
+    );
+    // Another principal cannot replay it.
+    let (_, intruder) = {
+        home.signup(&hub, "erin").await;
+        ((), home.profile("erin").token.expose().to_owned())
+    };
+    let authorization = format!("Bearer {intruder}");
+    let stolen = roundtable_testkit::http_raw(
+        hub.listen.parse().unwrap(),
+        "GET",
+        "/mcp",
+        &[
+            ("Accept", "text/event-stream"),
+            ("Authorization", &authorization),
+            ("Mcp-Session-Id", &session),
+            ("Last-Event-ID", &last),
+        ],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(stolen.status, 404);
 }
 
 /// `tools/list` as the stdio bridge answers it and as `/mcp` answers it: the same bytes.

@@ -12,9 +12,9 @@
 //! `Origin` (DNS rebinding, pages) are the hub's browser policy's, as on every route.
 
 pub mod ops;
+pub mod streams;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -37,6 +37,7 @@ use crate::http::json_error;
 use crate::listener::Peer;
 use crate::session::SessionContext;
 use ops::CallerOps;
+use streams::McpStreams;
 
 /// The path.
 pub const PATH: &str = "/mcp";
@@ -59,8 +60,8 @@ const MAX_SESSIONS: usize = 10_000;
 struct McpState {
     gateway: Gateway,
     service: StreamableHttpService<Tools<FromRequest>, LocalSessionManager>,
-    /// Which principal opened each session.
-    sessions: Mutex<HashMap<String, String>>,
+    /// Which principal opened each session (and, for rmcp, their events and states).
+    streams: McpStreams,
 }
 
 /// The operations of a tool call: those of the caller the gate put into the request.
@@ -88,7 +89,7 @@ fn ops_in(extensions: &Extensions) -> Option<Arc<CallerOps>> {
 }
 
 /// The `/mcp` route, to merge into the hub's router.
-pub fn router(context: Arc<SessionContext>) -> Router {
+pub fn router(context: Arc<SessionContext>, streams: McpStreams) -> Router {
     let gateway = Gateway::new(context.clone(), Via::Mcp);
     let tools = Tools::over(FromRequest);
     let config = StreamableHttpServerConfig::default()
@@ -100,6 +101,8 @@ pub fn router(context: Arc<SessionContext>) -> Router {
         .with_sse_retry(Some(Duration::from_secs(2)))
         .with_max_request_body_bytes(MAX_BODY)
         .with_legacy_session_mode(true);
+    let mut config = config;
+    config.session_store = Some(Arc::new(streams.clone()));
     {
         // The hub stopping ends every session and stream.
         let cancel = config.cancellation_token.clone();
@@ -111,13 +114,13 @@ pub fn router(context: Arc<SessionContext>) -> Router {
     }
     let service = StreamableHttpService::new(
         move || Ok(tools.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(LocalSessionManager::default().with_event_store(Arc::new(streams.clone()))),
         config,
     );
     let state = Arc::new(McpState {
         gateway,
         service,
-        sessions: Mutex::new(HashMap::new()),
+        streams,
     });
     Router::new()
         .route(PATH, axum::routing::any(gate))
@@ -175,6 +178,14 @@ fn one_message(body: &[u8]) -> Result<(), Box<Response>> {
     }
 }
 
+fn unavailable() -> Response {
+    json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Internal,
+        "the hub could not keep MCP sessions just now; retry".into(),
+    )
+}
+
 fn too_large() -> Response {
     json_error(
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -216,12 +227,13 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
     if let Some(session) = &session {
-        let owner = state
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(session)
-            .cloned();
+        let owner = match state.streams.owner(session).await {
+            Ok(owner) => owner,
+            Err(error) => {
+                tracing::warn!(%error, "the MCP session file could not be read");
+                return unavailable();
+            }
+        };
         if owner.as_deref() != Some(caller.id.as_str()) {
             if owner.is_some() {
                 // Someone else's session: refused as if unknown, and recorded.
@@ -234,12 +246,7 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
             return no_session();
         }
     } else if request.method() == axum::http::Method::POST
-        && state
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-            >= MAX_SESSIONS
+        && state.streams.sessions().await.unwrap_or(0) >= MAX_SESSIONS as u64
     {
         return json_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -283,28 +290,26 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         body
     };
     let request = Request::from_parts(parts, body);
-    let response = state.service.handle(request).await;
+    let principal: Arc<str> = Arc::from(caller.id.as_str());
+    let response = streams::CALLER
+        .scope(principal.clone(), state.service.handle(request))
+        .await;
     let (mut parts, body) = response.into_parts();
     // A new session is its opener's; an ended one is forgotten.
     match (&session, parts.headers.get(SESSION)) {
         (None, Some(opened)) if parts.status.is_success() => {
-            if let Ok(opened) = opened.to_str() {
-                state
-                    .sessions
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(opened.to_owned(), caller.id.clone());
+            if let Ok(opened) = opened.to_str()
+                && let Err(error) = state
+                    .streams
+                    .opened(opened, &caller.id, crate::unix_ms())
+                    .await
+            {
+                tracing::warn!(%error, "an MCP session could not be recorded");
+                return unavailable();
             }
         }
-        (Some(session), _)
-            if method == axum::http::Method::DELETE && parts.status.is_success()
-                || parts.status == StatusCode::NOT_FOUND =>
-        {
-            state
-                .sessions
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(session);
+        (Some(session), _) if method == axum::http::Method::DELETE && parts.status.is_success() => {
+            let _ = state.streams.ended(session).await;
         }
         _ => {}
     }
@@ -320,7 +325,6 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         return Response::from_parts(parts, Body::new(body));
     }
     // A stream ends the moment its caller is closed (revoked, rotated, stopped).
-    let principal: Arc<str> = Arc::from(caller.id.as_str());
     let ends = closed(closes, principal);
     let stream = http_body_util::BodyStream::new(body)
         .filter_map(|frame| async move { frame.ok().and_then(|frame| frame.into_data().ok()) })
