@@ -158,6 +158,16 @@ impl HubOps for CoreOps {
             .map_err(tool_error)
     }
 
+    async fn messages_since(&self, room: &str, after: u64, limit: u32) -> Result<Shown, ToolError> {
+        let room = self.core.room_id(room).await.map_err(tool_error)?;
+        self.core.synced(PATIENCE).await.map_err(tool_error)?;
+        self.core
+            .read(move |cache| cache.messages_after(&room, after, limit))
+            .await
+            .map(|messages| Shown::of(&messages))
+            .map_err(tool_error)
+    }
+
     async fn wait_for_messages(&self, timeout: Duration) -> Result<Vec<Value>, ToolError> {
         let messages = self
             .core

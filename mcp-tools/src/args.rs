@@ -66,6 +66,11 @@ pub struct ReadMessages {
     /// With `unread_only: false`, how many of the latest messages (default 30).
     #[serde(default)]
     pub limit: Option<u32>,
+    /// With `room`: the messages after this `seq` (the `seq` of the last message you
+    /// handled), read or not, oldest first, at most `limit`. To read again what an answer
+    /// you lost held; they stay as read as they were.
+    #[serde(default)]
+    pub since: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

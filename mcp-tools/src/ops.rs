@@ -104,6 +104,9 @@ pub trait HubOps: Send + Sync + 'static {
     async fn unread_messages(&self, room: Option<&str>) -> Result<Shown, ToolError>;
     /// The latest `limit` messages of a room.
     async fn latest_messages(&self, room: &str, limit: u32) -> Result<Shown, ToolError>;
+    /// The first `limit` messages of a room after seq `after`, read or not (their read
+    /// markers stay).
+    async fn messages_since(&self, room: &str, after: u64, limit: u32) -> Result<Shown, ToolError>;
     /// Waits for messages for the agent, up to `timeout`; none when it passes.
     async fn wait_for_messages(&self, timeout: Duration) -> Result<Vec<Value>, ToolError>;
     async fn set_status(

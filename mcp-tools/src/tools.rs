@@ -227,7 +227,7 @@ impl<S: OpsSource> Tools<S> {
     }
 
     #[tool(
-        description = "Read the messages meant for you that you have not read yet (they count as read once returned); or, with unread_only false, the latest messages of a room."
+        description = "Read the messages meant for you that you have not read yet (they count as read once returned); or, with unread_only false, the latest messages of a room; or, with since, a room's messages after a seq (to read again what a lost answer held)."
     )]
     async fn read_messages(
         &self,
@@ -235,7 +235,18 @@ impl<S: OpsSource> Tools<S> {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let ops = ops_of!(self, ctx);
-        let messages = if args.unread_only.unwrap_or(true) {
+        let messages = if let Some(since) = args.since {
+            match &args.room {
+                Some(room) => {
+                    ops.messages_since(room, since, args.limit.unwrap_or(100).min(500))
+                        .await
+                }
+                None => Err(ToolError::new(
+                    "give the room whose messages after `since` to read",
+                    "invalid",
+                )),
+            }
+        } else if args.unread_only.unwrap_or(true) {
             ops.unread_messages(args.room.as_deref()).await
         } else {
             match &args.room {

@@ -50,6 +50,9 @@ impl HubOps for Refusing {
     async fn unread_messages(&self, _: Option<&str>) -> Result<Shown, ToolError> {
         refused()
     }
+    async fn messages_since(&self, _: &str, _: u64, _: u32) -> Result<Shown, ToolError> {
+        refused()
+    }
     async fn latest_messages(&self, _: &str, _: u32) -> Result<Shown, ToolError> {
         refused()
     }

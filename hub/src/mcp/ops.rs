@@ -601,6 +601,28 @@ impl HubOps for CallerOps {
         Ok(Shown::of(&found))
     }
 
+    async fn messages_since(&self, room: &str, after: u64, limit: u32) -> Result<Shown, ToolError> {
+        let room = self.room_id(room).await?;
+        let handles = self.handles().await;
+        let limit = limit.clamp(1, 500) as usize;
+        let mut found = Vec::new();
+        let mut after = after;
+        while found.len() < limit {
+            let events = self.events(&room, Some(after), None, PAGE, false).await?;
+            let Some(last) = events.last().map(|event| event.seq) else {
+                break;
+            };
+            found.extend(
+                events
+                    .iter()
+                    .filter_map(|event| Self::message_out(event, &handles))
+                    .take(limit - found.len()),
+            );
+            after = last;
+        }
+        Ok(Shown::of(&found))
+    }
+
     async fn wait_for_messages(&self, timeout: Duration) -> Result<Vec<Value>, ToolError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let context = self.gateway.context();

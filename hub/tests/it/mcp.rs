@@ -239,6 +239,23 @@ async fn an_agent_with_only_its_token_reads_sends_and_waits_through_its_tools() 
         )
         .await;
     assert_eq!(latest[0]["text"], "@dana/writer review this", "{latest}");
+    let seq = unread[0]["seq"].as_u64().unwrap();
+    let (_, since) = mcp
+        .call(
+            "read_messages",
+            json!({"room": world.room, "since": seq - 1}),
+        )
+        .await;
+    assert_eq!(
+        since[0]["text"], "@dana/writer review this",
+        "read again: {since}"
+    );
+    let (_, after) = mcp
+        .call("read_messages", json!({"room": world.room, "since": seq}))
+        .await;
+    assert_eq!(after, json!([]), "nothing after it yet");
+    let (error, roomless) = mcp.call("read_messages", json!({"since": 1})).await;
+    assert!(error, "{roomless}");
 
     // wait_for_messages returns at the first message for it.
     let waiting = {
