@@ -70,6 +70,18 @@ impl<H: HubOps> Tools<OneAgent<H>> {
     }
 }
 
+impl<S> Tools<S> {
+    /// Seals questions' states (2026-07-28) with `key`, one kept across restarts, so a
+    /// question asked before one is answered after it. A key shorter than rmcp's minimum
+    /// leaves the random one.
+    pub fn sealing_with(mut self, key: Vec<u8>) -> Tools<S> {
+        if let Ok(codec) = RequestStateCodec::try_new(key) {
+            self.codec = Arc::new(codec);
+        }
+        self
+    }
+}
+
 impl<S: OpsSource> Tools<S> {
     /// The tools over operations found per request.
     pub fn over(source: S) -> Tools<S> {

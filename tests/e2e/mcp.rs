@@ -440,27 +440,12 @@ async fn a_dropped_stream_is_replayed_from_its_last_event_id_even_after_a_hub_si
                 .is_some_and(|text| text.contains("while the hub was down"))),
         "{replayed:?}"
     );
-    // Another principal cannot replay it.
-    let (_, intruder) = {
-        home.signup(&hub, "erin").await;
-        ((), home.profile("erin").token.expose().to_owned())
-    };
-    let authorization = format!("Bearer {intruder}");
-    let stolen = roundtable_testkit::http_raw(
-        hub.listen.parse().unwrap(),
-        "GET",
-        "/mcp",
-        &[
-            ("Accept", "text/event-stream"),
-            ("Authorization", &authorization),
-            ("Mcp-Session-Id", &session),
-            ("Last-Event-ID", &last),
-        ],
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(stolen.status, 404);
+    // Another principal, on a session of its own, replays nothing of it.
+    home.signup(&hub, "erin").await;
+    let intruder = home.profile("erin").token.expose().to_owned();
+    let theirs = mcp_session(&hub, &intruder).await;
+    let stolen = replay(&hub, &intruder, &theirs, &last).await;
+    assert!(stolen.is_empty(), "{stolen:?}");
 }
 
 /// `tools/list` as the stdio bridge answers it and as `/mcp` answers it: the same bytes.

@@ -53,8 +53,8 @@ const DEVICE: &str = "x-roundtable-device";
 /// rmcp's session header.
 const SESSION: &str = "mcp-session-id";
 
-/// Sessions known at once; past this, a new session is refused until one ends.
-const MAX_SESSIONS: usize = 10_000;
+/// Time a client has to send a POST's body once its headers are in.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the routes share.
 struct McpState {
@@ -91,7 +91,14 @@ fn ops_in(extensions: &Extensions) -> Option<Arc<CallerOps>> {
 /// The `/mcp` route, to merge into the hub's router.
 pub fn router(context: Arc<SessionContext>, streams: McpStreams) -> Router {
     let gateway = Gateway::new(context.clone(), Via::Mcp);
-    let tools = Tools::over(FromRequest);
+    let tools = match streams.state_key() {
+        Ok(key) => Tools::over(FromRequest).sealing_with(key),
+        Err(error) => {
+            // Questions then cannot span a restart (a fresh key each time), nothing worse.
+            tracing::warn!(%error, "the MCP state key could not be kept");
+            Tools::over(FromRequest)
+        }
+    };
     let config = StreamableHttpServerConfig::default()
         // The hub's browser policy has checked `Host` against its names, and `Origin`
         // against its own and the configured ones, for every route (403 otherwise).
@@ -159,7 +166,7 @@ fn no_session() -> Response {
 }
 
 /// A POST's body must be one JSON-RPC message: a JSON object.
-fn one_message(body: &[u8]) -> Result<(), Box<Response>> {
+fn one_message(body: &[u8]) -> Result<serde_json::Value, Box<Response>> {
     let refused = |msg: String| {
         Box::new(json_error(
             StatusCode::BAD_REQUEST,
@@ -168,7 +175,7 @@ fn one_message(body: &[u8]) -> Result<(), Box<Response>> {
         ))
     };
     match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(message @ serde_json::Value::Object(_)) => Ok(message),
         Ok(_) => Err(refused(
             "send one JSON-RPC message, a JSON object (batches are not taken)".into(),
         )),
@@ -213,6 +220,7 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         Ok(device) => device,
         Err(response) => return *response,
     };
+    let device_name = device.clone();
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -226,8 +234,9 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         .get(SESSION)
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
+    let now_ms = crate::unix_ms();
     if let Some(session) = &session {
-        let owner = match state.streams.owner(session).await {
+        let owner = match state.streams.owner(session, now_ms).await {
             Ok(owner) => owner,
             Err(error) => {
                 tracing::warn!(%error, "the MCP session file could not be read");
@@ -245,14 +254,6 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
             }
             return no_session();
         }
-    } else if request.method() == axum::http::Method::POST
-        && state.streams.sessions().await.unwrap_or(0) >= MAX_SESSIONS as u64
-    {
-        return json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Busy,
-            "too many MCP sessions are open; retry later".into(),
-        );
     }
     let method = request.method().clone();
     let (mut parts, body) = request.into_parts();
@@ -273,17 +274,51 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         gateway: state.gateway.clone(),
         caller: Arc::new(caller_on_device),
         principal,
-        session: session.clone().unwrap_or_else(|| "mcp-http".to_owned()),
+        // Names the task lists it reports: its session's, else its device's.
+        session: session.clone().unwrap_or_else(|| device_name.clone()),
     });
     parts.extensions.insert(ops);
-    // A POST is one JSON-RPC message, read whole (at most MAX_BODY, however it is sent)
-    // and checked before rmcp sees it, so a bad one gets a clear 400.
+    // A POST is one JSON-RPC message, read whole (at most MAX_BODY, however it is sent,
+    // within BODY_TIMEOUT) and checked before rmcp sees it, so a bad one gets a clear 400.
     let body = if parts.method == axum::http::Method::POST {
-        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
-            return too_large();
+        let bytes =
+            match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+                Ok(Ok(bytes)) => bytes,
+                Ok(Err(_)) => return too_large(),
+                Err(_) => {
+                    return json_error(
+                        StatusCode::REQUEST_TIMEOUT,
+                        ErrorCode::BadFrame,
+                        format!(
+                            "the body took over {} s to arrive; send it at once",
+                            BODY_TIMEOUT.as_secs()
+                        ),
+                    );
+                }
+            };
+        let message = match one_message(&bytes) {
+            Ok(message) => message,
+            Err(refused) => return *refused,
         };
-        if let Err(refused) = one_message(&bytes) {
-            return *refused;
+        // A new session: at most SESSIONS_PER_PRINCIPAL each.
+        if session.is_none() && message.get("method").and_then(|m| m.as_str()) == Some("initialize")
+        {
+            match state.streams.open_sessions(&caller.id, now_ms).await {
+                Ok(open) if open >= streams::SESSIONS_PER_PRINCIPAL => {
+                    return crate::http::too_many(
+                        Duration::from_secs(60),
+                        format!(
+                            "you have {open} MCP sessions open: end one you no longer use \
+                             (DELETE /mcp with its Mcp-Session-Id); unused ones lapse after a day"
+                        ),
+                    );
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "the MCP session file could not be read");
+                    return unavailable();
+                }
+            }
         }
         Body::from(bytes)
     } else {
@@ -324,16 +359,62 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
     if !streaming {
         return Response::from_parts(parts, Body::new(body));
     }
-    // A stream ends the moment its caller is closed (revoked, rotated, stopped).
-    let ends = closed(closes, principal);
+    // A stream ends the moment its caller is closed (revoked, rotated, stopped). The events
+    // it passes are bound to its caller first, so only the caller replays from them.
+    let ends = closed(closes, principal.clone());
+    let mut ids = EventIds::default();
+    let streams = state.streams.clone();
     let stream = http_body_util::BodyStream::new(body)
         .filter_map(|frame| async move { frame.ok().and_then(|frame| frame.into_data().ok()) })
-        .map(Ok::<_, std::convert::Infallible>)
+        .then(move |chunk| {
+            let found = ids.in_chunk(&chunk);
+            let (streams, principal) = (streams.clone(), principal.clone());
+            async move {
+                if !found.is_empty()
+                    && let Err(error) = streams.bind_events(found, &principal).await
+                {
+                    tracing::warn!(%error, "MCP events could not be bound to their caller");
+                }
+                Ok::<_, std::convert::Infallible>(chunk)
+            }
+        })
         .take_until(ends);
     parts
         .headers
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Response::from_parts(parts, Body::from_stream(stream)).into_response()
+}
+
+/// The SSE event ids (`id:` lines) of a stream, read chunk by chunk (a line may span two).
+#[derive(Debug, Default)]
+struct EventIds {
+    partial: Vec<u8>,
+}
+
+impl EventIds {
+    /// The ids whose lines end in `chunk`.
+    fn in_chunk(&mut self, chunk: &[u8]) -> Vec<String> {
+        self.partial.extend_from_slice(chunk);
+        let mut ids = Vec::new();
+        let mut start = 0;
+        while let Some(end) = self.partial[start..].iter().position(|b| *b == b'\n') {
+            let line = &self.partial[start..start + end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Some(id) = line.strip_prefix(b"id:") {
+                let id = String::from_utf8_lossy(id).trim().to_owned();
+                if !id.is_empty() {
+                    ids.push(id);
+                }
+            }
+            start += end + 1;
+        }
+        self.partial.drain(..start);
+        // A line longer than any id is data: only its start could matter, and it does not.
+        if self.partial.len() > 4096 && !self.partial.starts_with(b"id:") {
+            self.partial.clear();
+        }
+        ids
+    }
 }
 
 /// Resolves once `principal`'s connections are closed (or closes were missed: then its
@@ -350,5 +431,26 @@ async fn closed(
             Err(RecvError::Lagged(_)) => return,
             Err(RecvError::Closed) => std::future::pending::<()>().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_are_read_from_lines_split_across_chunks() {
+        let mut ids = EventIds::default();
+        assert!(ids.in_chunk(b"data: \nid: 1-ab").is_empty());
+        assert_eq!(
+            ids.in_chunk(b"cd\r\nretry: 2000\n\ndata: {\"x\":1}\nid:"),
+            ["1-abcd"]
+        );
+        assert_eq!(ids.in_chunk(b" 2-ef\n\n"), ["2-ef"]);
+        assert!(ids.in_chunk(b"id:\n").is_empty(), "an empty id is none");
+        // A long data line is not kept whole.
+        ids.in_chunk(&[b'x'; 10_000]);
+        assert!(ids.partial.is_empty());
+        assert_eq!(ids.in_chunk(b"\nid: 3-gh\n"), ["3-gh"]);
     }
 }

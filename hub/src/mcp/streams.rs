@@ -9,8 +9,9 @@
 //! cursors (what it has read) are in the hub's store, through `ack`, so nothing it has not
 //! read is lost even when this file is.
 //!
-//! Event ids are `<n>-<secret>`: a client presents only ids its own streams carried, and a
-//! principal known for both the event and the request must be the same.
+//! Event ids are `<n>-<secret>`, and an event is bound to the principal the gate passed its
+//! id to: a replay starts only from an event of the caller's own, and gives what followed on
+//! that event's stream (a stream is one request's or one session's, so one principal's).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,6 +38,16 @@ const REPLAY_MAX: i64 = 1000;
 /// Events stored between two prunings of old ones.
 const PRUNE_EVERY: u64 = 256;
 
+/// The largest event kept for replay; a larger one is sent but not kept (its id replays
+/// what follows it).
+const EVENT_KEPT_MAX: usize = 256 * 1024;
+
+/// How long an unused session is kept.
+pub const SESSION_IDLE: Duration = Duration::from_secs(24 * 3600);
+
+/// Sessions one principal may have open (used within [`SESSION_IDLE`]).
+pub const SESSIONS_PER_PRINCIPAL: u64 = 100;
+
 tokio::task_local! {
     /// The principal of the request being served (set by the gate).
     pub(crate) static CALLER: Arc<str>;
@@ -56,8 +67,6 @@ pub enum StreamsError {
     Io(#[from] std::io::Error),
     #[error("an MCP event could not be kept: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("no such event: a Last-Event-ID is one this hub sent on your own stream")]
-    UnknownEvent,
 }
 
 /// The sessions and events of `/mcp`, in `mcp.sqlite`.
@@ -106,19 +115,72 @@ impl McpStreams {
         .map_err(|error| StreamsError::Io(std::io::Error::other(error)))?
     }
 
-    /// The principal that opened `session`, if the hub knows the session.
-    pub async fn owner(&self, session: &str) -> Result<Option<String>, StreamsError> {
+    /// The principal that opened `session`, if the hub knows the session; the session is
+    /// used now.
+    pub async fn owner(&self, session: &str, now_ms: i64) -> Result<Option<String>, StreamsError> {
         let session = session.to_owned();
         self.with(move |conn| {
             Ok(conn
-                .prepare_cached("SELECT principal FROM sessions WHERE id = ?1")?
-                .query_row([session], |row| row.get(0))
+                .prepare_cached(
+                    "UPDATE sessions SET last_used_ms = ?2 WHERE id = ?1 RETURNING principal",
+                )?
+                .query_row(params![session, now_ms], |row| row.get(0))
                 .optional()?)
         })
         .await
     }
 
-    /// Records that `principal` opened `session`.
+    /// How many sessions `principal` has used lately (see [`SESSION_IDLE`]).
+    pub async fn open_sessions(&self, principal: &str, now_ms: i64) -> Result<u64, StreamsError> {
+        let principal = principal.to_owned();
+        self.with(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT count(*) FROM sessions WHERE principal = ?1 AND last_used_ms > ?2",
+                )?
+                .query_row(
+                    params![principal, now_ms - SESSION_IDLE.as_millis() as i64],
+                    |row| row.get::<_, i64>(0),
+                )? as u64)
+        })
+        .await
+    }
+
+    /// Binds the events whose ids the gate passed to `principal`.
+    pub async fn bind_events(&self, ids: Vec<String>, principal: &str) -> Result<(), StreamsError> {
+        let principal = principal.to_owned();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            for id in &ids {
+                if let Some((n, secret)) = parse_event_id(id) {
+                    tx.prepare_cached(
+                        "UPDATE events SET principal = ?1
+                         WHERE n = ?2 AND secret = ?3 AND principal = ''",
+                    )?
+                    .execute(params![principal, n, secret])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The key that seals questions' states, made once and kept.
+    pub fn state_key(&self) -> Result<Vec<u8>, StreamsError> {
+        let conn = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.prepare_cached(
+            "INSERT INTO keys (name, value) VALUES ('request_state', ?1)
+                             ON CONFLICT (name) DO NOTHING",
+        )?
+        .execute([rand::random::<[u8; 64]>().to_vec()])?;
+        Ok(conn
+            .prepare_cached("SELECT value FROM keys WHERE name = 'request_state'")?
+            .query_row([], |row| row.get(0))?)
+    }
+
+    /// Records that `principal` opened `session`, and forgets sessions unused for
+    /// [`SESSION_IDLE`].
     pub async fn opened(
         &self,
         session: &str,
@@ -127,8 +189,11 @@ impl McpStreams {
     ) -> Result<(), StreamsError> {
         let (session, principal) = (session.to_owned(), principal.to_owned());
         self.with(move |conn| {
+            conn.prepare_cached("DELETE FROM sessions WHERE last_used_ms < ?1")?
+                .execute([now_ms - SESSION_IDLE.as_millis() as i64])?;
             conn.prepare_cached(
-                "INSERT INTO sessions (id, principal, created_ms) VALUES (?1, ?2, ?3)
+                "INSERT INTO sessions (id, principal, created_ms, last_used_ms)
+                 VALUES (?1, ?2, ?3, ?3)
                  ON CONFLICT (id) DO UPDATE SET principal = excluded.principal
                  WHERE sessions.principal = ''",
             )?
@@ -148,16 +213,12 @@ impl McpStreams {
         })
         .await
     }
+}
 
-    /// How many sessions the hub knows.
-    pub async fn sessions(&self) -> Result<u64, StreamsError> {
-        self.with(|conn| {
-            Ok(conn
-                .prepare_cached("SELECT count(*) FROM sessions")?
-                .query_row([], |row| row.get::<_, i64>(0))? as u64)
-        })
-        .await
-    }
+/// `(n, secret)` of an event id `<n>-<secret>`.
+fn parse_event_id(id: &str) -> Option<(i64, &str)> {
+    let (n, secret) = id.split_once('-')?;
+    Some((n.parse().ok()?, secret))
 }
 
 fn now_ms() -> i64 {
@@ -191,7 +252,8 @@ impl SessionStore for McpStreams {
             .unwrap_or_default();
         self.with(move |conn| {
             conn.prepare_cached(
-                "INSERT INTO sessions (id, principal, state, created_ms) VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO sessions (id, principal, state, created_ms, last_used_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?4)
                  ON CONFLICT (id) DO UPDATE SET state = excluded.state,
                      principal = CASE WHEN sessions.principal = '' THEN excluded.principal
                                       ELSE sessions.principal END",
@@ -219,10 +281,14 @@ impl EventStore for McpStreams {
             Some(message) => serde_json::to_string(message.as_ref())?,
             None => "null".to_owned(),
         };
+        let payload = if payload.len() > EVENT_KEPT_MAX {
+            "null".to_owned()
+        } else {
+            payload
+        };
         let stream = stream_id.to_owned();
-        let principal = caller()
-            .map(|caller| caller.to_string())
-            .unwrap_or_default();
+        // Bound later, by the gate, to the principal it passes the id to.
+        let principal = String::new();
         let secret = format!("{:016x}", rand::random::<u64>());
         let prune = self
             .stored
@@ -253,26 +319,26 @@ impl EventStore for McpStreams {
         &self,
         last_event_id: &str,
     ) -> Result<EventStream, EventStoreError> {
-        let (n, secret) = last_event_id
-            .split_once('-')
-            .and_then(|(n, secret)| Some((n.parse::<i64>().ok()?, secret.to_owned())))
-            .ok_or(StreamsError::UnknownEvent)?;
-        let caller = caller().map(|caller| caller.to_string());
+        // An id that is not one of the caller's own events replays nothing (rather than an
+        // error, which rmcp would answer with a 500).
+        let Some((n, secret)) = parse_event_id(last_event_id) else {
+            return Ok(Box::pin(futures_util::stream::empty()));
+        };
+        let secret = secret.to_owned();
+        let Some(caller) = caller() else {
+            return Ok(Box::pin(futures_util::stream::empty()));
+        };
         let events = self
             .with(move |conn| {
-                let found: Option<(String, String, String)> = conn
-                    .prepare_cached("SELECT stream, principal, secret FROM events WHERE n = ?1")?
-                    .query_row([n], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                let found: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT stream FROM events WHERE n = ?1 AND secret = ?2 AND principal = ?3",
+                    )?
+                    .query_row(params![n, secret, caller.as_ref()], |row| row.get(0))
                     .optional()?;
-                let Some((stream, principal, stored)) = found else {
-                    return Err(StreamsError::UnknownEvent);
+                let Some(stream) = found else {
+                    return Ok(Vec::new());
                 };
-                let someone_else = caller
-                    .as_deref()
-                    .is_some_and(|caller| !principal.is_empty() && caller != principal);
-                if stored != secret || someone_else {
-                    return Err(StreamsError::UnknownEvent);
-                }
                 let mut statement = conn.prepare_cached(
                     "SELECT n, secret, payload FROM events WHERE stream = ?1 AND n > ?2
                      ORDER BY n LIMIT ?3",
@@ -310,48 +376,80 @@ mod tests {
         ServerSseMessage::from_message(serde_json::from_value(json).unwrap())
     }
 
+    async fn replayed(streams: &McpStreams, caller: &str, after: &str) -> Vec<serde_json::Value> {
+        CALLER
+            .scope(Arc::from(caller), streams.replay_events_after(after))
+            .await
+            .unwrap()
+            .map(|event| {
+                serde_json::to_value(event.message.as_deref().unwrap()).unwrap()["id"].clone()
+            })
+            .collect()
+            .await
+    }
+
     #[tokio::test]
-    async fn events_replay_after_an_id_on_their_own_stream_only_and_survive_reopening() {
+    async fn events_replay_to_the_principal_they_were_passed_to_on_their_own_stream_only() {
         let dir = tempfile::tempdir().unwrap();
         let streams = McpStreams::open(dir.path(), 0).unwrap();
-        let first = CALLER
-            .scope(Arc::from("p_dana"), streams.store_event("a", &message(1)))
-            .await
-            .unwrap();
+        let first = streams.store_event("a", &message(1)).await.unwrap();
         for n in 2..=3 {
             streams.store_event("a", &message(n)).await.unwrap();
             streams.store_event("b", &message(10 + n)).await.unwrap();
         }
+        // Not passed to anyone yet: nobody replays from it.
+        assert!(replayed(&streams, "p_dana", &first).await.is_empty());
+        streams
+            .bind_events(vec![first.clone()], "p_dana")
+            .await
+            .unwrap();
+        // Bound once: another principal cannot take it over.
+        streams
+            .bind_events(vec![first.clone()], "p_erin")
+            .await
+            .unwrap();
         drop(streams);
         let streams = McpStreams::open(dir.path(), 0).unwrap();
-        let replayed: Vec<ServerSseMessage> = CALLER
-            .scope(Arc::from("p_dana"), streams.replay_events_after(&first))
+        assert_eq!(
+            replayed(&streams, "p_dana", &first).await,
+            [2, 3],
+            "stream a after the first, not stream b, across reopening"
+        );
+        // Another principal, a forged secret, garbage, no caller: nothing.
+        assert!(replayed(&streams, "p_erin", &first).await.is_empty());
+        let (n, _) = first.split_once('-').unwrap();
+        let forged = format!("{n}-0000000000000000");
+        assert!(replayed(&streams, "p_dana", &forged).await.is_empty());
+        assert!(replayed(&streams, "p_dana", "garbage").await.is_empty());
+        let anonymous: Vec<ServerSseMessage> = streams
+            .replay_events_after(&first)
             .await
             .unwrap()
             .collect()
             .await;
-        let ids: Vec<serde_json::Value> = replayed
-            .iter()
-            .map(|event| {
-                serde_json::to_value(event.message.as_deref().unwrap()).unwrap()["id"].clone()
-            })
-            .collect();
-        assert_eq!(ids, [2, 3], "stream a after the first, not stream b");
-        // A forged secret, another principal, garbage: refused alike.
-        let (n, _) = first.split_once('-').unwrap();
-        assert!(
-            streams
-                .replay_events_after(&format!("{n}-0000000000000000"))
-                .await
-                .is_err()
-        );
-        assert!(
-            CALLER
-                .scope(Arc::from("p_erin"), streams.replay_events_after(&first))
-                .await
-                .is_err()
-        );
-        assert!(streams.replay_events_after("garbage").await.is_err());
+        assert!(anonymous.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_event_too_large_to_keep_is_sent_but_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let streams = McpStreams::open(dir.path(), 0).unwrap();
+        let first = streams.store_event("a", &message(1)).await.unwrap();
+        let huge = serde_json::json!({"jsonrpc": "2.0", "id": 2,
+                                      "result": {"text": "x".repeat(EVENT_KEPT_MAX)}});
+        streams
+            .store_event(
+                "a",
+                &ServerSseMessage::from_message(serde_json::from_value(huge).unwrap()),
+            )
+            .await
+            .unwrap();
+        streams.store_event("a", &message(3)).await.unwrap();
+        streams
+            .bind_events(vec![first.clone()], "p_dana")
+            .await
+            .unwrap();
+        assert_eq!(replayed(&streams, "p_dana", &first).await, [3]);
     }
 
     #[tokio::test]
@@ -371,14 +469,27 @@ mod tests {
         drop(streams);
         let streams = McpStreams::open(dir.path(), 0).unwrap();
         assert_eq!(
-            streams.owner("s1").await.unwrap().as_deref(),
+            streams.owner("s1", 6).await.unwrap().as_deref(),
             Some("p_dana")
         );
         assert!(streams.load("s1").await.unwrap().is_some());
-        assert_eq!(streams.sessions().await.unwrap(), 1);
+        assert_eq!(streams.open_sessions("p_dana", 7).await.unwrap(), 1);
+        assert_eq!(streams.open_sessions("p_erin", 7).await.unwrap(), 0);
         streams.delete("s1").await.unwrap();
-        assert_eq!(streams.owner("s1").await.unwrap(), None);
+        assert_eq!(streams.owner("s1", 8).await.unwrap(), None);
         assert!(streams.load("s1").await.unwrap().is_none());
+        // Sessions unused for a day are forgotten when another opens.
+        streams.opened("old", "p_dana", 10).await.unwrap();
+        let later = 10 + SESSION_IDLE.as_millis() as i64 + 1;
+        streams.opened("new", "p_dana", later).await.unwrap();
+        assert_eq!(streams.owner("old", later).await.unwrap(), None);
+        assert_eq!(streams.open_sessions("p_dana", later).await.unwrap(), 1);
+        // The key that seals states is made once.
+        let key = streams.state_key().unwrap();
+        assert_eq!(key.len(), 64);
+        drop(streams);
+        let streams = McpStreams::open(dir.path(), 0).unwrap();
+        assert_eq!(streams.state_key().unwrap(), key);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
