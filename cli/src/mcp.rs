@@ -262,7 +262,12 @@ impl HubOps for CoreOps {
 
     async fn withdraw_ping(&self, ping: &Ping, reason: &str) -> Result<(), ToolError> {
         let body = json!({"ping": ping.ping, "reason": reason});
-        let queued = self.core.send(&ping.room, "x-ping-withdrawn", body).await;
+        // One withdrawal per ping, however often it is asked for.
+        let key: String = format!("withdraw-{}", ping.ping).chars().take(64).collect();
+        let queued = self
+            .core
+            .send_with_key(&ping.room, &key, "x-ping-withdrawn", body)
+            .await;
         sent(match queued {
             Ok(n) => self.core.deliver(n, PATIENCE).await,
             Err(error) => Err(error),

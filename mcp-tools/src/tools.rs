@@ -13,11 +13,12 @@ use std::time::Duration;
 use rmcp::handler::server::tool::{InputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, InputRequests,
-    InputRequiredResult, RequestStateCodec, SealOptions,
+    CallToolResponse, CallToolResult, CancelledNotificationParam, ClientResult, ContentBlock,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequests, InputRequiredResult, RequestStateCodec, SealOptions,
+    ServerRequest,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task, TaskStatus};
 use serde::Deserialize;
@@ -448,6 +449,13 @@ impl<S: OpsSource> Tools<S> {
         let modern = ctx
             .protocol_version()
             .is_some_and(|version| !version.has_initialize());
+        // A question's state is sealed for this caller and this question alone.
+        let bound_to = format!(
+            "{}\n{}\n{}",
+            ops.principal(),
+            args.question,
+            args.options.join("\u{1f}")
+        );
         // 2026-07-28: the client comes back with the person's answer. The first answer
         // wins: one given meanwhile through Roundtable is the answer.
         if modern
@@ -456,10 +464,10 @@ impl<S: OpsSource> Tools<S> {
         {
             let asked: Asked = self
                 .codec
-                .open_json_with(&state, ops.principal().as_bytes())
+                .open_json_with(&state, bound_to.as_bytes())
                 .map_err(|_| {
                     ErrorData::invalid_params(
-                        "this requestState was not sealed for you by this server, or it expired: call ask_human again",
+                        "this requestState was not sealed by this server for you and this question, or it expired: call ask_human again",
                         None,
                     )
                 })?;
@@ -477,20 +485,17 @@ impl<S: OpsSource> Tools<S> {
             .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
             return Ok(match (&asked.ping, &result.action) {
                 (Some(ping), ElicitationAction::Accept) => {
+                    // Idempotent: the same state sent again withdraws nothing more.
                     let _ = ops.withdraw_ping(ping, "answered_at_client").await;
                     elicited(result)
                 }
                 // Declined or dismissed at the client (a headless one may do so by itself):
-                // the person can still answer the ping from anywhere.
+                // the person can still answer the ping from anywhere, until it expires.
                 (Some(ping), _) => {
-                    let asked = tokio::select! {
-                        asked = ops.await_answer(ping, timeout) => asked,
-                        _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
-                    };
-                    match asked {
-                        Ok(answered) => human(answered),
-                        Err(error) => failed(error),
-                    }
+                    let left = Duration::from_millis(
+                        asked.until_ms.saturating_sub(now_ms()).max(0) as u64,
+                    );
+                    waited(&*ops, ping, left, &ctx).await
                 }
                 (None, _) => elicited(result),
             }
@@ -499,16 +504,8 @@ impl<S: OpsSource> Tools<S> {
         // Every question is a ping first, which the person can answer from anywhere.
         let raised = ops.raise_ping(&args.question, &args.options, timeout).await;
         if !can_elicit {
-            let ping = match raised {
-                Ok(ping) => ping,
-                Err(error) => return Ok(failed(error).into()),
-            };
-            let asked = tokio::select! {
-                asked = ops.await_answer(&ping, timeout) => asked,
-                _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
-            };
-            return Ok(match asked {
-                Ok(answered) => human(answered),
+            return Ok(match raised {
+                Ok(ping) => waited(&*ops, &ping, timeout, &ctx).await,
                 Err(error) => failed(error),
             }
             .into());
@@ -516,66 +513,128 @@ impl<S: OpsSource> Tools<S> {
         // The client can ask too; without a ping (no home room), it alone asks.
         let ping = raised.ok();
         let schema = elicitation_schema(&args.options)?;
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: args.question.clone(),
+            requested_schema: schema,
+        };
         if modern {
+            let until_ms = now_ms() + timeout.as_millis() as i64;
             let state = self
                 .codec
                 .seal_json_with(
-                    &Asked { ping },
+                    &Asked { ping, until_ms },
                     &SealOptions::new()
-                        .associated_data(ops.principal().as_bytes())
+                        .associated_data(bound_to.as_bytes())
                         .ttl(timeout + STATE_SLACK),
                 )
                 .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
             let mut requests = InputRequests::new();
             requests.insert(
                 "answer".into(),
-                InputRequest::Elicitation(ElicitRequest::new(
-                    ElicitRequestParams::FormElicitationParams {
-                        meta: None,
-                        message: args.question,
-                        requested_schema: schema,
-                    },
-                )),
+                InputRequest::Elicitation(ElicitRequest::new(params)),
             );
             return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
         }
-        let elicitation = ctx
+        let request = match ctx
             .peer
-            .create_elicitation(ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: args.question.clone(),
-                requested_schema: schema,
-            });
-        let Some(ping) = ping else {
-            return Ok(match elicitation.await {
-                Ok(result) => elicited(result),
-                Err(error) => not_asked(error),
+            .send_cancellable_request(
+                ServerRequest::ElicitRequest(ElicitRequest::new(params)),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+        {
+            Ok(request) => request,
+            Err(error) => {
+                // The client could not be asked: the ping alone is the question.
+                return Ok(match &ping {
+                    Some(ping) => waited(&*ops, ping, timeout, &ctx).await,
+                    None => not_asked(error),
+                }
+                .into());
             }
-            .into());
         };
+        let (asked_id, peer) = (request.id.clone(), request.peer.clone());
         // The first answer wins: the person's at the client, or a ping's answer. A client
         // that declines or fails to ask (a headless one may, by itself) leaves the ping.
-        let mut elicitation = std::pin::pin!(elicitation);
-        let mut answered = std::pin::pin!(ops.await_answer(&ping, timeout));
+        // Whatever ends the wait otherwise withdraws the question from the client.
+        let mut elicitation = std::pin::pin!(request.await_response());
+        let deadline = tokio::time::sleep(timeout);
+        let mut deadline = std::pin::pin!(deadline);
+        let answered = async {
+            match &ping {
+                Some(ping) => Some(ops.await_answer(ping, timeout).await),
+                None => std::future::pending().await,
+            }
+        };
+        let mut answered = std::pin::pin!(answered);
         let mut asking = true;
-        loop {
+        let outcome = loop {
             tokio::select! {
                 asked = &mut elicitation, if asking => match asked {
-                    Ok(result) if result.action == ElicitationAction::Accept => {
-                        let _ = ops.withdraw_ping(&ping, "answered_at_client").await;
-                        return Ok(elicited(result).into());
+                    Ok(ClientResult::ElicitResult(result)) => {
+                        if result.action == ElicitationAction::Accept || ping.is_none() {
+                            if let Some(ping) = &ping {
+                                let _ = ops.withdraw_ping(ping, "answered_at_client").await;
+                            }
+                            return Ok(elicited(result).into());
+                        }
+                        asking = false;
                     }
-                    _ => asking = false,
+                    Ok(_) | Err(_) if ping.is_some() => asking = false,
+                    Ok(_) => return Ok(not_asked("the client answered oddly").into()),
+                    Err(error) => return Ok(not_asked(error).into()),
                 },
-                answered = &mut answered => return Ok(match answered {
-                    Ok(answered) => human(answered),
-                    Err(error) => failed(error),
+                answered = &mut answered => break match answered {
+                    Some(Ok(answered)) => human(answered),
+                    Some(Err(error)) => failed(error),
+                    None => answer(json!({"answered": "timed_out"})),
+                },
+                () = &mut deadline => break human(HumanAnswer::TimedOut),
+                _ = ctx.ct.cancelled() => {
+                    if let Some(ping) = &ping {
+                        let _ = ops.withdraw_ping(ping, "cancelled").await;
+                    }
+                    break answer(json!({"cancelled": true}));
                 }
-                .into()),
-                _ = ctx.ct.cancelled() => return Ok(answer(json!({"cancelled": true})).into()),
             }
+        };
+        if asking {
+            let _ = peer
+                .notify_cancelled(CancelledNotificationParam::new(
+                    Some(asked_id),
+                    Some("answered elsewhere, or no longer waited for".into()),
+                ))
+                .await;
         }
+        Ok(outcome.into())
     }
+}
+
+/// Waits for the answer to `ping` up to `timeout`; a cancelled call withdraws it.
+async fn waited<H: HubOps>(
+    ops: &H,
+    ping: &Ping,
+    timeout: Duration,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let asked = tokio::select! {
+        asked = ops.await_answer(ping, timeout) => asked,
+        _ = ctx.ct.cancelled() => {
+            let _ = ops.withdraw_ping(ping, "cancelled").await;
+            return answer(json!({"cancelled": true}));
+        }
+    };
+    match asked {
+        Ok(answered) => human(answered),
+        Err(error) => failed(error),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64)
 }
 
 /// A codec with a random key of the longest length rmcp asks for.
@@ -589,6 +648,8 @@ fn state_codec() -> RequestStateCodec {
 #[derive(Debug, serde::Serialize, Deserialize)]
 struct Asked {
     ping: Option<Ping>,
+    /// When its ping expires: how long a client's decline leaves it to be answered.
+    until_ms: i64,
 }
 
 /// How much longer than its timeout a question's `requestState` stays good.

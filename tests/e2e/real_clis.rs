@@ -1064,7 +1064,8 @@ async fn claude_code_with_only_a_token_and_a_header_works_through_the_hubs_mcp_e
     let (output, ()) = tokio::join!(run(&command), person);
     assert!(
         output.stdout.contains("Done. The person said:")
-            && output.stdout.contains(r#"\"answer\": \"yes\""#),
+            && output.stdout.contains(r#"\"answer\": \"yes\""#)
+            && output.stdout.contains(r#"\"via\": \"ping\""#),
         "{}\nClaude Code's MCP logs:\n{}",
         output.stdout,
         agent_clis::claude_mcp_logs(&setup.home)

@@ -115,6 +115,14 @@ fn random_key(prefix: &str) -> String {
     format!("{prefix}-{:032x}", rand::random::<u128>())
 }
 
+/// The client key of a ping's withdrawal (8 to 64 bytes, as keys are).
+fn withdrawal_key(ping: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(ping.as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("withdraw-{hex}")
+}
+
 fn room_of(event: &EventRecord) -> &str {
     match &event.stream {
         StreamKey::Room(room) | StreamKey::Inbox(room) => room,
@@ -226,10 +234,21 @@ impl CallerOps {
 
     /// Sends an event; what became of it.
     async fn post(&self, room: &str, kind: &str, body: Value) -> Result<u64, ToolError> {
+        self.post_keyed(room, kind, body, random_key("mcp")).await
+    }
+
+    /// Sends an event under `client_key` (the same key again is the same event).
+    async fn post_keyed(
+        &self,
+        room: &str,
+        kind: &str,
+        body: Value,
+        client_key: String,
+    ) -> Result<u64, ToolError> {
         let frame = ClientFrame::Send(SendCmd {
             id: 1,
             room: room.to_owned(),
-            client_key: random_key("mcp"),
+            client_key,
             kind: kind.to_owned(),
             body,
         });
@@ -778,10 +797,12 @@ impl HubOps for CallerOps {
     }
 
     async fn withdraw_ping(&self, ping: &Ping, reason: &str) -> Result<(), ToolError> {
-        self.post(
+        // One withdrawal per ping, however often it is asked for.
+        self.post_keyed(
             &ping.room,
             "x-ping-withdrawn",
             json!({"ping": ping.ping, "reason": reason}),
+            withdrawal_key(&ping.ping),
         )
         .await
         .map(drop)
