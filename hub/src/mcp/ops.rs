@@ -86,6 +86,9 @@ struct MemberOut {
     name: String,
 }
 
+/// Members' handles and kinds, by id.
+type Handles = BTreeMap<String, (String, PrincipalKind)>;
+
 fn refused(refusal: Refusal) -> ToolError {
     ToolError::new(refusal.msg, refusal.code.to_string())
 }
@@ -284,6 +287,20 @@ impl CallerOps {
         limit: u32,
         everything: bool,
     ) -> Result<Vec<EventRecord>, ToolError> {
+        self.page(room, after, before, limit, everything)
+            .await
+            .map(|page| page.events)
+    }
+
+    /// A page of events (see [`CallerOps::events`]), with whether more were left out.
+    async fn page(
+        &self,
+        room: &str,
+        after: Option<u64>,
+        before: Option<u64>,
+        limit: u32,
+        everything: bool,
+    ) -> Result<crate::store::HistoryPage, ToolError> {
         let range = HistoryRange {
             before,
             after,
@@ -294,7 +311,6 @@ impl CallerOps {
         self.gateway
             .history(&self.caller, is_agent, room, range)
             .await
-            .map(|page| page.events)
             .map_err(read_failed)
     }
 
@@ -338,7 +354,7 @@ impl CallerOps {
     }
 
     /// The handles of the members of the caller's rooms, by id.
-    async fn handles(&self) -> BTreeMap<String, (String, PrincipalKind)> {
+    async fn handles(&self) -> Handles {
         self.rooms()
             .await
             .unwrap_or_default()
@@ -348,10 +364,7 @@ impl CallerOps {
             .collect()
     }
 
-    fn message_out(
-        event: &EventRecord,
-        handles: &BTreeMap<String, (String, PrincipalKind)>,
-    ) -> Option<MessageOut> {
+    fn message_out(event: &EventRecord, handles: &Handles) -> Option<MessageOut> {
         if event.kind != "message" {
             return None;
         }
@@ -378,33 +391,45 @@ impl CallerOps {
             Some(room) => Some(self.room_id(room).await?),
             None => None,
         };
-        let markers = self.read_markers().await?;
         let handles = self.handles().await;
+        self.unread_with(only.as_deref(), &handles).await
+    }
+
+    /// [`CallerOps::unread`] with the room already found and the members' handles known.
+    async fn unread_with(
+        &self,
+        only: Option<&str>,
+        handles: &Handles,
+    ) -> Result<Vec<MessageOut>, ToolError> {
+        let markers = self.read_markers().await?;
         let mut found = Vec::new();
         let mut read_through = BTreeMap::new();
         for (room, (marker, head)) in markers {
-            if only.as_ref().is_some_and(|only| *only != room) || head <= marker {
+            if only.is_some_and(|only| only != room) || head <= marker {
                 continue;
             }
             let mut after = marker;
             while after < head && found.len() < READ_AT_ONCE {
-                let events = self.events(&room, Some(after), None, PAGE, false).await?;
-                let Some(last) = events.last().map(|event| event.seq) else {
-                    break;
-                };
-                for event in &events {
+                let page = self.page(&room, Some(after), None, PAGE, false).await?;
+                // Read to the end: an agent's routing may have passed over every event up to
+                // the head (read before), which then counts as read too.
+                let to_the_end = page.events.len() < PAGE as usize && !page.more;
+                for event in &page.events {
                     if found.len() == READ_AT_ONCE {
                         break;
                     }
                     after = event.seq;
                     if event.from != self.me()
-                        && let Some(message) = Self::message_out(event, &handles)
+                        && let Some(message) = Self::message_out(event, handles)
                     {
                         found.push(message);
                     }
                 }
-                if found.len() < READ_AT_ONCE {
-                    after = last;
+                if to_the_end && found.len() < READ_AT_ONCE {
+                    after = after.max(head);
+                }
+                if page.events.is_empty() || to_the_end {
+                    break;
                 }
             }
             if after > marker {
@@ -419,15 +444,16 @@ impl CallerOps {
     }
 
     /// The answer to ping `ping` of `room`, stored after `after`, if there is one.
+    /// The answer to ping `ping` of `room` stored after `*after`, if there is one; `*after`
+    /// moves past what was read, so the next look reads on from there.
     async fn answer_to(
         &self,
         room: &str,
         ping: &str,
-        after: u64,
+        after: &mut u64,
     ) -> Result<Option<(EventRecord, AnswerBody)>, ToolError> {
-        let mut after = after;
         loop {
-            let events = self.events(room, Some(after), None, PAGE, true).await?;
+            let events = self.events(room, Some(*after), None, PAGE, true).await?;
             let Some(last) = events.last().map(|event| event.seq) else {
                 return Ok(None);
             };
@@ -439,7 +465,7 @@ impl CallerOps {
                     return Ok(Some((event, body)));
                 }
             }
-            after = last;
+            *after = last;
         }
     }
 }
@@ -450,6 +476,7 @@ async fn woken(
     watch: &mut tokio::sync::broadcast::Receiver<crate::dispatch::RoomWritten>,
     closes: &mut tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>,
     me: &str,
+    rooms: &std::collections::BTreeSet<String>,
     deadline: tokio::time::Instant,
 ) -> Result<bool, ToolError> {
     use tokio::sync::broadcast::error::RecvError;
@@ -457,6 +484,9 @@ async fn woken(
     loop {
         tokio::select! {
             written = watch.recv() => match written {
+                // Only a write to one of the rooms looked at wakes (a room joined meanwhile
+                // is looked at again within LOOK_AGAIN).
+                Ok(written) if !rooms.contains(&*written.room) => {}
                 Ok(_) | Err(RecvError::Lagged(_)) => return Ok(true),
                 Err(RecvError::Closed) => return Ok(false),
             },
@@ -647,15 +677,27 @@ impl HubOps for CallerOps {
         let context = self.gateway.context();
         let mut watch = context.dispatch.watch_rooms();
         let mut closes = context.dispatch.watch_closes();
+        let handles = self.handles().await;
         loop {
-            let found = self.unread(None).await?;
+            let mut found = self.unread_with(None, &handles).await?;
             if !found.is_empty() {
+                // A sender who joined during the wait is named too.
+                if found.iter().any(|message| message.from_handle.is_none()) {
+                    let now = self.handles().await;
+                    for message in &mut found {
+                        if let Some((handle, kind)) = now.get(&message.from) {
+                            message.from_handle = Some(handle.clone());
+                            message.from_kind = Some(*kind);
+                        }
+                    }
+                }
                 return Ok(found
                     .into_iter()
                     .map(|message| serde_json::to_value(message).unwrap_or(Value::Null))
                     .collect());
             }
-            if !woken(&mut watch, &mut closes, self.me(), deadline).await? {
+            let rooms = self.read_markers().await?.into_keys().collect();
+            if !woken(&mut watch, &mut closes, self.me(), &rooms, deadline).await? {
                 return Ok(Vec::new());
             }
         }
@@ -777,8 +819,10 @@ impl HubOps for CallerOps {
         let context = self.gateway.context();
         let mut watch = context.dispatch.watch_rooms();
         let mut closes = context.dispatch.watch_closes();
+        let rooms = std::collections::BTreeSet::from([ping.room.clone()]);
+        let mut after = ping.seq;
         loop {
-            if let Some((event, body)) = self.answer_to(&ping.room, &ping.ping, ping.seq).await? {
+            if let Some((event, body)) = self.answer_to(&ping.room, &ping.ping, &mut after).await? {
                 let handles = self.handles().await;
                 return Ok(HumanAnswer::Yes {
                     by: Some(
@@ -790,7 +834,7 @@ impl HubOps for CallerOps {
                     text: body.text,
                 });
             }
-            if !woken(&mut watch, &mut closes, self.me(), deadline).await? {
+            if !woken(&mut watch, &mut closes, self.me(), &rooms, deadline).await? {
                 return Ok(HumanAnswer::TimedOut);
             }
         }

@@ -911,3 +911,78 @@ async fn the_tools_listed_at_mcp_are_the_crate_s_word_for_word() {
     assert_eq!(listed, defined);
     assert_eq!(listed.as_array().unwrap().len(), 16);
 }
+
+#[tokio::test]
+async fn an_agent_s_read_marker_moves_past_what_is_not_for_it() {
+    let mut world = world().await;
+    let addr = world.hub.addr;
+    // A room of three: an agent sees only what mentions it there.
+    agent(&mut world.dana, "reviewer").await;
+    let three = room(&mut world.dana, &["dana/writer", "dana/reviewer"]).await;
+    for n in 0..3 {
+        say(
+            &mut world.dana,
+            &three,
+            &format!("chatter-{n}"),
+            "not for the agents",
+        )
+        .await;
+    }
+    let mut mcp = Session::open(addr, &world.writer.token).await;
+    let (_, unread) = mcp.call("read_messages", json!({"room": three})).await;
+    assert_eq!(unread, json!([]));
+    let (_, rooms) = mcp.call("list_rooms", json!({})).await;
+    let listed = rooms
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|room| room["id"] == three.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(listed["read_through"], listed["head"], "{listed}");
+}
+
+#[tokio::test]
+async fn a_principal_past_its_open_sessions_gets_429_and_ending_one_makes_room() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let authorization = bearer(&world.writer.token);
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "many", "version": "1"}}})
+    .to_string();
+    let headers = [ACCEPT, JSON, ("Authorization", authorization.as_str())];
+    let mut sessions = Vec::new();
+    for _ in 0..100 {
+        let opened = http_raw(addr, "POST", "/mcp", &headers, Some(initialize.as_bytes()))
+            .await
+            .unwrap();
+        assert_eq!(opened.status, 200, "{}", opened.body);
+        sessions.push(opened.header("mcp-session-id").unwrap().to_owned());
+    }
+    let refused = http_raw(addr, "POST", "/mcp", &headers, Some(initialize.as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.header("retry-after").is_some());
+    // Another principal is not held back, nor are this one's other requests.
+    let mut erin = Session::open(addr, &world.erin_token).await;
+    assert!(!erin.call("whoami", json!({})).await.0);
+    let ended = http_raw(
+        addr,
+        "DELETE",
+        "/mcp",
+        &[
+            ("Authorization", &authorization),
+            ("Mcp-Session-Id", &sessions[0]),
+        ],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(ended.status < 300);
+    let again = http_raw(addr, "POST", "/mcp", &headers, Some(initialize.as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(again.status, 200, "{}", again.body);
+}
