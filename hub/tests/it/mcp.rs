@@ -380,19 +380,52 @@ async fn a_session_is_its_opener_s_and_another_token_gets_the_404_of_an_unknown_
     assert!(audited >= 2, "the hijacks are audited via mcp");
 }
 
-/// A tool call that waits (up to a minute) in a task: its whole response once it ends.
-fn waiting_call(addr: SocketAddr, token: String) -> tokio::task::JoinHandle<RawResponse> {
-    tokio::spawn(async move {
-        let mut mcp = Session::open(addr, &token).await;
-        let (_, body) = mcp.request(
-            "tools/call",
-            json!({"name": "wait_for_messages", "arguments": {"timeout_s": 60}}),
-        );
-        mcp.post(&body).await
-    })
+/// A tool call that waits (up to a minute), returned once its stream has begun (its first
+/// event is in): the task reading it to its end, and all it read.
+async fn waiting_call(addr: SocketAddr, token: &str) -> tokio::task::JoinHandle<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut mcp = Session::open(addr, token).await;
+    let (_, body) = mcp.request(
+        "tools/call",
+        json!({"name": "wait_for_messages", "arguments": {"timeout_s": 60}}),
+    );
+    let body = body.to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Mcp-Session-Id: {}\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        mcp.id,
+        body.len()
+    );
+    let (begun, started) = tokio::sync::oneshot::channel();
+    let reading = tokio::spawn(async move {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut seen = Vec::new();
+        let mut begun = Some(begun);
+        let mut buffer = [0u8; 4096];
+        loop {
+            let read = stream.read(&mut buffer).await.unwrap_or(0);
+            if read == 0 {
+                return String::from_utf8_lossy(&seen).into_owned();
+            }
+            seen.extend_from_slice(&buffer[..read]);
+            if String::from_utf8_lossy(&seen).contains("\nid:")
+                && let Some(begun) = begun.take()
+            {
+                let _ = begun.send(());
+            }
+        }
+    });
+    tokio::time::timeout(roundtable_testkit::PATIENCE, started)
+        .await
+        .expect("the stream begins")
+        .expect("the stream begins");
+    reading
 }
 
-async fn ended(stream: tokio::task::JoinHandle<RawResponse>) -> RawResponse {
+async fn ended(stream: tokio::task::JoinHandle<String>) -> String {
     tokio::time::timeout(roundtable_testkit::PATIENCE, stream)
         .await
         .expect("the stream ends at once")
@@ -414,15 +447,11 @@ async fn stopping_or_revoking_the_caller_ends_its_open_streams_and_stop_is_403_u
         })
     };
 
-    let stream = waiting_call(addr, token.clone());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stream = waiting_call(addr, &token).await;
     world.dana.ok(control(ControlAction::Stop)).await;
     let cut = ended(stream).await;
-    assert!(
-        !cut.body.contains("\"timed_out\""),
-        "cut, not timed out: {}",
-        cut.body
-    );
+    assert!(cut.starts_with("HTTP/1.1 200"), "{cut}");
+    assert!(!cut.contains("\"result\""), "cut before any answer: {cut}");
     let authorization = bearer(&token);
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
@@ -451,8 +480,7 @@ async fn stopping_or_revoking_the_caller_ends_its_open_streams_and_stop_is_403_u
     world.dana.ok(control(ControlAction::Resume)).await;
 
     // Revoked: the stream ends, and the token is refused from then on.
-    let stream = waiting_call(addr, token.clone());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stream = waiting_call(addr, &token).await;
     let id = world.dana.id();
     world
         .dana
@@ -462,7 +490,8 @@ async fn stopping_or_revoking_the_caller_ends_its_open_streams_and_stop_is_403_u
             action: TokenAction::Revoke,
         }))
         .await;
-    ended(stream).await;
+    let cut = ended(stream).await;
+    assert!(!cut.contains("\"result\""), "cut before any answer: {cut}");
     let revoked = http_raw(addr, "POST", "/mcp", &headers, Some(initialize.as_bytes()))
         .await
         .unwrap();
