@@ -437,6 +437,8 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
                      recipients = excluded.recipients, expires_ms = excluded.expires_ms",
             )?
             .execute(params![room, ping, seq as i64, asker, question, options, to, expires_ms])?;
+            // Its withdrawal may have come first.
+            withdraw(tx, &room, &ping)?;
         }
         Write::Answer {
             room,
@@ -464,13 +466,12 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             asker,
             at_ms,
         } => {
-            // Only its asker withdraws a ping, and only one still waiting.
             tx.prepare_cached(
-                "UPDATE pings SET expires_ms = ?4
-                 WHERE room = ?1 AND ping = ?2 AND asker = ?3 AND answer_seq IS NULL
-                     AND (expires_ms IS NULL OR expires_ms > ?4)",
+                "INSERT INTO ping_withdrawals (room, ping, asker, at_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT DO NOTHING",
             )?
             .execute(params![room, ping, asker, at_ms])?;
+            withdraw(tx, &room, &ping)?;
         }
         Write::AgentStatus {
             agent,
@@ -593,4 +594,18 @@ fn newer_inferred(
              WHERE room = ?1 AND source IS NOT NULL AND def_seq > ?2)",
         )?
         .query_row(params![room, seq as i64], |row| row.get(0))?)
+}
+
+/// A ping its asker withdrew waits no more, as if it expired then; only its asker's
+/// withdrawal counts, and an answer stands.
+fn withdraw(tx: &rusqlite::Transaction<'_>, room: &str, ping: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE pings SET expires_ms = w.at_ms
+         FROM ping_withdrawals w
+         WHERE pings.room = ?1 AND pings.ping = ?2 AND w.room = pings.room
+             AND w.ping = pings.ping AND w.asker = pings.asker AND pings.answer_seq IS NULL
+             AND (pings.expires_ms IS NULL OR pings.expires_ms > w.at_ms)",
+    )?
+    .execute(params![room, ping])?;
+    Ok(())
 }

@@ -74,6 +74,11 @@ const MIGRATIONS: &[roundtable_sqlite::Migration] = &[
     ),
     (9, "budgets", include_str!("migrations/0009_budgets.sql")),
     (10, "claims", include_str!("migrations/0010_claims.sql")),
+    (
+        11,
+        "ping_withdrawals",
+        include_str!("migrations/0011_ping_withdrawals.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -1717,4 +1717,15 @@ fn a_ping_its_asker_withdraws_waits_no_more_and_others_cannot_withdraw_it() {
         .map(|p| p.ping)
         .collect();
     assert_eq!(open, ["b"]);
+
+    // Gap filling: the withdrawal arrives before its ping; the ping still waits no more.
+    cache
+        .apply("p_dana", "r", &[withdraw(9, "p_agent", "d")], None)
+        .unwrap();
+    cache.apply("p_dana", "r", &[ping(8, "d")], None).unwrap();
+    assert_eq!(
+        cache.ping("r", "d", later).unwrap().unwrap().state,
+        PingState::Expired,
+        "withdrawn before it arrived"
+    );
 }
