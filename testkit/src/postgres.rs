@@ -93,7 +93,8 @@ impl TestDatabase {
         SWEPT.call_once(|| sweep_databases_of_ended_processes(server));
         let server = server.to_owned();
         let name = format!(
-            "rt_test_{}_{}_{}",
+            "rt_test_{}_{}_{}_{}",
+            machine_tag(),
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed),
             std::time::SystemTime::now()
@@ -111,10 +112,27 @@ impl TestDatabase {
     }
 }
 
+/// This machine (its boot and host name), as 8 hex digits: a server shared by test
+/// processes of several machines or containers has each sweep only its own databases.
+fn machine_tag() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let seen = format!(
+        "{}|{}",
+        read("/proc/sys/kernel/random/boot_id").trim(),
+        read("/proc/sys/kernel/hostname").trim()
+    );
+    // FNV-1a: the same tag from every test binary, whatever its toolchain.
+    let hash = seen.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    format!("{hash:08x}")
+}
+
 /// Drops the databases left by test processes that have ended. A test whose hub is still
 /// running when it ends cannot drop its database under the hub (see `TestHub`'s drop), and
 /// at about 8 MiB each, a run's leftovers once filled CI's disk. Test processes name their
-/// databases after their pid (`rt_test_<pid>_…`); a pid with no `/proc` entry has ended.
+/// databases after their machine and pid (`rt_test_<machine>_<pid>_…`); a pid of this
+/// machine with no `/proc` entry has ended.
 /// Where there is no `/proc`, nothing is swept.
 fn sweep_databases_of_ended_processes(server: &str) {
     if !std::path::Path::new("/proc/self").exists() {
@@ -147,13 +165,14 @@ fn sweep_databases_of_ended_processes(server: &str) {
         .output();
 }
 
-/// The pid in a test database's name, `rt_test_<pid>_<n>_<nanos>`.
+/// The pid in the name of a test database of this machine, `rt_test_<machine>_<pid>_…`.
 fn pid_of(name: &str) -> Option<u32> {
-    name.strip_prefix("rt_test_")?
-        .split('_')
-        .next()?
-        .parse()
-        .ok()
+    let rest = name.strip_prefix("rt_test_")?;
+    let (machine, rest) = rest.split_once('_')?;
+    if machine != machine_tag() {
+        return None;
+    }
+    rest.split('_').next()?.parse().ok()
 }
 
 /// `postgresql://user@host:port/postgres` without its database.
@@ -290,8 +309,19 @@ mod tests {
 
     #[test]
     fn a_test_databases_name_carries_its_processs_pid() {
-        assert_eq!(pid_of("rt_test_5207_0_458715446"), Some(5207));
-        assert_eq!(pid_of("rt_test_x_0_1"), None);
+        let here = machine_tag();
+        assert_eq!(here.len(), 8);
+        assert_eq!(
+            pid_of(&format!("rt_test_{here}_5207_0_458715446")),
+            Some(5207)
+        );
+        assert_eq!(
+            pid_of("rt_test_0badf00d_5207_0_1"),
+            None,
+            "another machine's"
+        );
+        assert_eq!(pid_of("rt_test_5207_0_458715446"), None, "an older name");
+        assert_eq!(pid_of(&format!("rt_test_{here}_x_0_1")), None);
         assert_eq!(pid_of("postgres"), None);
     }
 
@@ -302,7 +332,9 @@ mod tests {
             return;
         };
         // A pid above Linux's largest (4194304) has never run.
-        let ended = "rt_test_4194400_0_1";
+        let ended = format!("rt_test_{}_4194400_0_1", machine_tag());
+        let elsewhere = "rt_test_0badf00d_4194400_0_1";
+        psql(&server, &format!("CREATE DATABASE {elsewhere}")).unwrap();
         psql(&server, &format!("CREATE DATABASE {ended}")).unwrap();
         let live = TestDatabase::create_on(&server);
         sweep_databases_of_ended_processes(&server);
@@ -310,7 +342,12 @@ mod tests {
             .into_iter()
             .map(|row| row[0].clone())
             .collect();
-        assert!(!names.contains(&ended.to_owned()), "{names:?}");
+        assert!(!names.contains(&ended), "{names:?}");
         assert!(names.contains(&live.name), "{names:?}");
+        assert!(
+            names.contains(&elsewhere.to_owned()),
+            "another machine's stays: {names:?}"
+        );
+        psql(&server, &format!("DROP DATABASE {elsewhere}")).unwrap();
     }
 }
