@@ -161,6 +161,12 @@ impl HubOps for CoreOps {
     async fn messages_since(&self, room: &str, after: u64, limit: u32) -> Result<Shown, ToolError> {
         let room = self.core.room_id(room).await.map_err(tool_error)?;
         self.core.synced(PATIENCE).await.map_err(tool_error)?;
+        // History fills the gaps after `after` first (as for the latest messages).
+        self.core
+            .gaps_filled(&room, after, u64::MAX, PATIENCE)
+            .await
+            .map_err(tool_error)?;
+        let limit = limit.clamp(1, 500);
         self.core
             .read(move |cache| cache.messages_after(&room, after, limit))
             .await

@@ -63,7 +63,8 @@ pub struct ReadMessages {
     /// and the latest `limit` messages are returned.
     #[serde(default)]
     pub unread_only: Option<bool>,
-    /// With `unread_only: false`, how many of the latest messages (default 30).
+    /// How many messages at most: with `unread_only: false`, the latest (default 30); with
+    /// `since`, the first after it (default 100).
     #[serde(default)]
     pub limit: Option<u32>,
     /// With `room`: the messages after this `seq` (the `seq` of the last message you

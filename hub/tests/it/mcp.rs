@@ -299,6 +299,21 @@ async fn an_agent_with_only_its_token_reads_sends_and_waits_through_its_tools() 
     let (_, nothing) = mcp.call("read_messages", json!({})).await;
     assert_eq!(nothing, json!([]), "the first device read both");
 
+    // `since` takes a limit.
+    let (_, first_only) = mcp
+        .call(
+            "read_messages",
+            json!({"room": world.room, "since": seq - 1, "limit": 1}),
+        )
+        .await;
+    let texts: Vec<&str> = first_only
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["@dana/writer review this"]);
+
     // Errors are results the model reads, with their code.
     let (error, refused) = mcp
         .call("send_message", json!({"room": "nowhere", "text": "x"}))
