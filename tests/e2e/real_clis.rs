@@ -968,8 +968,8 @@ async fn codexs_notify_reaches_the_hub_every_time_though_codex_ends_its_mcp_serv
 
 /// Claude Code configured as a person configures a remote MCP server, with `claude mcp add
 /// --transport http … --header "Authorization: Bearer …"`, and nothing of Roundtable on the
-/// machine but the agent's token: it sends to a room, waits for its person's message, and
-/// asks its person a question, through the hub's `/mcp`.
+/// machine but the agent's token: it lists its rooms, sends to one, waits for its person's
+/// message, and asks its person a question, through the hub's `/mcp`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_with_only_a_token_and_a_header_works_through_the_hubs_mcp_endpoint() {
     if !real_clis_present() {
@@ -990,7 +990,16 @@ async fn claude_code_with_only_a_token_and_a_header_works_through_the_hubs_mcp_e
     ])
     .await;
     let server = ModelServer::start(script(|request: &Request| {
-        if !request.called("mcp__roundtable__send_message") {
+        if !request.called("mcp__roundtable__list_rooms") {
+            Reply::call("mcp__roundtable__list_rooms", serde_json::json!({}))
+        } else if !request.called("mcp__roundtable__send_message") {
+            assert!(
+                request
+                    .last_tool_output()
+                    .is_some_and(|rooms| rooms.contains("\"lexer\"")),
+                "the agent's rooms: {:?}",
+                request.last_tool_output()
+            );
             Reply::call(
                 "mcp__roundtable__send_message",
                 serde_json::json!({"room": "lexer", "text": "starting on the lexer (over HTTP)"}),
