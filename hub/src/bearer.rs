@@ -92,3 +92,19 @@ pub(crate) fn refusal_response(refusal: &Refusal) -> Response {
         ),
     }
 }
+
+/// The caller of a request that must have one: a missing token is 401 with the scheme to
+/// use, as are the refusals of [`caller_of`].
+pub(crate) async fn required_caller(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    peer: Option<Arc<Peer>>,
+) -> Result<(Arc<Caller>, PrincipalRecord), Response> {
+    match caller_of(gateway, headers, peer.as_ref()).await {
+        Ok(Some(found)) => Ok(found),
+        Ok(None) => Err(unauthorized(
+            "send the token of a user or agent of this hub: Authorization: Bearer rt_…",
+        )),
+        Err(response) => Err(response),
+    }
+}

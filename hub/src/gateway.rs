@@ -408,15 +408,7 @@ impl Gateway {
             limit,
             now_ms: crate::unix_ms(),
         };
-        let reader = self.context.reader.clone();
-        match tokio::task::spawn_blocking(move || reader.directory(&query)).await {
-            Ok(Ok(found)) => Ok(found),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "directory read failed");
-                Err(read_failed())
-            }
-            Err(_) => Err(read_failed()),
-        }
+        self.read_directory(query).await
     }
 
     /// The principal a handle names, if `viewer` may see it (`None`: an anonymous viewer,
@@ -438,15 +430,7 @@ impl Gateway {
             limit: 1,
             now_ms: crate::unix_ms(),
         };
-        let reader = self.context.reader.clone();
-        match tokio::task::spawn_blocking(move || reader.directory(&query)).await {
-            Ok(Ok(mut found)) => Ok(found.pop()),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "directory read failed");
-                Err(read_failed())
-            }
-            Err(_) => Err(read_failed()),
-        }
+        Ok(self.read_directory(query).await?.pop())
     }
 }
 
@@ -507,6 +491,13 @@ impl Gateway {
             limit,
             now_ms: crate::unix_ms(),
         };
+        self.read_directory(query).await
+    }
+}
+
+impl Gateway {
+    /// The directory's answer to `query`, off the async threads.
+    async fn read_directory(&self, query: DirectoryQuery) -> Result<Vec<DirectoryEntry>, Refusal> {
         let reader = self.context.reader.clone();
         match tokio::task::spawn_blocking(move || reader.directory(&query)).await {
             Ok(Ok(found)) => Ok(found),

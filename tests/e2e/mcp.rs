@@ -26,10 +26,11 @@ async fn the_hubs_mcp_endpoint_serves_an_agent_with_only_its_token_over_both_gen
     agent_journey(true).await;
 }
 
-async fn agent_journey(over_http: bool) {
-    let hub = Hub::start(&[]).await;
+/// dana signed up on `hub`, her agent `dana/writer` (its token), and a room `work` of the
+/// two.
+async fn dana_and_her_writer(hub: &Hub) -> (Home, String) {
     let home = Home::default();
-    home.signup(&hub, "dana").await;
+    home.signup(hub, "dana").await;
     let agent = json(
         &home
             .ok("dana", &["--json", "agents", "register", "writer"])
@@ -48,6 +49,12 @@ async fn agent_journey(over_http: bool) {
         ],
     )
     .await;
+    (home, token)
+}
+
+async fn agent_journey(over_http: bool) {
+    let hub = Hub::start(&[]).await;
+    let (home, token) = dana_and_her_writer(&hub).await;
 
     let script = fixtures().join("mcp_client.py");
     let mut client = tokio::process::Command::new(test_python());
@@ -215,26 +222,7 @@ async fn read_over_mcp(hub: &Hub, token: &str, session: &str) -> Result<Vec<Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_sigkill_loses_no_unread_message_of_an_mcp_client_and_repeats_none() {
     let mut hub = Hub::start(&[]).await;
-    let home = Home::default();
-    home.signup(&hub, "dana").await;
-    let agent = json(
-        &home
-            .ok("dana", &["--json", "agents", "register", "writer"])
-            .await,
-    );
-    let token = agent["token"].as_str().unwrap().to_owned();
-    home.ok(
-        "dana",
-        &[
-            "room",
-            "create",
-            "--title",
-            "work",
-            "--member",
-            "dana/writer",
-        ],
-    )
-    .await;
+    let (home, token) = dana_and_her_writer(&hub).await;
     let session = mcp_session(&hub, &token).await;
     home.ok("dana", &["send", "work", "@dana/writer one"]).await;
     assert_eq!(
@@ -360,26 +348,7 @@ async fn replay(hub: &Hub, token: &str, session: &str, last: &str) -> Vec<serde_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_stream_is_replayed_from_its_last_event_id_even_after_a_hub_sigkill() {
     let mut hub = Hub::start(&[]).await;
-    let home = Home::default();
-    home.signup(&hub, "dana").await;
-    let agent = json(
-        &home
-            .ok("dana", &["--json", "agents", "register", "writer"])
-            .await,
-    );
-    let token = agent["token"].as_str().unwrap().to_owned();
-    home.ok(
-        "dana",
-        &[
-            "room",
-            "create",
-            "--title",
-            "work",
-            "--member",
-            "dana/writer",
-        ],
-    )
-    .await;
+    let (home, token) = dana_and_her_writer(&hub).await;
     let session = mcp_session(&hub, &token).await;
 
     // The agent waits; its connection drops; the message comes meanwhile.
@@ -550,26 +519,7 @@ async fn the_mcp_conformance_suite_and_inspector_pass_against_the_hubs_mcp() {
         listen: listen.clone(),
         extra: Vec::new(),
     };
-    let home = Home::default();
-    home.signup(&hub, "dana").await;
-    let agent = json(
-        &home
-            .ok("dana", &["--json", "agents", "register", "writer"])
-            .await,
-    );
-    let token = agent["token"].as_str().unwrap().to_owned();
-    home.ok(
-        "dana",
-        &[
-            "room",
-            "create",
-            "--title",
-            "work",
-            "--member",
-            "dana/writer",
-        ],
-    )
-    .await;
+    let (home, token) = dana_and_her_writer(&hub).await;
 
     let mut proxy = tokio::process::Command::new(roundtable_e2e::test_node22())
         .arg(fixtures().join("../e2e/js/bearer_proxy.mjs"))

@@ -32,7 +32,7 @@ use roundtable_protocol::ErrorCode;
 use roundtable_protocol::model::{DirectoryEntry, PrincipalKind};
 use tower::ServiceExt as _;
 
-use crate::bearer::{caller_of, refusal_response, unauthorized};
+use crate::bearer::{caller_of, refusal_response, required_caller};
 use crate::engine::{Caller, Via};
 use crate::gateway::Gateway;
 use crate::http::json_error;
@@ -231,16 +231,10 @@ async fn visible_agent(
 async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Response {
     let closes = state.gateway.context().dispatch.watch_closes();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
-    let (caller, principal) =
-        match caller_of(&state.gateway, request.headers(), peer.as_ref()).await {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                return unauthorized(
-                    "send the token of a user or agent of this hub: Authorization: Bearer rt_…",
-                );
-            }
-            Err(response) => return response,
-        };
+    let (caller, principal) = match required_caller(&state.gateway, request.headers(), peer).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
     let target = match visible_agent(state, Some(&caller), path).await {
         Ok(target) => target,
         Err(response) => return response,

@@ -30,7 +30,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use roundtable_mcp_tools::{OpsSource, ToolError, Tools};
 use roundtable_protocol::ErrorCode;
 
-use crate::bearer::{caller_of, unauthorized};
+use crate::bearer::required_caller;
 use crate::engine::{Refusal, Via};
 use crate::gateway::Gateway;
 use crate::http::json_error;
@@ -206,16 +206,10 @@ fn too_large() -> Response {
 async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response {
     let closes = state.gateway.context().dispatch.watch_closes();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
-    let (caller, principal) =
-        match caller_of(&state.gateway, request.headers(), peer.as_ref()).await {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                return unauthorized(
-                    "send the token of a user or agent of this hub: Authorization: Bearer rt_…",
-                );
-            }
-            Err(response) => return response,
-        };
+    let (caller, principal) = match required_caller(&state.gateway, request.headers(), peer).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
     let device = match device_of(&request) {
         Ok(device) => device,
         Err(response) => return *response,

@@ -148,14 +148,23 @@ impl CallerOps {
             .map_err(refused)
     }
 
-    async fn rooms(&self) -> Result<Vec<Room>, ToolError> {
-        match self.execute(ClientFrame::Rooms(Rooms { id: 1 })).await? {
-            Reply::Ok(ok) => ok
-                .decode::<RoomsOk>()
-                .map(|rooms| rooms.rooms)
-                .map_err(|_| odd("rooms")),
-            Reply::Sent { .. } => Err(odd("rooms")),
+    /// Runs a command whose `ok` is a `T` (`what` names it if the hub answers otherwise).
+    async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        frame: ClientFrame,
+        what: &str,
+    ) -> Result<T, ToolError> {
+        match self.execute(frame).await? {
+            Reply::Ok(ok) => ok.decode::<T>().map_err(|_| odd(what)),
+            Reply::Sent { .. } => Err(odd(what)),
         }
+    }
+
+    async fn rooms(&self) -> Result<Vec<Room>, ToolError> {
+        let rooms: RoomsOk = self
+            .ask(ClientFrame::Rooms(Rooms { id: 1 }), "rooms")
+            .await?;
+        Ok(rooms.rooms)
     }
 
     /// A room named by id or title (exactly, else the one title equal but for case).
@@ -540,13 +549,8 @@ impl HubOps for CallerOps {
             to: handle,
             message,
         });
-        match self.execute(frame).await? {
-            Reply::Ok(ok) => ok
-                .decode::<ContactRequestOk>()
-                .map(|asked| Shown::of(&asked.request))
-                .map_err(|_| odd("a contact request")),
-            Reply::Sent { .. } => Err(odd("a contact request")),
-        }
+        let asked: ContactRequestOk = self.ask(frame, "a contact request").await?;
+        Ok(Shown::of(&asked.request))
     }
 
     async fn list_rooms(&self) -> Result<Shown, ToolError> {
@@ -586,13 +590,8 @@ impl HubOps for CallerOps {
             topic,
             members,
         });
-        match self.execute(frame).await? {
-            Reply::Ok(ok) => ok
-                .decode::<RoomOk>()
-                .map(|created| Shown::of(&created.room))
-                .map_err(|_| odd("room_create")),
-            Reply::Sent { .. } => Err(odd("room_create")),
-        }
+        let created: RoomOk = self.ask(frame, "room_create").await?;
+        Ok(Shown::of(&created.room))
     }
 
     async fn invite(&self, room: &str, handle: &str) -> Result<String, ToolError> {
