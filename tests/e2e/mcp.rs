@@ -504,7 +504,7 @@ async fn the_mcp_conformance_suite_and_inspector_pass_against_the_hubs_mcp() {
     use tokio::io::AsyncBufReadExt as _;
     let listen = roundtable_e2e::free_loopback_address().to_string();
     let proxy_port = roundtable_e2e::free_loopback_address().port();
-    let public = format!("localhost:{proxy_port}");
+    let public = format!("127.0.0.1:{proxy_port}");
     let dir = tempfile::tempdir().unwrap();
     let process = roundtable_testkit::HubProcess::start_on(
         &roundtable_bin(),
