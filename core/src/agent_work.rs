@@ -5,9 +5,11 @@
 
 use std::time::Duration;
 
-use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task};
+use roundtable_protocol::bodies::{
+    AgentState, ArchBody, ComponentDef, ComponentStatus, PingBody, SessionRef, StatusBody, Task,
+    TasksBody,
+};
 use serde::Serialize;
-use serde_json::json;
 
 use crate::cache::{MessageView, PingView};
 use crate::wait_for::{Arrived, WaitFilter};
@@ -158,11 +160,11 @@ impl Core {
             Some(room) => self.room_id(room).await?,
             None => self.home_room().await?,
         };
-        let mut body = json!({ "state": state });
-        if let Some(detail) = detail {
-            body["detail"] = json!(detail);
-        }
-        self.post(&room, "status", body, None).await
+        let body = StatusBody {
+            state,
+            detail: detail.map(str::to_owned),
+        };
+        self.post(&room, "status", to_body(&body), None).await
     }
 
     /// Defines (or redefines) components of a room's architecture board.
@@ -172,8 +174,11 @@ impl Core {
         components: Vec<ComponentDef>,
     ) -> Result<Delivered, CoreError> {
         let room = self.room_id(room).await?;
-        self.post(&room, "arch", json!({ "define": components }), None)
-            .await
+        let body = ArchBody::Define {
+            define: components,
+            source: None,
+        };
+        self.post(&room, "arch", to_body(&body), None).await
     }
 
     /// Reports a component's status (`working`, `done`, `blocked`, `idle`).
@@ -186,14 +191,15 @@ impl Core {
         files: Vec<String>,
     ) -> Result<Delivered, CoreError> {
         let room = self.room_id(room).await?;
-        let mut body = json!({ "component": component, "status": status });
-        if let Some(note) = note {
-            body["note"] = json!(note);
-        }
-        if !files.is_empty() {
-            body["files"] = json!(files);
-        }
-        self.post(&room, "arch", body, None).await
+        let body = ArchBody::Status {
+            component: component.to_owned(),
+            status,
+            note: note.map(str::to_owned),
+            files: (!files.is_empty()).then_some(files),
+            agent: None,
+            claim: None,
+        };
+        self.post(&room, "arch", to_body(&body), None).await
     }
 
     /// Claims a component of a room (`claim` true), or releases our claim: others editing it
@@ -211,11 +217,15 @@ impl Core {
         } else {
             ComponentStatus::Idle
         };
-        let mut body = json!({ "component": component, "status": status, "claim": claim });
-        if let Some(note) = note {
-            body["note"] = json!(note);
-        }
-        self.post(&room, "arch", body, None).await
+        let body = ArchBody::Status {
+            component: component.to_owned(),
+            status,
+            note: note.map(str::to_owned),
+            files: None,
+            agent: None,
+            claim: Some(claim),
+        };
+        self.post(&room, "arch", to_body(&body), None).await
     }
 
     /// The other agents on the components we edit or claim, at `now_ms`.
@@ -263,12 +273,16 @@ impl Core {
             Some(room) => self.room_id(room).await?,
             None => self.home_room().await?,
         };
-        let body = json!({
-            "session": {"agent": self.me(), "framework": framework, "session_id": session_id},
-            "source": source,
-            "tasks": tasks,
-        });
-        self.post(&room, "tasks", body, None).await
+        let body = TasksBody {
+            session: SessionRef {
+                agent: self.me().to_owned(),
+                framework: framework.to_owned(),
+                session_id: session_id.to_owned(),
+            },
+            source: source.to_owned(),
+            tasks,
+        };
+        self.post(&room, "tasks", to_body(&body), None).await
     }
 
     /// Asks our person (the owner of an agent) a question with a ping in our home room, and
@@ -305,13 +319,13 @@ impl Core {
         let expires = roundtable_protocol::ts::format_millis(
             now_ms() + timeout.min(LONGEST_WAIT).as_millis() as i64,
         );
-        let mut body = json!({ "ping": ping, "question": question, "expires_at": expires });
-        if !options.is_empty() {
-            body["options"] = json!(options);
-        }
-        if let Some(owner) = owner {
-            body["to"] = json!([owner]);
-        }
+        let body = to_body(&PingBody {
+            ping: ping.clone(),
+            question: question.to_owned(),
+            options: (!options.is_empty()).then(|| options.to_vec()),
+            to: owner.map(|owner| vec![owner]),
+            expires_at: Some(expires),
+        });
         let client_key = key.map(|key| format!("ping-{key}"));
         match self.post(room, "ping", body, client_key.as_deref()).await? {
             Delivered::Queued { reason, .. } => Err(CoreError::Offline(reason)),
@@ -361,4 +375,9 @@ fn answer_of(ping: PingView) -> HumanAnswer {
             ping: ping.ping,
         },
     }
+}
+
+/// A typed body as the JSON a send carries.
+fn to_body(body: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(body).unwrap_or(serde_json::Value::Null)
 }
