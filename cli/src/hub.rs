@@ -1,8 +1,10 @@
 //! `roundtable hub`: runs the hub until SIGINT or SIGTERM, then closes every connection
-//! with 1012 ("restarting") and waits for the last commit. Its subcommands are the
-//! operator's: `user add` creates a user on a closed hub, `user token` rotates or revokes a
-//! user's tokens (through the running hub's operator socket when it runs), `audit verify`
-//! checks the audit log's hash chain, against a head recorded earlier if given one.
+//! with 1012 ("restarting") and waits for the last commit; when one of the hub's threads
+//! fails, the hub closes them with 1011 and the process exits with status 70. Its
+//! subcommands are the operator's: `user add` creates a user on a closed hub, `user token`
+//! rotates or revokes a user's tokens (through the running hub's operator socket when it
+//! runs), `audit verify` checks the audit log's hash chain, against a head recorded earlier
+//! if given one.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -436,9 +438,19 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
     }
     stdout.flush()?;
     drop(stdout);
-    hub.serve(listener, shutdown_signal()).await?;
-    Ok(())
+    match hub.serve(listener, shutdown_signal()).await {
+        // The hub has closed its connections and let go of its data: the process goes too,
+        // so whatever supervises it starts it again.
+        Err(roundtable_hub::HubError::Failed(failure)) => {
+            eprintln!("roundtable hub: {failure}");
+            std::process::exit(EXIT_HUB_FAILED);
+        }
+        served => Ok(served?),
+    }
 }
+
+/// `roundtable hub`'s exit status when one of the hub's threads failed (`EX_SOFTWARE`).
+const EXIT_HUB_FAILED: i32 = 70;
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};

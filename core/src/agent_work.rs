@@ -239,7 +239,8 @@ impl Core {
     }
 
     /// What we have not been told yet of the other agents on our components, as a notice
-    /// for our session; recorded as told.
+    /// for our session (what they wrote as room content: [`overlaps::notice`]); recorded as
+    /// told.
     pub async fn overlap_notice(&self, now_ms: i64) -> Result<Option<String>, CoreError> {
         let found = self.overlaps(now_ms).await?;
         if found.is_empty() {
@@ -256,7 +257,14 @@ impl Core {
             .collect();
         self.write_job(move |cache| cache.record_overlaps_told(&keys, now_ms))
             .await?;
-        Ok(Some(overlaps::notice(&new)))
+        let rooms = self.rooms().await?;
+        let room_label = |id: &str| {
+            rooms
+                .iter()
+                .find(|room| room.id == id)
+                .map_or_else(|| id.to_owned(), |room| room.label().to_owned())
+        };
+        Ok(Some(overlaps::notice(&new, &room_label, now_ms)))
     }
 
     /// Reports the task list of one of our sessions (a snapshot that replaces the last), to

@@ -8,6 +8,11 @@
 //! manager's). Spend is the costs board's figures (this machine's logs, and what teammates
 //! share), so a budget holds whichever machine an agent runs on.
 //!
+//! A teammate's figure counts at what its tokens can cost at this machine's prices; one for a
+//! model this machine has no price for is the teammate's word alone (`unverified_usd`): it is
+//! shown and warns, says whose it is, and never pauses anyone (docs/pricing.md). A pause
+//! whose spend holds teammates' figures says how much of it they reported.
+//!
 //! The states and the actions they call for are pure ([`budget_states`], [`actions_due`]);
 //! [`Core::keep_budgets`] applies them, and [`BudgetWatch`] does so after every change of
 //! usage, so a usage event that crosses a budget pauses its agent before the next one.
@@ -197,6 +202,16 @@ pub struct BudgetState {
     pub unpriced_entries: u64,
     /// The agents whose spend counts, most first (handles).
     pub agents: Vec<String>,
+    /// Of `spent_usd`, what other people reported for models this machine has no price
+    /// for: their word alone, which warns but never pauses.
+    #[serde(skip)]
+    pub unverified_usd: f64,
+    /// Whose those figures are, and of which models: (person, model), sorted.
+    #[serde(skip)]
+    pub unverified: Vec<(String, String)>,
+    /// `spent_usd` by person (handles), sorted: whose figures a notification names.
+    #[serde(skip)]
+    pub by_person: Vec<(String, f64)>,
 }
 
 /// Each budget's state at `now_ms`, from figures at their finest (the costs board's rows,
@@ -208,13 +223,21 @@ pub fn budget_states(budgets: &[Budget], rows: &[CostRow], now_ms: i64) -> Vec<B
             let period_start = budget.period.start_day(now_ms);
             let mut spent_usd = 0.0;
             let mut unpriced_entries = 0;
+            let mut unverified_usd = 0.0;
+            let mut unverified = BTreeSet::new();
             let mut by_agent: Vec<(String, f64)> = Vec::new();
+            let mut by_person: std::collections::BTreeMap<String, f64> = Default::default();
             for row in rows
                 .iter()
                 .filter(|row| row.day >= period_start && budget.counts(row))
             {
                 spent_usd += row.cost_usd;
                 unpriced_entries += row.unpriced_entries;
+                if row.unverified_usd > 0.0 {
+                    unverified_usd += row.unverified_usd;
+                    unverified.insert((row.person.clone(), row.model.clone()));
+                }
+                *by_person.entry(row.person.clone()).or_default() += row.cost_usd;
                 match by_agent.iter_mut().find(|(agent, _)| *agent == row.agent) {
                     Some((_, spent)) => *spent += row.cost_usd,
                     None => by_agent.push((row.agent.clone(), row.cost_usd)),
@@ -237,9 +260,52 @@ pub fn budget_states(budgets: &[Budget], rows: &[CostRow], now_ms: i64) -> Vec<B
                 level,
                 unpriced_entries,
                 agents: by_agent.into_iter().map(|(agent, _)| agent).collect(),
+                unverified_usd,
+                unverified: unverified.into_iter().collect(),
+                by_person: by_person.into_iter().collect(),
             }
         })
         .collect()
+}
+
+/// "sam", "sam and lee", "sam, lee and ana".
+fn in_words(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+impl BudgetState {
+    /// The people whose unverified figures count, and their models, in words.
+    fn unverified_in_words(&self) -> (String, String) {
+        let mut people: Vec<&str> = self.unverified.iter().map(|(p, _)| p.as_str()).collect();
+        people.dedup();
+        let mut models: Vec<&str> = self.unverified.iter().map(|(_, m)| m.as_str()).collect();
+        models.sort_unstable();
+        models.dedup();
+        (in_words(&people), in_words(&models))
+    }
+
+    /// ", $4.00 of it as sam reported it" when people other than `me` spent some of it.
+    fn others_share(&self, me: &str) -> String {
+        let others: Vec<&(String, f64)> = self
+            .by_person
+            .iter()
+            .filter(|(person, spent)| person != me && *spent > 0.0)
+            .collect();
+        if others.is_empty() {
+            return String::new();
+        }
+        let spent: f64 = others.iter().map(|(_, spent)| spent).sum();
+        let names: Vec<&str> = others.iter().map(|(person, _)| person.as_str()).collect();
+        format!(
+            ", {} of it as {} reported it",
+            dollars(spent),
+            in_words(&names)
+        )
+    }
 }
 
 /// What keeping a budget does, once per budget and period.
@@ -303,18 +369,46 @@ pub fn actions_due(
             text,
         };
         let mut wanted = Vec::new();
+        let (vouchers, unpriced_models) = state.unverified_in_words();
         if state.level >= BudgetLevel::Near {
+            let theirs = if state.unverified_usd > 0.0 {
+                format!(
+                    "; {} of it is what {vouchers} reported for {unpriced_models}, which \
+                     this machine has no price for",
+                    dollars(state.unverified_usd)
+                )
+            } else {
+                String::new()
+            };
             wanted.push(action(
                 BudgetLevel::Near,
                 None,
                 format!(
-                    "{spent} of {} spent ({percent}%) since {}",
+                    "{spent} of {} spent ({percent}%) since {}{theirs}",
                     budget.describe(),
                     state.period_start
                 ),
             ));
         }
-        if state.level == BudgetLevel::Reached {
+        // Reached on figures this machine can price: a figure only another person vouches
+        // for (a model unpriced here) never pauses anyone.
+        let verified_reached = state.spent_usd - state.unverified_usd >= budget.usd;
+        if state.level == BudgetLevel::Reached && !verified_reached {
+            wanted.push(action(
+                BudgetLevel::Reached,
+                None,
+                format!(
+                    "{} reached only with {} that {vouchers} reported for {unpriced_models}, \
+                     which this machine has no price for: {spent} spent since {}, {} of it \
+                     priced here. Only {vouchers} vouch for the rest, so nothing was paused; \
+                     give {unpriced_models} a price in pricing.toml to count it",
+                    budget.describe(),
+                    dollars(state.unverified_usd),
+                    state.period_start,
+                    dollars(state.spent_usd - state.unverified_usd),
+                ),
+            ));
+        } else if state.level == BudgetLevel::Reached {
             let ours: Vec<&String> = state.agents.iter().filter(|agent| mine(agent)).collect();
             if ours.is_empty() {
                 wanted.push(action(
@@ -333,10 +427,11 @@ pub fn actions_due(
                     BudgetLevel::Reached,
                     Some(agent.clone()),
                     format!(
-                        "budget reached: {} ({spent} spent since {}); paused by {me} until \
+                        "budget reached: {} ({spent} spent since {}{}); paused by {me} until \
                          they resume you or raise the budget",
                         budget.describe(),
-                        state.period_start
+                        state.period_start,
+                        state.others_share(me),
                     ),
                 ));
             }
@@ -633,6 +728,7 @@ mod tests {
             unpriced_models: Vec::new(),
             local_entries: 0,
             latest_ms: 0,
+            unverified_usd: 0.0,
         }
     }
 
@@ -796,6 +892,111 @@ mod tests {
             due[1].text.contains("nothing was paused"),
             "{}",
             due[1].text
+        );
+    }
+
+    /// The costs board's rows of Dana's cache, in which Sam's agent reported `model` usage of
+    /// a thousand tokens at an absurd cost, and Dana's writer a little real spend.
+    fn rows_with_sams_report(model: &str) -> Vec<CostRow> {
+        use crate::cache::{Cache, PrincipalRow};
+        use crate::work::boards::{COST_GROUPING, cost_rows_from};
+        use crate::work::figures::{Teams, figures};
+        use roundtable_protocol::server::Event;
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = Cache::open(&dir.path().join("cache.db"), DEC_2_2026_NOON).unwrap();
+        cache.set_meta("principal", "u_dana").unwrap();
+        let principal = |id: &str, kind: &str, handle: &str, owner: Option<&str>| PrincipalRow {
+            id: id.into(),
+            kind: kind.into(),
+            handle: handle.into(),
+            name: handle.into(),
+            owner: owner.map(str::to_owned),
+        };
+        cache
+            .remember_principals([
+                principal("u_dana", "user", "dana", None),
+                principal("u_sam", "user", "sam", None),
+                principal("a_writer", "agent", "dana/writer", Some("u_dana")),
+                principal("a_bot", "agent", "sam/bot", Some("u_sam")),
+            ])
+            .unwrap();
+        let at = roundtable_protocol::ts::format_millis(DEC_2_2026_NOON - 3_600_000);
+        let usage = |seq: u64, agent: &str, model: &str, cost: f64| Event {
+            room: Some("r_core".into()),
+            stream: None,
+            seq,
+            id: format!("e{seq}"),
+            ts: at.clone(),
+            from: agent.into(),
+            kind: "usage".into(),
+            body: serde_json::json!({
+                "session": {"agent": agent, "framework": "claude-code", "session_id": format!("s{seq}")},
+                "model": model, "input": 1000, "output": 100, "cache_write": 0, "cache_read": 0,
+                "cost_usd": cost, "from": at, "to": at,
+            }),
+            client_key: None,
+        };
+        cache
+            .apply(
+                "u_dana",
+                "r_core",
+                &[
+                    usage(1, "a_writer", "claude-sonnet-4-5", 0.004),
+                    usage(2, "a_bot", model, 1_000_000.0),
+                ],
+                Some(2),
+            )
+            .unwrap();
+        let teams = Teams {
+            teams: [("core".to_owned(), vec!["dana".to_owned(), "sam".to_owned()])].into(),
+        };
+        let figures = figures(
+            &cache,
+            &COST_GROUPING,
+            &crate::cache::UsageQuery::default(),
+            &teams,
+            &|_, _| None,
+            &Pricing::built_in(),
+            "dana",
+        )
+        .unwrap();
+        cost_rows_from(figures, &teams)
+    }
+
+    #[test]
+    fn a_teammates_absurd_cost_for_a_model_priced_here_counts_at_what_its_tokens_cost() {
+        let rows = rows_with_sams_report("claude-sonnet-4-5");
+        let team = budget(BudgetScope::Team, "core", BudgetPeriod::Day, 1.0);
+        let states = budget_states(std::slice::from_ref(&team), &rows, DEC_2_2026_NOON);
+        // A thousand input and a hundred output tokens of Sonnet 4.5 cost cents at most.
+        assert!(states[0].spent_usd < 0.02, "{states:?}");
+        assert_eq!(states[0].level, BudgetLevel::Under);
+        assert!(actions_due(&states, "dana", &BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn a_teammates_cost_for_a_model_unpriced_here_warns_but_never_pauses() {
+        let rows = rows_with_sams_report("homegrown-9");
+        let team = budget(BudgetScope::Team, "core", BudgetPeriod::Day, 1.0);
+        let states = budget_states(std::slice::from_ref(&team), &rows, DEC_2_2026_NOON);
+        // Shown as spent: the person sees what Sam's agent reported.
+        assert_eq!(states[0].level, BudgetLevel::Reached);
+        let due = actions_due(&states, "dana", &BTreeSet::new());
+        assert!(
+            due.iter().all(|action| action.agent.is_none()),
+            "nothing of Dana's is paused on Sam's word alone: {due:?}"
+        );
+        let reached = due
+            .iter()
+            .find(|action| action.level == BudgetLevel::Reached)
+            .unwrap_or_else(|| panic!("the person is told: {due:?}"));
+        // Whose figure it is, and that it paused nothing.
+        assert!(reached.text.contains("sam"), "{}", reached.text);
+        assert!(reached.text.contains("homegrown-9"), "{}", reached.text);
+        assert!(
+            reached.text.contains("nothing was paused"),
+            "{}",
+            reached.text
         );
     }
 

@@ -16,7 +16,8 @@
 //!
 //! The wire is one JSON object per line: the offer `{"from": LOCK_ID, "entries": [N…]}`,
 //! the answer `{"adopted": [N…], "state": SYNC_STATE}`, then `{"n": N, "outcome": …}` per
-//! adopted entry as it ends. Only processes of the profile's owner can reach the socket:
+//! adopted entry as it ends. An offer of nothing asks only for the state: whether the
+//! running process keeps the profile's cache in step with the hub ([`serving_state`]). Only processes of the profile's owner can reach the socket:
 //! the directory is 0700.
 
 use std::collections::HashSet;
@@ -35,6 +36,8 @@ use crate::{Outcome, Shared, SyncState, watch_entry};
 
 /// How long an offer may take before the offering process sends the entry itself.
 const OFFER_PATIENCE: Duration = Duration::from_secs(2);
+/// How long a running process may take to say how it syncs before it is taken for busy.
+const STATE_PATIENCE: Duration = Duration::from_millis(500);
 /// The longest line either side accepts.
 const MAX_LINE: usize = 64 * 1024;
 
@@ -112,17 +115,22 @@ async fn serve_one(shared: Arc<Shared>, stream: UnixStream, mut stop: watch::Rec
     };
     let owner = shared.lock.id.clone();
     let waiters = shared.waiters.clone();
-    let adopted = shared
-        .write(move |cache| {
-            let adopted = cache.adopt(&offer.entries, &offer.from, &owner)?;
-            // Watched before the sync task can send them, so no outcome is missed.
-            let receivers: Vec<_> = adopted
-                .iter()
-                .map(|n| (*n, watch_entry(&waiters, *n)))
-                .collect();
-            Ok(receivers)
-        })
-        .await;
+    // An offer of nothing asks how this process syncs: answered at once.
+    let adopted = if offer.entries.is_empty() {
+        Ok(Vec::new())
+    } else {
+        shared
+            .write(move |cache| {
+                let adopted = cache.adopt(&offer.entries, &offer.from, &owner)?;
+                // Watched before the sync task can send them, so no outcome is missed.
+                let receivers: Vec<_> = adopted
+                    .iter()
+                    .map(|n| (*n, watch_entry(&waiters, *n)))
+                    .collect();
+                Ok(receivers)
+            })
+            .await
+    };
     let adopted = match adopted {
         Ok(adopted) => adopted,
         Err(error) => {
@@ -207,6 +215,38 @@ impl Receipt {
     }
 }
 
+/// How the running processes on the profile that serve hand-offs (and so sync its cache:
+/// the desktop app, an MCP bridge, `tail --follow`) sync now: `Idle` when one is in step
+/// with the hub, else the state of one that answered; `None` when none runs (or none
+/// answered within [`STATE_PATIENCE`]).
+pub(crate) async fn serving_state(lock: &ProcessLock) -> Option<SyncState> {
+    let mut found = None;
+    for process in lock.others_alive() {
+        let path = socket_path(lock, &process);
+        if !path.exists() {
+            continue;
+        }
+        let asked = async {
+            let stream = UnixStream::connect(&path).await.ok()?;
+            let (read, mut write) = stream.into_split();
+            let nothing = Offer {
+                from: lock.id.clone(),
+                entries: Vec::new(),
+            };
+            write_line(&mut write, &nothing).await.ok()?;
+            let mut lines = BufReader::new(read.take(MAX_LINE as u64)).lines();
+            let answer: Answer = serde_json::from_str(&lines.next_line().await.ok()??).ok()?;
+            Some(answer.state)
+        };
+        match tokio::time::timeout(STATE_PATIENCE, asked).await {
+            Ok(Some(SyncState::Idle)) => return Some(SyncState::Idle),
+            Ok(Some(state)) => found = Some(state),
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Offers `entries` (queued by this process) to a running process on the profile; `None`
 /// when none took them, and the caller sends them itself.
 pub(crate) async fn offer(lock: &ProcessLock, entries: &[u64]) -> Option<Receipt> {
@@ -265,6 +305,56 @@ mod tests {
             lines: BufReader::new(read.take(MAX_LINE as u64)).lines(),
         };
         (receipt, theirs)
+    }
+
+    /// Serves one offer on `process`'s hand-off socket: checks it offers nothing, and
+    /// answers `state`.
+    fn answering(process: &ProcessLock, state: SyncState) -> tokio::task::JoinHandle<()> {
+        let path = socket_path(process, &process.id);
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(path).unwrap();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (read, mut write) = stream.into_split();
+            let mut lines = BufReader::new(read).lines();
+            let offer: Offer =
+                serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            assert!(offer.entries.is_empty(), "only asked how it syncs");
+            let answer = Answer {
+                adopted: Vec::new(),
+                state,
+            };
+            write_line(&mut write, &answer).await.unwrap();
+        })
+    }
+
+    #[tokio::test]
+    async fn a_running_process_offered_nothing_says_how_it_syncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = ProcessLock::acquire(dir.path(), "d1").unwrap();
+        assert_eq!(serving_state(&hook).await, None, "no one else runs");
+        let send = ProcessLock::acquire(dir.path(), "d1").unwrap();
+        assert_eq!(
+            serving_state(&hook).await,
+            None,
+            "one runs that serves no hand-offs (a `roundtable send`)"
+        );
+        drop(send);
+        let catching_up = ProcessLock::acquire(dir.path(), "d1").unwrap();
+        let answered = answering(&catching_up, SyncState::Syncing);
+        assert_eq!(serving_state(&hook).await, Some(SyncState::Syncing));
+        answered.await.unwrap();
+        // One in step with the hub is the answer, whichever answers first.
+        let in_step = ProcessLock::acquire(dir.path(), "d1").unwrap();
+        let answers = [
+            answering(&catching_up, SyncState::Syncing),
+            answering(&in_step, SyncState::Idle),
+        ];
+        assert_eq!(serving_state(&hook).await, Some(SyncState::Idle));
+        drop(in_step);
+        for answer in answers {
+            answer.abort();
+        }
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! Links in what agents and people write open in the person's browser, never in the app's
 //! own window (which holds their session with the hub). A message's author chooses the
-//! target, so only web and mail addresses are opened, and the window shows a link's full
+//! target, so only web and mail addresses are opened (a mail link with its address, subject
+//! and body only: no attachments, no other recipients), and the window shows a link's full
 //! target before opening it. This is the check the app makes again before handing a link to
 //! the system, whatever the window sent.
 
@@ -29,7 +30,7 @@ pub fn checked_link(text: &str) -> Result<String, CoreError> {
     match url.scheme() {
         "http" | "https" if url.host_str().is_some_and(|host| !host.is_empty()) => {}
         "http" | "https" => return refuse("it names no host"),
-        "mailto" => {}
+        "mailto" => return Ok(mail_link(&url)),
         other => {
             return refuse(&format!(
                 "only web (https) and mail links open, not {other}:"
@@ -37,6 +38,33 @@ pub fn checked_link(text: &str) -> Result<String, CoreError> {
         }
     }
     Ok(url.to_string())
+}
+
+/// The fields of a mail link kept: what the mail is about and what it says.
+const MAIL_FIELDS: [&str; 2] = ["subject", "body"];
+
+/// A mail link as opened: its address, `subject` and `body`, nothing else. A mail program
+/// takes other fields as more recipients (`cc`, `bcc`, `to`) or as files to attach
+/// (`attach`), which a message's author should not choose for the person. The kept fields
+/// stay as written (in a mail link `+` is a plus, not a space). Pure; the window's
+/// `openableTarget` does the same.
+fn mail_link(url: &url::Url) -> String {
+    let kept: Vec<&str> = url
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|field| {
+            let name = field.split('=').next().unwrap_or_default();
+            MAIL_FIELDS
+                .iter()
+                .any(|kept| name.eq_ignore_ascii_case(kept))
+        })
+        .collect();
+    if kept.is_empty() {
+        format!("mailto:{}", url.path())
+    } else {
+        format!("mailto:{}?{}", url.path(), kept.join("&"))
+    }
 }
 
 #[cfg(test)]
@@ -61,6 +89,31 @@ mod tests {
         assert_eq!(
             checked_link("https://exаmple.com/").unwrap(),
             "https://xn--exmple-4nf.com/"
+        );
+    }
+
+    #[test]
+    fn a_mail_link_keeps_only_its_address_subject_and_body() {
+        assert_eq!(
+            checked_link("mailto:dana@example.com?attach=/home/dana/.ssh/id_ed25519").unwrap(),
+            "mailto:dana@example.com"
+        );
+        assert_eq!(
+            checked_link(
+                "mailto:dana@example.com?subject=Hi%20there&cc=eve@evil.example&body=See%20you\
+                 &bcc=eve@evil.example&Attachment=~/.aws/credentials&X-Header=1#frag"
+            )
+            .unwrap(),
+            "mailto:dana@example.com?subject=Hi%20there&body=See%20you"
+        );
+        // However the names are spelled, only those two stay.
+        assert_eq!(
+            checked_link("mailto:dana@example.com?BODY=x&ATTACH=y&Subject=z").unwrap(),
+            "mailto:dana@example.com?BODY=x&Subject=z"
+        );
+        assert_eq!(
+            checked_link("mailto:dana@example.com?").unwrap(),
+            "mailto:dana@example.com"
         );
     }
 

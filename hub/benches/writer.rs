@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use roundtable_hub::engine::{Caller, Command, ConnId, Engine, Via, prepare_send};
+use roundtable_hub::engine::{Caller, Command, ConnId, Engine, EngineConfig, Via, prepare_send};
 use roundtable_hub::ids::IdSource;
 use roundtable_hub::store::Store;
 use roundtable_hub::store::sqlite;
@@ -26,7 +26,13 @@ fn main() {
     let mut ids = IdSource::seeded(1);
     let (mut store, _reader) = sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 0).unwrap();
     let snapshot = store.load(0).unwrap();
-    let mut engine = Engine::new(snapshot, ids);
+    // The writer's own cost: no rate limit refuses the load (the load generator runs its
+    // hub without one too).
+    let config = EngineConfig {
+        rate_limits: None,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::with_config(snapshot, ids, config);
     let now = 1_800_000_000_000;
 
     // 10 rooms of a user and 3 agents each, as roundtable-bench's default shape.
@@ -60,7 +66,7 @@ fn main() {
                     &mut *tx,
                     now,
                     &owner,
-                    Command::Frame(ClientFrame::RegisterAgent(RegisterAgent {
+                    &Command::Frame(ClientFrame::RegisterAgent(RegisterAgent {
                         id: 1,
                         name: format!("m{agent_index}"),
                         description: None,
@@ -87,7 +93,7 @@ fn main() {
                 &mut *tx,
                 now,
                 &owner,
-                Command::Frame(ClientFrame::RoomCreate(RoomCreate {
+                &Command::Frame(ClientFrame::RoomCreate(RoomCreate {
                     id: 2,
                     title: None,
                     topic: None,
@@ -122,7 +128,7 @@ fn main() {
             })
             .unwrap();
             engine
-                .execute(&mut *tx, now, caller, Command::Send(send))
+                .execute(&mut *tx, now, caller, &Command::Send(send))
                 .unwrap();
             sent += 1;
         }

@@ -260,12 +260,18 @@ impl DispatchHandle {
 
     /// Closes every connection with 1012; nothing is delivered after this.
     pub fn shutdown(&self) {
+        self.shutdown_with(CloseCode::HubRestarting);
+    }
+
+    /// Closes every connection with `code` (1011 when the hub failed, 1012 when it stops);
+    /// nothing is delivered after this. A connection already closing keeps its code.
+    pub fn shutdown_with(&self, code: CloseCode) {
         let mut dispatcher = self.lock();
         dispatcher.stopped = true;
         for registered in dispatcher.conns.values() {
-            registered.handle.control.close(CloseCode::HubRestarting);
+            registered.handle.control.close(code);
         }
-        info!("dispatcher stopped");
+        info!(code = code.code(), "dispatcher stopped");
     }
 }
 

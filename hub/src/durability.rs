@@ -13,8 +13,12 @@
 //! ([`DurableReads`]), so no client ever sees an event that a power cut could take back.
 //!
 //! A failed flush leaves the page cache in an unknown state relative to the disk (the
-//! kernel may have dropped the dirty pages): the hub stops at once and a restart recovers
-//! from what the disk holds. No `ok` for the lost commits was ever sent.
+//! kernel may have dropped the dirty pages): the process stops at once (an embedded hub's
+//! program too: closing the database gracefully would checkpoint that cache into it), and a
+//! restart recovers from what the disk holds. No `ok` for the lost commits was ever sent. A
+//! panic of the flush stage (a bug) stops the hub alone ([`crate::stop_on_panic`]): no read
+//! waiting for what it would have flushed is answered, the watermark is abandoned
+//! ([`Watermark::abandon`]) and they fail.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -34,7 +38,7 @@ use crate::store::{
 #[derive(Debug)]
 pub struct Watermark {
     begun: Mutex<u64>,
-    durable: Mutex<u64>,
+    durable: Mutex<Durable>,
     advanced: Condvar,
     /// Signals each advance to the writer, which waits on it beside its request queue.
     signal: (
@@ -43,11 +47,19 @@ pub struct Watermark {
     ),
 }
 
+/// The latest durable commit, and whether any more will ever be.
+#[derive(Debug, Default)]
+struct Durable {
+    commit: u64,
+    /// The hub failed: nothing more becomes durable.
+    abandoned: bool,
+}
+
 impl Default for Watermark {
     fn default() -> Watermark {
         Watermark {
             begun: Mutex::new(0),
-            durable: Mutex::new(0),
+            durable: Mutex::new(Durable::default()),
             advanced: Condvar::new(),
             signal: crossbeam_channel::bounded(1),
         }
@@ -69,7 +81,7 @@ impl Watermark {
 
     /// The number of the latest durable commit.
     pub fn durable(&self) -> u64 {
-        *lock(&self.durable)
+        lock(&self.durable).commit
     }
 
     /// Receives a message after advances (one pending at most: check [`durable`] after).
@@ -82,26 +94,39 @@ impl Watermark {
     /// Every commit up to `commit` is durable.
     pub fn advance(&self, commit: u64) {
         let mut durable = lock(&self.durable);
-        if commit > *durable {
-            *durable = commit;
+        if commit > durable.commit {
+            durable.commit = commit;
             self.advanced.notify_all();
             let _ = self.signal.0.try_send(());
         }
     }
 
-    /// Blocks until every commit up to `commit` is durable.
-    pub fn wait_durable(&self, commit: u64) {
+    /// Blocks until every commit up to `commit` is durable: true then, false when the
+    /// watermark was abandoned first (the hub failed; it never will be).
+    pub fn wait_durable(&self, commit: u64) -> bool {
         let mut durable = lock(&self.durable);
-        while *durable < commit {
+        while durable.commit < commit {
+            if durable.abandoned {
+                return false;
+            }
             durable = self
                 .advanced
                 .wait(durable)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+        true
+    }
+
+    /// The hub failed: nothing more will become durable, and whoever waits for it stops
+    /// waiting.
+    pub fn abandon(&self) {
+        lock(&self.durable).abandoned = true;
+        self.advanced.notify_all();
+        let _ = self.signal.0.try_send(());
     }
 }
 
-fn lock(mutex: &Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -146,6 +171,10 @@ pub trait Release: Send + 'static {
     fn release(&mut self, deliveries: Vec<Delivery>);
     /// The hub is stopping: nothing more will be released.
     fn stop(&mut self);
+    /// The writer went away without stopping (it failed): nothing more will be released.
+    fn writer_failed(&mut self) {
+        self.stop();
+    }
 }
 
 /// The hub's release: the dispatcher fans the batch out on the flush thread itself, and
@@ -158,6 +187,10 @@ impl Release for DispatchHandle {
 
     fn stop(&mut self) {
         self.shutdown();
+    }
+
+    fn writer_failed(&mut self) {
+        self.shutdown_with(roundtable_protocol::CloseCode::HubFailed);
     }
 }
 
@@ -195,7 +228,11 @@ impl FlushStage {
     fn run(mut self) {
         let mut stopping = false;
         while !stopping {
-            let Ok(first) = self.queue.recv() else { break };
+            let Ok(first) = self.queue.recv() else {
+                // Every handle is gone with no `Shutdown`: the writer failed.
+                self.release.writer_failed();
+                return;
+            };
             let mut items = vec![first];
             items.extend(self.queue.try_iter());
             let started = Instant::now();
@@ -207,7 +244,11 @@ impl FlushStage {
                 }
             }
             if let Err(error) = self.flush.flush() {
-                error!(%error, "flushing committed batches to disk failed; stopping the hub");
+                // Not a panic the hub contains: after a failed fsync the page cache and the
+                // disk disagree, and a hub that stopped gracefully would close its SQLite
+                // connections, whose last close checkpoints that cache into the database.
+                // Only ending the process at once keeps the disk as it was.
+                error!(%error, "flushing committed batches to disk failed; stopping the process");
                 std::process::abort();
             }
             self.metrics.flush_latency.observe(started.elapsed());
@@ -252,11 +293,17 @@ impl DurableReads {
 
     /// Runs `read`, then waits for durability. The commit count is taken after the read:
     /// a snapshot holds only commits that returned before it began, and each of those was
-    /// numbered before it returned.
-    fn durable<T>(&self, read: impl FnOnce(&dyn ReadStore) -> T) -> T {
+    /// numbered before it returned. A hub that failed meanwhile answers nothing it read.
+    fn durable<T, E: From<StoreError>>(
+        &self,
+        read: impl FnOnce(&dyn ReadStore) -> Result<T, E>,
+    ) -> Result<T, E> {
         let result = read(&*self.inner);
-        self.watermark.wait_durable(self.watermark.begun());
-        result
+        if self.watermark.wait_durable(self.watermark.begun()) {
+            result
+        } else {
+            Err(StoreError::Stopped.into())
+        }
     }
 }
 

@@ -3,13 +3,17 @@
 //! host's. One person with local agents needs nothing else: the app starts this on a Unix
 //! socket in its data directory (a TCP port only when the person lets teammates in) and
 //! talks to it like to any other hub.
+//!
+//! A hub that fails (one of its threads panics) stops alone: the host hears of it
+//! ([`EmbeddedHub::failed`]) once the hub has let go of its socket, port and data directory,
+//! and decides what to do, for instance start another over the same data.
 
 use std::net::SocketAddr;
 use std::thread::JoinHandle;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
-use crate::{Hub, HubConfig, HubError};
+use crate::{Hub, HubConfig, HubError, HubFailure};
 
 /// Worker threads of the embedded hub's runtime: enough to keep sockets moving while the
 /// writer and flush threads (its own, besides these) do the storage work.
@@ -31,6 +35,8 @@ pub struct EmbeddedHub {
     pub epoch: String,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), HubError>>>,
+    /// Set once the hub stopped because it failed, after it let go of everything.
+    failure: watch::Receiver<Option<HubFailure>>,
 }
 
 /// Binds `addr` for [`start`] (`127.0.0.1:0` picks a free port): bound by the caller, so
@@ -107,6 +113,7 @@ pub fn start(
     let hub_id = hub.hub_id().to_owned();
     let epoch = hub.epoch().to_owned();
     let (stop, stopped) = oneshot::channel::<()>();
+    let (failed, failure) = watch::channel(None);
     let thread = std::thread::Builder::new()
         .name("roundtable-hub-main".into())
         .spawn(move || {
@@ -121,8 +128,13 @@ pub fn start(
                 })
                 .await
             });
-            // Connections still open are told 1012 by `serve`; whatever tasks remain end here.
+            // Connections still open are told 1012 (1011 after a failure) by `serve`;
+            // whatever tasks remain end here.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            if let Err(HubError::Failed(failure)) = &served {
+                tracing::error!(%failure, "the embedded hub stopped");
+                let _ = failed.send(Some(failure.clone()));
+            }
             served
         })?;
     Ok(EmbeddedHub {
@@ -133,10 +145,35 @@ pub fn start(
         epoch,
         stop: Some(stop),
         thread: Some(thread),
+        failure,
     })
 }
 
 impl EmbeddedHub {
+    /// Resolves when the hub has stopped by itself because one of its threads failed,
+    /// with why; never while it serves, nor after it was stopped. By then its connections
+    /// were closed (1011) and its socket, port and data directory let go of: another hub
+    /// may open them at once. The process is left as it was: what to do is the caller's.
+    pub fn failed(&self) -> impl std::future::Future<Output = HubFailure> + Send + 'static {
+        let mut failure = self.failure.clone();
+        async move {
+            let failed = failure
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|failure| failure.clone());
+            match failed {
+                Some(failure) => failure,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Why the hub stopped by itself, if it has (see [`EmbeddedHub::failed`]).
+    pub fn failure(&self) -> Option<HubFailure> {
+        self.failure.borrow().clone()
+    }
+
     /// Stops the hub (clients see 1012) and waits until its last commit is on disk.
     pub fn stop(mut self) -> Result<(), HubError> {
         self.shut_down()
@@ -167,6 +204,99 @@ impl Drop for EmbeddedHub {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Connects to the hub at `addr` as the holder of `token`.
+    async fn connected(addr: SocketAddr, token: &str) -> roundtable_testkit::Client {
+        let mut client = roundtable_testkit::Client::connect(&format!("ws://{addr}/v1/ws"))
+            .await
+            .unwrap();
+        client.auth(token, "laptop").await.unwrap();
+        client
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_on_the_writer_thread_stops_the_embedded_hub_not_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("hub");
+        let hub = start(
+            HubConfig::new(&data),
+            Some(bind("127.0.0.1:0".parse().unwrap()).unwrap()),
+        )
+        .unwrap();
+        let addr = hub.tcp.unwrap();
+        let socket = hub.socket.clone().unwrap();
+        let token = roundtable_testkit::signup(addr, "dana")
+            .await
+            .unwrap()
+            .token;
+        let mut dana = connected(addr, &token).await;
+        let id = dana.id();
+        let room: roundtable_protocol::server::RoomOk = dana
+            .ok(roundtable_protocol::ClientFrame::RoomCreate(
+                roundtable_protocol::client::RoomCreate {
+                    id,
+                    title: Some("lexer".into()),
+                    topic: None,
+                    members: Vec::new(),
+                },
+            ))
+            .await
+            .decode()
+            .unwrap();
+        let room = room.room.id;
+        let id = dana.id();
+        dana.ok(roundtable_testkit::message(
+            id,
+            &room,
+            "k-before-the-fault",
+            "kept",
+        ))
+        .await;
+        assert_eq!(hub.failure(), None);
+
+        // The writer's next transaction panics, as a bug on its thread would.
+        crate::test_faults::panic_next_transaction(&data);
+        let id = dana.id();
+        dana.send_frame(&roundtable_testkit::message(
+            id,
+            &room,
+            "k-after-the-fault",
+            "lost",
+        ))
+        .await
+        .unwrap();
+        // The connection is told the hub failed…
+        assert_eq!(dana.closed().await.unwrap(), Some(1011));
+        // …and whoever started the hub hears of it, in this process, which goes on.
+        let failure = tokio::time::timeout(std::time::Duration::from_secs(30), hub.failed())
+            .await
+            .expect("the failure is reported");
+        assert_eq!(failure.thread, "writer");
+        assert_eq!(failure.panic, "the test's store failed on purpose");
+        assert_eq!(hub.failure(), Some(failure.clone()));
+        // By then the hub has let go of its port and its socket…
+        assert!(std::net::TcpStream::connect(addr).is_err());
+        #[cfg(unix)]
+        assert!(std::os::unix::net::UnixStream::connect(&socket).is_err());
+        assert!(matches!(hub.stop(), Err(HubError::Failed(stopped)) if stopped == failure));
+
+        // …and of its data directory: a new hub serves it, on the same port, with what the
+        // failed one acknowledged.
+        let again = start(HubConfig::new(&data), Some(bind(addr).unwrap())).unwrap();
+        let mut dana = connected(addr, &token).await;
+        let texts: Vec<String> = dana
+            .room_log(&room)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|event| event.kind == "message")
+            .map(|event| event.body["text"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(texts, ["kept"]);
+        #[cfg(unix)]
+        assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        again.stop().unwrap();
+    }
 
     #[test]
     fn an_embedded_hub_serves_health_and_stops_on_drop() {

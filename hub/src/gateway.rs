@@ -310,13 +310,15 @@ impl Gateway {
     /// Records a refusal the gateway made itself (a read it would not serve) in the audit
     /// log, with its way.
     pub fn record_refusal(&self, principal: &str, action: &'static str, refusal: &Refusal) {
-        self.context.writer.submit(Request::Refused {
-            principal: principal.to_owned(),
-            action,
-            target: None,
-            refusal: refusal.clone(),
-            via: self.via,
-        });
+        self.context
+            .writer
+            .submit(Request::Refused(crate::writer::RefusalToRecord {
+                principal: principal.to_owned(),
+                action,
+                target: None,
+                refusal: refusal.clone(),
+                via: self.via,
+            }));
     }
 
     /// The events of `room` after `after`, ascending, at most `max_events` (read in pages),

@@ -30,8 +30,40 @@ use crate::writer::Request;
 /// The largest signup body read: a handle, a name and an invite code fit many times over.
 const SIGNUP_BODY: usize = 16 * 1024;
 
-/// Time a client has to send a request's body once its headers are in.
-const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a client has to send a request's body once it is let in (signup, A2A, `/mcp`): a
+/// body that drips in would otherwise hold its connection slot and its task for as long as
+/// the client likes.
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a request's body was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyUnread {
+    /// Past the size the route takes.
+    TooLarge,
+    /// Not all there within [`BODY_TIMEOUT`].
+    TooSlow,
+}
+
+/// A request's body, read whole: at most `max` bytes, within [`BODY_TIMEOUT`].
+pub(crate) async fn read_body(body: Body, max: usize) -> Result<axum::body::Bytes, BodyUnread> {
+    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(BodyUnread::TooLarge),
+        Err(_) => Err(BodyUnread::TooSlow),
+    }
+}
+
+/// The answer to a body that took too long: 408 `bad_frame`.
+pub(crate) fn body_too_slow() -> Response {
+    json_error(
+        StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::BadFrame,
+        format!(
+            "the body took over {} s to arrive; send it at once",
+            BODY_TIMEOUT.as_secs()
+        ),
+    )
+}
 
 /// The hub's routes; `browsers` guards all of them, unknown paths included.
 pub fn router(
@@ -193,23 +225,16 @@ async fn signup(
             );
         }
     }
-    let body =
-        match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, SIGNUP_BODY)).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(_)) => {
-                return error_response(&Refusal::new(
-                    ErrorCode::TooLarge,
-                    format!("the signup body must be at most {SIGNUP_BODY} bytes of JSON"),
-                ));
-            }
-            Err(_) => {
-                return json_error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    ErrorCode::BadFrame,
-                    "the signup body did not arrive in time".into(),
-                );
-            }
-        };
+    let body = match read_body(body, SIGNUP_BODY).await {
+        Ok(body) => body,
+        Err(BodyUnread::TooLarge) => {
+            return error_response(&Refusal::new(
+                ErrorCode::TooLarge,
+                format!("the signup body must be at most {SIGNUP_BODY} bytes of JSON"),
+            ));
+        }
+        Err(BodyUnread::TooSlow) => return body_too_slow(),
+    };
     let request: SignupRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -221,6 +246,12 @@ async fn signup(
             ));
         }
     };
+    if let Err(refused) = request.check_strings() {
+        return error_response(&Refusal::new(
+            ErrorCode::BadFrame,
+            format!("invalid signup: {refused}"),
+        ));
+    }
     let (reply, answer) = oneshot::channel();
     if !context.writer.submit(Request::Signup { request, reply }) {
         return error_response(&Refusal::new(ErrorCode::Busy, "the hub is stopping"));

@@ -52,6 +52,8 @@ pub mod sent_keys;
 pub mod session;
 pub mod state;
 pub mod store;
+#[cfg(test)]
+mod test_faults;
 pub mod tls;
 pub mod visibility;
 pub mod websocket;
@@ -100,66 +102,156 @@ pub enum HubError {
     Limits(String),
     #[error("{0}: check that the data directory is writable")]
     Mcp(String),
+    /// One of the hub's own threads failed; the hub stopped (see [`HubFailure`]).
+    #[error("{0}")]
+    Failed(HubFailure),
 }
 
-/// The writer and flush threads, watched by `GET /v1/health` and joined when the hub stops.
-#[derive(Debug, Default)]
+/// Why a hub stopped by itself: one of its own threads (the writer, or the flush stage,
+/// which also hands what is durable to the connections) panicked. By the time
+/// [`Hub::serve`] returns it, the hub has closed its connections (1011), let go of its
+/// listeners and its data directory: another hub may open them at once. What it means for
+/// the process is for whoever started the hub to say: `roundtable hub` exits (status 70), the
+/// desktop app stays up, says so in its window and offers to start the hub again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubFailure {
+    /// The thread that failed: `writer` or `flush`.
+    pub thread: &'static str,
+    /// What its panic said.
+    pub panic: String,
+}
+
+impl std::fmt::Display for HubFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the hub's {} thread failed ({}), so the hub stopped; start it again: it recovers \
+             everything it acknowledged",
+            self.thread, self.panic
+        )
+    }
+}
+
+/// What a panic said, when it said it in words.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
+/// The writer and flush threads, watched: `GET /v1/health` asks whether both run, the hub
+/// hears of the first that panics ([`Threads::failed`]), and both are joined when it stops.
+///
+/// Each thread has a watcher of its own that joins it and says how it ended: the threads
+/// are spawned by their own modules and know nothing of who runs the hub, and a thread's
+/// end is the one thing about it that needs no help from it to be known.
+#[derive(Debug)]
 pub struct Threads {
-    writer: Mutex<Option<JoinHandle<()>>>,
-    flush: Mutex<Option<JoinHandle<()>>>,
+    /// One per thread, ending right after it.
+    watchers: Mutex<Vec<JoinHandle<()>>>,
+    ended: tokio::sync::watch::Sender<Ended>,
+}
+
+/// How many of the threads have ended, and the first panic among them.
+#[derive(Debug, Clone, Default)]
+struct Ended {
+    threads: usize,
+    failure: Option<HubFailure>,
+}
+
+impl Default for Threads {
+    /// No threads (a hub not started): not running.
+    fn default() -> Threads {
+        Threads {
+            watchers: Mutex::new(Vec::new()),
+            ended: tokio::sync::watch::Sender::new(Ended::default()),
+        }
+    }
 }
 
 impl Threads {
-    fn new(writer: JoinHandle<()>, flush: JoinHandle<()>) -> Threads {
-        Threads {
-            writer: Mutex::new(Some(writer)),
-            flush: Mutex::new(Some(flush)),
+    /// Watches `threads` (each with the name a failure gives it).
+    fn watch(threads: Vec<(&'static str, JoinHandle<()>)>) -> std::io::Result<Threads> {
+        let watched = Threads::default();
+        let mut watchers = Vec::with_capacity(threads.len());
+        for (name, thread) in threads {
+            let ended = watched.ended.clone();
+            let watcher = std::thread::Builder::new()
+                .name(format!("roundtable-{name}-watch"))
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let failure = thread.join().err().map(|panic| HubFailure {
+                        thread: name,
+                        panic: panic_text(&*panic),
+                    });
+                    ended.send_modify(|ended| {
+                        ended.threads += 1;
+                        if ended.failure.is_none() {
+                            ended.failure = failure;
+                        }
+                    });
+                })?;
+            watchers.push(watcher);
+        }
+        *watched
+            .watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = watchers;
+        Ok(watched)
+    }
+
+    /// Whether every thread runs: without either, nothing is written or released.
+    pub fn running(&self) -> bool {
+        let started = !self
+            .watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty();
+        started && self.ended.borrow().threads == 0
+    }
+
+    /// Resolves once a thread has panicked, with what it said; never while they run well.
+    pub async fn failed(&self) -> HubFailure {
+        let mut ended = self.ended.subscribe();
+        let failure = ended
+            .wait_for(|ended| ended.failure.is_some())
+            .await
+            .ok()
+            .and_then(|ended| ended.failure.clone());
+        match failure {
+            Some(failure) => failure,
+            None => std::future::pending().await,
         }
     }
 
-    /// Whether both threads run: without either, nothing is written or released.
-    pub fn running(&self) -> bool {
-        let running = |thread: &Mutex<Option<JoinHandle<()>>>| {
-            thread
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_ref()
-                .is_some_and(|handle| !handle.is_finished())
-        };
-        running(&self.writer) && running(&self.flush)
+    /// The first panic of a thread, if one panicked.
+    pub fn failure(&self) -> Option<HubFailure> {
+        self.ended.borrow().failure.clone()
     }
 
-    /// Waits for both threads to end.
+    /// Waits for every thread to end.
     fn join(&self) {
-        for thread in [&self.writer, &self.flush] {
-            let handle = thread.lock().unwrap_or_else(PoisonError::into_inner).take();
-            if let Some(handle) = handle {
-                let _ = handle.join();
-            }
+        let watchers =
+            std::mem::take(&mut *self.watchers.lock().unwrap_or_else(PoisonError::into_inner));
+        for watcher in watchers {
+            let _ = watcher.join();
         }
     }
 }
 
 /// Runs the body of one of the hub's own threads (the writer, the flush stage). If it
-/// panics, the process stops at once, saying so: without that thread nothing more would be
-/// written or released, and a hub that accepts commands it can never answer is worse than
-/// one that is down. A restart recovers from what the disk holds.
+/// panics, the hub stops: without that thread nothing more would be written or released,
+/// and a hub that accepts commands it can never answer is worse than one that is down. The
+/// panic is logged and ends the thread; its watcher tells the hub ([`Threads::failed`]),
+/// which closes every connection with 1011, lets go of its listeners and data directory,
+/// and ends [`Hub::serve`] with [`HubError::Failed`]. Whether the process goes too is for
+/// whoever started the hub. A restart recovers from what the disk holds.
 pub(crate) fn stop_on_panic(thread: &'static str, body: impl FnOnce()) {
     if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|text| (*text).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".to_owned());
-        tracing::error!(thread, panic = %what, "a hub thread panicked; stopping the process");
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!(
-                "roundtable hub: the {thread} thread panicked ({what}); the hub stops now. \
-                 Start it again: it recovers everything that was acknowledged."
-            );
-        }
-        std::process::exit(70);
+        tracing::error!(thread, panic = %panic_text(&*panic), "a hub thread panicked; the hub stops");
+        std::panic::resume_unwind(panic);
     }
 }
 
@@ -174,6 +266,9 @@ pub struct Hub {
     public_address: Option<browsers::PublicAddress>,
     /// What `/mcp` keeps of its sessions and streams across a restart.
     mcp_streams: mcp::streams::McpStreams,
+    /// What the flush stage has made durable: abandoned when a thread fails, so reads that
+    /// wait for it give up.
+    watermark: Arc<durability::Watermark>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -222,6 +317,10 @@ impl Hub {
         // their own (the A2A crates'): ring, as everywhere in the hub.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (mut store, reader) = store::open(&config, &mut ids, unix_ms())?;
+        #[cfg(test)]
+        {
+            store = test_faults::store(&config.data_dir, store);
+        }
         let snapshot = store.load(unix_ms())?;
         let shared_position = snapshot.shared_position;
         let hub_id = snapshot.hub_id.clone();
@@ -276,13 +375,13 @@ impl Hub {
         let mut context = SessionContext::new(
             writer,
             dispatch,
-            Arc::new(durability::DurableReads::new(reader, watermark)),
+            Arc::new(durability::DurableReads::new(reader, watermark.clone())),
             config,
             metrics,
             hub_id,
             epoch,
         );
-        context.threads = Threads::new(writer_thread, flush_thread);
+        context.threads = Threads::watch(vec![("writer", writer_thread), ("flush", flush_thread)])?;
         context.announced = std::sync::Mutex::new(announced);
         let mcp_streams = mcp::streams::McpStreams::open(&context.config.data_dir, unix_ms())
             .map_err(|error| HubError::Mcp(error.to_string()))?;
@@ -292,6 +391,7 @@ impl Hub {
             tls,
             public_address,
             mcp_streams,
+            watermark,
         })
     }
 
@@ -325,7 +425,8 @@ impl Hub {
     }
 
     /// Serves on `listener` until `shutdown` resolves; then closes every connection with
-    /// 1012 and waits for the last commit.
+    /// 1012 and waits for the last commit. When one of the hub's threads fails instead, it
+    /// closes every connection with 1011, stops, and returns [`HubError::Failed`].
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -351,6 +452,7 @@ impl Hub {
             tls,
             public_address,
             mcp_streams,
+            watermark,
         } = self;
         // Without a TCP address, only loopback names and the public address are let in
         // (the stricter side).
@@ -400,8 +502,18 @@ impl Hub {
         let stopping = {
             let context = context.clone();
             async move {
-                shutdown.await;
-                info!("hub stopping");
+                tokio::select! {
+                    () = shutdown => info!("hub stopping"),
+                    failure = context.threads.failed() => {
+                        tracing::error!(%failure, "hub stopping");
+                        // Nothing more becomes durable: reads waiting for it give up, and
+                        // every connection is told (1011) before it would wait in vain.
+                        watermark.abandon();
+                        context
+                            .dispatch
+                            .shutdown_with(roundtable_protocol::CloseCode::HubFailed);
+                    }
+                }
                 context.stopping.send_replace(true);
                 context.writer.submit(Request::Shutdown);
             }
@@ -444,6 +556,10 @@ impl Hub {
         let threads = context.clone();
         let _ = tokio::task::spawn_blocking(move || threads.threads.join()).await;
         drop(lock);
+        if let Some(failure) = context.threads.failure() {
+            info!("hub stopped after a failure");
+            return Err(HubError::Failed(failure));
+        }
         info!("hub stopped");
         Ok(())
     }
@@ -462,33 +578,47 @@ pub async fn serve(
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_hub_runs_only_while_both_its_threads_do() {
+    #[tokio::test]
+    async fn the_hub_runs_only_while_both_its_threads_do_and_hears_of_one_that_panics() {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let waiting = std::thread::spawn(move || {
             let _ = stopped.recv();
         });
-        let finished = std::thread::spawn(|| {});
-        while !finished.is_finished() {
-            std::thread::yield_now();
-        }
-        let threads = Threads::new(waiting, finished);
+        let panicking = std::thread::spawn(|| stop_on_panic("flush", || panic!("a bug")));
+        let threads = Threads::watch(vec![("writer", waiting), ("flush", panicking)]).unwrap();
+        let failure = threads.failed().await;
+        assert_eq!(
+            failure,
+            HubFailure {
+                thread: "flush",
+                panic: "a bug".into()
+            }
+        );
         assert!(!threads.running(), "the flush stage has ended");
+        assert_eq!(threads.failure(), Some(failure));
         let (keep, idle) = std::sync::mpsc::channel::<()>();
         let (keep_too, idle_too) = std::sync::mpsc::channel::<()>();
-        let both = Threads::new(
-            std::thread::spawn(move || {
-                let _ = idle.recv();
-            }),
-            std::thread::spawn(move || {
-                let _ = idle_too.recv();
-            }),
-        );
+        let both = Threads::watch(vec![
+            (
+                "writer",
+                std::thread::spawn(move || {
+                    let _ = idle.recv();
+                }),
+            ),
+            (
+                "flush",
+                std::thread::spawn(move || {
+                    let _ = idle_too.recv();
+                }),
+            ),
+        ])
+        .unwrap();
         assert!(both.running());
         assert!(!Threads::default().running(), "not started");
         drop((stop, keep, keep_too));
         threads.join();
         both.join();
         assert!(!both.running(), "joined");
+        assert_eq!(both.failure(), None, "they ended well");
     }
 }

@@ -73,13 +73,7 @@ pub enum Request {
         reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
     },
     /// A command refused outside the writer (a read), to record in the audit log.
-    Refused {
-        principal: String,
-        action: &'static str,
-        target: Option<String>,
-        refusal: Refusal,
-        via: crate::engine::Via,
-    },
+    Refused(RefusalToRecord),
     /// The operator's request through [`crate::operator`]: answered, with a new token
     /// when it issued one, once durable.
     Operator {
@@ -88,6 +82,16 @@ pub enum Request {
     },
     /// Close every connection with 1012 and stop.
     Shutdown,
+}
+
+/// A refusal made outside the writer (a read it would not serve), for the audit log.
+#[derive(Debug)]
+pub struct RefusalToRecord {
+    pub principal: String,
+    pub action: &'static str,
+    pub target: Option<String>,
+    pub refusal: Refusal,
+    pub via: crate::engine::Via,
 }
 
 /// How often the writer expires what time ends (contact requests after 14 days) and walks a
@@ -113,7 +117,8 @@ impl WriterHandle {
 
 /// A command's answer from its execution (`None`: the batch had already failed). A refusal
 /// is the answer; a store error fails the whole batch, and this command is answered
-/// `internal` like the rest.
+/// `internal` like the rest, for now: a batch that failed on a value the store refused runs
+/// its commands again one by one ([`Writer::process_as`]).
 fn answer<T>(
     executed: Option<Result<T, ExecError>>,
     failure: &mut Option<crate::store::StoreError>,
@@ -136,88 +141,194 @@ fn internal() -> Refusal {
     )
 }
 
+/// The answer to a command holding a value the store refused: not retryable as it is. (The
+/// store's own words stay in the hub's log: they may quote other principals' records.)
+fn unstorable() -> Refusal {
+    Refusal::new(
+        ErrorCode::BadFrame,
+        "the hub's store cannot keep a value of this command (a character or a value it \
+         refuses); nothing was written: change the command rather than retry it as it is",
+    )
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64)
 }
 
-/// The result of one request, delivered once its batch is committed.
+/// A request as its batch executed it: the request, kept until the batch commits, and its
+/// result. A batch whose commit fails because the store refused a value of one of its
+/// commands runs its requests again one by one (see [`Writer::process`]), so that only
+/// that command is refused.
 enum Pending {
     Command {
-        conn: crate::engine::ConnId,
-        re: u64,
-        result: Result<crate::engine::Outcome, Refusal>,
+        caller: Arc<Caller>,
+        command: Command,
+        submitted: Instant,
         permit: OwnedSemaphorePermit,
+        result: Result<crate::engine::Outcome, Refusal>,
     },
     Auth {
+        token: String,
         conn: ConnHandle,
         device: String,
         reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
         result: Result<PrincipalRecord, Refusal>,
     },
     Signup {
+        request: SignupRequest,
         reply: oneshot::Sender<Result<SignupOutcome, Refusal>>,
         result: Result<SignupOutcome, Refusal>,
     },
     Call {
+        caller: Arc<Caller>,
+        command: Command,
+        submitted: Instant,
         reply: oneshot::Sender<Result<Reply, Refusal>>,
         result: Result<crate::engine::Outcome, Refusal>,
     },
     Authenticated {
+        token: String,
+        via: Via,
         reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
         result: Result<PrincipalRecord, Refusal>,
     },
     Operator {
+        request: crate::operator::OperatorRequest,
         reply: oneshot::Sender<Result<Option<String>, Refusal>>,
         result: Result<(Option<String>, crate::engine::Effect), Refusal>,
     },
+    /// A refusal recorded in the audit log (nothing to answer).
+    Refused(RefusalToRecord),
     /// Events written by the writer itself (expiries).
     Events(Vec<NewEvent>),
 }
 
 impl Pending {
-    /// The same request, answered with `internal` because its batch failed.
-    fn fail(self) -> Pending {
+    /// The same request, answered with `refusal` because its batch failed.
+    fn fail(self, refusal: Refusal) -> Pending {
         match self {
             Pending::Command {
-                conn, re, permit, ..
-            } => Pending::Command {
-                conn,
-                re,
-                result: Err(internal()),
+                caller,
+                command,
+                submitted,
                 permit,
+                ..
+            } => Pending::Command {
+                caller,
+                command,
+                submitted,
+                permit,
+                result: Err(refusal.clone()),
             },
             Pending::Auth {
+                token,
                 conn,
                 device,
                 reply,
                 ..
             } => Pending::Auth {
+                token,
                 conn,
                 device,
                 reply,
-                result: Err(internal()),
+                result: Err(refusal.clone()),
             },
-            Pending::Signup { reply, .. } => Pending::Signup {
+            Pending::Signup { request, reply, .. } => Pending::Signup {
+                request,
                 reply,
-                result: Err(internal()),
+                result: Err(refusal.clone()),
             },
-            Pending::Call { reply, .. } => Pending::Call {
+            Pending::Call {
+                caller,
+                command,
+                submitted,
                 reply,
-                result: Err(internal()),
-            },
-            Pending::Authenticated { reply, .. } => Pending::Authenticated {
+                ..
+            } => Pending::Call {
+                caller,
+                command,
+                submitted,
                 reply,
-                result: Err(internal()),
+                result: Err(refusal.clone()),
             },
-            Pending::Operator { reply, .. } => Pending::Operator {
+            Pending::Authenticated {
+                token, via, reply, ..
+            } => Pending::Authenticated {
+                token,
+                via,
                 reply,
-                result: Err(internal()),
+                result: Err(refusal.clone()),
             },
+            Pending::Operator { request, reply, .. } => Pending::Operator {
+                request,
+                reply,
+                result: Err(refusal.clone()),
+            },
+            Pending::Refused(request) => Pending::Refused(request),
             Pending::Events(_) => Pending::Events(Vec::new()),
         }
     }
+
+    /// The request again, to run anew (the writer's own expiries are not requests: they
+    /// are found again at the next housekeeping).
+    fn into_request(self) -> Option<Request> {
+        Some(match self {
+            Pending::Command {
+                caller,
+                command,
+                submitted,
+                permit,
+                ..
+            } => Request::Command {
+                caller,
+                command,
+                submitted,
+                permit,
+            },
+            Pending::Auth {
+                token,
+                conn,
+                device,
+                reply,
+                ..
+            } => Request::Auth {
+                token,
+                device,
+                conn,
+                reply,
+            },
+            Pending::Signup { request, reply, .. } => Request::Signup { request, reply },
+            Pending::Call {
+                caller,
+                command,
+                submitted,
+                reply,
+                ..
+            } => Request::Call {
+                caller,
+                command,
+                submitted,
+                reply,
+            },
+            Pending::Authenticated {
+                token, via, reply, ..
+            } => Request::Authenticate { token, via, reply },
+            Pending::Operator { request, reply, .. } => Request::Operator { request, reply },
+            Pending::Refused(refused) => Request::Refused(refused),
+            Pending::Events(_) => return None,
+        })
+    }
+}
+
+/// How a batch takes its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Batching {
+    /// Those waiting, and while the previous commit is flushed, those that arrive.
+    Grouped,
+    /// One request alone (a batch's request run again after another's value was refused).
+    Alone,
 }
 
 struct Writer {
@@ -323,7 +434,18 @@ impl Writer {
     /// anyway, and one larger commit writes each hot page (a room's last leaf, an index's)
     /// once instead of once per small commit.
     fn process(&mut self, batch: Vec<Request>, housekeeping: bool) -> bool {
+        self.process_as(batch, housekeeping, Batching::Grouped)
+    }
+
+    /// [`Writer::process`], taking more requests while the previous commit is flushed
+    /// (`Grouped`) or not (`Alone`). A commit that fails because the store refused a value
+    /// (a character PostgreSQL cannot keep, say) fails the one command that wrote it: a
+    /// grouped batch's requests then run again one by one, and the one whose value is
+    /// refused is answered `bad_frame`, the others as if nothing had happened. Any other
+    /// failure answers the whole batch `internal` (retryable: nothing was written).
+    fn process_as(&mut self, batch: Vec<Request>, housekeeping: bool, batching: Batching) -> bool {
         let mut now = now_ms();
+        self.engine.begin_batch();
         let mut state = BatchState {
             pending: Vec::with_capacity(batch.len() + 1),
             failure: None,
@@ -352,6 +474,8 @@ impl Writer {
             engine: &mut self.engine,
             metrics: &self.metrics,
             signup: self.signup,
+            // A request run again alone was counted when it first ran.
+            counted: batching == Batching::Grouped,
         };
         if housekeeping && let Some((tx, _)) = tx.as_mut() {
             context.engine.forget_old_keys(now);
@@ -366,7 +490,8 @@ impl Writer {
             context.execute(writing(&mut tx), now, request, &mut state);
         }
         let advanced = self.watermark.advanced();
-        while !state.shutdown
+        while batching == Batching::Grouped
+            && !state.shutdown
             && state.failure.is_none()
             && state.pending.len() < self.max_batch
             && self.watermark.durable() < self.watermark.begun()
@@ -436,10 +561,33 @@ impl Writer {
                 .wait_for_peers(n, crate::cluster::REVOCATION_WAIT);
         }
         let committed = Instant::now();
+        let mut isolate = Vec::new();
         if let Some(error) = failure {
-            error!(%error, "a write batch failed; every command in it is answered with internal");
+            let requests = pending
+                .iter()
+                .filter(|item| !matches!(item, Pending::Events(_)))
+                .count();
+            let refusal = if !error.refuses_value() {
+                error!(%error, "a write batch failed; every command in it is answered with internal");
+                internal()
+            } else if batching == Batching::Grouped {
+                // Which command wrote it is not known (PostgreSQL writes a batch's events
+                // together, at its end), nor whether the writer's own writes did.
+                error!(%error, requests, "the store refused a value of a write batch; its requests run again one by one");
+                isolate = std::mem::take(&mut pending);
+                internal()
+            } else {
+                error!(%error, "the store refused a value of a command; it is answered with bad_frame");
+                unstorable()
+            };
             self.recover();
-            pending = pending.into_iter().map(Pending::fail).collect();
+            // Nothing of the batch happened: its commands' rate tokens are given back (and
+            // those run again draw once).
+            self.engine.rewind_batch();
+            pending = pending
+                .into_iter()
+                .map(|item| item.fail(refusal.clone()))
+                .collect();
         } else {
             self.metrics.commits.fetch_add(1, Ordering::Relaxed);
             self.metrics.commit_latency.observe(committed - started);
@@ -461,6 +609,17 @@ impl Writer {
             committed,
             deliveries,
         });
+        let mut shutdown = shutdown;
+        if !isolate.is_empty() {
+            for request in isolate.into_iter().filter_map(Pending::into_request) {
+                shutdown |= self.process_as(vec![request], false, Batching::Alone);
+            }
+            if shutdown {
+                // What a clean stop writes (the refusals still being folded) was in the
+                // batch rolled back: a batch of the stop alone writes it.
+                self.process_as(vec![Request::Shutdown], false, Batching::Alone);
+            }
+        }
         shutdown
     }
 
@@ -496,8 +655,10 @@ impl Writer {
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 Err(error) => {
-                    error!(%error, "cannot reload the hub state after a failed commit; stopping");
-                    std::process::abort();
+                    // The hub cannot go on without a state it can trust: the writer thread
+                    // ends, and whoever started the hub hears of it (`roundtable hub` exits,
+                    // an embedded hub reports it and lets its program go on).
+                    panic!("cannot reload the hub state after a failed commit: {error}");
                 }
             }
         }
@@ -507,18 +668,23 @@ impl Writer {
     fn deliveries(&self, item: Pending, committed: Instant, out: &mut Vec<Delivery>) {
         match item {
             Pending::Command {
-                conn,
-                re,
+                caller,
+                command,
                 result,
                 permit,
+                ..
             } => match result {
                 Ok(outcome) => {
                     let reply = match outcome.reply {
                         Reply::Ok(ok) => Outbound::Frame(ServerFrame::Ok(ok).to_json()),
-                        Reply::Sent { event, dup } => Outbound::Sent { re, event, dup },
+                        Reply::Sent { event, dup } => Outbound::Sent {
+                            re: command.id(),
+                            event,
+                            dup,
+                        },
                     };
                     out.push(Delivery::Reply {
-                        conn,
+                        conn: caller.conn,
                         item: reply,
                         permit: Some(permit),
                     });
@@ -527,9 +693,9 @@ impl Writer {
                 Err(refusal) => {
                     self.metrics.refused.fetch_add(1, Ordering::Relaxed);
                     out.push(Delivery::Reply {
-                        conn,
+                        conn: caller.conn,
                         item: Outbound::Err {
-                            re: Some(re),
+                            re: Some(command.id()),
                             refusal,
                         },
                         permit: Some(permit),
@@ -541,13 +707,14 @@ impl Writer {
                 device,
                 reply,
                 result,
+                ..
             } => out.push(Delivery::Auth {
                 conn,
                 device,
                 reply,
                 result,
             }),
-            Pending::Call { reply, result } => {
+            Pending::Call { reply, result, .. } => {
                 let result = match result {
                     Ok(outcome) => {
                         self.outcome_deliveries(outcome.events, outcome.effects, committed, out);
@@ -563,13 +730,13 @@ impl Writer {
                     result,
                 }));
             }
-            Pending::Authenticated { reply, result } => {
+            Pending::Authenticated { reply, result, .. } => {
                 out.push(Delivery::Answer(crate::dispatch::Answer::Principal {
                     reply,
                     result,
                 }));
             }
-            Pending::Signup { reply, result } => {
+            Pending::Signup { reply, result, .. } => {
                 let result = result.map(|mut outcome| {
                     for event in std::mem::take(&mut outcome.events) {
                         out.push(self.event_delivery(event, committed));
@@ -578,7 +745,7 @@ impl Writer {
                 });
                 out.push(Delivery::Signup { reply, result });
             }
-            Pending::Operator { reply, result } => {
+            Pending::Operator { reply, result, .. } => {
                 let result = result.map(|(token, close)| {
                     out.push(Delivery::Effect(close));
                     token
@@ -590,6 +757,7 @@ impl Writer {
                     out.push(self.event_delivery(event, committed));
                 }
             }
+            Pending::Refused(_) => {}
         }
     }
 
@@ -708,6 +876,8 @@ struct ExecContext<'a> {
     engine: &'a mut Engine,
     metrics: &'a Metrics,
     signup: SignupMode,
+    /// Whether the commands executed are counted in the metrics.
+    counted: bool,
 }
 
 impl ExecContext<'_> {
@@ -732,6 +902,16 @@ impl ExecContext<'_> {
         }
     }
 
+    /// Counts a command executed, and how long it waited for the writer.
+    fn count(&self, submitted: Instant) {
+        if self.counted {
+            self.metrics.commands.fetch_add(1, Ordering::Relaxed);
+            self.metrics
+                .writer_queue_latency
+                .observe(submitted.elapsed());
+        }
+    }
+
     /// Executes one request in `tx` (answering `internal` once the batch has failed).
     fn execute(
         &mut self,
@@ -748,20 +928,17 @@ impl ExecContext<'_> {
                 submitted,
                 permit,
             } => {
-                self.metrics.commands.fetch_add(1, Ordering::Relaxed);
-                self.metrics
-                    .writer_queue_latency
-                    .observe(submitted.elapsed());
-                let re = command.id();
+                self.count(submitted);
                 let result = answer(
-                    tx.map(|tx| self.engine.execute(tx, now, &caller, command)),
+                    tx.map(|tx| self.engine.execute(tx, now, &caller, &command)),
                     &mut state.failure,
                 );
                 state.pending.push(Pending::Command {
-                    conn: caller.conn,
-                    re,
-                    result,
+                    caller,
+                    command,
+                    submitted,
                     permit,
+                    result,
                 });
             }
             Request::Auth {
@@ -772,6 +949,7 @@ impl ExecContext<'_> {
             } => {
                 let result = self.authenticate(tx, now, &token, Via::Ws, state);
                 state.pending.push(Pending::Auth {
+                    token,
                     conn,
                     device,
                     reply,
@@ -780,10 +958,14 @@ impl ExecContext<'_> {
             }
             Request::Signup { request, reply } => {
                 let result = answer(
-                    tx.map(|tx| self.engine.signup(tx, now, self.signup, request)),
+                    tx.map(|tx| self.engine.signup(tx, now, self.signup, request.clone())),
                     &mut state.failure,
                 );
-                state.pending.push(Pending::Signup { reply, result });
+                state.pending.push(Pending::Signup {
+                    request,
+                    reply,
+                    result,
+                });
             }
             Request::Call {
                 caller,
@@ -791,42 +973,55 @@ impl ExecContext<'_> {
                 submitted,
                 reply,
             } => {
-                self.metrics.commands.fetch_add(1, Ordering::Relaxed);
-                self.metrics
-                    .writer_queue_latency
-                    .observe(submitted.elapsed());
+                self.count(submitted);
                 let result = answer(
-                    tx.map(|tx| self.engine.execute(tx, now, &caller, command)),
+                    tx.map(|tx| self.engine.execute(tx, now, &caller, &command)),
                     &mut state.failure,
                 );
-                state.pending.push(Pending::Call { reply, result });
+                state.pending.push(Pending::Call {
+                    caller,
+                    command,
+                    submitted,
+                    reply,
+                    result,
+                });
             }
             Request::Authenticate { token, via, reply } => {
                 let result = self.authenticate(tx, now, &token, via, state);
-                state.pending.push(Pending::Authenticated { reply, result });
+                state.pending.push(Pending::Authenticated {
+                    token,
+                    via,
+                    reply,
+                    result,
+                });
             }
-            Request::Refused {
-                principal,
-                action,
-                target,
-                refusal,
-                via,
-            } => {
+            Request::Refused(refused) => {
                 if let Some(tx) = tx
-                    && let Err(error) = self
-                        .engine
-                        .audit_refusal(tx, now, &principal, action, target, &refusal, via)
+                    && let Err(error) = self.engine.audit_refusal(
+                        tx,
+                        now,
+                        &refused.principal,
+                        refused.action,
+                        refused.target.clone(),
+                        &refused.refusal,
+                        refused.via,
+                    )
                 {
                     state.failure = Some(error);
                 }
+                state.pending.push(Pending::Refused(refused));
             }
             Request::Operator { request, reply } => {
-                let crate::operator::OperatorRequest::UserToken { handle, action } = request;
+                let crate::operator::OperatorRequest::UserToken { handle, action } = &request;
                 let result = answer(
-                    tx.map(|tx| self.engine.operator_user_token(tx, now, &handle, action)),
+                    tx.map(|tx| self.engine.operator_user_token(tx, now, handle, *action)),
                     &mut state.failure,
                 );
-                state.pending.push(Pending::Operator { reply, result });
+                state.pending.push(Pending::Operator {
+                    request,
+                    reply,
+                    result,
+                });
             }
             Request::Shutdown => state.shutdown = true,
         }
@@ -855,15 +1050,20 @@ mod tests {
         StreamKey, TokenRecord, WriteTx,
     };
 
-    /// SQLite whose next commit fails when told to.
+    /// SQLite whose next commit fails when told to, and which refuses, as PostgreSQL refuses
+    /// a NUL in `text`, an event with the client key `refused_key`: at commit, with a
+    /// value too big (a value refused, not a failure of the store's own).
     struct FlakyStore {
         inner: SqliteStore,
         fail_next_commit: Arc<AtomicBool>,
+        refused_key: Option<&'static str>,
     }
 
     struct FlakyTx<'a> {
         inner: Box<dyn WriteTx + 'a>,
         fail: bool,
+        refused_key: Option<&'static str>,
+        holds_refused: bool,
     }
 
     impl Store for FlakyStore {
@@ -880,6 +1080,8 @@ mod tests {
             Ok(Box::new(FlakyTx {
                 inner: self.inner.transaction()?,
                 fail,
+                refused_key: self.refused_key,
+                holds_refused: false,
             }))
         }
     }
@@ -913,6 +1115,9 @@ mod tests {
             self.inner.delete_member(r, p)
         }
         fn append_event(&mut self, e: &EventRecord) -> Result<(), StoreError> {
+            if self.refused_key.is_some() && e.client_key.as_deref() == self.refused_key {
+                self.holds_refused = true;
+            }
             self.inner.append_event(e)
         }
         fn event_at(&mut self, s: &StreamKey, q: u64) -> Result<Option<EventRecord>, StoreError> {
@@ -958,6 +1163,12 @@ mod tests {
             self.inner.append_audit(e)
         }
         fn commit(self: Box<Self>) -> Result<(), StoreError> {
+            if self.holds_refused {
+                return Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_TOOBIG),
+                    Some("injected: a value the store refuses".into()),
+                )));
+            }
             if self.fail {
                 // Dropping the inner transaction rolls it back, as a failed fsync would.
                 return Err(StoreError::Corrupt {
@@ -1014,114 +1225,32 @@ mod tests {
     async fn a_failed_commit_answers_internal_and_loses_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
         let mut ids = IdSource::seeded(5);
-        let (mut inner, reader) =
-            sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1).unwrap();
-        let mut engine = Engine::new(inner.load(1).unwrap(), ids);
-        let mut tx = inner.transaction().unwrap();
-        let user = engine
-            .signup(
-                &mut *tx,
-                1,
-                SignupMode::Open,
-                roundtable_protocol::client::SignupRequest {
-                    handle: "dana".into(),
-                    name: "Dana".into(),
-                    discoverable: None,
-                    invite: None,
-                },
-            )
-            .unwrap();
-        let caller = Caller {
-            id: user.principal.id.clone(),
-            kind: PrincipalKind::User,
-            device: "d".into(),
-            conn: ConnId(1),
-            via: crate::engine::Via::Ws,
-        };
-        let created = engine
-            .execute(
-                &mut *tx,
-                1,
-                &caller,
-                Command::Frame(ClientFrame::RoomCreate(RoomCreate {
-                    id: 1,
-                    title: None,
-                    topic: None,
-                    members: vec![],
-                })),
-            )
-            .unwrap();
-        tx.commit().unwrap();
-        let Reply::Ok(ok) = created.reply else {
-            panic!()
-        };
-        let room = ok
-            .decode::<roundtable_protocol::server::RoomOk>()
-            .unwrap()
-            .room
-            .id;
-
+        let (inner, reader) = sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1).unwrap();
         let fail = Arc::new(AtomicBool::new(false));
-        let store = FlakyStore {
+        let harness = Harness::start(Box::new(FlakyStore {
             inner,
             fail_next_commit: fail.clone(),
-        };
-        let (flushing, dispatched) = FlushHandle::detached();
-        let watermark = Arc::new(Watermark::default());
-        let (writer, thread) = start(
-            Box::new(store),
-            engine,
-            flushing,
-            watermark.clone(),
-            Arc::new(Metrics::default()),
-            WriterConfig {
-                signup: SignupMode::Open,
-                max_batch: 64,
-                announcer: None,
-            },
-        );
-        let permits = Arc::new(Semaphore::new(16));
-        let send = |id: u64, key: &str| Request::Command {
-            caller: Arc::new(caller.clone()),
-            command: Command::from_frame(ClientFrame::Send(SendCmd {
-                id,
-                room: room.clone(),
-                client_key: key.into(),
-                kind: "message".into(),
-                body: serde_json::json!({"text": key}),
-            }))
-            .unwrap(),
-            submitted: Instant::now(),
-            permit: permits.clone().try_acquire_owned().unwrap(),
-        };
+            refused_key: None,
+        }));
+        let next = || reply_text(&next_batch(&harness.dispatched, &harness.watermark));
 
-        assert!(writer.submit(send(1, "first-message")));
-        assert_eq!(
-            reply_text(&next_batch(&dispatched, &watermark)),
-            "sent seq 3 dup false"
-        );
+        assert!(harness.writer.submit(harness.send(1, "first-message")));
+        assert_eq!(next(), "sent seq 3 dup false");
 
         fail.store(true, Ordering::SeqCst);
-        assert!(writer.submit(send(2, "lost-message")));
-        let failed = reply_text(&next_batch(&dispatched, &watermark));
-        assert_eq!(failed, "err internal");
+        assert!(harness.writer.submit(harness.send(2, "lost-message")));
+        assert_eq!(next(), "err internal");
 
         // The failed event was never stored, its seq is reused, and its key is free again.
-        assert!(writer.submit(send(3, "third-message")));
-        assert_eq!(
-            reply_text(&next_batch(&dispatched, &watermark)),
-            "sent seq 4 dup false"
-        );
-        assert!(writer.submit(send(4, "lost-message")));
-        assert_eq!(
-            reply_text(&next_batch(&dispatched, &watermark)),
-            "sent seq 5 dup false"
-        );
+        assert!(harness.writer.submit(harness.send(3, "third-message")));
+        assert_eq!(next(), "sent seq 4 dup false");
+        assert!(harness.writer.submit(harness.send(4, "lost-message")));
+        assert_eq!(next(), "sent seq 5 dup false");
         let history = reader
             .history(
-                &caller.id,
+                &harness.caller.id,
                 false,
-                &room,
+                &harness.room,
                 crate::store::HistoryRange {
                     before: None,
                     after: Some(2),
@@ -1137,7 +1266,228 @@ mod tests {
             .collect();
         assert_eq!(keys, vec!["first-message", "third-message", "lost-message"]);
 
-        assert!(writer.submit(Request::Shutdown));
-        thread.join().unwrap();
+        assert!(harness.writer.submit(Request::Shutdown));
+        harness.thread.join().unwrap();
+    }
+
+    /// A writer over `store` with a user and a room of theirs, its batches flushed only when
+    /// the test says.
+    struct Harness {
+        writer: WriterHandle,
+        thread: std::thread::JoinHandle<()>,
+        dispatched: crossbeam_channel::Receiver<Flushing>,
+        watermark: Arc<Watermark>,
+        metrics: Arc<Metrics>,
+        permits: Arc<Semaphore>,
+        caller: Caller,
+        room: String,
+    }
+
+    impl Harness {
+        fn start(mut store: Box<dyn Store>) -> Harness {
+            let ids = IdSource::seeded(7);
+            // Rate limits that a command charged twice would run out of: a burst of four.
+            let limits = crate::engine::RateLimits {
+                user: crate::engine::RateLimit {
+                    burst: 4.0,
+                    per_second: 0.0001,
+                },
+                ..crate::engine::RateLimits::default()
+            };
+            let config = crate::engine::EngineConfig {
+                rate_limits: Some(limits),
+                ..crate::engine::EngineConfig::default()
+            };
+            let mut engine = Engine::with_config(store.load(1).unwrap(), ids, config);
+            let mut tx = store.transaction().unwrap();
+            let user = engine
+                .signup(
+                    &mut *tx,
+                    1,
+                    SignupMode::Open,
+                    roundtable_protocol::client::SignupRequest {
+                        handle: "dana".into(),
+                        name: "Dana".into(),
+                        discoverable: None,
+                        invite: None,
+                    },
+                )
+                .unwrap();
+            let caller = Caller {
+                id: user.principal.id.clone(),
+                kind: PrincipalKind::User,
+                device: "d".into(),
+                conn: ConnId(1),
+                via: crate::engine::Via::Ws,
+            };
+            let created = engine
+                .execute(
+                    &mut *tx,
+                    1,
+                    &caller,
+                    &Command::Frame(ClientFrame::RoomCreate(RoomCreate {
+                        id: 1,
+                        title: None,
+                        topic: None,
+                        members: vec![],
+                    })),
+                )
+                .unwrap();
+            tx.commit().unwrap();
+            let Reply::Ok(ok) = created.reply else {
+                panic!()
+            };
+            let room = ok
+                .decode::<roundtable_protocol::server::RoomOk>()
+                .unwrap()
+                .room
+                .id;
+            let (flushing, dispatched) = FlushHandle::detached();
+            let watermark = Arc::new(Watermark::default());
+            let metrics = Arc::new(Metrics::default());
+            let (writer, thread) = start(
+                store,
+                engine,
+                flushing,
+                watermark.clone(),
+                metrics.clone(),
+                WriterConfig {
+                    signup: SignupMode::Open,
+                    max_batch: 64,
+                    announcer: None,
+                },
+            );
+            Harness {
+                writer,
+                thread,
+                dispatched,
+                watermark,
+                metrics,
+                permits: Arc::new(Semaphore::new(16)),
+                caller,
+                room,
+            }
+        }
+
+        /// A send as a connection hands it over, past the decoder (which would refuse a
+        /// NUL in a key before the store ever saw it).
+        fn send(&self, id: u64, key: &str) -> Request {
+            Request::Command {
+                caller: Arc::new(self.caller.clone()),
+                command: Command::from_frame(ClientFrame::Send(SendCmd {
+                    id,
+                    room: self.room.clone(),
+                    client_key: key.into(),
+                    kind: "message".into(),
+                    body: serde_json::json!({"text": format!("message {id}")}),
+                }))
+                .unwrap(),
+                submitted: Instant::now(),
+                permit: self.permits.clone().try_acquire_owned().unwrap(),
+            }
+        }
+
+        /// The next batch handed to the flush stage, not yet durable.
+        fn next_unflushed(&self) -> (u64, Vec<Delivery>) {
+            loop {
+                match self
+                    .dispatched
+                    .recv_timeout(Duration::from_secs(10))
+                    .expect("a batch")
+                {
+                    Flushing::Batch {
+                        commit, deliveries, ..
+                    } => return (commit, deliveries),
+                    Flushing::Shutdown => continue,
+                }
+            }
+        }
+    }
+
+    /// One command of a batch holds a value the store refuses: it alone is refused, with
+    /// `bad_frame` (retrying it as it is would fail again), and the batch's other commands
+    /// are stored as if it had not been there, each charged to its rate limit once.
+    async fn a_value_the_store_refuses_fails_its_command_alone(
+        store: Box<dyn Store>,
+        refused_key: &str,
+    ) {
+        let harness = Harness::start(store);
+        assert!(harness.writer.submit(harness.send(1, "first-message")));
+        // The first batch stays unflushed, so the next requests wait in one transaction.
+        let (first, deliveries) = harness.next_unflushed();
+        assert_eq!(reply_text(&deliveries), "sent seq 3 dup false");
+        for request in [
+            harness.send(2, "second-message"),
+            harness.send(3, refused_key),
+            harness.send(4, "fourth-message"),
+        ] {
+            assert!(harness.writer.submit(request));
+        }
+        roundtable_testkit::until(
+            "the writer executing the three sends in one batch",
+            Duration::from_secs(10),
+            async || harness.metrics.commands.load(Ordering::SeqCst) == 4,
+        )
+        .await;
+        harness.watermark.advance(first);
+        let mut replies = Vec::new();
+        while replies.len() < 3 {
+            let deliveries = next_batch(&harness.dispatched, &harness.watermark);
+            replies.push(reply_text(&deliveries));
+            if let Some(Delivery::Reply {
+                item: Outbound::Err { refusal, .. },
+                ..
+            }) = deliveries.first()
+            {
+                assert!(
+                    refusal.msg.contains("cannot keep a value"),
+                    "{}",
+                    refusal.msg
+                );
+            }
+        }
+        assert_eq!(
+            replies,
+            [
+                "sent seq 4 dup false",
+                "err bad_frame",
+                "sent seq 5 dup false"
+            ]
+        );
+        // Each command that happened drew one rate token, the runs again included, and the
+        // refused one none: four sends are the whole burst.
+        assert!(harness.writer.submit(harness.send(5, "fifth-message")));
+        assert_eq!(
+            reply_text(&next_batch(&harness.dispatched, &harness.watermark)),
+            "sent seq 6 dup false"
+        );
+        assert!(harness.writer.submit(harness.send(6, "sixth-message")));
+        assert_eq!(
+            reply_text(&next_batch(&harness.dispatched, &harness.watermark)),
+            "err rate_limited"
+        );
+        assert!(harness.writer.submit(Request::Shutdown));
+        harness.thread.join().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_value_sqlite_refuses_fails_its_command_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ids = IdSource::seeded(5);
+        let (inner, _reader) = sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1).unwrap();
+        let store = FlakyStore {
+            inner,
+            fail_next_commit: Arc::new(AtomicBool::new(false)),
+            refused_key: Some("refused-message"),
+        };
+        a_value_the_store_refuses_fails_its_command_alone(Box::new(store), "refused-message").await;
+    }
+
+    #[tokio::test]
+    async fn a_nul_postgresql_refuses_fails_its_command_alone() {
+        let database = roundtable_testkit::postgres::TestDatabase::create();
+        let (store, _reader) =
+            crate::store::postgres::open(&database.url, &mut IdSource::seeded(5), 1).unwrap();
+        a_value_the_store_refuses_fails_its_command_alone(Box::new(store), "refused\u{0}").await;
     }
 }

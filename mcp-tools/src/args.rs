@@ -146,7 +146,7 @@ pub struct UpdateComponent {
     /// Why, or what is left.
     #[serde(default)]
     pub note: Option<String>,
-    /// Files you changed in it.
+    /// Files you changed in it (at most 32 paths; the ones you changed last).
     #[serde(default)]
     pub files: Vec<String>,
 }

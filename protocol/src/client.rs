@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::{Discoverable, Routing};
+use crate::text::{self, RefusedString, Shape};
 
 /// Every frame a client may send, tagged by `t`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,10 +142,120 @@ impl ClientFrame {
         }
     }
 
+    /// Checks every string of the frame against its [`Shape`]: the first one holding a
+    /// character its shape refuses (a NUL, a control character, an invisible format
+    /// character in an id) is named. A `send`'s body is checked with the body
+    /// ([`crate::bodies::parse_client_body`]).
+    pub fn check_strings(&self) -> Result<(), RefusedString> {
+        use Shape::{Identifier, Line, Prose};
+        match self {
+            ClientFrame::Auth(c) => {
+                one("token", &c.token, Identifier)?;
+                one("device", &c.device, Identifier)?;
+                one("client.name", &c.client.name, Line)?;
+                one("client.version", &c.client.version, Line)
+            }
+            ClientFrame::Sync(c) => keys("cursors", &c.cursors),
+            ClientFrame::Ack(c) => keys("cursors", &c.cursors),
+            ClientFrame::Send(c) => {
+                one("room", &c.room, Identifier)?;
+                one("client_key", &c.client_key, Identifier)?;
+                one("kind", &c.kind, Identifier)
+            }
+            ClientFrame::History(c) => one("room", &c.room, Identifier),
+            ClientFrame::RoomCreate(c) => {
+                maybe("title", &c.title, Prose)?;
+                maybe("topic", &c.topic, Prose)?;
+                each("members", &c.members, Identifier)
+            }
+            ClientFrame::RoomInvite(c) => {
+                one("room", &c.room, Identifier)?;
+                one("handle", &c.handle, Identifier)
+            }
+            ClientFrame::RoomKick(c) => {
+                one("room", &c.room, Identifier)?;
+                one("handle", &c.handle, Identifier)
+            }
+            ClientFrame::RoomUpdate(c) => {
+                one("room", &c.room, Identifier)?;
+                maybe("title", &c.title, Prose)?;
+                maybe("topic", &c.topic, Prose)
+            }
+            ClientFrame::RoomLeave(c) => one("room", &c.room, Identifier),
+            ClientFrame::Rooms(_)
+            | ClientFrame::Contacts(_)
+            | ClientFrame::Invites(_)
+            | ClientFrame::UserToken(_) => Ok(()),
+            ClientFrame::MemberSet(c) => one("room", &c.room, Identifier),
+            ClientFrame::ProfileSet(c) => {
+                maybe("principal", &c.principal, Identifier)?;
+                maybe("name", &c.name, Line)
+            }
+            ClientFrame::Directory(c) => maybe("query", &c.query, Line),
+            ClientFrame::RegisterAgent(c) => {
+                one("name", &c.name, Identifier)?;
+                maybe("description", &c.description, Prose)?;
+                match &c.card {
+                    Some(card) => crate::text::check_no_nul("card", card),
+                    None => Ok(()),
+                }
+            }
+            ClientFrame::RegisterRemoteAgent(c) => {
+                one("name", &c.name, Identifier)?;
+                one("card_url", &c.card_url, Identifier)?;
+                if let Some(credential) = &c.credential {
+                    one("credential.value", &credential.value, Identifier)?;
+                    maybe("credential.header", &credential.header, Identifier)?;
+                }
+                maybe("description", &c.description, Prose)
+            }
+            ClientFrame::AgentToken(c) => one("agent", &c.agent, Identifier),
+            ClientFrame::ContactRequest(c) => {
+                one("to", &c.to, Identifier)?;
+                maybe("message", &c.message, Prose)
+            }
+            ClientFrame::ContactRespond(c) => one("request", &c.request, Identifier),
+            ClientFrame::InviteCreate(c) => maybe("room", &c.room, Identifier),
+            ClientFrame::InviteRedeem(c) => one("code", &c.code, Identifier),
+            ClientFrame::InviteRevoke(c) => one("invite", &c.invite, Identifier),
+            ClientFrame::Control(c) => {
+                one("agent", &c.agent, Identifier)?;
+                maybe("room", &c.room, Identifier)?;
+                maybe("reason", &c.reason, Prose)
+            }
+            ClientFrame::Audit(c) => {
+                maybe("principal", &c.principal, Identifier)?;
+                maybe("since", &c.since, Identifier)
+            }
+        }
+    }
+
     /// Encodes the frame as the JSON text of one WebSocket frame.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("client frames always serialize")
     }
+}
+
+fn one(field: &'static str, text: &str, shape: Shape) -> Result<(), RefusedString> {
+    text::check(|| field.to_owned(), text, shape)
+}
+
+fn maybe(field: &'static str, text: &Option<String>, shape: Shape) -> Result<(), RefusedString> {
+    text.as_deref()
+        .map_or(Ok(()), |text| one(field, text, shape))
+}
+
+fn each(field: &'static str, texts: &[String], shape: Shape) -> Result<(), RefusedString> {
+    texts
+        .iter()
+        .enumerate()
+        .try_for_each(|(index, text)| text::check(|| format!("{field}[{index}]"), text, shape))
+}
+
+/// A map's keys (streams, in `cursors`).
+fn keys(field: &'static str, map: &BTreeMap<String, u64>) -> Result<(), RefusedString> {
+    map.keys()
+        .try_for_each(|key| text::check(|| format!("a key of {field}"), key, Shape::Identifier))
 }
 
 /// Which program is connecting (for logs and the sessions view).
@@ -487,6 +598,16 @@ pub struct SignupRequest {
     pub discoverable: Option<Discoverable>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invite: Option<String>,
+}
+
+impl SignupRequest {
+    /// Checks every string of the request against its [`Shape`], as
+    /// [`ClientFrame::check_strings`] does for frames.
+    pub fn check_strings(&self) -> Result<(), RefusedString> {
+        one("handle", &self.handle, Shape::Identifier)?;
+        one("name", &self.name, Shape::Line)?;
+        maybe("invite", &self.invite, Shape::Identifier)
+    }
 }
 
 /// A command that expects a reply: its frame, and the type of the `ok` that answers it. So

@@ -107,6 +107,9 @@ pub enum CloseCode {
     TooManyBadFrames,
     /// 1009: a frame over `max_frame`.
     FrameTooLarge,
+    /// 1011: the hub failed (one of its own threads did) and stopped; it recovers
+    /// everything it acknowledged when it starts again.
+    HubFailed,
     /// 1012: the hub is restarting.
     HubRestarting,
     /// 1013: try again later: the principal already has `max_devices` live connections.
@@ -129,6 +132,7 @@ impl CloseCode {
         match self {
             CloseCode::TooManyBadFrames => 1008,
             CloseCode::FrameTooLarge => 1009,
+            CloseCode::HubFailed => 1011,
             CloseCode::HubRestarting => 1012,
             CloseCode::TryAgainLater => 1013,
             CloseCode::Unauthorized => 4001,
@@ -143,6 +147,7 @@ impl CloseCode {
         Some(match code {
             1008 => CloseCode::TooManyBadFrames,
             1009 => CloseCode::FrameTooLarge,
+            1011 => CloseCode::HubFailed,
             1012 => CloseCode::HubRestarting,
             1013 => CloseCode::TryAgainLater,
             4001 => CloseCode::Unauthorized,
@@ -159,6 +164,7 @@ impl CloseCode {
         match self {
             CloseCode::TooManyBadFrames => "too many bad frames",
             CloseCode::FrameTooLarge => "frame too large",
+            CloseCode::HubFailed => "hub failed",
             CloseCode::HubRestarting => "hub restarting",
             CloseCode::TryAgainLater => "too many connections",
             CloseCode::Unauthorized => "unauthorized",
@@ -191,6 +197,7 @@ mod tests {
         for close in [
             CloseCode::TooManyBadFrames,
             CloseCode::FrameTooLarge,
+            CloseCode::HubFailed,
             CloseCode::HubRestarting,
             CloseCode::TryAgainLater,
             CloseCode::Unauthorized,

@@ -2,7 +2,8 @@
 //!
 //! The protocol distinguishes three failures, and the reply must carry the command's `id`
 //! whenever there is one, so a plain `serde_json::from_str::<ClientFrame>` is not enough:
-//! a first pass reads only `t` and `id`, the second decodes the command.
+//! a first pass reads only `t` and `id`, the second decodes the command, and a third checks
+//! its strings ([`crate::text::Shape`]).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -107,7 +108,10 @@ pub fn decode_client_frame(text: &str) -> Result<ClientFrame, DecodeError> {
     match decode_as(&t, text) {
         Ok(frame) => {
             debug_assert_eq!(frame.id(), id);
-            Ok(frame)
+            match frame.check_strings() {
+                Ok(()) => Ok(frame),
+                Err(refused) => Err(bad(Some(id), format!("invalid {t} command: {refused}"))),
+            }
         }
         Err(error) => Err(bad(
             Some(id),
@@ -246,5 +250,50 @@ mod tests {
 
         let missing = error(r#"{"t":"history","id":2}"#);
         assert!(missing.msg.contains("room"), "{}", missing.msg);
+    }
+
+    #[test]
+    fn a_string_with_a_character_its_field_refuses_names_the_field() {
+        for (frame, field) in [
+            (
+                r#"{"t":"send","id":2,"room":"r_1","client_key":"aaaaaaa\u0000","kind":"message","body":{"text":"x"}}"#,
+                "client_key holds U+0000",
+            ),
+            (
+                r#"{"t":"send","id":2,"room":"r_1","client_key":"aaaaaaaa","kind":"x-a\u0000","body":{}}"#,
+                "kind holds U+0000",
+            ),
+            (
+                r#"{"t":"auth","id":2,"token":"rt_x","device":"d\u0000"}"#,
+                "device holds U+0000",
+            ),
+            (
+                r#"{"t":"ack","id":2,"cursors":{"r\n":1}}"#,
+                "a key of cursors holds",
+            ),
+            (
+                r#"{"t":"room_create","id":2,"members":["dana","sam\u0007"]}"#,
+                "members[1] holds U+0007",
+            ),
+            (
+                r#"{"t":"control","id":2,"agent":"p_1","action":"pause","reason":"\u001b[2J"}"#,
+                "reason holds U+001B",
+            ),
+            (
+                r#"{"t":"invite_redeem","id":2,"code":"abc\u202e"}"#,
+                "code holds U+202E",
+            ),
+        ] {
+            let refused = error(frame);
+            assert_eq!(
+                (refused.re, refused.code),
+                (Some(2), ErrorCode::BadFrame),
+                "{frame}"
+            );
+            assert!(refused.msg.contains(field), "{}", refused.msg);
+        }
+        // A lone surrogate is not a string at all.
+        let surrogate = error(r#"{"t":"room_leave","id":2,"room":"r\ud800"}"#);
+        assert_eq!(surrogate.code, ErrorCode::BadFrame);
     }
 }

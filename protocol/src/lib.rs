@@ -15,7 +15,8 @@
 //! - [`decode`]: decoding of untrusted client frames into either a frame or the exact error
 //!   the protocol prescribes.
 //! - [`handles`]: handle syntax and `@mention` scanning.
-//! - [`text`]: what names, titles, topics and descriptions may not contain.
+//! - [`text`]: what the strings of client frames may hold (ids, lines, prose), and what
+//!   names, titles, topics and descriptions may not contain.
 
 pub mod bodies;
 pub mod client;
@@ -82,6 +83,10 @@ pub mod limits {
     pub const DEVICE: usize = 128;
     /// An event `kind` (`x-…` extensions included).
     pub const KIND: usize = 64;
+    /// Paths an `arch` status lists in `files`.
+    pub const ARCH_FILES: usize = 32;
+    /// A file path or glob in an `arch` body.
+    pub const PATH: usize = 1024;
     /// Distinct `mentions` of one message, listed and resolved together.
     pub const MENTIONS: usize = 64;
     /// Any frame before `auth` succeeds; a larger one closes the connection with 1009.

@@ -85,6 +85,9 @@ pub struct AppState {
     /// when the person lets them in.
     pub network_address: Option<String>,
     pub sync: SyncView,
+    /// Why the app's own hub stopped, when it failed (the app stays up): the window says so
+    /// and offers to start it again (`use_embedded`).
+    pub hub_failure: Option<String>,
     /// Questions waiting for the person.
     pub open_pings: u32,
     pub version: String,
@@ -112,6 +115,7 @@ pub async fn app_state(app: App<'_>) -> Reply<AppState> {
         hub_address: profile.hub.authority.clone(),
         network_address: session.network_address.clone(),
         sync,
+        hub_failure: session.hub_failure(),
         open_pings: core.open_pings().await?.len() as u32,
         version: env!("CARGO_PKG_VERSION").to_owned(),
     })
@@ -541,6 +545,8 @@ pub async fn connect_remote(
     app_state(app).await
 }
 
+/// Uses the app's own hub: switches to it from a remote one, or starts it again after it
+/// failed (a new session, over the same data directory).
 #[tauri::command]
 #[specta::specta]
 pub async fn use_embedded(app: App<'_>) -> Reply<AppState> {

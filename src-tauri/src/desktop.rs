@@ -5,6 +5,11 @@
 //!
 //! Starting takes a moment (the hub opens its database; the core opens the cache), so the
 //! session is opened in the background and commands wait for it.
+//!
+//! The app's own hub may fail (one of its threads panics): it stops alone, and the app
+//! stays up. The session keeps what it said ([`Session::hub_failure`]), the window is told
+//! and says so, and starting the session again (`use_embedded`) starts a new hub over the
+//! same data directory.
 
 use std::time::Duration;
 
@@ -38,6 +43,8 @@ pub struct Session {
     /// Keeps the person's budgets as usage arrives: warns, pauses their agents.
     _budgets: BudgetWatch,
     forwarding: tokio::task::JoinHandle<()>,
+    /// Waits for the app's own hub to fail, to tell the window.
+    watching_hub: Option<tokio::task::JoinHandle<()>>,
     /// Where teammates on the network reach the app's own hub, when let in.
     pub network_address: Option<String>,
     /// Last: the hub stops after the core let go of it.
@@ -46,15 +53,30 @@ pub struct Session {
     hub_stopped: Option<std::sync::mpsc::Sender<()>>,
 }
 
+impl Session {
+    /// Why the app's own hub stopped by itself, if it did: the window says so and offers to
+    /// start it again.
+    pub fn hub_failure(&self) -> Option<String> {
+        let failure = self.hub.as_ref()?.failure()?;
+        Some(failure.to_string())
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         self.forwarding.abort();
+        if let Some(watching) = self.watching_hub.take() {
+            watching.abort();
+        }
         if let Some(hub) = self.hub.take() {
             let stopped = self.hub_stopped.take();
             // Waits for its last commit: off the async workers.
             std::thread::spawn(move || {
-                if let Err(error) = hub.stop() {
-                    tracing::warn!(%error, "the local hub did not stop cleanly");
+                match hub.stop() {
+                    Ok(()) => {}
+                    // Said when it happened; it has let go of everything since.
+                    Err(roundtable_hub::HubError::Failed(_)) => {}
+                    Err(error) => tracing::warn!(%error, "the local hub did not stop cleanly"),
                 }
                 if let Some(stopped) = stopped {
                     let _ = stopped.send(());
@@ -198,6 +220,15 @@ impl Desktop {
                 .with_budgets(budgets.alerts())
                 .run(),
         );
+        let watching_hub = hub.as_ref().map(|hub| {
+            let failed = hub.failed();
+            let app = self.app.clone();
+            tokio::spawn(async move {
+                let failure = failed.await;
+                tracing::error!(%failure, "the app's own hub stopped; the window offers to start it again");
+                crate::alerts::session_changed(&app);
+            })
+        });
         Ok(Session {
             core,
             mode,
@@ -206,6 +237,7 @@ impl Desktop {
             watch,
             _budgets: budgets,
             forwarding,
+            watching_hub,
             network_address,
             hub,
             hub_stopped,

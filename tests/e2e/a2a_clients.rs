@@ -109,21 +109,37 @@ async fn people(hub: &HubProcess) -> People {
     }
 }
 
-/// The reviewer, on a WebSocket: a question mark gets a ping (options main and dev) to
-/// the sender, "main" in reply gets "merged into main", "slow" gets nothing, anything else
-/// gets "reviewed: <text>"; every reply points back with `reply_to`. Returns the events it
-/// saw, when stopped.
+/// The reviewer, on a WebSocket, answering `asker`'s messages: a question mark gets a ping
+/// (options main and dev) to the sender, "main" in reply gets "merged into main", "slow"
+/// gets nothing, anything else gets "reviewed: <text>"; every reply points back with
+/// `reply_to`. Returns the events it saw, when stopped.
 fn reviewer(url: String, token: String, asker: String) -> tokio::task::JoinHandle<Vec<Event>> {
+    reviewer_answering(url, token, move |from| from == asker)
+}
+
+/// The agent on a WebSocket of its own, synced, so that what reaches its rooms from now on
+/// reaches it live.
+async fn live_agent(url: &str, token: &str) -> Client {
+    let mut agent = Client::connect(url).await.unwrap();
+    agent.auth(token, "reviewer").await.unwrap();
+    let id = agent.id();
+    agent
+        .ok(ClientFrame::Sync(roundtable_protocol::client::SyncCmd {
+            id,
+            cursors: Default::default(),
+        }))
+        .await;
+    agent
+}
+
+/// The reviewer, answering the messages of every sender `answers` picks.
+fn reviewer_answering(
+    url: String,
+    token: String,
+    answers: impl Fn(&str) -> bool + Send + 'static,
+) -> tokio::task::JoinHandle<Vec<Event>> {
     tokio::spawn(async move {
-        let mut agent = Client::connect(&url).await.unwrap();
-        agent.auth(&token, "reviewer").await.unwrap();
-        let id = agent.id();
-        agent
-            .ok(ClientFrame::Sync(roundtable_protocol::client::SyncCmd {
-                id,
-                cursors: Default::default(),
-            }))
-            .await;
+        let mut agent = live_agent(&url, &token).await;
         let mut seen = Vec::new();
         let mut answered = std::collections::HashSet::new();
         loop {
@@ -148,10 +164,13 @@ fn reviewer(url: String, token: String, asker: String) -> tokio::task::JoinHandl
                 Incoming::Closed(_) => return seen,
             };
             seen.push(event.clone());
-            if event.kind != "message" || event.from != asker || !answered.insert(event.id.clone())
+            if event.kind != "message"
+                || !answers(&event.from)
+                || !answered.insert(event.id.clone())
             {
                 continue;
             }
+            let asker = event.from.clone();
             let text = event.body["text"].as_str().unwrap_or_default().to_owned();
             let room = event.stream_name().to_owned();
             let (kind, body) = if text.contains('?') {
@@ -290,6 +309,151 @@ async fn the_official_client_gets_the_card_streams_and_blocks_on_tasks_and_lists
             "reviewed: PR 44"
         ]
     );
+    agent.abort();
+    hub.terminate().await;
+}
+
+/// Busy processes, one per core and one more, so that the hub, the agent and the clients
+/// are all kept waiting for a CPU (as on a loaded laptop or CI runner); stopped on drop.
+struct BusyCpus {
+    _spinning: Vec<tokio::process::Child>,
+}
+
+impl BusyCpus {
+    fn start() -> BusyCpus {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        BusyCpus {
+            _spinning: (0..=cores)
+                .map(|_| {
+                    tokio::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .kill_on_drop(true)
+                        .spawn()
+                        .expect("sh starts")
+                })
+                .collect(),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_contact_s_first_blocking_send_is_answered_under_load() {
+    const CONTACTS: usize = 16;
+    let data = tempfile::tempdir().unwrap();
+    // A lost answer shows as the task coming back unfinished when the hub's wait is up
+    // (well within the client's own 60 s).
+    let hub = HubProcess::start(
+        &roundtable_bin(),
+        data.path(),
+        &["--a2a-block-max", "40", "--signups-per-hour", "100"],
+    )
+    .await;
+    let people = people(&hub).await;
+    let reviewer_id = people.reviewer.agent.id.clone();
+    // Contacts of the reviewer who have never called it: each first call makes their room.
+    let mut dana = Client::connect(&hub.ws_url()).await.unwrap();
+    dana.auth(&people.dana, "laptop").await.unwrap();
+    let mut contacts = Vec::new();
+    for n in 0..CONTACTS {
+        let contact = signup(hub.addr, &format!("contact{n}")).await.unwrap();
+        let mut client = Client::connect(&hub.ws_url()).await.unwrap();
+        client.auth(&contact.token, "laptop").await.unwrap();
+        let id = client.id();
+        let request: roundtable_protocol::server::ContactRequestOk = client
+            .ok(ClientFrame::ContactRequest(
+                roundtable_protocol::client::ContactRequestCmd {
+                    id,
+                    to: "dana/reviewer".into(),
+                    message: None,
+                },
+            ))
+            .await
+            .decode()
+            .unwrap();
+        let id = dana.id();
+        dana.ok(ClientFrame::ContactRespond(
+            roundtable_protocol::client::ContactRespond {
+                id,
+                request: request.request.id,
+                accept: true,
+            },
+        ))
+        .await;
+        contacts.push(contact.token);
+    }
+    let agent = reviewer_answering(hub.ws_url(), people.reviewer.token.clone(), move |from| {
+        from != reviewer_id
+    });
+    let load = BusyCpus::start();
+    for (n, token) in contacts.iter().enumerate() {
+        let text = format!("PR {n}");
+        let blocked = a2a(
+            &people.url,
+            "dana/reviewer",
+            token,
+            &["block", &format!("first-{n}"), &text],
+        )
+        .await;
+        assert_eq!(
+            blocked["state"], "TASK_STATE_COMPLETED",
+            "contact {n}'s first blocking send: {blocked}"
+        );
+        assert_eq!(blocked["artifacts"], json!([format!("reviewed: {text}")]));
+        assert_eq!(blocked["history"], json!(["ROLE_USER", "ROLE_AGENT"]));
+    }
+    drop(load);
+    agent.abort();
+    hub.terminate().await;
+}
+
+/// An agent that takes its time: each message (but its own) is answered after `delay`.
+fn slow_reviewer(url: String, token: String, delay: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut agent = live_agent(&url, &token).await;
+        while let Ok(event) = agent.next_event().await {
+            if event.kind != "message" || event.body["text"] == "reviewed, slowly" {
+                continue;
+            }
+            // The agent working: the time a real one takes (a session to start, a model
+            // to answer) is what the client must outlast.
+            tokio::time::sleep(delay).await;
+            let id = agent.id();
+            agent
+                .ok(ClientFrame::Send(SendCmd {
+                    id,
+                    room: event.stream_name().to_owned(),
+                    client_key: format!("slow-{}", event.id),
+                    kind: "message".into(),
+                    body: json!({"text": "reviewed, slowly", "reply_to": event.id}),
+                }))
+                .await;
+        }
+    })
+}
+
+/// What the independent client met: a blocking send whose agent answers after the
+/// client's read timeout. The hub keeps the connection alive with whitespace while the
+/// agent works, so the official client, giving up after 5 s without a byte, still gets the
+/// finished task after 12.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_send_outlasts_the_client_s_read_timeout_while_its_agent_works() {
+    let data = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(&roundtable_bin(), data.path(), &[]).await;
+    let people = people(&hub).await;
+    let agent = slow_reviewer(
+        hub.ws_url(),
+        people.reviewer.token.clone(),
+        Duration::from_secs(12),
+    );
+    let blocked = a2a(
+        &people.url,
+        "dana/reviewer",
+        &people.erin,
+        &["block-within", "5", "slow-1", "PR 7"],
+    )
+    .await;
+    assert_eq!(blocked["state"], "TASK_STATE_COMPLETED", "{blocked}");
+    assert_eq!(blocked["artifacts"], json!(["reviewed, slowly"]));
     agent.abort();
     hub.terminate().await;
 }

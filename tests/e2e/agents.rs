@@ -398,12 +398,24 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
     };
     let hook = |event: &'static str| hook_as(event, "1");
 
-    // Nothing unread: the prompt hook has nothing to do, quickly; the stop hook listens
-    // for its window, then lets the session rest.
+    // Nothing unread, and the agent's MCP bridge in step with the hub (here a core that
+    // serves hand-offs, as `roundtable mcp` runs one): the prompt hook reads the cache the
+    // bridge keeps and has nothing to do, quickly.
+    let bridge = roundtable_core::Core::open(machine.home.profile("dana.writer"))
+        .await
+        .unwrap();
+    let bridging = bridge.start_with(roundtable_core::SyncOptions {
+        serve_hand_offs: true,
+    });
+    bridge.synced(Duration::from_secs(30)).await.unwrap();
     let (out, took) = hook("UserPromptSubmit").await;
     assert_eq!(out, "");
     eprintln!("a hook with nothing to do took {took:?}");
     assert!(took < Duration::from_millis(100), "{took:?}");
+    bridging.stop().await;
+    drop(bridge);
+    // With no bridge, each hook catches up with the hub itself. The stop hook listens for
+    // its window, then lets the session rest.
     let (out, took) = hook("Stop").await;
     assert_eq!(out, "");
     assert!(took >= Duration::from_secs(1), "it listened: {took:?}");
@@ -559,6 +571,94 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
     let (out, took) = hook("Stop").await;
     assert_eq!(out, "");
     assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+/// A session whose MCP bridge is not running (`claude --strict-mcp-config`, a bridge that
+/// could not start): nothing keeps the agent's cache in step with the hub, so each hook that
+/// hands messages over catches up with the hub itself first. A mention sent since the
+/// session last synced reaches it at a prompt's start, at a tool's end, and at a turn's end
+/// of a run no one sits at (which does not listen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_with_no_bridge_running_catch_up_with_the_hub_before_they_answer() {
+    let hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    machine
+        .ok("dana", &["agents", "onboard", "claude", "--name", "writer"])
+        .await;
+    machine
+        .ok(
+            "dana",
+            &[
+                "room",
+                "create",
+                "--title",
+                "work",
+                "--member",
+                "dana/writer",
+            ],
+        )
+        .await;
+    let hook = |event: &'static str| {
+        let machine = &machine;
+        async move {
+            let mut child = machine
+                .command("dana", &["hook", "claude", "--agent", "dana/writer"])
+                // `claude -p`: no one sits at the session, so a turn's end does not listen.
+                .env("CLAUDE_CODE_SESSION_ATTENDED", "0")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let input = serde_json::json!({
+                "session_id": "7d3c1c2e-0000-4000-8000-000000000002",
+                "transcript_path": "/nonexistent/transcript.jsonl", "cwd": "/tmp",
+                "hook_event_name": event, "stop_hook_active": false,
+                "permission_mode": "default", "source": "startup",
+                "tool_name": "Bash", "tool_input": {"command": "cargo test"},
+                "tool_response": {"stdout": "ok"},
+            });
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input.to_string().as_bytes()).await.unwrap();
+            drop(stdin);
+            let output = child.wait_with_output().await.unwrap();
+            assert!(output.status.success(), "a hook always exits 0");
+            String::from_utf8(output.stdout).unwrap()
+        }
+    };
+    // The session starts: its status reaches the hub, and the agent's cache is in step.
+    hook("SessionStart").await;
+    // Then, for each moment, a mention the hub has and the cache does not.
+    let mut missed = Vec::new();
+    for (event, text) in [
+        ("UserPromptSubmit", "@dana/writer the lexer first"),
+        ("PostToolUse", "@dana/writer and keep the tokens small"),
+        ("Stop", "@dana/writer then the parser"),
+    ] {
+        machine.ok("dana", &["send", "work", text]).await;
+        let out = hook(event).await;
+        let handed = if out.is_empty() {
+            None
+        } else {
+            let reply = json(&out);
+            match event {
+                "Stop" => (reply["decision"] == "block")
+                    .then(|| reply["reason"].as_str().unwrap_or_default().to_owned()),
+                _ => reply["hookSpecificOutput"]["additionalContext"]
+                    .as_str()
+                    .map(str::to_owned),
+            }
+        };
+        if !handed.is_some_and(|said| said.contains(text)) {
+            missed.push(format!("{event}: {out:?}"));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "each hook hands over the mention the hub had: {missed:#?}"
+    );
+    // Handed over, each counts as read: nothing is handed over twice.
+    assert_eq!(hook("UserPromptSubmit").await, "");
 }
 
 fn sessions_of(invocations: &[serde_json::Value], cli: &str) -> Vec<(bool, String)> {

@@ -1,7 +1,9 @@
 //! Budgets as a person keeps them: set with `roundtable budget set`, kept by the core's
 //! watch as an agent's usage reaches the person's cache from the hub. The usage event that
 //! crosses the budget pauses the agent before the next one, with a reason the agent is told
-//! and the hub's audit log keeps; the warning at 80 % and the pause are done once.
+//! and the hub's audit log keeps; the warning at 80 % and the pause are done once. A
+//! teammate's figures count at what their tokens can cost at this machine's prices, and one
+//! only the teammate vouches for (a model unpriced here) never pauses anything.
 
 use roundtable_core::budgets::BudgetLevel;
 use roundtable_core::client::PATIENCE;
@@ -125,7 +127,11 @@ async fn the_usage_event_that_crosses_a_budget_pauses_the_agent_before_the_next_
     match writer.wait(refused, PATIENCE).await {
         Ok(Outcome::Failed { code, msg }) => {
             assert_eq!(code, FailureCode::Hub(ErrorCode::Paused));
-            assert!(msg.ends_with(&format!("Why: {reason}")), "{msg}");
+            let quoted = serde_json::to_string(&reason).unwrap();
+            assert!(
+                msg.ends_with(&format!("Reason, as dana wrote it (JSON-quoted): {quoted}")),
+                "{msg}"
+            );
         }
         other => panic!("a paused agent's message went through: {other:?}"),
     }
@@ -239,6 +245,120 @@ async fn budgets_kept_from_several_places_at_once_tell_each_action_once() {
         .collect();
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(told[0].level, BudgetLevel::Near);
+    writer_sync.stop().await;
+    sync.stop().await;
+}
+
+/// Sends a usage event of `model` for `agent`'s session: a thousand input and a hundred output
+/// tokens at `cost` dollars, as its machine reports them.
+async fn report(agent: &Core, room: &str, n: u32, model: &str, cost: f64) {
+    let now = roundtable_protocol::ts::format_millis(now_ms());
+    let body = value!({
+        "session": {"agent": agent.me(), "framework": "claude-code", "session_id": format!("t{n}")},
+        "model": model, "input": 1000, "output": 100, "cache_write": 0,
+        "cache_read": 0, "cost_usd": cost, "from": now, "to": now
+    });
+    let sent = agent.send(room, "usage", body).await.unwrap();
+    agent.wait(sent, PATIENCE).await.unwrap();
+}
+
+/// A teammate's machine says what its agent's work cost; Dana's prices say what its tokens
+/// can cost. A figure only the teammate vouches for never pauses Dana's agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammates_reported_cost_never_pauses_my_agents_on_their_word_alone() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.signup(&hub, "dana").await;
+    home.signup(&hub, "sam").await;
+    home.ok("dana", &["room", "create", "--title", "core"])
+        .await;
+    let invite = json(
+        &home
+            .ok("dana", &["--json", "invite", "create", "--room", "core"])
+            .await,
+    );
+    home.ok(
+        "sam",
+        &["invite", "redeem", invite["link"].as_str().unwrap()],
+    )
+    .await;
+    home.ok("dana", &["agents", "register", "writer"]).await;
+    home.ok("sam", &["agents", "register", "bot"]).await;
+    home.ok("dana", &["room", "invite", "core", "dana/writer"])
+        .await;
+    home.ok("sam", &["room", "invite", "core", "sam/bot"]).await;
+    std::fs::write(
+        home.profile("dana").dir.join("teams.toml"),
+        "[teams]\ncore = [\"dana\", \"sam\"]\n",
+    )
+    .unwrap();
+    home.ok(
+        "dana",
+        &["budget", "set", "team", "core", "1", "--per", "day"],
+    )
+    .await;
+
+    let dana = Core::open(home.profile("dana")).await.unwrap();
+    let sync = dana.start();
+    let writer = Core::open(home.profile("dana.writer")).await.unwrap();
+    let writer_sync = writer.start();
+    let bot = Core::open(home.profile("sam.bot")).await.unwrap();
+    let bot_sync = bot.start();
+    for core in [&dana, &writer, &bot] {
+        core.synced(PATIENCE).await.unwrap();
+    }
+    let room = writer.room_id("core").await.unwrap();
+    report(&writer, &room, 1, "claude-sonnet-4-5", 0.004).await;
+    // Sam's machine claims a million dollars for a thousand tokens of a model priced here.
+    report(&bot, &room, 2, "claude-sonnet-4-5", 1_000_000.0).await;
+    until("Dana sees both reports", PATIENCE, async || {
+        let board = dana.cost_board(None, Pricing::built_in()).await.unwrap();
+        board.rows.len() == 2
+    })
+    .await;
+    // Counted at what those tokens can cost here: cents, under the budget.
+    let spent = seen(&dana).await;
+    assert!(spent < 0.02, "{spent}");
+    assert!(
+        dana.keep_budgets(now_ms(), Pricing::built_in())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A model this machine has no price for: Sam's figure is shown and warns, and says whose
+    // it is; it pauses nothing.
+    report(&bot, &room, 3, "homegrown-9", 1_000_000.0).await;
+    until("Dana sees Sam's unpriced report", PATIENCE, async || {
+        seen(&dana).await > 1.0
+    })
+    .await;
+    let alerts = dana
+        .keep_budgets(now_ms(), Pricing::built_in())
+        .await
+        .unwrap();
+    assert!(
+        alerts.iter().all(|alert| alert.agent.is_none()),
+        "{alerts:?}"
+    );
+    let reached = alerts
+        .iter()
+        .find(|alert| alert.level == BudgetLevel::Reached)
+        .unwrap_or_else(|| panic!("Dana is told: {alerts:?}"));
+    assert!(reached.text.contains("sam"), "{}", reached.text);
+    assert!(reached.text.contains("homegrown-9"), "{}", reached.text);
+    assert!(
+        reached.text.contains("nothing was paused"),
+        "{}",
+        reached.text
+    );
+    // The writer still speaks in the room.
+    let sent = writer.send_message(&room, "still here").await.unwrap();
+    assert!(
+        matches!(writer.wait(sent, PATIENCE).await, Ok(Outcome::Done(_))),
+        "the writer was paused"
+    );
+    bot_sync.stop().await;
     writer_sync.stop().await;
     sync.stop().await;
 }

@@ -1,6 +1,7 @@
 //! Who is on what, across two people's agents in one room: both agents edit the same
-//! component, each is told of the other at its next tool boundary or turn end (once), a claim
-//! is told to the other, and each person's sessions board shows it.
+//! component, each is told of the other at its next tool boundary or turn end (once, as room
+//! content: a JSON line per overlap inside its block), a claim is told to the other, and each
+//! person's sessions board shows it.
 
 use roundtable_core::Core;
 use roundtable_core::client::PATIENCE;
@@ -34,6 +35,33 @@ async fn hook(home: &Home, profile: &str, agent: &str, event: &str, session: &st
     } else {
         serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"))
     }
+}
+
+/// The overlaps a hook's text tells of: the JSON lines of its `roundtable-overlaps` block,
+/// each of which must parse (the members' words in them stay quoted).
+fn told_of(text: &str) -> Vec<Value> {
+    let Some((_, rest)) = text.split_once("\n<roundtable-overlaps>\n") else {
+        return Vec::new();
+    };
+    let (block, _) = rest
+        .split_once("</roundtable-overlaps>")
+        .unwrap_or_else(|| panic!("an unclosed block: {text}"));
+    block
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("{line:?} in {text}")))
+        .collect()
+}
+
+/// Whether `text` tells of `agent` `doing` (`editing`, `claimed`) `parser` in the room
+/// `parser`, with `file` when given.
+fn tells(text: &str, agent: &str, doing: &str, file: Option<&str>) -> bool {
+    told_of(text).iter().any(|item| {
+        item["agent"] == agent
+            && item["room"] == "parser"
+            && item["component"] == "parser"
+            && item["doing"] == doing
+            && file.is_none_or(|file| item["file"] == file)
+    })
 }
 
 /// What an agent's edit publishes (as its owner's log watcher does): the component working,
@@ -108,9 +136,15 @@ async fn two_peoples_agents_on_one_component_are_told_of_each_other_once_and_of_
         .as_str()
         .unwrap_or_default();
     assert!(
-        context.contains("sam/reviewer is also editing `parser` (src/parser/lexer.rs, just now)"),
+        tells(
+            context,
+            "sam/reviewer",
+            "editing",
+            Some("src/parser/lexer.rs")
+        ),
         "{told}"
     );
+    assert!(context.contains("\"when\":\"just now\""), "{told}");
     assert_eq!(
         hook(&home, "dana", "dana/writer", "PostToolUse", session).await,
         Value::Null
@@ -128,10 +162,12 @@ async fn two_peoples_agents_on_one_component_are_told_of_each_other_once_and_of_
     .await;
     assert_eq!(stopped["decision"], "block", "{stopped}");
     assert!(
-        stopped["reason"]
-            .as_str()
-            .unwrap()
-            .contains("dana/writer is also editing `parser` (src/parser/mod.rs"),
+        tells(
+            stopped["reason"].as_str().unwrap(),
+            "dana/writer",
+            "editing",
+            Some("src/parser/mod.rs")
+        ),
         "{stopped}"
     );
 
@@ -162,10 +198,7 @@ async fn two_peoples_agents_on_one_component_are_told_of_each_other_once_and_of_
     let context = told["hookSpecificOutput"]["additionalContext"]
         .as_str()
         .unwrap_or_default();
-    assert!(
-        context.contains("sam/reviewer has claimed `parser`"),
-        "{told}"
-    );
+    assert!(tells(context, "sam/reviewer", "claimed", None), "{told}");
     dana.synced(PATIENCE).await.unwrap();
     let boards = json(&home.ok("dana", &["--json", "arch"]).await);
     let agents = &boards[0]["components"][0]["agents"];

@@ -838,6 +838,69 @@ async fn a_mention_reaches_a_working_codex_at_its_next_tool_and_a_resting_one_th
     );
 }
 
+/// Claude Code with no Roundtable bridge running (`--strict-mcp-config`: the MCP servers
+/// of its configuration are not started), as a person may run it: its hooks still hand it
+/// its messages. A mention sent while the turn runs blocks the turn's end (a run no one sits
+/// at, which does not listen), and the session goes on to answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_with_no_bridge_running_gets_a_mention_sent_during_its_turn_at_its_end() {
+    if !real_clis_present() {
+        return;
+    }
+    let hub = Hub::start(&[]).await;
+    let desk = Desk::new();
+    desk.home.signup(&hub, "dana").await;
+    let (desk_home, user_home) = (desk.home.dir.path().to_path_buf(), desk.user_home());
+    let sent = std::sync::atomic::AtomicBool::new(false);
+    let server = ModelServer::start(script(move |request: &Request| {
+        let seen = request.raw.to_string();
+        if seen.contains("please also update the changelog") {
+            Reply::text("Updated the changelog as dana asked.")
+        } else {
+            // The person writes to the agent while its turn runs.
+            if !sent.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                send_now(
+                    &desk_home,
+                    &user_home,
+                    "docs",
+                    "@dana/helper please also update the changelog",
+                );
+            }
+            Reply::text("Wrote the readme.")
+        }
+    }))
+    .await;
+    let mut setup = desk.setup("write the readme");
+    setup.extra_args.push("--strict-mcp-config".to_owned());
+    agent_clis::prepare_claude(&setup).unwrap();
+    desk.ok(&["agents", "onboard", "claude", "--name", "helper"])
+        .await;
+    desk.ok(&[
+        "room",
+        "create",
+        "--title",
+        "docs",
+        "--member",
+        "dana/helper",
+    ])
+    .await;
+    let output = run(&agent_clis::claude_command(&server.base_url(), &setup)).await;
+    assert!(
+        output
+            .stdout
+            .contains("Updated the changelog as dana asked."),
+        "the turn's end handed the mention over and the session answered it: {}\n{}",
+        output.stdout,
+        output.stderr
+    );
+    // No bridge ran: the hooks did it all.
+    assert!(
+        !output.stdout.contains("mcp__roundtable__"),
+        "no Roundtable tools were offered: {}",
+        output.stdout
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_cli_gets_its_messages_when_a_turn_begins_and_when_it_ends() {
     if !real_clis_present() {

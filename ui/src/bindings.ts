@@ -33,6 +33,10 @@ export const commands = {
 	controlAgent: (agent: string, action: AgentControl, room: string | null) => typedError<null, ErrorReport>(__TAURI_INVOKE("control_agent", { agent, action, room })),
 	agentToken: (agent: string, action: TokenChangeKind) => typedError<TokenChanged, ErrorReport>(__TAURI_INVOKE("agent_token", { agent, action })),
 	connectRemote: (address: string, how: RemoteLogin, insecure: boolean) => typedError<AppState, ErrorReport>(__TAURI_INVOKE("connect_remote", { address, how, insecure })),
+	/**
+	 *  Uses the app's own hub: switches to it from a remote one, or starts it again after it
+	 *  failed (a new session, over the same data directory).
+	 */
 	useEmbedded: () => typedError<AppState, ErrorReport>(__TAURI_INVOKE("use_embedded")),
 	/**
 	 *  Lets teammates on the network reach the app's own hub (a port with TLS, pinned by the
@@ -113,6 +117,11 @@ export type AppState = {
 	 */
 	network_address: string | null,
 	sync: SyncView,
+	/**
+	 *  Why the app's own hub stopped, when it failed (the app stays up): the window says so
+	 *  and offers to start it again (`use_embedded`).
+	 */
+	hub_failure: string | null,
 	/**  Questions waiting for the person. */
 	open_pings: number,
 	version: string,

@@ -6,7 +6,11 @@
 //! A hook runs at every turn of a session, so it must be quick, and it must never fail or
 //! stall the session: when the hub is down it does what it can locally and lets the
 //! session go on. Its writes (a status, a ping) reach the hub through a running process on
-//! the agent's profile (its MCP bridge) when there is one, else by itself.
+//! the agent's profile (its MCP bridge) when there is one, else by itself. So do its reads:
+//! the messages it hands over are the cache's, which a running bridge keeps in step with the
+//! hub; with none in step (no bridge runs: `claude --strict-mcp-config`, a bridge that could
+//! not start, or one still catching up), the hook catches up with the hub itself first,
+//! for at most [`CATCH_UP_PATIENCE`] ([`Core::catch_up`]).
 //!
 //! - A session starting is claimed for its agent and bound (id, transcript, directory).
 //! - A prompt submitted gets the agent's unread messages added to its context; so does every
@@ -50,6 +54,10 @@ pub const MAX_INPUT: usize = 4 * 1024 * 1024;
 
 /// How long a write waits for the hub within a hook before it stays queued.
 const WRITE_PATIENCE: Duration = Duration::from_secs(3);
+
+/// How long a hook with nothing keeping the agent's cache in step waits for its own sync
+/// to catch up before it answers from what the cache holds (the hub is slow or down).
+pub const CATCH_UP_PATIENCE: Duration = Duration::from_millis(2500);
 
 /// How often a listening hook looks at its transcript for the person's typing.
 const TYPING_CHECK: Duration = Duration::from_millis(100);
@@ -460,6 +468,35 @@ impl Core {
         }
     }
 
+    /// Brings the cache up to date before a hook hands messages over, when no process on
+    /// the profile keeps it so: a running process that serves hand-offs (the MCP bridge,
+    /// the desktop app) and is in step with the hub already has everything there is, and
+    /// the hook reads at once. Otherwise (none runs, or it is catching up or offline) the
+    /// hook syncs itself, waiting at most [`CATCH_UP_PATIENCE`]; the hub down, it goes on
+    /// with the cache as it is. Returns the hook's own sync, to stop once it has answered
+    /// (stopping tells the hub what the hook marked read).
+    pub async fn catch_up(&self) -> Option<crate::SyncHandle> {
+        if self.is_syncing() {
+            return None;
+        }
+        if crate::hand_off::serving_state(&self.shared.lock).await == Some(crate::SyncState::Idle) {
+            return None;
+        }
+        let sync = self.start();
+        if let Err(error) = self.synced(CATCH_UP_PATIENCE).await {
+            tracing::debug!(%error, "the hook answers from the cache as it is");
+        }
+        Some(sync)
+    }
+
+    /// What the session is to be told now: the unread messages for us (of `room` only, if
+    /// given), then the overlaps it has not been told of.
+    async fn to_tell(&self, room: Option<&str>) -> Result<Vec<String>, CoreError> {
+        let unread = self.unread_rendered(room).await?;
+        let told = self.overlap_notice(now_ms()).await?;
+        Ok(unread.into_iter().chain(told).collect())
+    }
+
     /// The unread messages for us (of `room` only, if given), rendered, if any.
     async fn unread_rendered(&self, room: Option<&str>) -> Result<Option<String>, CoreError> {
         let messages = self.read_messages(room).await?;
@@ -504,9 +541,12 @@ impl Core {
                 )))
             }
             HookEvent::PromptSubmitted { .. } | HookEvent::ToolDone { .. } => {
-                let unread = self.unread_rendered(context.room.as_deref()).await?;
-                let told = self.overlap_notice(now_ms()).await?;
-                let context: Vec<String> = unread.into_iter().chain(told).collect();
+                let caught_up = self.catch_up().await;
+                let said = self.to_tell(context.room.as_deref()).await;
+                if let Some(sync) = caught_up {
+                    sync.stop().await;
+                }
+                let context = said?;
                 Ok(if context.is_empty() {
                     HookReply::Nothing
                 } else {
@@ -520,11 +560,11 @@ impl Core {
             } => {
                 self.status_now(AgentState::WaitingHuman, &message).await;
                 let key = format!("{}-{}", short(&session_id), now_ms());
-                let question = format!(
+                let question = forwarded(&format!(
                     "{} ({}): {message}",
                     self.profile().handle,
                     kind.as_deref().unwrap_or("notification")
-                );
+                ));
                 let room = self.home_room().await?;
                 let raised = tokio::time::timeout(
                     WRITE_PATIENCE,
@@ -548,11 +588,11 @@ impl Core {
                     return Ok(HookReply::Nothing);
                 }
                 let room = self.home_room().await?;
-                let question = format!(
+                let question = forwarded(&format!(
                     "{} asks permission for {}",
                     self.profile().handle,
                     describe_call(&tool, &input)
-                );
+                ));
                 let key = format!("{}-{}", short(&session_id), now_ms());
                 let options = ["Allow".to_owned(), "Deny".to_owned()];
                 let ping = self
@@ -579,11 +619,17 @@ impl Core {
                 })
             }
             HookEvent::TurnEnded { transcript, .. } => {
-                let unread = self.unread_rendered(context.room.as_deref()).await?;
-                let told = self.overlap_notice(now_ms()).await?;
-                if unread.is_some() || told.is_some() {
-                    let said: Vec<String> = unread.into_iter().chain(told).collect();
-                    return Ok(HookReply::Block(said.join("\n\n")));
+                let caught_up = self.catch_up().await;
+                match self.to_tell(context.room.as_deref()).await {
+                    Ok(said) if said.is_empty() => {}
+                    told => {
+                        // Told (or failed): what it marked read reaches the hub as its own
+                        // sync stops.
+                        if let Some(sync) = caught_up {
+                            sync.stop().await;
+                        }
+                        return told.map(|said| HookReply::Block(said.join("\n\n")));
+                    }
                 }
                 // Listen for a while, where that holds no one up: a Claude Code session a
                 // person sits at (until they type), or a run that asked for it. A Codex
@@ -594,9 +640,13 @@ impl Core {
                         || (context.cli == AgentCli::Claude && context.attended == Some(true)));
                 if !listens || settings.listen_s == 0 {
                     self.status_now(AgentState::Idle, "turn ended").await;
+                    if let Some(sync) = caught_up {
+                        sync.stop().await;
+                    }
                     return Ok(HookReply::Nothing);
                 }
-                let sync = self.start();
+                // Listening needs a sync of this process's own, whose changes it hears.
+                let sync = caught_up.unwrap_or_else(|| self.start());
                 if self.synced(WRITE_PATIENCE).await.is_err() {
                     return Ok(HookReply::Nothing);
                 }
@@ -680,12 +730,20 @@ impl Core {
     /// Reports a status, waiting briefly for the hub (the write is handed to the running
     /// bridge, or sent by this process); it stays queued otherwise.
     async fn status_now(&self, state: AgentState, detail: &str) {
+        let detail = forwarded(detail);
         let sent =
-            tokio::time::timeout(WRITE_PATIENCE, self.set_status(state, Some(detail), None)).await;
+            tokio::time::timeout(WRITE_PATIENCE, self.set_status(state, Some(&detail), None)).await;
         if !matches!(sent, Ok(Ok(_))) {
             tracing::debug!("the status waits in the outbox");
         }
     }
+}
+
+/// What the agent CLI says (a notification, a tool's command), as the hub takes prose: a
+/// control character in it (a command's escape sequence) is left out rather than make the
+/// ping or the status be refused.
+fn forwarded(text: &str) -> String {
+    roundtable_protocol::text::cleaned(text, roundtable_protocol::text::Shape::Prose).into_owned()
 }
 
 /// The first eight characters of an id, for people and keys.
@@ -893,5 +951,18 @@ mod tests {
         let described = describe_call("Write", &input);
         assert!(described.ends_with('…'));
         assert!(described.len() < 320);
+    }
+
+    #[test]
+    fn a_command_s_escape_sequences_are_left_out_of_the_question_and_status() {
+        let input = json!({"command": "printf '\u{1b}[31mred\u{1b}[0m'\nls"});
+        let question = forwarded(&describe_call("Bash", &input));
+        assert_eq!(question, "Bash: printf '[31mred[0m'\nls");
+        roundtable_protocol::text::check(
+            || "question".into(),
+            &question,
+            roundtable_protocol::text::Shape::Prose,
+        )
+        .unwrap();
     }
 }

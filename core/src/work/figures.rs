@@ -6,6 +6,13 @@
 //! logs of this machine also hold sessions of no onboarded agent; those are counted from
 //! the logs, as the person's own ("local"). A session is never counted twice: one that is
 //! published is taken from the events only.
+//!
+//! What another person's machine reports is their word: a teammate's usage of a model priced
+//! here counts at what its tokens can cost at this machine's prices
+//! ([`ModelPrice::shared_cost`](super::pricing::ModelPrice::shared_cost)), so no `cost_usd`
+//! a teammate writes counts for more than its tokens could cost. A model this machine has no
+//! price for keeps the teammate's figure, marked as theirs alone (`unverified_usd`), which
+//! budgets show and warn on but never pause on (docs/pricing.md).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -109,12 +116,17 @@ pub struct Figure {
     pub local_entries: u64,
     /// When the newest entry in it was reported.
     pub latest_ms: i64,
+    /// Of `cost_usd`, what other people reported for models this machine has no price for:
+    /// their word alone.
+    #[serde(skip)]
+    pub unverified_usd: f64,
 }
 
 #[derive(Debug, Default)]
 struct Sum {
     tokens: TokenCounts,
     cost: f64,
+    unverified: f64,
     unpriced_entries: u64,
     unpriced_models: std::collections::BTreeSet<String>,
     local_entries: u64,
@@ -199,17 +211,33 @@ pub fn figures(
         .collect();
         let person = value(UsageKey::Person);
         let model = value(UsageKey::Model);
+        let tokens = TokenCounts {
+            input: row.input,
+            output: row.output,
+            cache_write_5m: row.cache_write,
+            cache_write_1h: 0,
+            cache_read: row.cache_read,
+        };
+        // The person's own figures (their agents', from any of their machines) are theirs to
+        // vouch for; another person's count at this machine's prices where it has them.
+        let (cost, unpriced, unverified) = match prices.price(&model) {
+            Some(price) if person != me_handle => {
+                let reported = (row.unpriced < row.entries).then_some(row.cost_usd);
+                (
+                    price.shared_cost(&tokens, reported, pricing.rules()),
+                    0,
+                    0.0,
+                )
+            }
+            None if person != me_handle => (row.cost_usd, row.unpriced, row.cost_usd),
+            _ => (row.cost_usd, row.unpriced, 0.0),
+        };
         add(&values, &person, &|sum: &mut Sum| {
-            sum.tokens.add(&TokenCounts {
-                input: row.input,
-                output: row.output,
-                cache_write_5m: row.cache_write,
-                cache_write_1h: 0,
-                cache_read: row.cache_read,
-            });
-            sum.cost += row.cost_usd;
-            sum.unpriced_entries += row.unpriced;
-            if row.unpriced > 0 {
+            sum.tokens.add(&tokens);
+            sum.cost += cost;
+            sum.unverified += unverified;
+            sum.unpriced_entries += unpriced;
+            if unpriced > 0 {
                 sum.unpriced_models.insert(model.clone());
             }
             sum.latest_ms = sum.latest_ms.max(row.to_ms);
@@ -277,6 +305,7 @@ pub fn figures(
             unpriced_models: sum.unpriced_models.into_iter().collect(),
             local_entries: sum.local_entries,
             latest_ms: sum.latest_ms,
+            unverified_usd: sum.unverified,
         })
         .collect())
 }

@@ -159,6 +159,59 @@ impl ModelPrice {
             .unwrap_or(1.0);
         rates.charge(tokens) * tier * geo + billing.web_searches as f64 * rules.web_search
     }
+
+    /// The least and the most `tokens` can cost at these prices, however their requests were
+    /// billed: at the cheapest and the dearest of the model's rates (standard, long-context,
+    /// fast), cache writes kept five minutes or an hour, times the lowest and the highest
+    /// tier and region factors (1 among them). Web searches are not in tokens: not counted.
+    pub fn cost_range(&self, tokens: &TokenCounts, rules: &Rules) -> (f64, f64) {
+        let rates = std::iter::once(self.rates())
+            .chain(self.long_context.map(|long| long.rates()))
+            .chain(self.fast);
+        let written = tokens.cache_write();
+        let placed = [
+            TokenCounts {
+                cache_write_5m: written,
+                cache_write_1h: 0,
+                ..*tokens
+            },
+            TokenCounts {
+                cache_write_5m: 0,
+                cache_write_1h: written,
+                ..*tokens
+            },
+        ];
+        let (mut least, mut most) = (f64::INFINITY, 0.0_f64);
+        for rates in rates {
+            for tokens in &placed {
+                let charge = rates.charge(tokens);
+                least = least.min(charge);
+                most = most.max(charge);
+            }
+        }
+        let factors = |values: &mut dyn Iterator<Item = f64>| {
+            values.fold((1.0_f64, 1.0_f64), |(low, high), factor| {
+                (low.min(factor), high.max(factor))
+            })
+        };
+        let (tier_low, tier_high) = factors(&mut self.tiers.values().copied());
+        let (geo_low, geo_high) = factors(&mut rules.geo.values().copied());
+        (least * tier_low * geo_low, most * tier_high * geo_high)
+    }
+
+    /// What usage another machine reported costs here: its `reported` cost held within what
+    /// its tokens can cost at these prices ([`ModelPrice::cost_range`]), or, with none
+    /// reported, its tokens at the standard rates. The reporter's own figure is exact where
+    /// this machine cannot be (fast mode, tiers, regions, searches); the range keeps a
+    /// figure no tokens could cost (a teammate's `cost_usd` of a million dollars for a
+    /// thousand tokens) from counting as spent.
+    pub fn shared_cost(&self, tokens: &TokenCounts, reported: Option<f64>, rules: &Rules) -> f64 {
+        let (least, most) = self.cost_range(tokens, rules);
+        match reported {
+            Some(reported) if !reported.is_nan() => reported.clamp(least, most),
+            _ => self.cost(tokens, &Billing::default(), rules),
+        }
+    }
 }
 
 /// What holds for every model.
@@ -694,6 +747,37 @@ mod tests {
                 .unwrap(),
             5.0
         ));
+    }
+
+    #[test]
+    fn shared_usage_counts_its_reported_cost_only_within_what_its_tokens_can_cost() {
+        let pricing = Pricing::built_in();
+        let opus = pricing.price("claude-opus-4-6").unwrap();
+        let rules = pricing.rules();
+        let one_m_in = tokens(1_000_000, 0, 0, 0, 0);
+        // From $5 (standard) to $30 fast, times 1.1 in the US region.
+        let (least, most) = opus.cost_range(&one_m_in, rules);
+        assert!(close(least, 5.0) && close(most, 33.0), "{least} {most}");
+        // An honest figure (fast mode, which the report does not say) counts as reported.
+        assert!(close(opus.shared_cost(&one_m_in, Some(30.0), rules), 30.0));
+        // One no tokens could cost counts as the most they could; one too low as the least.
+        assert!(close(
+            opus.shared_cost(&one_m_in, Some(1_000_000.0), rules),
+            33.0
+        ));
+        assert!(close(opus.shared_cost(&one_m_in, Some(0.0), rules), 5.0));
+        // None reported: the standard rates.
+        assert!(close(opus.shared_cost(&one_m_in, None, rules), 5.0));
+        // Cache writes at the cheaper or the dearer lifetime; a flex tier halves the least.
+        let written = tokens(0, 0, 1_000_000, 0, 0);
+        let (least, most) = opus.cost_range(&written, rules);
+        assert!(
+            close(least, 6.25) && close(most, 60.0 * 1.1),
+            "{least} {most}"
+        );
+        let gpt = pricing.price("gpt-5.5").unwrap();
+        let (least, _) = gpt.cost_range(&tokens(100_000, 0, 0, 0, 0), rules);
+        assert!(close(least, 0.25), "{least}");
     }
 
     #[test]

@@ -229,6 +229,17 @@ impl Publishing for WorkPublisher<'_> {
                 }
             }
         }
+        // What the logs and the repository say is forwarded, not vouched for: characters
+        // the hub refuses in a field are left out, so one of them never keeps the rest of
+        // the work from being published.
+        for publication in &mut out {
+            if let Some(kind) = roundtable_protocol::bodies::EventKind::parse(&publication.kind) {
+                publication.body = roundtable_protocol::bodies::clean_work_body(
+                    &kind,
+                    std::mem::take(&mut publication.body),
+                );
+            }
+        }
         out
     }
 }
@@ -398,5 +409,82 @@ mod tests {
         let first = publisher.publications(None, &changes);
         assert_ne!(published[0].client_key, first[0].client_key);
         assert_ne!(later[0].client_key, first[0].client_key);
+    }
+
+    #[test]
+    fn characters_the_hub_refuses_are_left_out_and_the_rest_is_published() {
+        let targets = targets(&[("s1\u{7}", "dana/writer")]);
+        let pricing = Pricing::built_in();
+        let dir = tempfile::tempdir().unwrap();
+        let architecture = Architecture::parse(
+            dir.path(),
+            "[[components]]\nid = \"lexer\"\nname = \"Lexer\\u001b[2J\"\npaths = [\"src/lexer/**\"]\ndepends_on = []\n",
+        )
+        .unwrap();
+        let long = dir
+            .path()
+            .join("src/lexer")
+            .join(format!("{}.rs", "a".repeat(1100)));
+        let changes = LocalChanges {
+            usage: vec![UsageDelta {
+                framework: Framework::ClaudeCode,
+                session_id: "s1\u{7}".into(),
+                model: "claude-sonnet-4-5\u{0}".into(),
+                tokens: TokenCounts {
+                    input: 10,
+                    ..TokenCounts::default()
+                },
+                cost_usd: None,
+                first_ms: Some(1_796_029_200_000),
+                last_ms: Some(1_796_029_260_000),
+            }],
+            tasks: vec![TaskListChange {
+                framework: Framework::ClaudeCode,
+                session_id: "s1\u{7}".into(),
+                lane: String::new(),
+                source: "TodoWrite".into(),
+                tasks: vec![TaskItem {
+                    id: Some("t\u{0}1".into()),
+                    title: "lex\u{1b}[31m the\ttokens\nfast".into(),
+                    status: TaskStatus::InProgress,
+                    active_form: None,
+                }],
+                at_ms: None,
+            }],
+            files: vec![FileTouch {
+                framework: Framework::ClaudeCode,
+                session_id: "s1\u{7}".into(),
+                path: long.display().to_string(),
+                at_ms: None,
+            }],
+            sessions: Vec::new(),
+        };
+        let mut architecture_of = |_: &Path| Some(architecture.clone());
+        let mut publisher = WorkPublisher {
+            targets: &targets,
+            pricing: &pricing,
+            architecture_of: &mut architecture_of,
+        };
+        let published = publisher.publications(None, &changes);
+        assert_eq!(published.len(), 4, "{published:#?}");
+        for publication in &published {
+            roundtable_protocol::bodies::validate_client_body(
+                &roundtable_protocol::bodies::EventKind::parse(&publication.kind).unwrap(),
+                &publication.body,
+                publication.body.to_string().len(),
+            )
+            .unwrap_or_else(|error| panic!("{}: {}", publication.body, error.msg));
+        }
+        assert_eq!(published[0].body["model"], "claude-sonnet-4-5");
+        assert_eq!(published[0].body["session"]["session_id"], "s1");
+        let task = &published[1].body["tasks"][0];
+        assert_eq!(task["title"], "lex[31m the\ttokens\nfast");
+        assert_eq!(task["id"], "t1");
+        assert_eq!(published[2].body["define"][0]["name"], "Lexer[2J");
+        // The component is still marked as worked on; only the path the hub would refuse is
+        // left out.
+        assert_eq!(published[3].body["component"], "lexer");
+        assert_eq!(published[3].body["status"], "working");
+        assert!(published[3].body.get("files").is_none());
     }
 }

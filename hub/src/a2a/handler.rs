@@ -513,11 +513,31 @@ impl RoomTasks {
                 "a message has 1 to {MAX_PARTS} parts"
             )));
         }
+        // Its ids and text are checked as a WebSocket client's would be, before anything is
+        // done with them (a room made for a message that is then refused).
+        use roundtable_protocol::text::{self, Shape};
+        let ids = [
+            ("messageId", Some(message_id)),
+            ("taskId", message.task_id.as_deref()),
+            ("contextId", message.context_id.as_deref()),
+        ];
+        let refs = message.reference_task_ids.iter().flatten();
+        ids.into_iter()
+            .filter_map(|(field, id)| Some((field, id?)))
+            .chain(refs.map(|id| ("referenceTaskIds", id.as_str())))
+            .try_for_each(|(field, id)| text::check(|| field.to_owned(), id, Shape::Identifier))
+            .and_then(|()| {
+                let parts = serde_json::to_value(&message.parts).unwrap_or(Value::Null);
+                text::check_no_nul("parts", &parts)
+            })
+            .map_err(|refused| A2AError::invalid_params(refused.to_string()))?;
         let text = task::text_of(&message.parts).map_err(|why| {
             let mut error = A2AError::content_type_not_supported();
             error.message = why.to_owned();
             error
         })?;
+        text::check(|| "the text of the parts".to_owned(), &text, Shape::Prose)
+            .map_err(|refused| A2AError::invalid_params(refused.to_string()))?;
         if text.len() > MAX_TEXT {
             return Err(with_reason(
                 A2AError::invalid_params(format!(
@@ -818,6 +838,8 @@ impl RequestHandler for RoomTasks {
         }
         let mut watch = self.gateway.context().dispatch.watch_rooms();
         let until = tokio::time::Instant::now() + self.gateway.context().config.a2a_block_max;
+        // Stored: from here on the answer is the task, whenever it ends.
+        super::note_waiting();
         // A caller closed meanwhile (revoked, rotated, stopped) waits no more.
         let mut ends = Ends {
             stopping: self.gateway.context().stopping.subscribe(),

@@ -10,8 +10,9 @@
 //! Each agent has its own endpoint, `/a2a/<owner>/<name>`, with its card at
 //! `/a2a/<owner>/<name>/.well-known/agent-card.json`. In front of the endpoint, [`gate`]
 //! authenticates first (so a missing agent and an invisible one look alike), finds the
-//! agent the caller may see, caps the body, drops any `x-roundtable-*` header the client
-//! sent and sets its own, and turns a rate limit into HTTP 429.
+//! agent the caller may see, caps the body (1 MiB, sent within 10 s), drops any
+//! `x-roundtable-*` header the client sent and sets its own, turns a rate limit into
+//! HTTP 429, and keeps a blocking send's connection alive while its agent works.
 
 pub mod card;
 pub mod handler;
@@ -50,10 +51,23 @@ pub(crate) const PRINCIPAL_HANDLE: &str = "x-roundtable-principal-handle";
 pub(crate) const TARGET: &str = "x-roundtable-target";
 pub(crate) const TARGET_HANDLE: &str = "x-roundtable-target-handle";
 
+/// How long a blocking `SendMessage` (JSON-RPC) may wait in silence before the gate sends
+/// its headers and a first byte of whitespace, and how often it sends one more while the
+/// task goes on.
+/// Why: an answer is not ready until the agent has worked, which can take longer than a
+/// client's read timeout (httpx, which the official Python client uses, gives up after a
+/// read timeout with no bytes at all). JSON allows whitespace before a value, so the
+/// answer is the same JSON-RPC or JSON body as ever, after a few spaces; a streaming send
+/// keeps its connection alive the same way with SSE comments.
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
 tokio::task_local! {
     /// Set by the handler when the hub answered `rate_limited`: the gate then answers 429
     /// with this `Retry-After`, as A2A wants, instead of an error inside the JSON-RPC body.
     static RETRY_AFTER: Cell<Option<Duration>>;
+    /// Told by the handler when a blocking send has been stored and now waits for the
+    /// task to end (nothing left that could answer with another status than 200).
+    static WAITING: Arc<tokio::sync::Notify>;
     /// The closes of principals' connections, listened to from before the gate checked the
     /// token: a stream the handler opens ends on a revocation made at any moment after.
     static CLOSES: std::cell::RefCell<Option<tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>>>;
@@ -66,6 +80,12 @@ pub(crate) fn take_closes()
         .try_with(|closes| closes.borrow_mut().take())
         .ok()
         .flatten()
+}
+
+/// Tells the gate that a blocking send now waits for its task to end (outside a gated
+/// request, nothing happens).
+pub(crate) fn note_waiting() {
+    let _ = WAITING.try_with(|waiting| waiting.notify_one());
 }
 
 /// Notes a rate limit for the gate (outside a gated request, nothing happens).
@@ -226,8 +246,9 @@ async fn visible_agent(
     }
 }
 
-/// In front of an agent's endpoint: authenticate, find the agent, cap the body, set the
-/// headers the handler trusts, and answer a rate limit with 429.
+/// In front of an agent's endpoint: authenticate, find the agent, cap the body (its size
+/// and the time it takes to arrive), set the headers the handler trusts, and answer a rate
+/// limit with 429.
 async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Response {
     let closes = state.gateway.context().dispatch.watch_closes();
     let peer = request.extensions().get::<Arc<Peer>>().cloned();
@@ -248,8 +269,10 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
     if declared.is_some_and(|length| length > MAX_BODY) {
         return too_large();
     }
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
-        return too_large();
+    let bytes = match crate::http::read_body(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(crate::http::BodyUnread::TooLarge) => return too_large(),
+        Err(crate::http::BodyUnread::TooSlow) => return crate::http::body_too_slow(),
     };
     // A new request for the endpoint: the path after the agent's, the client's headers
     // but its own x-roundtable-* ones, and the gate's.
@@ -286,8 +309,10 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
         }
     }
     let endpoint = state.endpoint.clone();
-    let (response, retry_after) = RETRY_AFTER
-        .scope(Cell::new(None), async move {
+    let waiting = Arc::new(tokio::sync::Notify::new());
+    let mut answered: Answered = Box::pin(WAITING.scope(
+        waiting.clone(),
+        RETRY_AFTER.scope(Cell::new(None), async move {
             let response = CLOSES
                 .scope(
                     std::cell::RefCell::new(Some(closes)),
@@ -299,8 +324,22 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
                 Err(never) => match never {},
             };
             (response, RETRY_AFTER.with(Cell::get))
-        })
-        .await;
+        }),
+    ));
+    // JSON-RPC answers its errors inside a 200 as well, so a 200 sent early says nothing
+    // wrong whatever comes; the HTTP+JSON binding answers an error with its status.
+    let keeps_alive = rest == "/";
+    let (response, retry_after) = tokio::select! {
+        done = &mut answered => done,
+        () = waiting.notified(), if keeps_alive => match tokio::time::timeout(KEEP_ALIVE, &mut answered).await {
+            Ok(done) => done,
+            Err(_) => {
+                let mut response = kept_alive(answered);
+                response.extensions_mut().insert(PastTheGate);
+                return response;
+            }
+        },
+    };
     let mut response = match retry_after {
         Some(retry_after) => crate::http::too_many(
             retry_after,
@@ -310,6 +349,41 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
     };
     response.extensions_mut().insert(PastTheGate);
     response
+}
+
+/// The endpoint's answer to a request, with the `Retry-After` a rate limit noted.
+type Answered =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (Response, Option<Duration>)> + Send>>;
+
+/// A 200 whose body is a byte of whitespace every [`KEEP_ALIVE`] until the endpoint answers,
+/// then the answer's body (see [`KEEP_ALIVE`]). The endpoint's work is the body's: a client
+/// that goes away drops it, and the wait with it.
+fn kept_alive(answered: Answered) -> Response {
+    let ticks = tokio::time::interval_at(tokio::time::Instant::now(), KEEP_ALIVE);
+    let body = futures_util::stream::unfold(Some((answered, ticks)), |state| async move {
+        let (mut answered, mut ticks) = state?;
+        tokio::select! {
+            (response, _) = &mut answered => {
+                // A rate limit cannot come this late (the message is stored); the
+                // answer's body is the JSON it always is.
+                let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                    .await
+                    .map_err(std::io::Error::other);
+                Some((bytes, None))
+            }
+            _ = ticks.tick() => {
+                Some((Ok(axum::body::Bytes::from_static(b" ")), Some((answered, ticks))))
+            }
+        }
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
 }
 
 fn too_large() -> Response {

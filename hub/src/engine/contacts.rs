@@ -43,6 +43,27 @@ pub struct HoldForConsent {
     pub body: serde_json::Value,
 }
 
+impl HoldForConsent {
+    /// Its strings, checked as those of a `contact_request` and of the `send` it becomes
+    /// are (see `roundtable_protocol::text`).
+    /// `length` is the body's, serialized.
+    fn check_strings(&self, length: usize) -> Result<(), Refusal> {
+        use roundtable_protocol::text::{self, Shape};
+        let bad = |msg: String| Refusal::new(ErrorCode::BadFrame, msg);
+        text::check(|| "target".into(), &self.target, Shape::Identifier)
+            .and_then(|()| text::check(|| "note".into(), &self.note, Shape::Prose))
+            .and_then(|()| text::check(|| "client_key".into(), &self.client_key, Shape::Identifier))
+            .map_err(|refused| bad(format!("invalid held message: {refused}")))?;
+        roundtable_protocol::bodies::parse_client_body(
+            &roundtable_protocol::bodies::EventKind::Message,
+            &self.body,
+            length,
+        )
+        .map(drop)
+        .map_err(|error| Refusal::new(error.code, error.msg))
+    }
+}
+
 /// The largest body held (a message's text is at most 16 KiB, with its A2A parts).
 pub const HELD_BODY_MAX: usize = 64 * 1024;
 
@@ -230,6 +251,7 @@ impl Engine {
             .entry(from.id.clone())
             .or_default()
             .push_back(now_ms);
+        self.undo.push(super::Undo::RequestMade(from.id.clone()));
         events.extend(self.announce_request(tx, now_ms, &from.id, &record)?);
         let mut outcome = Outcome::with_events(
             OkReply::with(
@@ -445,7 +467,7 @@ impl Engine {
         });
         match prepared
             .map_err(ExecError::Refused)
-            .and_then(|prepared| self.send(tx, now_ms, &caller, prepared))
+            .and_then(|prepared| self.send(tx, now_ms, &caller, &prepared))
         {
             Ok(outcome) => events.extend(outcome.events),
             Err(ExecError::Refused(refusal)) => {
@@ -504,6 +526,7 @@ impl Engine {
                 format!("a held message is at most {HELD_BODY_MAX} bytes"),
             );
         }
+        hold.check_strings(body.len()).map_err(ExecError::Refused)?;
         let from = self.caller_record(caller)?.clone();
         let held = HeldMessage {
             client_key: hold.client_key.clone(),

@@ -124,6 +124,10 @@ impl Engine {
         if self.config.shares_buckets {
             self.touched_buckets.insert(caller.id.clone());
         }
+        self.note_bucket(&caller.id);
+        if let Some(owner) = &owner {
+            self.note_bucket(owner);
+        }
         take_from(&mut self.buckets, &caller.id, limit, now_ms)
             .map_err(|wait_ms| refusal(limit, "you may make", wait_ms))?;
         if let Some(owner) = &owner
@@ -150,6 +154,7 @@ impl Engine {
         if self.config.rate_limits.is_none() {
             return;
         }
+        self.note_bucket(&caller.id);
         give_back(&mut self.buckets, &caller.id);
         if caller.kind == PrincipalKind::Agent
             && let Some(owner) = self
@@ -157,6 +162,7 @@ impl Engine {
                 .principal(&caller.id)
                 .and_then(|agent| agent.owner.clone())
         {
+            self.note_bucket(&owner);
             give_back(&mut self.buckets, &owner);
         }
     }
@@ -300,6 +306,10 @@ impl Engine {
     /// Refuses an agent's write in `room` that a pause or stop in force there forbids
     /// (amendment 1): a stop refuses every write (`send` of any kind, `room_update`,
     /// `room_invite`), a pause the same except `send` of kinds other than `message`.
+    ///
+    /// The refusal says who set the control and as what (the agent's owner, or the room's
+    /// creator, who is not), and hands its reason over as that person's words: JSON-quoted,
+    /// on one line, so a creator's reason cannot pass for the owner's instructions.
     pub(super) fn check_control(
         &self,
         caller: &Caller,
@@ -312,23 +322,46 @@ impl Engine {
         let Some(control) = self.state.control_in(&caller.id, room) else {
             return Ok(());
         };
-        let why = |text: &str| match &control.reason {
-            Some(reason) => format!("{text}. Why: {reason}"),
-            None => text.to_owned(),
+        let by = self
+            .state
+            .principal(&control.by)
+            .map_or(control.by.as_str(), |setter| setter.handle.as_str());
+        let owner = self
+            .state
+            .principal(&caller.id)
+            .and_then(|agent| agent.owner.as_deref());
+        let role = if owner == Some(control.by.as_str()) {
+            "your owner"
+        } else if self
+            .state
+            .rooms
+            .get(room)
+            .is_some_and(|state| state.record.creator == control.by)
+        {
+            "the room's creator, not your owner"
+        } else {
+            "not your owner"
+        };
+        let told = |what: &str, refused: &str| {
+            let mut text = format!("you are {what} in this room by {by} ({role}): {refused}");
+            if let Some(reason) = &control.reason {
+                text.push_str(&format!(
+                    ". Reason, as {by} wrote it (JSON-quoted): {}",
+                    quoted(reason)
+                ));
+            }
+            text
         };
         match control.action {
             ControlAction::Stop => refuse(
                 ErrorCode::Paused,
-                why(
-                    "you are stopped in this room by your owner or the room's creator: your \
-                     writes here are refused until a resume",
-                ),
+                told("stopped", "your writes here are refused until a resume"),
             ),
             ControlAction::Pause if write != RoomWrite::OtherSend => refuse(
                 ErrorCode::Paused,
-                why(
-                    "you are paused in this room by your owner or the room's creator: your \
-                     messages, room changes and invitations are refused until a resume; \
+                told(
+                    "paused",
+                    "your messages, room changes and invitations are refused until a resume; \
                      status, tasks and usage still go through",
                 ),
             ),
@@ -482,6 +515,12 @@ impl Engine {
         outcome.audit_reason = control.reason;
         Ok(outcome)
     }
+}
+
+/// Someone's words as one line of JSON: a string, with `<` and `>` escaped (a reader sees
+/// where they begin and end, and no tag in them).
+fn quoted(text: &str) -> String {
+    roundtable_protocol::text::tagless_json(&serde_json::to_string(text).unwrap_or_default())
 }
 
 fn token_action_str(action: TokenAction) -> &'static str {

@@ -4,7 +4,9 @@
 //!
 //! Every command checks everything before it writes anything, so a refusal never leaves
 //! a partial change behind; a storage error fails the whole batch, and the writer then
-//! rebuilds the state from the store.
+//! rebuilds the state from the store (and, when the store refused a value, runs the batch's
+//! commands again one by one, so only the one that wrote it fails: commands are borrowed,
+//! never consumed).
 
 use std::sync::Arc;
 
@@ -39,7 +41,7 @@ pub use send::{PreparedSend, prepare_send};
 
 /// A command for the writer: a `send` already prepared by the connection, or any other
 /// command frame.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Command {
     Send(PreparedSend),
     Frame(ClientFrame),
@@ -347,6 +349,19 @@ pub struct Engine {
     /// When each principal made its contact requests of the last day (memory only, per
     /// process: a restart forgets them, as it refills the rate buckets).
     requests_made: rustc_hash::FxHashMap<String, std::collections::VecDeque<i64>>,
+    /// What the batch being executed changed of the memory above, which a reload does not
+    /// rebuild: put back when the batch's commands run again one by one, so that none is
+    /// counted twice ([`Engine::rewind_batch`]).
+    undo: Vec<Undo>,
+}
+
+/// A change a batch made to the engine's own memory, with what it replaced.
+#[derive(Debug)]
+enum Undo {
+    /// A rate bucket, as it was (`None`: there was none).
+    Bucket(String, Option<(f64, i64)>),
+    /// A contact request counted in its maker's allowance of the day.
+    RequestMade(String),
 }
 
 impl Engine {
@@ -364,7 +379,41 @@ impl Engine {
             refusal_folds: Default::default(),
             via: Via::Ws,
             requests_made: Default::default(),
+            undo: Vec::new(),
         }
+    }
+
+    /// A batch begins: what it changes of the engine's own memory is noted from here on.
+    pub fn begin_batch(&mut self) {
+        self.undo.clear();
+    }
+
+    /// Puts back what the batch begun last changed of the engine's own memory (the rate
+    /// buckets its commands drew from, the contact requests they counted), before its
+    /// commands run again one by one after a failed commit (with [`Engine::reload`] for the
+    /// rest of the state).
+    pub fn rewind_batch(&mut self) {
+        while let Some(undo) = self.undo.pop() {
+            match undo {
+                Undo::Bucket(principal, Some(was)) => {
+                    self.buckets.insert(principal, was);
+                }
+                Undo::Bucket(principal, None) => {
+                    self.buckets.remove(&principal);
+                }
+                Undo::RequestMade(principal) => {
+                    if let Some(made) = self.requests_made.get_mut(&principal) {
+                        made.pop_back();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Notes a rate bucket as it is, before the batch changes it.
+    fn note_bucket(&mut self, principal: &str) {
+        let was = self.buckets.get(principal).copied();
+        self.undo.push(Undo::Bucket(principal.to_owned(), was));
     }
 
     /// Applies a batch another process of the cluster committed: its changes to the
@@ -403,13 +452,15 @@ impl Engine {
 
     /// Executes one command of an authenticated caller and records it in the audit log
     /// (in the same transaction). `sync`, `history`, `audit` and `directory` are reads
-    /// served by the connection (a directory search would scan every principal).
+    /// served by the connection (a directory search would scan every principal). The
+    /// command is borrowed: the writer keeps it until its batch commits, to run it again
+    /// should the batch fail for another command's sake.
     pub fn execute(
         &mut self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
-        command: Command,
+        command: &Command,
     ) -> Result<Outcome, ExecError> {
         self.via = caller.via;
         let result = self.execute_audited(tx, now_ms, caller, command);
@@ -422,7 +473,7 @@ impl Engine {
         tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
-        command: Command,
+        command: &Command,
     ) -> Result<Outcome, ExecError> {
         let action = command.action();
         let target = command.audit_target();
@@ -574,17 +625,21 @@ impl Engine {
         tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
-        command: Command,
+        command: &Command,
     ) -> Result<Outcome, ExecError> {
+        // Sends (the hot path) are executed from the borrowed command; the rest, rare and
+        // small, from a copy.
         let frame = match command {
             Command::Send(send) => return self.send(tx, now_ms, caller, send),
             Command::Hold(hold) => {
                 self.take_write_token(now_ms, caller)
                     .map_err(ExecError::Refused)?;
-                return self.hold_for_consent(tx, now_ms, caller, hold);
+                return self.hold_for_consent(tx, now_ms, caller, hold.clone());
             }
-            Command::Remote(command) => return self.remote_command(tx, now_ms, caller, command),
-            Command::Frame(frame) => frame,
+            Command::Remote(command) => {
+                return self.remote_command(tx, now_ms, caller, command.clone());
+            }
+            Command::Frame(frame) => frame.clone(),
         };
         if is_rate_limited_write(&frame) {
             self.take_write_token(now_ms, caller)
@@ -593,7 +648,7 @@ impl Engine {
         match frame {
             ClientFrame::Send(send) => {
                 let prepared = prepare_send(send).map_err(ExecError::Refused)?;
-                self.send(tx, now_ms, caller, prepared)
+                self.send(tx, now_ms, caller, &prepared)
             }
             ClientFrame::Ack(ack) => self.ack(tx, caller, ack),
             ClientFrame::RoomCreate(create) => self.room_create(tx, now_ms, caller, create),
@@ -876,7 +931,7 @@ pub(crate) mod test_support {
         /// Runs one command in its own committed transaction.
         pub fn run(&mut self, caller: &Caller, frame: ClientFrame) -> Result<Outcome, Refusal> {
             match self.transaction(|engine, tx, now_ms| {
-                engine.execute(tx, now_ms, caller, Command::Frame(frame))
+                engine.execute(tx, now_ms, caller, &Command::Frame(frame))
             }) {
                 Ok(outcome) => Ok(outcome),
                 Err(ExecError::Refused(refusal)) => Err(refusal),

@@ -3,7 +3,7 @@
 //! now), membership, then what the kind itself requires.
 
 use roundtable_protocol::ErrorCode;
-use roundtable_protocol::bodies::{self, AnswerBody, EventKind, MessageBody, PingBody};
+use roundtable_protocol::bodies::{self, AnswerBody, ClientBody, EventKind, MessageBody, PingBody};
 use roundtable_protocol::client::SendCmd;
 use roundtable_protocol::handles;
 use roundtable_protocol::limits;
@@ -12,8 +12,6 @@ use roundtable_protocol::ts;
 use serde_json::Value;
 
 use std::sync::Arc;
-
-use serde::Deserialize;
 
 use super::governance::RoomWrite;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, refuse};
@@ -35,7 +33,7 @@ fn duplicate(original: EventRecord) -> Outcome {
 /// A `send` whose frame is checked and whose body is parsed and encoded: the part of the
 /// work that needs no state, done by the connection's task so the writer thread only does
 /// what must be serialized.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PreparedSend {
     pub id: u64,
     pub room: String,
@@ -48,20 +46,21 @@ pub struct PreparedSend {
     detail: SendDetail,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum SendDetail {
     /// A message, and the distinct `@handle` runs of its text (found here, off the writer).
     Message(MessageBody, Candidates),
     Ping(PingBody),
     Answer(AnswerBody),
-    /// `usage`, `tasks` or an `arch` status that names the agent whose work it reports.
+    /// `usage`, `tasks` or an `arch` status that names the agent whose work it reports (as
+    /// its typed body names it: the one field the projection reads too).
     WorkOf(String),
     Other,
 }
 
 /// The distinct `@handle` runs of a message's text, in order, and where each one is: found
 /// by the connection, so the writer only looks up what it must.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Candidates {
     ordered: Vec<String>,
     position: rustc_hash::FxHashMap<String, usize>,
@@ -117,11 +116,10 @@ pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
         ));
     };
     let body_text = serde_json::to_string(&send.body).expect("JSON values serialize");
-    bodies::validate_client_body(&kind, &send.body, body_text.len())
+    let parsed = bodies::parse_client_body(&kind, &send.body, body_text.len())
         .map_err(|error| Refusal::new(error.code, error.msg))?;
-    let detail = match kind {
-        EventKind::Message => {
-            let message = MessageBody::deserialize(&send.body).expect("validated");
+    let detail = match parsed {
+        ClientBody::Message(message) => {
             let listed: std::collections::HashSet<&str> = message
                 .mentions
                 .iter()
@@ -134,15 +132,15 @@ pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
             let candidates = Candidates::of(&message.text);
             SendDetail::Message(message, candidates)
         }
-        EventKind::Ping => SendDetail::Ping(PingBody::deserialize(&send.body).expect("validated")),
-        EventKind::Answer => {
-            SendDetail::Answer(AnswerBody::deserialize(&send.body).expect("validated"))
+        ClientBody::Ping(ping) => SendDetail::Ping(ping),
+        ClientBody::Answer(answer) => SendDetail::Answer(answer),
+        work @ (ClientBody::Usage(_) | ClientBody::Tasks(_) | ClientBody::Arch(_)) => {
+            match work.reported_agent() {
+                Some(agent) => SendDetail::WorkOf(agent.to_owned()),
+                None => SendDetail::Other,
+            }
         }
-        EventKind::Usage | EventKind::Tasks | EventKind::Arch => match named_agent(&send.body) {
-            Some(agent) => SendDetail::WorkOf(agent),
-            None => SendDetail::Other,
-        },
-        _ => SendDetail::Other,
+        ClientBody::Status(_) | ClientBody::Extension => SendDetail::Other,
     };
     Ok(PreparedSend {
         id: send.id,
@@ -153,16 +151,6 @@ pub fn prepare_send(send: SendCmd) -> Result<PreparedSend, Refusal> {
         body_text,
         detail,
     })
-}
-
-/// The agent a work report names: `session.agent` of `usage` and `tasks`, `agent` of an
-/// `arch` status (absent there: the sender's own).
-fn named_agent(body: &Value) -> Option<String> {
-    body.get("session")
-        .and_then(|session| session.get("agent"))
-        .or_else(|| body.get("agent"))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
 }
 
 fn too_many_mentions(count: usize) -> Refusal {
@@ -192,27 +180,20 @@ impl Engine {
         tx: &mut dyn WriteTx,
         now_ms: i64,
         caller: &Caller,
-        send: PreparedSend,
+        send: &PreparedSend,
     ) -> Result<Outcome, ExecError> {
         if let Some(original) = self.find_sent(tx, &caller.id, &send.client_key)? {
             return Ok(duplicate(original));
         }
-        let plan = self.plan_send(tx, now_ms, caller, &send)?;
-        let PreparedSend {
-            room,
-            client_key,
-            kind,
-            body_text,
-            ..
-        } = send;
+        let plan = self.plan_send(tx, now_ms, caller, send)?;
         let record = self.append_sent(
             tx,
             now_ms,
-            room,
+            send.room.clone(),
             &caller.id,
-            kind.as_str(),
-            plan.body_text.unwrap_or(body_text),
-            client_key,
+            send.kind.as_str(),
+            plan.body_text.unwrap_or_else(|| send.body_text.clone()),
+            send.client_key.clone(),
             plan.mentions,
         )?;
         let answered_asker = match &plan.ping {

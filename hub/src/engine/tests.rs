@@ -582,7 +582,7 @@ fn an_event_goes_to_the_members_of_the_moment_it_was_stored() {
                 tx,
                 now_ms,
                 &dana,
-                Command::Frame(message(
+                &Command::Frame(message(
                     2,
                     &room,
                     "before-leave",
@@ -595,7 +595,7 @@ fn an_event_goes_to_the_members_of_the_moment_it_was_stored() {
                 tx,
                 now_ms,
                 &writer,
-                Command::Frame(ClientFrame::RoomLeave(RoomLeave {
+                &Command::Frame(ClientFrame::RoomLeave(RoomLeave {
                     id: 3,
                     room: room.clone(),
                 })),
@@ -896,6 +896,27 @@ fn work_is_reported_by_the_agent_that_did_it_or_its_owner_only() {
     let sam = fixture.signup("sam");
     let refused = send(&mut fixture, &dana, "usage", usage(&sam.id)).unwrap_err();
     assert_eq!(refused.code, ErrorCode::Forbidden);
+    // The agent a report names is the one its kind's own field names, which is what every
+    // client shows: a `session` an `arch` status does not have, naming the sender, cannot
+    // pass off a status about the writer as the sender's own.
+    let forged = json!({"component": "parser", "status": "working", "agent": writer.id,
+                        "session": session(&reviewer.id)});
+    let refused = send(&mut fixture, &reviewer, "arch", forged).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::BadFrame);
+    assert!(
+        refused.msg.contains("unknown field \"session\""),
+        "{}",
+        refused.msg
+    );
+    // Nor can a field the hub does not read, in any work body.
+    let mut padded = tasks(&reviewer.id);
+    padded["agent"] = json!(writer.id);
+    assert_eq!(
+        send(&mut fixture, &reviewer, "tasks", padded)
+            .unwrap_err()
+            .code,
+        ErrorCode::BadFrame
+    );
     // A status about the sender itself, and definitions, name no one.
     sent(
         send(
@@ -1065,7 +1086,7 @@ fn hold(
         client_key: key.into(),
         body: json!({"text": format!("held {key}"), "x_a2a": {"parts": [{"text": "held"}]}}),
     });
-    match fixture.transaction(|engine, tx, now_ms| engine.execute(tx, now_ms, caller, command)) {
+    match fixture.transaction(|engine, tx, now_ms| engine.execute(tx, now_ms, caller, &command)) {
         Ok(outcome) => Ok(outcome),
         Err(ExecError::Refused(refusal)) => Err(refusal),
         Err(ExecError::Store(error)) => panic!("store error: {error}"),

@@ -53,9 +53,6 @@ const DEVICE: &str = "x-roundtable-device";
 /// rmcp's session header.
 const SESSION: &str = "mcp-session-id";
 
-/// Time a client has to send a POST's body once its headers are in.
-const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// What the routes share.
 struct McpState {
     gateway: Gateway,
@@ -273,23 +270,14 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
     });
     parts.extensions.insert(ops);
     // A POST is one JSON-RPC message, read whole (at most MAX_BODY, however it is sent,
-    // within BODY_TIMEOUT) and checked before rmcp sees it, so a bad one gets a clear 400.
+    // within `http::BODY_TIMEOUT`) and checked before rmcp sees it, so a bad one gets a clear
+    // 400.
     let body = if parts.method == axum::http::Method::POST {
-        let bytes =
-            match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
-                Ok(Ok(bytes)) => bytes,
-                Ok(Err(_)) => return too_large(),
-                Err(_) => {
-                    return json_error(
-                        StatusCode::REQUEST_TIMEOUT,
-                        ErrorCode::BadFrame,
-                        format!(
-                            "the body took over {} s to arrive; send it at once",
-                            BODY_TIMEOUT.as_secs()
-                        ),
-                    );
-                }
-            };
+        let bytes = match crate::http::read_body(body, MAX_BODY).await {
+            Ok(bytes) => bytes,
+            Err(crate::http::BodyUnread::TooLarge) => return too_large(),
+            Err(crate::http::BodyUnread::TooSlow) => return crate::http::body_too_slow(),
+        };
         let message = match one_message(&bytes) {
             Ok(message) => message,
             Err(refused) => return *refused,

@@ -62,13 +62,15 @@ pub(super) async fn authenticate(
         }
         Err(FirstFrame::Refused(refused)) => {
             // Refused before a token was even checked: still a refused auth, on record.
-            context.writer.submit(Request::Refused {
-                principal: String::new(),
-                action: "auth",
-                target: None,
-                refusal: refused.refusal.clone(),
-                via: crate::engine::Via::Ws,
-            });
+            context
+                .writer
+                .submit(Request::Refused(crate::writer::RefusalToRecord {
+                    principal: String::new(),
+                    action: "auth",
+                    target: None,
+                    refusal: refused.refusal.clone(),
+                    via: crate::engine::Via::Ws,
+                }));
             Some(Err(refused))
         }
         Ok(auth) => Some(check_auth(context, conn, writer, auth).await),
@@ -110,7 +112,7 @@ pub(super) async fn authenticate(
                 .send(text(err_frame(refused.re, &refused.refusal)))
                 .await;
             let _ = sink.send(close_message(refused.close)).await;
-            if refused.close != CloseCode::HubRestarting {
+            if !super::hub_stops_with(refused.close) {
                 linger(stream, PRE_AUTH_LINGER, context).await;
             }
             None

@@ -279,13 +279,19 @@ pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival)
     // reads nothing until its sends go through, and the close frame would wait for it.
     if control
         .close_code()
-        .is_some_and(|code| code != CloseCode::HubRestarting)
+        .is_some_and(|code| !hub_stops_with(code))
     {
         let grace = close_grace(&context.config);
         tokio::join!(finished, linger(&mut stream, grace * 2, &context));
     } else {
         finished.await;
     }
+}
+
+/// Whether a close says the hub itself is stopping (restarting, or failed), when it does not
+/// wait for its peers.
+fn hub_stops_with(code: CloseCode) -> bool {
+    matches!(code, CloseCode::HubRestarting | CloseCode::HubFailed)
 }
 
 /// How long a closing connection's peer has to read what was written and the close frame.

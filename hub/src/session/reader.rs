@@ -212,13 +212,15 @@ pub(super) fn record_refusal(
     reply: &Outbound,
 ) {
     if let Outbound::Err { refusal, .. } = reply {
-        context.writer.submit(Request::Refused {
-            principal: caller.id.clone(),
-            action,
-            target: None,
-            refusal: refusal.clone(),
-            via: caller.via,
-        });
+        context
+            .writer
+            .submit(Request::Refused(crate::writer::RefusalToRecord {
+                principal: caller.id.clone(),
+                action,
+                target: None,
+                refusal: refusal.clone(),
+                via: caller.via,
+            }));
     }
 }
 

@@ -40,6 +40,27 @@ pub enum StoreError {
     Postgres(#[from] postgres::PostgresError),
     #[error("corrupt record in {table}: {detail}")]
     Corrupt { table: &'static str, detail: String },
+    /// The hub failed before what was read was durable: it is not answered.
+    #[error("the hub stopped before this read could be answered")]
+    Stopped,
+}
+
+impl StoreError {
+    /// Whether the store refused a value it was given (a character PostgreSQL's `text`
+    /// cannot hold, a string or number too big for it), rather than failing by itself (a
+    /// connection lost, a disk full) or finding the hub's memory out of step with it (a
+    /// constraint: a bug, answered `internal` like the rest): the command that wrote it
+    /// fails alone, and trying it again as it is would fail again.
+    pub fn refuses_value(&self) -> bool {
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
+                error.code == rusqlite::ErrorCode::TooBig
+            }
+            StoreError::Sqlite(rusqlite::Error::ToSqlConversionFailure(_)) => true,
+            StoreError::Postgres(error) => error.refuses_value(),
+            _ => false,
+        }
+    }
 }
 
 /// A store opened: the writer's half and the readers'.

@@ -1005,6 +1005,206 @@ async fn a_blocking_send_answers_the_task_as_it_is_once_its_wait_is_up() {
     assert_eq!(card["provider"]["organization"], "Acme Labs");
 }
 
+/// Control characters in every string an A2A client gives (ids, the text, the context):
+/// refused or not found, never a server error, on every store; nothing of it is written.
+#[tokio::test]
+async fn control_characters_in_a2a_strings_never_fail_the_hub() {
+    let world = world().await;
+    let addr = world.hub.addr;
+    let endpoint = "/a2a/dana/reviewer";
+    let message = |message_id: &str, text: &str, task: Option<&str>, context: Option<&str>| {
+        let mut message = json!({"messageId": message_id, "role": "ROLE_USER",
+                                 "parts": [{"text": text}]});
+        if let Some(task) = task {
+            message["taskId"] = json!(task);
+        }
+        if let Some(context) = context {
+            message["contextId"] = json!(context);
+        }
+        json!({ "message": message, "configuration": {"returnImmediately": true} })
+    };
+    for hostile in ["ok\u{0}ok", "ok\u{7}ok", "ok\u{1b}[2Jok", "ok\u{202e}ok"] {
+        let before = fingerprint(&world.hub);
+        for (method, params) in [
+            ("GetTask", json!({"id": hostile})),
+            ("GetTask", json!({"id": format!("r_x.{hostile}")})),
+            ("CancelTask", json!({"id": hostile})),
+            ("SubscribeToTask", json!({"id": hostile})),
+            ("ListTasks", json!({"contextId": hostile})),
+            ("ListTasks", json!({"pageToken": hostile})),
+            ("SendMessage", message(hostile, "hello", None, None)),
+            (
+                "SendMessage",
+                message("m-ctx", "hello", None, Some(hostile)),
+            ),
+            (
+                "SendMessage",
+                message("m-task", "hello", Some(hostile), None),
+            ),
+        ] {
+            let answer = rpc(addr, endpoint, Some(&world.erin), method, params.clone()).await;
+            assert!(
+                answer.status < 500,
+                "{method} {params}: {} {}",
+                answer.status,
+                answer.body
+            );
+            assert!(
+                answer.json()["error"]["code"] != json!(-32603),
+                "{method} {params}: an internal error: {}",
+                answer.body
+            );
+        }
+        assert_eq!(
+            fingerprint(&world.hub),
+            before,
+            "{hostile:?} wrote something"
+        );
+    }
+}
+
+/// A chunked HTTP/1.1 body, decoded.
+fn dechunked(mut rest: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&rest[..end]).unwrap().trim(), 16).unwrap();
+        rest = &rest[end + 2..];
+        if size == 0 {
+            break;
+        }
+        body.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+    body
+}
+
+#[tokio::test]
+async fn a_blocking_send_keeps_its_connection_alive_while_the_agent_works() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let world = world().await;
+    let addr = world.hub.addr;
+    let mut agent = login(&world.hub, &world.reviewer.token, "reviewer").await;
+    sync(&mut agent, &[]).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": text_message("slow-1", "take your time")})
+    .to_string();
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /a2a/dana/reviewer HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        world.erin,
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    // Before the agent has answered (it has not even been read from), the client already
+    // has the headers and whitespace: a client's read timeout never sees a silent socket.
+    let mut raw = Vec::new();
+    let split = roundtable_testkit::eventually(
+        "the headers and a first byte of the body",
+        std::time::Duration::from_secs(20),
+        async || {
+            let mut chunk = [0; 1024];
+            if let Ok(Ok(read)) = tokio::time::timeout(
+                std::time::Duration::from_millis(100),
+                socket.read(&mut chunk),
+            )
+            .await
+            {
+                raw.extend_from_slice(&chunk[..read]);
+            }
+            let split = raw.windows(4).position(|window| window == b"\r\n\r\n")? + 4;
+            (raw.len() > split).then_some(split)
+        },
+    )
+    .await;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("application/json"), "{head}");
+    // Now the agent answers, and the rest of the body is the task, done.
+    let message = loop {
+        let event = agent.next_event().await.unwrap();
+        if event.kind == "message" {
+            break event;
+        }
+    };
+    assert_eq!(message.body["text"], "take your time");
+    let id = agent.id();
+    agent
+        .ok(ClientFrame::Send(roundtable_protocol::client::SendCmd {
+            id,
+            room: message.stream_name().to_owned(),
+            client_key: "slow-reply-1".into(),
+            kind: "message".into(),
+            body: json!({"text": "done, slowly", "reply_to": message.id}),
+        }))
+        .await;
+    socket.read_to_end(&mut raw).await.unwrap();
+    let body = String::from_utf8(dechunked(&raw[split..])).unwrap();
+    assert!(body.starts_with(' '), "{body:?}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_sent_a_byte_at_a_time_is_cut_off_with_408_as_at_mcp() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let world = world().await;
+    let addr = world.hub.addr;
+    // A request the endpoint would answer at once, were its body whole.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                      "params": {"id": "t_0123456789012345678901234567890123456789abc"}})
+    .to_string();
+    let (mut reader, mut writer) = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap()
+        .into_split();
+    let head = format!(
+        "POST /a2a/dana/reviewer HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        world.erin,
+        body.len()
+    );
+    writer.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = tokio::spawn(async move {
+        let mut raw = Vec::new();
+        let _ = reader.read_to_end(&mut raw).await;
+        String::from_utf8_lossy(&raw).into_owned()
+    });
+    // A byte every quarter of a second (the whole body would take some 25 s), until
+    // the hub answers.
+    let mut drip = body.bytes();
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(250));
+    let answer = loop {
+        tokio::select! {
+            answer = &mut answer => break answer.unwrap(),
+            _ = pace.tick() => {
+                if let Some(byte) = drip.next() {
+                    let _ = writer.write_all(&[byte]).await;
+                }
+            }
+        }
+    };
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("bad_frame"), "{answer}");
+    assert!(answer.contains("send it at once"), "{answer}");
+    // The hub goes on serving others.
+    let found = rpc(
+        addr,
+        "/a2a/dana/reviewer",
+        Some(&world.erin),
+        "GetTask",
+        json!({"id": "t_0123456789012345678901234567890123456789abc"}),
+    )
+    .await;
+    assert_eq!(found.status, 200, "{}", found.body);
+}
+
 /// A hostile request: what it is, method, path, headers, body, and the status it gets.
 type Case<'a> = (
     &'a str,

@@ -132,6 +132,14 @@ impl Remote {
 
     /// A remote whose card names its endpoint at `endpoint_host` (the card is at 127.0.0.1).
     async fn start_at(streaming: bool, endpoint_host: &str) -> Remote {
+        Remote::start_naming(streaming, |addr| {
+            format!("http://{endpoint_host}:{}/", addr.port())
+        })
+        .await
+    }
+
+    /// A remote whose card (at 127.0.0.1) names the endpoint `endpoint(its own address)`.
+    async fn start_naming(streaming: bool, endpoint: impl FnOnce(SocketAddr) -> String) -> Remote {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -144,7 +152,7 @@ impl Remote {
             "description": "echoes",
             "version": "1",
             "supportedInterfaces": [{
-                "url": format!("http://{endpoint_host}:{}/", addr.port()),
+                "url": endpoint(addr),
                 "protocolBinding": "JSONRPC",
                 "protocolVersion": "1.0",
             }],
@@ -832,4 +840,71 @@ async fn an_error_the_remote_agent_answers_with_ends_the_call_at_once() {
         text.contains("no such city") || text.contains("failed"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn a_credential_goes_only_to_the_card_s_scheme_host_and_port() {
+    let hub = TestHub::start_with(allow_private).await;
+    // Another server on the card's host, on another port: the card sends calls there.
+    let elsewhere = Remote::start(true).await;
+    let elsewhere_port = elsewhere.addr.port();
+    let remote =
+        Remote::start_naming(true, |_| format!("http://127.0.0.1:{elsewhere_port}/")).await;
+    let (mut dana, _) = hub.user("dana").await;
+    let echo = register_remote(&mut dana, "echo", &remote).await;
+    let room = room(&mut dana, &["dana/echo"]).await;
+    live(&mut dana).await;
+    say(&mut dana, &room, "mention-0012", "@dana/echo hello").await;
+    let failed = next_from(&mut dana, &echo.agent.id, "message").await;
+    assert_eq!(failed.body["x_a2a"]["state"], "failed", "{}", failed.body);
+    assert!(
+        failed.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("another host, scheme or port"),
+        "{}",
+        failed.body
+    );
+    assert!(elsewhere.messages().is_empty());
+    let headers = elsewhere.seen.lock().unwrap().headers.clone();
+    assert!(
+        headers.iter().all(|(name, _)| name != "authorization"),
+        "the credential went to another port: {headers:?}"
+    );
+}
+
+#[tokio::test]
+async fn plain_http_goes_to_private_addresses_only_when_those_are_allowed() {
+    let hub = TestHub::start_with(allow_private).await;
+    let (mut dana, _) = hub.user("dana").await;
+    for url in [
+        "http://93.184.215.14/.well-known/agent-card.json",
+        "http://[2606:4700::1111]:8080/",
+    ] {
+        let id = dana.id();
+        let refused = dana.err(register_frame(id, "probe", url, None)).await;
+        assert_eq!(refused.code.as_str(), "bad_frame", "{url}: {refused:?}");
+        assert!(refused.msg.contains("plain http"), "{url}: {refused:?}");
+    }
+    // A metadata address stays out in every form, the carrier-grade NAT one too.
+    for url in [
+        "http://100.100.100.200/latest/meta-data/",
+        "https://[64:ff9b:1::a9fe:a9fe]/",
+        "https://[::ffff:0:a9fe:a9fe]/",
+    ] {
+        let id = dana.id();
+        let refused = dana.err(register_frame(id, "probe", url, None)).await;
+        assert!(refused.msg.contains("metadata"), "{url}: {refused:?}");
+    }
+    // The same public host over https, and a private one over http, are taken.
+    for (name, url) in [
+        (
+            "public",
+            "https://93.184.215.14/.well-known/agent-card.json",
+        ),
+        ("lan", "http://10.1.2.3:8080/.well-known/agent-card.json"),
+    ] {
+        let id = dana.id();
+        dana.ok(register_frame(id, name, url, None)).await;
+    }
 }

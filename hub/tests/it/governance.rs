@@ -449,7 +449,10 @@ async fn a_control_says_why_to_the_agent_and_in_the_audit_log() {
         .await;
     assert_eq!(refused.code, ErrorCode::Paused);
     assert!(
-        refused.msg.ends_with(&format!("Why: {reason}")),
+        refused.msg.ends_with(&format!(
+            "Reason, as dana wrote it (JSON-quoted): {}",
+            serde_json::to_string(reason).unwrap()
+        )),
         "{}",
         refused.msg
     );
@@ -481,7 +484,10 @@ async fn a_control_says_why_to_the_agent_and_in_the_audit_log() {
         .err(message(id, &home, "paused-why-2", "again"))
         .await;
     assert!(
-        refused.msg.ends_with(&format!("Why: {reason}")),
+        refused.msg.ends_with(&format!(
+            "Reason, as dana wrote it (JSON-quoted): {}",
+            serde_json::to_string(reason).unwrap()
+        )),
         "{}",
         refused.msg
     );

@@ -11,6 +11,7 @@ mod control;
 mod existence;
 mod governance;
 mod hostile;
+mod hostile_strings;
 mod http;
 mod lifecycle;
 mod malformed;

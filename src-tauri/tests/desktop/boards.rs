@@ -453,10 +453,14 @@ async fn a_session_is_paused_in_its_own_room_and_the_agents_others_go_on() {
     desk.go("sessions").await;
     let sessions = "[data-testid='session'][data-agent='dana/claude']";
     let started = Instant::now();
+    // Both sessions, each saying the room it answers (what its pause is for): under load the
+    // row may show before the room it is bound to is known.
     let keys = loop {
         let keys = desk
             .script(
-                "return [...document.querySelectorAll(arguments[0])].map((s) => s.dataset.key);",
+                "return [...document.querySelectorAll(arguments[0])]
+                     .filter((s) => s.textContent.includes('answers '))
+                     .map((s) => s.dataset.key);",
                 vec![json!(sessions)],
             )
             .await;
@@ -691,7 +695,7 @@ async fn costs_on_the_board_are_what_roundtable_usage_says_with_a_teammates_besi
             &team,
             "usage",
             json!({"session": session, "model": "claude-opus-4-6", "input": 2000, "output": 500,
-                "cache_write": 0, "cache_read": 30_000, "cost_usd": 1.25, "from": now_text(), "to": now_text()}),
+                "cache_write": 0, "cache_read": 30_000, "cost_usd": 0.225, "from": now_text(), "to": now_text()}),
         )
         .await
         .unwrap();
@@ -749,13 +753,15 @@ async fn costs_on_the_board_are_what_roundtable_usage_says_with_a_teammates_besi
         desk.screenshot(&format!("costs-by-{by}")).await;
     }
 
-    // Sam's figure is shared, beside the person's own; the unpriced model says so.
+    // Sam's figure is shared, beside the person's own, as Sam's machine reported it (in
+    // fast mode, which this machine cannot see in the tokens, but within what they can
+    // cost); the unpriced model says so.
     desk.click("costs-by-agent").await;
     let rows = cost_rows(&desk).await;
     let sam = rows.iter().find(|row| row["key"] == "sam/bot").unwrap();
     assert_eq!(
         (sam["mine"].as_f64(), sam["shared"].as_f64()),
-        (Some(0.0), Some(1.25))
+        (Some(0.0), Some(0.225))
     );
     let local = rows
         .iter()
@@ -1078,7 +1084,8 @@ async fn a_budget_set_in_settings_pauses_the_agent_that_crosses_it_and_says_so()
     let refused = writer.send_message(&home, "more?").await.unwrap();
     let outcome = writer.wait(refused, PATIENCE).await.unwrap();
     assert!(
-        format!("{outcome:?}").contains("Why: budget reached"),
+        format!("{outcome:?}")
+            .contains("Reason, as dana wrote it (JSON-quoted): \\\"budget reached"),
         "{outcome:?}"
     );
     sync.stop().await;

@@ -224,7 +224,15 @@ impl Desk {
             _display: display,
         };
         desk.wait("nav-rooms").await;
+        desk.wait_started().await;
         desk
+    }
+
+    /// Waits until the app's session is open (on a first run: its hub started and the
+    /// person created on it), so the person's CLI commands find their profile: the window
+    /// shows its navigation, and "Loading…", before that.
+    async fn wait_started(&self) {
+        self.wait_css("main.content > :not(p.loading)").await;
     }
 
     /// Ends the WebDriver session (the app quits).
@@ -253,6 +261,7 @@ impl Desk {
         self._driver = driver;
         self.client = client;
         self.wait("nav-rooms").await;
+        self.wait_started().await;
     }
 
     /// The environment the app runs in (for CLI commands as this machine's person).

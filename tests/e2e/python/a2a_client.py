@@ -6,6 +6,8 @@ Steps:
   card                         the card the SDK resolved, as JSON
   stream MESSAGE_ID TEXT       SendStreamingMessage: every update, in order
   block MESSAGE_ID TEXT        SendMessage, blocking: the task it returns
+  block-within SECONDS MESSAGE_ID TEXT  the same, giving up after SECONDS without a byte
+                               (httpx's read timeout)
   submit MESSAGE_ID TEXT       SendMessage with returnImmediately: the task
   reply TASK_ID MESSAGE_ID TEXT  a follow-up in a task (streaming): every update
   get TASK_ID                  GetTask
@@ -86,7 +88,11 @@ def error_name(error: BaseException) -> str:
 async def main() -> None:
     hub, handle, token, step, *args = sys.argv[1:]
     base = f"{hub}/a2a/{handle}"
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    timeout = 60.0
+    if step == "block-within":
+        timeout, *args = float(args[0]), *args[1:]
+        step = "block"
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
     streaming = step in ("stream", "reply", "subscribe")
     try:
         client = await create_client(base, ClientConfig(httpx_client=http, streaming=streaming))

@@ -47,6 +47,8 @@ export type FakeWorld = {
   hub_address: string;
   /** Where teammates reach the embedded hub, when the person lets them in. */
   network_address: string | null;
+  /** Why the app's own hub stopped, when it failed (the app stays up); starting it again clears it. */
+  hub_failure: string | null;
   sync: SyncView;
   version: string;
   detected: Detected[];
@@ -84,6 +86,7 @@ export function emptyWorld(): FakeWorld {
     hub_mode: "embedded",
     hub_address: EMBEDDED_HUB,
     network_address: null,
+    hub_failure: null,
     sync: { state: "idle", detail: null },
     version: "0.1.0-dev",
     detected: [],

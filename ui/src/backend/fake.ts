@@ -139,6 +139,7 @@ export class FakeBackend implements Backend {
       hub_address: this.world.hub_address,
       network_address: this.world.hub_mode === "embedded" ? this.world.network_address : null,
       sync: this.world.sync,
+      hub_failure: this.world.hub_mode === "embedded" ? this.world.hub_failure : null,
       open_pings: this.world.pings.filter((ping) => this.isOpenForMe(ping)).length,
       version: this.world.version,
     });
@@ -698,6 +699,11 @@ export class FakeBackend implements Backend {
     this.world.hub_mode = "embedded";
     this.world.hub_address = EMBEDDED_HUB;
     this.world.me = { ...DANA };
+    if (this.world.hub_failure !== null) {
+      // A hub that failed starts again, over the same data, and the new session syncs.
+      this.world.hub_failure = null;
+      this.world.sync = { state: "idle", detail: null };
+    }
     // As the desktop shell does when the session switches hubs.
     this.changed({ sync: true, everything: true });
     return this.appState();

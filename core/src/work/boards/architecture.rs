@@ -146,10 +146,30 @@ pub fn component_history_in(
     }))
 }
 
+/// `boards` at `now_ms`: a claim not renewed within
+/// [`CLAIM_LIFETIME_MS`](crate::work::overlaps::CLAIM_LIFETIME_MS) no longer counts, here as
+/// in what agents are told. Pure.
+pub fn without_lapsed_claims(
+    mut boards: Vec<ArchitectureBoard>,
+    now_ms: i64,
+) -> Vec<ArchitectureBoard> {
+    let agents = boards
+        .iter_mut()
+        .flat_map(|board| board.components.iter_mut())
+        .flat_map(|component| component.agents.iter_mut());
+    for agent in agents {
+        if !crate::work::overlaps::claim_counts(agent.ts_ms, now_ms) {
+            agent.claimed = false;
+        }
+    }
+    boards
+}
+
 impl Core {
     /// The architecture board of every room that has components, by room title.
     pub async fn architecture_boards(&self) -> Result<Vec<ArchitectureBoard>, CoreError> {
-        self.read(architecture_boards_in).await
+        let boards = self.read(architecture_boards_in).await?;
+        Ok(without_lapsed_claims(boards, now_ms()))
     }
 
     /// Everything that happened to a component of a room, oldest first.

@@ -30,6 +30,10 @@ pub struct CostRow {
     pub local_entries: u64,
     /// When the newest entry of the row was reported.
     pub latest_ms: i64,
+    /// Of `cost_usd`, what another person reported for a model this machine has no price
+    /// for: their word alone, which a budget warns on but never pauses on.
+    #[serde(skip)]
+    pub unverified_usd: f64,
 }
 
 /// The costs board.
@@ -76,6 +80,7 @@ pub fn cost_rows_from(figures: Vec<Figure>, teams: &Teams) -> Vec<CostRow> {
                 unpriced_models: figure.unpriced_models,
                 local_entries: figure.local_entries,
                 latest_ms: figure.latest_ms,
+                unverified_usd: figure.unverified_usd,
             }
         })
         .collect()

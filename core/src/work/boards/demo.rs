@@ -360,7 +360,7 @@ fn security_room() -> Room {
             "claude-code",
             "c3d4",
             "claude-opus-4-6",
-            (20_000, 5_000, 100_000),
+            (150_000, 30_000, 800_000),
             Some(cost),
         );
     }

@@ -266,6 +266,7 @@ fn cost_rows_keep_every_grouping_value_and_name_the_persons_teams() {
         },
         local_entries: 0,
         latest_ms: 7,
+        unverified_usd: 0.0,
     };
     let rows = cost_rows_from(vec![figure("sam", 0), figure("lee", 2)], &teams);
     assert_eq!(rows[0].teams, ["core", "sec"]);
@@ -458,4 +459,47 @@ fn sessions_that_need_the_person_come_first_with_what_they_need() {
 fn person_is_the_handles_first_part() {
     assert_eq!(person_of("dana/writer"), "dana");
     assert_eq!(person_of("sam"), "sam");
+}
+
+#[test]
+fn the_architecture_board_shows_a_claim_only_while_it_counts() {
+    let hour = 3_600_000;
+    let now = 100 * hour;
+    let holder = |agent: &str, hours_ago: i64| crate::cache::ComponentAgent {
+        agent: agent.into(),
+        handle: Some(format!("dana/{agent}")),
+        status: ComponentStatus::Working,
+        note: None,
+        files: Vec::new(),
+        ts_ms: now - hours_ago * hour,
+        claimed: true,
+    };
+    let board = ArchitectureBoard {
+        room: "r".into(),
+        title: None,
+        source: None,
+        components: vec![crate::cache::ComponentView {
+            room: "r".into(),
+            id: "parser".into(),
+            name: None,
+            description: None,
+            paths: Vec::new(),
+            depends_on: Vec::new(),
+            status: None,
+            note: None,
+            files: Vec::new(),
+            by: None,
+            status_ms: None,
+            source: None,
+            agents: vec![holder("recent", 3), holder("gone", 5)],
+            working: Vec::new(),
+        }],
+    };
+    let shown = without_lapsed_claims(vec![board], now);
+    let claimed: Vec<(&str, bool)> = shown[0].components[0]
+        .agents
+        .iter()
+        .map(|agent| (agent.agent.as_str(), agent.claimed))
+        .collect();
+    assert_eq!(claimed, [("recent", true), ("gone", false)]);
 }

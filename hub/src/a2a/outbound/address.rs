@@ -9,7 +9,9 @@
 //!
 //! The operator opens exceptions: hosts named one by one (`--a2a-outbound-allow`), or
 //! every private address (`--a2a-outbound-allow-private`, for tests and a LAN). Plain
-//! `http` is allowed only to such exceptions: anything else is `https`.
+//! `http` goes only to a named host, or (private addresses allowed) to a host whose every
+//! address is private: what is sent in clear never crosses the internet. Anything else is
+//! `https`. A credential goes only to the scheme, host and port its card is at.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -22,8 +24,9 @@ pub struct OutboundPolicy {
     /// Hosts (names or addresses, lower case) the hub may call whatever they resolve to,
     /// over `http` too.
     pub allow_hosts: Vec<String>,
-    /// Private and loopback addresses allowed, over `http` too (not link-local ones, where
-    /// cloud metadata services answer: those only when named in `allow_hosts`).
+    /// Private and loopback addresses allowed, over `http` too (not link-local or metadata
+    /// ones, where cloud metadata services answer: those only when named in `allow_hosts`).
+    /// Plain `http` then still goes only to private addresses.
     pub allow_private: bool,
 }
 
@@ -34,8 +37,30 @@ impl OutboundPolicy {
     }
 }
 
+/// How a connection is made: what it carries is readable on the way (`Plain`, `http`) or
+/// not (`Tls`, `https`). Plain connections go only to private addresses unless the host is
+/// named by the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tls,
+    Plain,
+}
+
+impl Transport {
+    /// The transport of an address the guard passed (`http` or `https`).
+    pub fn of(url: &url::Url) -> Transport {
+        match url.scheme() {
+            "http" => Transport::Plain,
+            _ => Transport::Tls,
+        }
+    }
+}
+
 /// Why a link-local or metadata address is refused when private ones are allowed.
 const METADATA: &str = "a link-local or metadata address (allowed only when named)";
+
+/// Why a public address is refused over plain `http` when private ones are allowed.
+const PUBLIC_OVER_HTTP: &str = "a public address, over plain http (give https://…)";
 
 /// The longest card or endpoint address accepted.
 pub const MAX_URL: usize = 2048;
@@ -46,8 +71,8 @@ pub const MAX_CREDENTIAL: usize = 4096;
 /// Why an address may not be called, or `None` when it may: loopback, private (RFC 1918,
 /// IPv6 unique-local), link-local (which holds the cloud metadata services), shared
 /// (CGNAT), unspecified, broadcast, multicast, documentation, benchmarking and reserved
-/// ranges, and IPv6 forms that carry an IPv4 address (mapped, compatible, NAT64, 6to4),
-/// judged by that address.
+/// ranges, and IPv6 forms that carry an IPv4 address (mapped, translated, compatible,
+/// NAT64 well-known and local-use, 6to4), judged by that address.
 pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(ip) => forbidden_v4(ip),
@@ -82,29 +107,25 @@ fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return forbidden_v4(v4);
-    }
     let segments = ip.segments();
     if ip.is_loopback() {
-        Some("a loopback address")
-    } else if ip.is_unspecified() {
-        Some("a reserved address")
-    } else if segments[0] & 0xfe00 == 0xfc00 {
+        return Some("a loopback address");
+    }
+    if ip.is_unspecified() {
+        return Some("a reserved address");
+    }
+    let carried = carried_v4(ip);
+    if !carried.is_empty() {
+        // It reaches the IPv4 address it carries: judged by that (by each reading, when
+        // its form can put one in several places).
+        return carried.into_iter().find_map(forbidden_v4);
+    }
+    if segments[0] & 0xfe00 == 0xfc00 {
         Some("a private (unique local) address")
     } else if segments[0] & 0xffc0 == 0xfe80 || segments[0] & 0xffc0 == 0xfec0 {
         Some("a link-local address")
     } else if ip.is_multicast() {
         Some("a multicast address")
-    } else if segments[..6] == [0, 0, 0, 0, 0, 0] {
-        // IPv4-compatible (deprecated): judged by the address it carries.
-        forbidden_v4(embedded_v4(segments[6], segments[7]))
-    } else if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        // NAT64: reaches the IPv4 address it carries.
-        forbidden_v4(embedded_v4(segments[6], segments[7]))
-    } else if segments[0] == 0x2002 {
-        // 6to4: reaches the IPv4 address in bits 16..48.
-        forbidden_v4(embedded_v4(segments[1], segments[2]))
     } else if segments[0] == 0x2001 && segments[1] == 0 {
         Some("a Teredo address")
     } else if segments[0] == 0x2001 && segments[1] == 0x0db8 {
@@ -116,35 +137,86 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     }
 }
 
+/// The IPv4 addresses an IPv6 address reaches, for the forms that carry one: mapped
+/// (`::ffff:0:0/96`), translated (`::ffff:0:0:0/96`), compatible (`::/96`, deprecated),
+/// NAT64 with the well-known prefix (`64:ff9b::/96`) or the local-use one
+/// (`64:ff9b:1::/48`), and 6to4 (`2002::/16`). Empty for any other address.
+///
+/// A local-use NAT64 prefix may be /48, /56, /64 or /96 long, each putting the IPv4
+/// address elsewhere (RFC 6052 §2.2), and the hub cannot know which its network uses: every
+/// reading is returned, but those in 0.0.0.0/8 ("this network", which no translator
+/// reaches), unless that leaves none.
+fn carried_v4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
+    let segments = ip.segments();
+    let bytes = ip.octets();
+    let v4 = |at: [usize; 4]| Ipv4Addr::new(bytes[at[0]], bytes[at[1]], bytes[at[2]], bytes[at[3]]);
+    let last = v4([12, 13, 14, 15]);
+    match segments {
+        // Mapped, translated (SIIT), compatible.
+        [0, 0, 0, 0, 0, 0xffff, _, _]
+        | [0, 0, 0, 0, 0xffff, 0, _, _]
+        | [0, 0, 0, 0, 0, 0, _, _] => {
+            vec![last]
+        }
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => vec![last],
+        [0x64, 0xff9b, 0x1, ..] => {
+            let readings = [
+                v4([6, 7, 9, 10]),   // a /48 prefix (byte 8 is RFC 6052's `u`)
+                v4([7, 9, 10, 11]),  // /56
+                v4([9, 10, 11, 12]), // /64
+                last,                // /96
+            ];
+            let reachable: Vec<Ipv4Addr> = readings
+                .into_iter()
+                .filter(|reading| reading.octets()[0] != 0)
+                .collect();
+            if reachable.is_empty() {
+                vec![last]
+            } else {
+                reachable
+            }
+        }
+        [0x2002, ..] => vec![v4([2, 3, 4, 5])],
+        _ => Vec::new(),
+    }
+}
+
+/// Whether an IPv4 address is where a cloud's metadata service answers: link-local
+/// (169.254/16, most clouds), `100.100.100.200` (Alibaba Cloud) or `192.0.0.192` (Oracle
+/// Cloud's older one).
+fn metadata_v4(ip: Ipv4Addr) -> bool {
+    ip.is_link_local()
+        || ip == Ipv4Addr::new(100, 100, 100, 200)
+        || ip == Ipv4Addr::new(192, 0, 0, 192)
+}
+
 /// Whether an address is link-local (IPv4 169.254/16, IPv6 fe80::/10, in any IPv6 form
-/// that carries such an IPv4 address) or a cloud's metadata address (`fd00:ec2::254`):
-/// refused even when private addresses are allowed.
+/// that carries such an IPv4 address) or a cloud's metadata address (`fd00:ec2::254`,
+/// `100.100.100.200`, `192.0.0.192`): refused even when private addresses are allowed.
 pub fn metadata_reach(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(ip) => ip.is_link_local(),
+        IpAddr::V4(ip) => metadata_v4(ip),
         IpAddr::V6(ip) => {
-            if let Some(v4) = ip.to_ipv4_mapped() {
-                return v4.is_link_local();
-            }
-            let segments = ip.segments();
-            let carried = match segments {
-                [0, 0, 0, 0, 0, 0, high, low] | [0x64, 0xff9b, 0, 0, 0, 0, high, low] => {
-                    Some(embedded_v4(high, low))
-                }
-                [0x2002, high, low, ..] => Some(embedded_v4(high, low)),
-                _ => None,
-            };
-            carried.is_some_and(|v4| v4.is_link_local())
-                || segments[0] & 0xffc0 == 0xfe80
+            carried_v4(ip).into_iter().any(metadata_v4)
+                || ip.segments()[0] & 0xffc0 == 0xfe80
                 || ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
         }
     }
 }
 
-fn embedded_v4(high: u16, low: u16) -> Ipv4Addr {
-    let [a, b] = high.to_be_bytes();
-    let [c, d] = low.to_be_bytes();
-    Ipv4Addr::new(a, b, c, d)
+/// Why an address may not be called under `policy` over `transport` (the host not named
+/// by the operator), or `None` when it may.
+fn refusal_for(policy: &OutboundPolicy, ip: IpAddr, transport: Transport) -> Option<&'static str> {
+    if !policy.allow_private {
+        return forbidden(ip);
+    }
+    if metadata_reach(ip) {
+        Some(METADATA)
+    } else if transport == Transport::Plain && forbidden(ip).is_none() {
+        Some(PUBLIC_OVER_HTTP)
+    } else {
+        None
+    }
 }
 
 /// Checks an address the hub is to call (a card's, or an endpoint a card names): `https`
@@ -177,6 +249,8 @@ pub fn check_card_url(policy: &OutboundPolicy, text: &str) -> Result<url::Url, S
     let excepted = policy.allows_host(&name);
     match url.scheme() {
         "https" => {}
+        // With private addresses allowed, where the host is decides (below, or when its
+        // name is resolved).
         "http" if excepted || policy.allow_private => {}
         "http" => {
             return Err(format!(
@@ -190,8 +264,7 @@ pub fn check_card_url(policy: &OutboundPolicy, text: &str) -> Result<url::Url, S
         return Ok(url);
     }
     let reason = match ip {
-        Some(ip) if policy.allow_private => metadata_reach(ip).then_some(METADATA),
-        Some(ip) => forbidden(ip),
+        Some(ip) => refusal_for(policy, ip, Transport::of(&url)),
         None if policy.allow_private => None,
         None if name == "localhost" || name.ends_with(".localhost") => Some("a loopback name"),
         None => None,
@@ -205,11 +278,13 @@ pub fn check_card_url(policy: &OutboundPolicy, text: &str) -> Result<url::Url, S
     }
 }
 
-/// Checks what every address `name` resolves to, at registration or at connect time.
+/// Checks what every address `name` resolves to, at registration or at connect time, for
+/// a connection over `transport`.
 pub fn check_resolved(
     policy: &OutboundPolicy,
     name: &str,
     addresses: &[SocketAddr],
+    transport: Transport,
 ) -> Result<(), String> {
     if addresses.is_empty() {
         return Err(format!("{name} resolves to no address"));
@@ -217,15 +292,11 @@ pub fn check_resolved(
     if policy.allows_host(name) {
         return Ok(());
     }
-    // Every answer must pass: a name that also resolves to an inner address is refused
-    // whichever answer a connection would try first.
+    // Every answer must pass: a name that also resolves to an inner address (or, over plain
+    // http, to a public one) is refused whichever answer a connection would try first.
     for address in addresses {
-        let reason = match policy.allow_private {
-            true => metadata_reach(address.ip()).then_some(METADATA),
-            false => forbidden(address.ip()),
-        };
         // The address itself is not said: the refusal must not map the network inside.
-        if let Some(reason) = reason {
+        if let Some(reason) = refusal_for(policy, address.ip(), transport) {
             return Err(format!(
                 "{name} resolves to {reason}, which remote agents may not have (an operator \
                  may allow it with --a2a-outbound-allow {name})"
@@ -233,6 +304,20 @@ pub fn check_resolved(
         }
     }
     Ok(())
+}
+
+/// Whether a credential given for the card at `card` may go to `endpoint`: the same scheme,
+/// host and port. A card (changed, or not its registrant's) that names another origin, or
+/// the same host over plain `http` or on another port, does not take the credential there.
+pub fn same_origin(card: &url::Url, endpoint: &url::Url) -> bool {
+    let host = |url: &url::Url| {
+        url.host_str()
+            .map(|host| host.trim_end_matches('.').to_ascii_lowercase())
+    };
+    card.scheme() == endpoint.scheme()
+        && host(card).is_some()
+        && host(card) == host(endpoint)
+        && card.port_or_known_default() == endpoint.port_or_known_default()
 }
 
 /// Checks a credential the hub is to present: a value a header can carry, not a
@@ -315,20 +400,22 @@ pub fn credential_header(credential: &RemoteCredential) -> (String, String) {
 }
 
 /// Resolves names for the outbound client and refuses those the guard forbids, at every
-/// connection (so a name cannot pass at registration and point inwards later).
+/// connection (so a name cannot pass at registration and point inwards later). A client
+/// calls one address, so its resolver knows the transport that address is called over.
 #[derive(Debug, Clone)]
 pub struct GuardedResolver {
     pub policy: Arc<OutboundPolicy>,
+    pub transport: Transport,
 }
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let policy = self.policy.clone();
+        let (policy, transport) = (self.policy.clone(), self.transport);
         let name = name.as_str().to_owned();
         Box::pin(async move {
             let addresses: Vec<SocketAddr> =
                 tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
-            check_resolved(&policy, &name, &addresses).map_err(
+            check_resolved(&policy, &name, &addresses, transport).map_err(
                 |refusal| -> Box<dyn std::error::Error + Send + Sync> { refusal.into() },
             )?;
             let addresses: reqwest::dns::Addrs = Box::new(addresses.into_iter());
@@ -365,7 +452,12 @@ pub async fn admit_card_url(policy: &OutboundPolicy, text: &str) -> Result<(), S
     .map_err(|_| format!("{name} did not resolve within 5 s; check the address"))?
     .map_err(|error| format!("{name} does not resolve ({error}); check the address"))?;
     let addresses: Vec<SocketAddr> = lookup.collect();
-    check_resolved(policy, &name.to_ascii_lowercase(), &addresses)
+    check_resolved(
+        policy,
+        &name.to_ascii_lowercase(),
+        &addresses,
+        Transport::of(&url),
+    )
 }
 
 #[cfg(test)]
@@ -470,7 +562,9 @@ mod tests {
             assert!(refusal.contains("metadata"), "{metadata}: {refusal}");
         }
         let metadata: SocketAddr = "169.254.169.254:80".parse().unwrap();
-        assert!(check_resolved(&private, "metadata.internal", &[metadata]).is_err());
+        assert!(
+            check_resolved(&private, "metadata.internal", &[metadata], Transport::Tls).is_err()
+        );
         let named = OutboundPolicy {
             allow_hosts: vec!["169.254.169.254".into()],
             allow_private: true,
@@ -483,19 +577,135 @@ mod tests {
         let policy = OutboundPolicy::default();
         let public: SocketAddr = "93.184.215.14:443".parse().unwrap();
         let inner: SocketAddr = "127.0.0.1:443".parse().unwrap();
-        assert!(check_resolved(&policy, "example.com", &[public]).is_ok());
-        let refusal = check_resolved(&policy, "rebind.example", &[public, inner]).unwrap_err();
+        assert!(check_resolved(&policy, "example.com", &[public], Transport::Tls).is_ok());
+        let refusal = check_resolved(&policy, "rebind.example", &[public, inner], Transport::Tls)
+            .unwrap_err();
         assert!(refusal.contains("a loopback address"), "{refusal}");
         assert!(
             !refusal.contains("127.0.0.1"),
             "the address is not told: {refusal}"
         );
-        assert!(check_resolved(&policy, "none.example", &[]).is_err());
+        assert!(check_resolved(&policy, "none.example", &[], Transport::Tls).is_err());
         let named = OutboundPolicy {
             allow_hosts: vec!["rebind.example".into()],
             allow_private: false,
         };
-        assert!(check_resolved(&named, "rebind.example", &[inner]).is_ok());
+        assert!(check_resolved(&named, "rebind.example", &[inner], Transport::Plain).is_ok());
+    }
+
+    #[test]
+    fn ipv6_forms_are_judged_by_the_ipv4_address_they_carry() {
+        for (inner, carries) in [
+            // Mapped (::ffff:0:0/96) and translated (::ffff:0:0:0/96).
+            ("::ffff:10.0.0.1", "private"),
+            ("::ffff:0:7f00:1", "loopback"),
+            ("::ffff:0:a9fe:a9fe", "link-local"),
+            // NAT64, the well-known prefix and the local-use one, in each place a /48,
+            // /56, /64 or /96 prefix puts the IPv4 address.
+            ("64:ff9b::a9fe:a9fe", "link-local"),
+            ("64:ff9b:1::7f00:1", "loopback"),
+            ("64:ff9b:1::a9fe:a9fe", "link-local"),
+            ("64:ff9b:1:7f00:0:100::", "loopback"),
+            ("64:ff9b:1:a:0:1::", "private"),
+            ("64:ff9b:1:0:c0:a800:100:0", "private"),
+            ("64:ff9b:1::", "reserved"),
+        ] {
+            let ip: IpAddr = inner.parse().unwrap();
+            let reason = forbidden(ip).unwrap_or_else(|| panic!("{inner} passed"));
+            assert!(reason.contains(carries), "{inner}: {reason}");
+        }
+        for public in ["64:ff9b:1::808:808", "::ffff:0:808:808", "::ffff:8.8.8.8"] {
+            let ip: IpAddr = public.parse().unwrap();
+            assert_eq!(forbidden(ip), None, "{public}");
+        }
+    }
+
+    #[test]
+    fn metadata_addresses_stay_refused_when_private_ones_are_allowed() {
+        let private = OutboundPolicy {
+            allow_hosts: Vec::new(),
+            allow_private: true,
+        };
+        for metadata in [
+            "100.100.100.200",
+            "192.0.0.192",
+            "[::ffff:100.100.100.200]",
+            "[64:ff9b::6464:64c8]",
+            "[64:ff9b:1::a9fe:a9fe]",
+            "[::ffff:0:a9fe:a9fe]",
+        ] {
+            let refusal = check_card_url(&private, &format!("https://{metadata}/")).unwrap_err();
+            assert!(refusal.contains("metadata"), "{metadata}: {refusal}");
+        }
+        let alibaba: SocketAddr = "100.100.100.200:80".parse().unwrap();
+        assert!(check_resolved(&private, "meta.example", &[alibaba], Transport::Tls).is_err());
+        // The rest of the shared range is private like any other.
+        assert!(check_card_url(&private, "http://100.64.0.1/").is_ok());
+    }
+
+    #[test]
+    fn plain_http_goes_only_to_private_addresses_when_those_are_allowed() {
+        let private = OutboundPolicy {
+            allow_hosts: Vec::new(),
+            allow_private: true,
+        };
+        for public in ["http://8.8.8.8/", "http://[2606:4700::1111]:8080/"] {
+            let refusal = check_card_url(&private, public).unwrap_err();
+            assert!(refusal.contains("plain http"), "{public}: {refusal}");
+        }
+        assert!(check_card_url(&private, "https://8.8.8.8/").is_ok());
+        assert!(check_card_url(&private, "http://10.1.2.3:8080/").is_ok());
+        assert!(check_card_url(&private, "http://[fd00::1]/").is_ok());
+        // A name: every address it resolves to must be private for http, any for https.
+        let public: SocketAddr = "93.184.215.14:80".parse().unwrap();
+        let inner: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let refusal = check_resolved(
+            &private,
+            "mixed.example",
+            &[inner, public],
+            Transport::Plain,
+        )
+        .unwrap_err();
+        assert!(refusal.contains("plain http"), "{refusal}");
+        assert!(
+            refusal.contains("which remote agents may not have"),
+            "{refusal}"
+        );
+        assert!(
+            !refusal.contains("93.184"),
+            "the address is not told: {refusal}"
+        );
+        assert!(
+            check_resolved(&private, "mixed.example", &[inner, public], Transport::Tls).is_ok()
+        );
+        assert!(check_resolved(&private, "lan.example", &[inner], Transport::Plain).is_ok());
+        // A host the operator named takes http whatever it is.
+        let named = OutboundPolicy {
+            allow_hosts: vec!["8.8.8.8".into(), "mixed.example".into()],
+            allow_private: true,
+        };
+        assert!(check_card_url(&named, "http://8.8.8.8/").is_ok());
+        assert!(check_resolved(&named, "mixed.example", &[public], Transport::Plain).is_ok());
+    }
+
+    #[test]
+    fn a_credential_is_bound_to_its_card_s_scheme_host_and_port() {
+        let url = |text: &str| url::Url::parse(text).unwrap();
+        let card = url("https://agents.example/.well-known/agent-card.json");
+        for (endpoint, same) in [
+            ("https://agents.example/a2a", true),
+            ("https://AGENTS.example.:443/a2a", true),
+            ("http://agents.example:8080/", false),
+            ("http://agents.example/", false),
+            ("https://agents.example:8443/", false),
+            ("https://other.example/", false),
+        ] {
+            assert_eq!(same_origin(&card, &url(endpoint)), same, "{endpoint}");
+        }
+        assert!(!same_origin(
+            &url("http://127.0.0.1:1/card"),
+            &url("http://127.0.0.1:2/")
+        ));
     }
 
     #[test]

@@ -42,6 +42,18 @@ pub struct Fold {
     pub working: Option<String>,
 }
 
+/// The longest task or context id of a remote agent's kept.
+const MAX_ID: usize = 256;
+
+/// A remote agent's task or context id, if the hub can keep it: printable, of bounded
+/// length (it is stored, and sent back to the remote). Another is as good as none: a
+/// context starts anew, a task cannot be gone on with.
+fn usable_id(id: String) -> Option<String> {
+    use roundtable_protocol::text::{Shape, refused_character};
+    (!id.is_empty() && id.len() <= MAX_ID && refused_character(&id, Shape::Identifier).is_none())
+        .then_some(id)
+}
+
 /// The text of parts: text parts as they are, data parts as JSON, file parts named.
 fn parts_text(parts: &[Part]) -> String {
     let mut texts = Vec::new();
@@ -82,13 +94,13 @@ impl Fold {
             StreamResponse::Task(task) => self.task(task),
             StreamResponse::Message(message) => self.message(message),
             StreamResponse::StatusUpdate(update) => {
-                self.task_id = Some(update.task_id);
-                self.context_id = Some(update.context_id);
+                self.task_id = usable_id(update.task_id);
+                self.context_id = usable_id(update.context_id);
                 self.status(update.status.state, update.status.message.as_ref());
             }
             StreamResponse::ArtifactUpdate(update) => {
-                self.task_id = Some(update.task_id);
-                self.context_id = Some(update.context_id);
+                self.task_id = usable_id(update.task_id);
+                self.context_id = usable_id(update.context_id);
                 self.artifact(&update.artifact, update.append.unwrap_or(false));
             }
         }
@@ -96,8 +108,8 @@ impl Fold {
 
     /// Takes in a whole task (a snapshot replaces what was known of its artifacts).
     pub fn task(&mut self, task: Task) {
-        self.task_id = Some(task.id);
-        self.context_id = Some(task.context_id);
+        self.task_id = usable_id(task.id);
+        self.context_id = usable_id(task.context_id);
         if let Some(artifacts) = &task.artifacts {
             self.artifacts.clear();
             for artifact in artifacts {
@@ -109,7 +121,7 @@ impl Fold {
 
     fn message(&mut self, message: Message) {
         if let Some(context) = &message.context_id {
-            self.context_id = Some(context.clone());
+            self.context_id = usable_id(context.clone());
         }
         self.message = Some(message_text(&message));
     }
@@ -176,6 +188,10 @@ impl Fold {
         };
         match self.state {
             TaskState::Completed => Some(Answer::Done { text: said() }),
+            // Asked with an id it cannot be answered by: nothing can go on with it.
+            TaskState::InputRequired | TaskState::AuthRequired if self.task_id.is_none() => {
+                Some(ended("asked, with a task id Roundtable cannot keep, in"))
+            }
             TaskState::InputRequired | TaskState::AuthRequired => Some(Answer::Needs {
                 task_id: self.task_id.clone()?,
                 question: self
@@ -271,6 +287,32 @@ mod tests {
             })
         );
         assert_eq!(fold.context_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn ids_the_hub_cannot_keep_are_no_ids() {
+        let mut fold = Fold::default();
+        let mut hostile = task(TaskState::InputRequired, Some("which city?"), &[]);
+        hostile.id = "t\u{0}1".into();
+        hostile.context_id = "c".repeat(MAX_ID + 1);
+        fold.task(hostile);
+        assert_eq!(fold.context_id, None);
+        assert_eq!(fold.task_id, None);
+        // A question no answer could reach: the task is over for the room.
+        assert!(
+            matches!(fold.answer(), Some(Answer::Ended { state, .. }) if state.contains("cannot keep")),
+            "{:?}",
+            fold.answer()
+        );
+        let mut fold = Fold::default();
+        let mut fine = task(TaskState::InputRequired, Some("which city?"), &[]);
+        fine.context_id = "ctx-\u{202E}".into();
+        fold.task(fine);
+        assert_eq!(
+            (fold.task_id.as_deref(), fold.context_id.as_deref()),
+            (Some("t1"), None)
+        );
+        assert!(matches!(fold.answer(), Some(Answer::Needs { .. })));
     }
 
     #[test]

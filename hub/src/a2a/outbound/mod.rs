@@ -1015,9 +1015,14 @@ impl Worker {
             .map_err(|error| CallError::Transient(error.to_string()))
     }
 
-    /// An HTTP client for the guard: names resolved and checked at each connection, no
-    /// redirects, no proxy from the environment, TLS with the web's roots.
-    fn http(&self, credential: Option<&RemoteCredential>) -> Result<reqwest::Client, CallError> {
+    /// An HTTP client for the guard, for addresses called over `transport`: names resolved
+    /// and checked at each connection, no redirects, no proxy from the environment, TLS
+    /// with the web's roots.
+    fn http(
+        &self,
+        credential: Option<&RemoteCredential>,
+        transport: address::Transport,
+    ) -> Result<reqwest::Client, CallError> {
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(credential) = credential {
             let (name, value) = credential_header(credential);
@@ -1032,6 +1037,7 @@ impl Worker {
             .use_preconfigured_tls((*self.tls).clone())
             .dns_resolver(Arc::new(address::GuardedResolver {
                 policy: self.policy.clone(),
+                transport,
             }))
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -1057,7 +1063,7 @@ impl Worker {
             return Ok(cached.card.clone());
         }
         let url = check_card_url(&self.policy, card_url).map_err(CallError::Permanent)?;
-        let client = self.http(None)?;
+        let client = self.http(None, address::Transport::of(&url))?;
         let mut request = client.get(url).header("accept", "application/json");
         if let Some(etag) = cached.as_ref().and_then(|cached| cached.etag.clone()) {
             request = request.header("if-none-match", etag);
@@ -1141,20 +1147,19 @@ impl Worker {
             })?;
         let endpoint =
             check_card_url(&self.policy, &interface.url).map_err(CallError::Permanent)?;
-        // The credential was given for the card's host: a card (changed, or not the
-        // owner's) that sends calls elsewhere does not take it there.
-        let card_host = url::Url::parse(card_url)
-            .ok()
-            .and_then(|url| url.host_str().map(str::to_ascii_lowercase));
-        let endpoint_host = endpoint.host_str().map(str::to_ascii_lowercase);
-        if credential.is_some() && card_host != endpoint_host {
+        // The credential was given for the card's scheme, host and port: a card (changed,
+        // or not the owner's) that sends calls elsewhere, or to its own host in clear or on
+        // another port, does not take it there.
+        let bound = url::Url::parse(card_url)
+            .is_ok_and(|card_url| address::same_origin(&card_url, &endpoint));
+        if credential.is_some() && !bound {
             return Err(CallError::Permanent(format!(
-                "its card sends calls to another host ({}) than the card's, and its credential \
-                 goes only to the card's host; register it with the endpoint's card",
-                endpoint_host.unwrap_or_default()
+                "its card sends calls to another host, scheme or port ({}) than the card's, and \
+                 its credential goes only to the card's; register it with the endpoint's card",
+                endpoint.origin().ascii_serialization()
             )));
         }
-        let http = self.http(credential)?;
+        let http = self.http(credential, address::Transport::of(&endpoint))?;
         let transport: Box<dyn a2a_client::Transport> =
             if interface.protocol_binding == TRANSPORT_PROTOCOL_JSONRPC {
                 Box::new(a2a_client::jsonrpc::JsonRpcTransport::new(

@@ -133,6 +133,19 @@ pub enum PostgresError {
     Runtime(std::io::Error),
 }
 
+impl PostgresError {
+    /// Whether the server refused a value (SQLSTATE class 22, data exception: a NUL in
+    /// `text`, a string or number out of its type's range), not a failure of its own.
+    pub fn refuses_value(&self) -> bool {
+        match self {
+            PostgresError::Database(error) => error
+                .code()
+                .is_some_and(|state| state.code().starts_with("22")),
+            _ => false,
+        }
+    }
+}
+
 impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> StoreError {
         StoreError::Postgres(PostgresError::Database(error))

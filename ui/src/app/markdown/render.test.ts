@@ -168,6 +168,17 @@ describe("openable targets", () => {
     expect(openableTarget("https://аpple.example/")).toBe("https://xn--pple-43d.example/");
   });
 
+  it("keep only a mail link's address, subject and body", () => {
+    expect(openableTarget("mailto:dana@example.com?attach=/home/dana/.ssh/id_ed25519")).toBe("mailto:dana@example.com");
+    expect(openableTarget("mailto:dana@example.com?subject=Hi%20there&cc=eve@evil.example&body=See%20you&Attachment=~/.aws/credentials#x")).toBe(
+      "mailto:dana@example.com?subject=Hi%20there&body=See%20you",
+    );
+    expect(openableTarget("mailto:dana@example.com?BODY=x&ATTACH=y&Subject=z")).toBe("mailto:dana@example.com?BODY=x&Subject=z");
+    const rendered = render("[write](mailto:dana@example.com?subject=s&attach=/etc/passwd)");
+    expect(rendered).toContain('href="mailto:dana@example.com?subject=s"');
+    expect(rendered).not.toContain("attach");
+  });
+
   it("are nothing else", () => {
     for (const href of ["javascript:alert(1)", " JAVASCRIPT:x", "java\tscript:x", "data:text/html,x", "vbscript:x", "file:///etc", "ftp://a.example", "//evil.example", "/abs", "rel/path", "#frag", "", "roundtable://invite/X"]) {
       expect(openableTarget(href), href).toBeNull();

@@ -79,7 +79,26 @@ export function openableTarget(href: string): string | null {
   } catch {
     return null;
   }
-  return OPENABLE.has(url.protocol) ? url.href : null;
+  if (!OPENABLE.has(url.protocol)) return null;
+  return url.protocol === "mailto:" ? mailTarget(url) : url.href;
+}
+
+/** The fields of a mail link kept: what the mail is about and what it says. */
+const MAIL_FIELDS = new Set(["subject", "body"]);
+
+/**
+ * A mail link as opened: its address, `subject` and `body`, nothing else. A mail program
+ * takes other fields as more recipients (`cc`, `bcc`, `to`) or as files to attach
+ * (`attach`), which a message's author should not choose for the person. The kept fields
+ * stay as written (in a mail link `+` is a plus, not a space). The same as the core's
+ * `web_links::checked_link`.
+ */
+function mailTarget(url: URL): string {
+  const kept = url.search
+    .slice(1)
+    .split("&")
+    .filter((field) => MAIL_FIELDS.has(field.split("=", 1)[0]!.toLowerCase()));
+  return `mailto:${url.pathname}${kept.length > 0 ? `?${kept.join("&")}` : ""}`;
 }
 
 /** A refused target, as text after the link's own: short enough not to bury the message. */

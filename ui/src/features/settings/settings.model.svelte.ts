@@ -82,6 +82,8 @@ export class SettingsModel {
 
   readonly me = $derived(this.state?.me ?? null);
   readonly sync = $derived(this.state ? syncStateLabel(this.state.sync.state) : null);
+  /** Why the app's own hub stopped, when it failed: said above every view, with a way to start it again. */
+  readonly hubFailure = $derived(this.state?.hub_failure ?? null);
 
   async load(): Promise<void> {
     try {
@@ -113,6 +115,11 @@ export class SettingsModel {
 
   async useEmbedded(): Promise<boolean> {
     return this.switchHub(() => this.deps.backend.useEmbedded());
+  }
+
+  /** Starts the app's own hub again after it failed: a new session over the same data. */
+  async restartHub(): Promise<boolean> {
+    return this.useEmbedded();
   }
 
   /** Lets teammates on the network reach the app's own hub, or stops letting them (it restarts). */

@@ -40,6 +40,22 @@ describe("settings model", () => {
     expect(toasts.items.at(-1)?.message).toContain("embedded hub first");
   });
 
+  it("says the app's own hub stopped, and starts it again over the same data", async () => {
+    const { model, world, backend } = setup();
+    await model.load();
+    expect(model.hubFailure).toBeNull();
+    world.hub_failure = "the hub's writer thread failed (a bug), so the hub stopped";
+    world.sync = { state: "offline", detail: "cannot reach the hub" };
+    await model.applyChange({ rooms: false, messages: [], pings: false, contacts: false, agents: false, sync: true, work: false, scan: false, everything: true });
+    expect(model.hubFailure).toContain("writer thread failed");
+    expect(model.sync?.label).toBe("offline");
+    expect(await model.restartHub()).toBe(true);
+    expect(backend.calls.map((call) => call.command)).toContain("useEmbedded");
+    expect(model.hubFailure).toBeNull();
+    expect(model.state).toMatchObject({ hub_mode: "embedded", me: { handle: "dana" } });
+    expect(model.sync?.label).toBe("up to date");
+  });
+
   it("names every sync state the core reports", () => {
     expect(syncStateLabel("not_started").label).toBe("not started");
     expect(syncStateLabel("syncing").label).toBe("syncing");
