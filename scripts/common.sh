@@ -130,6 +130,43 @@ ensure_ui_packages() {
     fi
 }
 
+# Windows builds from Linux: the target's standard library, mingw (C for Windows: ring,
+# SQLite, mimalloc), and Wine to run their tests, in a prefix of its own under target/ with
+# the one function Debian's Wine 8 lacks (scripts/windows/processprng.c).
+ensure_windows_cross() {
+    rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
+        rustup target add x86_64-pc-windows-gnu
+    ensure_packages gcc-mingw-w64-x86-64 wine wine64
+    export WINEPREFIX="$PWD/target/wine" WINEARCH=win64 WINEDEBUG=-all
+    if [ ! -f "$WINEPREFIX/system.reg" ]; then
+        echo "making the Wine prefix for the Windows tests in $WINEPREFIX" >&2
+        wineboot -i >/dev/null 2>&1
+    fi
+    local dll="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
+    if [ ! -f "$WINEPREFIX/.processprng" ] || [ scripts/windows/processprng.c -nt "$WINEPREFIX/.processprng" ]; then
+        x86_64-w64-mingw32-gcc -shared -O2 -o "$dll" scripts/windows/processprng.c -ladvapi32
+        touch "$WINEPREFIX/.processprng"
+    fi
+    export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
+    # For the Windows tests only (insta finds its snapshots from it rather than by running
+    # cargo, which Wine cannot): `env INSTA_WORKSPACE_ROOT="$WINDOWS_WORKSPACE" cargo test …`.
+    WINDOWS_WORKSPACE="Z:${PWD//\//\\}"
+}
+
+# macOS builds from Linux, checked but not linked (there is no Apple SDK here): the target's
+# standard library, and zig as the C compiler (PyPI's ziglang and cargo-zigbuild, in the
+# tests' Python).
+ensure_macos_check() {
+    rustup target list --installed | grep -qx aarch64-apple-darwin ||
+        rustup target add aarch64-apple-darwin
+    local venv=target/python
+    if ! "$venv/bin/python" -c 'import sys; from importlib.metadata import version; sys.exit(version("cargo-zigbuild") != "0.24.1" or version("ziglang") != "0.17.1")' 2>/dev/null; then
+        echo "installing zig and cargo-zigbuild into $venv" >&2
+        "$venv/bin/pip" install --quiet --disable-pip-version-check cargo-zigbuild==0.24.1 ziglang==0.17.1
+    fi
+    export PATH="$PWD/$venv/bin:$PATH"
+}
+
 # tauri-driver 2 (WebDriver for the desktop app's tests), from crates.io.
 ensure_tauri_driver() {
     if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then

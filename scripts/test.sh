@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of Roundtable: formatting, lints, unit, integration, crash and end-to-end
-# tests, the UI's tests, and the desktop app in a real WebKit webview (under an X server of
-# its own when there is no display). Installs what it needs first (Debian/Ubuntu), and can
+# tests, the UI's tests, the desktop app in a real WebKit webview (under an X server of its
+# own when there is no display), and the Windows and macOS builds' lints and the Windows
+# tests that run under Wine. Installs what it needs first (Debian/Ubuntu), and can
 # be run again at any time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,8 @@ ensure_test_agent_clis
 ensure_ui_packages
 ensure_test_postgres
 ensure_test_nats
+ensure_windows_cross
+ensure_macos_check
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # A first build (a fresh clone, as in CI) gains nothing from incremental compilation, which
@@ -65,4 +68,13 @@ else
         --skip cluster:: --skip memory::what_is_decided --skip bounds::a_principal_past_max_devices
 fi
 cargo build --workspace --benches --locked --features roundtable-desktop/bench-peer
+# Windows and macOS (docs/platforms.md): the crates that build for both, linted for both with
+# warnings as errors (macOS checked only: there is no Apple SDK here to link with), and the
+# Windows tests of those that pass under Wine, run there.
+CROSS=(-p roundtable-platform -p roundtable-protocol -p roundtable-hub -p roundtable-core
+    -p roundtable-cli -p roundtable-testkit)
+cargo clippy --locked --target x86_64-pc-windows-gnu "${CROSS[@]}" --all-targets -- -D warnings
+cargo-zigbuild clippy --locked --target aarch64-apple-darwin "${CROSS[@]}" --all-targets -- -D warnings
+env INSTA_WORKSPACE_ROOT="$WINDOWS_WORKSPACE" \
+    cargo test --locked --target x86_64-pc-windows-gnu -p roundtable-platform -p roundtable-protocol
 echo "all tests passed"

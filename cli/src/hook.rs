@@ -236,8 +236,7 @@ fn start_codex_wake(agent: &str, thread: &str, rollout: Option<&str>) {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    if let Err(error) = command.spawn() {
+    if let Err(error) = roundtable_platform::process_group::spawn_detached(&mut command) {
         eprintln!("roundtable hook: cannot leave a waker for the session: {error}");
     }
 }

@@ -452,17 +452,13 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
 /// `roundtable hub`'s exit status when one of the hub's threads failed (`EX_SOFTWARE`).
 const EXIT_HUB_FAILED: i32 = 70;
 
+/// Resolves when the OS asks the hub to stop (SIGTERM or Ctrl-C; on Windows, Ctrl-C,
+/// Ctrl-Break or the console closing).
 async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = match signal(SignalKind::terminate()) {
-        Ok(terminate) => terminate,
+    match roundtable_platform::stop::StopRequests::listen() {
+        Ok(mut requests) => requests.requested().await,
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
-            return;
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
     }
 }

@@ -106,11 +106,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             (handle, result)
         });
     }
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("listening for SIGTERM")?;
+    let mut stop_requests = roundtable_platform::stop::StopRequests::listen()
+        .context("listening for the OS's requests to stop")?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+        _ = stop_requests.requested() => {}
         Some(ended) = running.join_next() => {
             if let Ok((handle, Err(error))) = ended {
                 let _ = stop.send(true);

@@ -17,17 +17,18 @@
 //! The wire is one JSON object per line: the offer `{"from": LOCK_ID, "entries": [N…]}`,
 //! the answer `{"adopted": [N…], "state": SYNC_STATE}`, then `{"n": N, "outcome": …}` per
 //! adopted entry as it ends. An offer of nothing asks only for the state: whether the
-//! running process keeps the profile's cache in step with the hub ([`serving_state`]). Only processes of the profile's owner can reach the socket:
-//! the directory is 0700.
+//! running process keeps the profile's cache in step with the hub ([`serving_state`]). Only
+//! processes of the profile's owner can reach the socket (`roundtable_platform::local_socket`:
+//! a Unix socket in the 0700 directory, a named pipe kept to its user on Windows).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_platform::local_socket::{self, LocalListener, LocalStream};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
@@ -67,19 +68,13 @@ fn socket_path(lock: &ProcessLock, id: &str) -> PathBuf {
 /// Accepts hand-offs until `stop` turns true.
 pub(crate) async fn serve(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let path = socket_path(&shared.lock, &shared.lock.id);
-    let _ = std::fs::remove_file(&path);
-    let listener = match UnixListener::bind(&path) {
+    let listener = match LocalListener::bind(&path) {
         Ok(listener) => listener,
         Err(error) => {
             warn!(%error, path = %path.display(), "cannot accept hand-offs; short-lived processes will send their writes themselves");
             return;
         }
     };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-    }
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -99,8 +94,8 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) 
     let _ = std::fs::remove_file(&path);
 }
 
-async fn serve_one(shared: Arc<Shared>, stream: UnixStream, mut stop: watch::Receiver<bool>) {
-    let (read, mut write) = stream.into_split();
+async fn serve_one(shared: Arc<Shared>, stream: LocalStream, mut stop: watch::Receiver<bool>) {
+    let (read, mut write) = tokio::io::split(stream);
     let mut lines = BufReader::new(read.take(MAX_LINE as u64));
     let mut line = String::new();
     let offer = match tokio::time::timeout(OFFER_PATIENCE, lines.read_line(&mut line)).await {
@@ -165,7 +160,7 @@ async fn serve_one(shared: Arc<Shared>, stream: UnixStream, mut stop: watch::Rec
 }
 
 async fn write_line(
-    write: &mut tokio::net::unix::OwnedWriteHalf,
+    write: &mut (impl tokio::io::AsyncWrite + Unpin),
     value: &impl Serialize,
 ) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
@@ -181,7 +176,7 @@ pub struct Receipt {
     pub adopted: Vec<u64>,
     /// That process's sync state when it took them.
     pub state: SyncState,
-    lines: tokio::io::Lines<BufReader<tokio::io::Take<tokio::net::unix::OwnedReadHalf>>>,
+    lines: tokio::io::Lines<BufReader<tokio::io::Take<tokio::io::ReadHalf<LocalStream>>>>,
 }
 
 /// What came of an entry handed to another process.
@@ -223,12 +218,12 @@ pub(crate) async fn serving_state(lock: &ProcessLock) -> Option<SyncState> {
     let mut found = None;
     for process in lock.others_alive() {
         let path = socket_path(lock, &process);
-        if !path.exists() {
+        if !local_socket::may_listen_at(&path) {
             continue;
         }
         let asked = async {
-            let stream = UnixStream::connect(&path).await.ok()?;
-            let (read, mut write) = stream.into_split();
+            let stream = LocalStream::connect(&path).await.ok()?;
+            let (read, mut write) = tokio::io::split(stream);
             let nothing = Offer {
                 from: lock.id.clone(),
                 entries: Vec::new(),
@@ -253,12 +248,12 @@ pub(crate) async fn offer(lock: &ProcessLock, entries: &[u64]) -> Option<Receipt
     let wanted: HashSet<u64> = entries.iter().copied().collect();
     for process in lock.others_alive() {
         let path = socket_path(lock, &process);
-        if !path.exists() {
+        if !local_socket::may_listen_at(&path) {
             continue;
         }
         let attempt = async {
-            let stream = UnixStream::connect(&path).await.ok()?;
-            let (read, mut write) = stream.into_split();
+            let stream = LocalStream::connect(&path).await.ok()?;
+            let (read, mut write) = tokio::io::split(stream);
             write_line(
                 &mut write,
                 &Offer {
@@ -294,28 +289,29 @@ mod tests {
 
     use super::*;
 
-    /// A receipt over one end of a socket pair, and the other end (the taker's).
-    fn handed_over() -> (Receipt, tokio::net::UnixStream) {
-        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-        let (read, _) = ours.into_split();
+    /// A receipt over one end of a connected stream, and the other end (the taker's).
+    async fn handed_over() -> (Receipt, LocalStream, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o-taker.sock");
+        let listener = LocalListener::bind(&path).unwrap();
+        let (ours, theirs) = tokio::join!(LocalStream::connect(&path), listener.accept());
+        let (read, _) = tokio::io::split(ours.unwrap());
         let receipt = Receipt {
             process: "o-taker".into(),
             adopted: vec![7],
             state: SyncState::Idle,
             lines: BufReader::new(read.take(MAX_LINE as u64)).lines(),
         };
-        (receipt, theirs)
+        (receipt, theirs.unwrap().0, dir)
     }
 
     /// Serves one offer on `process`'s hand-off socket: checks it offers nothing, and
     /// answers `state`.
     fn answering(process: &ProcessLock, state: SyncState) -> tokio::task::JoinHandle<()> {
-        let path = socket_path(process, &process.id);
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(path).unwrap();
+        let listener = LocalListener::bind(&socket_path(process, &process.id)).unwrap();
         tokio::spawn(async move {
             let (stream, _) = listener.accept().await.unwrap();
-            let (read, mut write) = stream.into_split();
+            let (read, mut write) = tokio::io::split(stream);
             let mut lines = BufReader::new(read).lines();
             let offer: Offer =
                 serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
@@ -360,14 +356,14 @@ mod tests {
     #[tokio::test]
     async fn a_taker_that_goes_away_before_the_end_has_abandoned_the_entry() {
         // Gone without a word (Codex ends its MCP server the moment it exits).
-        let (mut receipt, taker) = handed_over();
+        let (mut receipt, taker, _dir) = handed_over().await;
         drop(taker);
         assert!(matches!(
             receipt.outcome(7, Duration::from_secs(5)).await,
             Handed::Abandoned
         ));
         // Gone after the end of another entry only.
-        let (mut receipt, mut taker) = handed_over();
+        let (mut receipt, mut taker, _dir) = handed_over().await;
         let other = serde_json::to_string(&Ended {
             n: 6,
             outcome: Outcome::Done("{}".into()),
@@ -383,7 +379,7 @@ mod tests {
             Handed::Abandoned
         ));
         // Still there, silent: the wait is over, the entry is its.
-        let (mut receipt, _taker) = handed_over();
+        let (mut receipt, _taker, _dir) = handed_over().await;
         assert!(matches!(
             receipt.outcome(7, Duration::from_millis(50)).await,
             Handed::Pending

@@ -320,14 +320,16 @@ mod tests {
             assert_eq!(parsed.check_plain(false).is_err(), refused, "{address}");
             assert!(parsed.check_plain(true).is_ok(), "{address}");
         }
-        let socket =
-            HubAddress::parse("unix:/home/dana/.local/share/roundtable/hub/hub.sock").unwrap();
+        // An absolute path names the local socket (on Windows, the pipe made from it).
+        let local = if cfg!(windows) {
+            r"unix:C:\Users\dana\AppData\Local\roundtable\hub\hub.sock"
+        } else {
+            "unix:/home/dana/.local/share/roundtable/hub/hub.sock"
+        };
+        let socket = HubAddress::parse(local).unwrap();
         assert!(socket.is_loopback() && !socket.tls);
         assert_eq!(socket.ws_url(), "ws://localhost/v1/ws");
-        assert_eq!(
-            socket.to_string(),
-            "unix:/home/dana/.local/share/roundtable/hub/hub.sock"
-        );
+        assert_eq!(socket.to_string(), local);
         assert!(HubAddress::parse("unix:hub.sock").is_err());
         // A pinned certificate, after a TLS address only.
         let hex = "ab".repeat(32);

@@ -127,14 +127,10 @@ impl Drop for ProcessLock {
 
 /// Opens (or creates) a lock file only its owner may read.
 fn private_file(path: &Path) -> std::io::Result<File> {
-    let mut options = File::options();
-    options.create(true).truncate(false).write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)
+    roundtable_platform::private::open(
+        File::options().create(true).truncate(false).write(true),
+        path,
+    )
 }
 
 /// Ids come from [`crate::random_key`]; anything else in the outbox is not a path to follow.

@@ -171,20 +171,7 @@ fn check_name(name: &str) -> Result<(), ProfileError> {
 /// Creates a directory (and its parents) that only its owner may enter, or tightens one
 /// that exists.
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
+    roundtable_platform::private::create_dir(dir)
 }
 
 /// Writes a file readable by its owner only, whole or not at all (a temporary file renamed
@@ -196,20 +183,13 @@ pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), ProfileEr
 }
 
 fn write_private_in_place(path: &Path, contents: &str) -> Result<(), ProfileError> {
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path).map_err(io(path))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(io(path))?;
-    }
+    let mut file = roundtable_platform::private::open(
+        OpenOptions::new().write(true).create(true).truncate(true),
+        path,
+    )
+    .map_err(io(path))?;
+    // A file left by an earlier attempt keeps no looser access than a new one.
+    roundtable_platform::private::restrict(path).map_err(io(path))?;
     file.write_all(contents.as_bytes()).map_err(io(path))?;
     file.sync_all().map_err(io(path))
 }

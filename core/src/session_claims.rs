@@ -47,12 +47,10 @@ fn file_name(session_id: &str) -> String {
 
 /// Writes a claim's content to a file of its own, durably.
 fn write_aside(path: &Path, handle: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
+    let mut file = roundtable_platform::private::open(
+        std::fs::OpenOptions::new().write(true).create_new(true),
+        path,
+    )?;
     file.write_all(handle.as_bytes())?;
     file.write_all(b"\n")?;
     file.sync_all()

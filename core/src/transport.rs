@@ -1,8 +1,10 @@
-//! The byte stream to a hub: TCP, TCP with rustls, or the embedded hub's Unix socket. One
-//! type, so the WebSocket link and the few HTTP requests open it the same way.
+//! The byte stream to a hub: TCP, TCP with rustls, or the embedded hub's local socket (a
+//! Unix socket; on Windows, a named pipe). One type, so the WebSocket link and the few HTTP
+//! requests open it the same way.
 //!
-//! Why a Unix socket: the app's own hub listens in its data directory, which only the
-//! person may enter; a loopback port can be taken by any local user while the hub is down,
+//! Why a local socket: the app's own hub listens in its data directory, which only the
+//! person may enter (on Windows, on a pipe only the person may open, whose server is checked
+//! to run as them); a loopback port can be taken by any local user while the hub is down,
 //! and a client would send its token to whatever answered there.
 
 use std::io;
@@ -20,8 +22,7 @@ use crate::hub_address::HubAddress;
 pub enum HubStream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-    #[cfg(unix)]
-    Unix(tokio::net::UnixStream),
+    Local(roundtable_platform::local_socket::LocalStream),
 }
 
 /// Why a hub could not be reached.
@@ -43,20 +44,10 @@ pub async fn open(
         source,
     };
     if let Some(path) = &hub.unix {
-        #[cfg(unix)]
-        {
-            return tokio::net::UnixStream::connect(path)
-                .await
-                .map(HubStream::Unix)
-                .map_err(unreachable);
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = path;
-            return Err(unreachable(io::Error::other(
-                "Unix sockets are not available on this system",
-            )));
-        }
+        return roundtable_platform::local_socket::LocalStream::connect(path)
+            .await
+            .map(HubStream::Local)
+            .map_err(unreachable);
     }
     let stream = TcpStream::connect(&hub.authority)
         .await
@@ -87,8 +78,7 @@ macro_rules! each {
                 let $stream = Pin::new($stream.as_mut());
                 $body
             }
-            #[cfg(unix)]
-            HubStream::Unix($stream) => {
+            HubStream::Local($stream) => {
                 let $stream = Pin::new($stream);
                 $body
             }

@@ -140,7 +140,6 @@ pub fn user_token(
     })
 }
 
-#[cfg(unix)]
 fn user_token_online(
     config: &HubConfig,
     handle: &str,
@@ -152,18 +151,6 @@ fn user_token_online(
     };
     let token = crate::operator::call(&config.data_dir, &request)?;
     Ok((!token.is_empty()).then_some(token))
-}
-
-#[cfg(not(unix))]
-fn user_token_online(
-    config: &HubConfig,
-    _handle: &str,
-    _action: TokenAction,
-) -> Result<Option<String>, AdminError> {
-    Err(HubError::Locked {
-        dir: config.data_dir.display().to_string(),
-    }
-    .into())
 }
 
 /// Walks the audit log of the hub whose store `config` names; returns the number of entries

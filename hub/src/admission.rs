@@ -20,13 +20,13 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::config::ConnectionLimits;
 
-/// What a client is counted by: its IPv4 address, its IPv6 /64, or, on the hub's Unix
-/// socket, its user id (so one local process failing to authenticate locks out its own
-/// user, never every local client).
+/// What a client is counted by: its IPv4 address, its IPv6 /64, or, on the hub's local
+/// socket, its user (a uid; on Windows a digest of the SID: so one local process failing to
+/// authenticate locks out its own user, never every local client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClientAddress {
     Ip(IpAddr),
-    LocalUser(u32),
+    LocalUser(u64),
 }
 
 impl ClientAddress {

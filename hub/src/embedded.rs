@@ -61,15 +61,12 @@ pub fn start(
         .build()?;
     let socket_path = config.data_dir.join(crate::SOCKET);
     // The one way a socket cannot be made that is known before the hub opens: a path
-    // longer than a socket address holds.
-    #[cfg(unix)]
-    let socket_fits = std::os::unix::net::SocketAddr::from_pathname(&socket_path).is_ok();
-    #[cfg(not(unix))]
-    let socket_fits = false;
+    // longer than a socket address holds (never on Windows: a pipe's name is made short).
+    let socket_fits = roundtable_platform::local_socket::fits(&socket_path);
     let tcp = match tcp {
         Some(listener) => Some(listener),
         None if !socket_fits => {
-            tracing::warn!(path = %socket_path.display(), "the hub's Unix socket path is too long; its clients use a port on 127.0.0.1");
+            tracing::warn!(path = %socket_path.display(), "the hub's socket path is too long; its clients use a port on 127.0.0.1");
             Some(bind(SocketAddr::from(([127, 0, 0, 1], 0)))?)
         }
         None => None,
@@ -90,16 +87,12 @@ pub fn start(
         };
     }
     let hub = Hub::open(config)?;
-    #[cfg(unix)]
-    let (socket, unix) = if socket_fits {
+    let (socket, local) = if socket_fits {
+        // Bound in the runtime that serves it.
+        let _entered = runtime.enter();
         (Some(socket_path), Some(hub.bind_socket()?))
     } else {
         (None, None)
-    };
-    #[cfg(not(unix))]
-    let socket: Option<std::path::PathBuf> = {
-        let _ = socket_path;
-        None
     };
     let local_address = match (&socket, tcp_addr) {
         (Some(path), _) => format!("unix:{}", path.display()),
@@ -120,8 +113,7 @@ pub fn start(
             let served = runtime.block_on(async move {
                 let listeners = crate::listener::Listeners {
                     tcp: tcp.map(tokio::net::TcpListener::from_std).transpose()?,
-                    #[cfg(unix)]
-                    unix: unix.map(tokio::net::UnixListener::from_std).transpose()?,
+                    local,
                 };
                 hub.serve_on(listeners, async {
                     let _ = stopped.await;
@@ -276,8 +268,7 @@ mod tests {
         assert_eq!(hub.failure(), Some(failure.clone()));
         // By then the hub has let go of its port and its socket…
         assert!(std::net::TcpStream::connect(addr).is_err());
-        #[cfg(unix)]
-        assert!(std::os::unix::net::UnixStream::connect(&socket).is_err());
+        assert!(!local_answers(&socket));
         assert!(matches!(hub.stop(), Err(HubError::Failed(stopped)) if stopped == failure));
 
         // …and of its data directory: a new hub serves it, on the same port, with what the
@@ -293,8 +284,7 @@ mod tests {
             .map(|event| event.body["text"].as_str().unwrap_or_default().to_owned())
             .collect();
         assert_eq!(texts, ["kept"]);
-        #[cfg(unix)]
-        assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        assert!(local_answers(&socket));
         again.stop().unwrap();
     }
 
@@ -318,12 +308,12 @@ mod tests {
         stream.read_to_string(&mut response).unwrap();
         assert!(response.starts_with("HTTP/1.1 200"), "{response}");
         assert!(response.contains(&hub.epoch), "{response}");
-        // And on its Unix socket, which only its user may use.
+        // And on its local socket, which only its user may use.
+        let socket = hub.socket.clone().unwrap();
+        assert_eq!(socket, dir.path().join("hub").join(crate::SOCKET));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let socket = hub.socket.clone().unwrap();
-            assert_eq!(socket, dir.path().join("hub").join(crate::SOCKET));
             let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
             let dir_mode = std::fs::metadata(socket.parent().unwrap())
@@ -331,16 +321,9 @@ mod tests {
                 .permissions()
                 .mode();
             assert_eq!(dir_mode & 0o777, 0o700);
-            let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-            write!(
-                stream,
-                "GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let mut response = String::new();
-            stream.read_to_string(&mut response).unwrap();
-            assert!(response.starts_with("HTTP/1.1 200"), "{response}");
         }
+        let response = local_health(&socket);
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
         drop(hub);
         // Stopped: the port no longer answers, and the data directory can be opened again.
         assert!(std::net::TcpStream::connect(addr).is_err());
@@ -359,8 +342,51 @@ mod tests {
         // port, has none.
         let again = start(HubConfig::new(dir.path().join("hub")), None).unwrap();
         assert_eq!(again.tcp, None);
-        #[cfg(unix)]
-        assert!(std::os::unix::net::UnixStream::connect(again.socket.as_ref().unwrap()).is_ok());
+        assert!(local_answers(again.socket.as_ref().unwrap()));
         again.stop().unwrap();
+    }
+
+    /// Runs `body` on a runtime of its own, on a thread of its own (the caller may be on a
+    /// runtime).
+    fn on_a_runtime<T: Send>(body: impl std::future::Future<Output = T> + Send) -> T {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap()
+                        .block_on(body)
+                })
+                .join()
+                .unwrap()
+        })
+    }
+
+    /// Whether a hub answers at the local socket `path`.
+    fn local_answers(path: &std::path::Path) -> bool {
+        on_a_runtime(roundtable_platform::local_socket::LocalStream::connect(
+            path,
+        ))
+        .is_ok()
+    }
+
+    /// `GET /v1/health` over the local socket `path`: the whole response.
+    fn local_health(path: &std::path::Path) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        on_a_runtime(async {
+            let mut stream = roundtable_platform::local_socket::LocalStream::connect(path)
+                .await
+                .unwrap();
+            stream
+                .write_all(
+                    b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                )
+                .await
+                .unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).await.unwrap();
+            response
+        })
     }
 }

@@ -403,20 +403,18 @@ impl Hub {
         &self.context.epoch
     }
 
-    /// Binds the hub's Unix socket, [`SOCKET`] in its data directory (which only its
-    /// user may enter): local clients reach the hub there, where no other local user can
-    /// stand in for it. A socket left by a hub that stopped is replaced.
-    #[cfg(unix)]
-    pub fn bind_socket(&self) -> Result<std::os::unix::net::UnixListener, HubError> {
-        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    /// Binds the hub's local socket, [`SOCKET`] in its data directory (a Unix socket in a
+    /// directory only its user may enter; on Windows, a named pipe only its user may open):
+    /// local clients reach the hub there, where no other local user can stand in for it. A
+    /// socket left by a hub that stopped is replaced. Call it within the runtime that will
+    /// serve it.
+    pub fn bind_socket(
+        &self,
+    ) -> Result<roundtable_platform::local_socket::LocalListener, HubError> {
         let path = self.context.config.data_dir.join(SOCKET);
-        if std::fs::symlink_metadata(&path).is_ok_and(|metadata| metadata.file_type().is_socket()) {
-            std::fs::remove_file(&path)?;
-        }
-        let listener = std::os::unix::net::UnixListener::bind(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        listener.set_nonblocking(true)?;
-        Ok(listener)
+        Ok(roundtable_platform::local_socket::LocalListener::bind(
+            &path,
+        )?)
     }
 
     /// `wss` when the hub serves TLS, else `ws`.
@@ -519,7 +517,6 @@ impl Hub {
             }
         };
         // The operator's socket in the data directory, while the hub serves.
-        #[cfg(unix)]
         let (operator_stop, operator_task) = {
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let dir = context.config.data_dir.clone();
@@ -541,11 +538,8 @@ impl Hub {
             stopping,
         )
         .await;
-        #[cfg(unix)]
-        {
-            let _ = operator_stop.send(());
-            let _ = operator_task.await;
-        }
+        let _ = operator_stop.send(());
+        let _ = operator_task.await;
         // Sessions are closing with 1012; give them a moment to say so.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while context.metrics.connections.load(Ordering::Relaxed) > 0

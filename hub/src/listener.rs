@@ -1,6 +1,6 @@
 //! The hub's listeners: accepts TCP connections (and, for the app's own hub, connections on
-//! a Unix socket in its data directory), counts them ([`Admission`]: by address, or by
-//! local user on the socket), completes TLS handshakes, and serves HTTP/1.1 on each with
+//! its local socket: a Unix socket in its data directory, a named pipe on Windows), counts
+//! them ([`Admission`]: by address, or by local user on the socket), completes TLS handshakes, and serves HTTP/1.1 on each with
 //! hyper, with a timer.
 //!
 //! Why not `axum::serve`: it runs hyper without a timer, so a client that sends half a
@@ -28,6 +28,8 @@ use tokio_rustls::server::TlsStream;
 use tower::ServiceExt as _;
 use tracing::{debug, warn};
 
+use roundtable_platform::local_socket::{LocalListener, LocalStream, PeerUser};
+
 use crate::admission::{Admission, ClientAddress, ConnectionPermit};
 use crate::metrics::Metrics;
 
@@ -43,23 +45,20 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub enum Conn {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
-    #[cfg(unix)]
-    Unix(tokio::net::UnixStream),
+    Local(LocalStream),
 }
 
-/// Where the hub accepts connections: a TCP port, a Unix socket, or both.
+/// Where the hub accepts connections: a TCP port, its local socket, or both.
 #[derive(Debug, Default)]
 pub struct Listeners {
     pub tcp: Option<TcpListener>,
-    #[cfg(unix)]
-    pub unix: Option<tokio::net::UnixListener>,
+    pub local: Option<LocalListener>,
 }
 
 /// A connection just accepted, before TLS.
 enum Accepted {
     Tcp(TcpStream, SocketAddr),
-    #[cfg(unix)]
-    Unix(tokio::net::UnixStream),
+    Local(LocalStream, PeerUser),
 }
 
 impl Listeners {
@@ -73,24 +72,19 @@ impl Listeners {
                 None => std::future::pending().await,
             }
         }
-        #[cfg(unix)]
-        {
-            let unix = async {
-                match &self.unix {
-                    Some(listener) => listener
-                        .accept()
-                        .await
-                        .map(|(stream, _)| Accepted::Unix(stream)),
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                accepted = tcp(&self.tcp) => accepted,
-                accepted = unix => accepted,
+        let local = async {
+            match &self.local {
+                Some(listener) => listener
+                    .accept()
+                    .await
+                    .map(|(stream, peer)| Accepted::Local(stream, peer)),
+                None => std::future::pending().await,
             }
+        };
+        tokio::select! {
+            accepted = tcp(&self.tcp) => accepted,
+            accepted = local => accepted,
         }
-        #[cfg(not(unix))]
-        tcp(&self.tcp).await
     }
 }
 
@@ -103,8 +97,7 @@ impl AsyncRead for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
-            #[cfg(unix)]
-            Conn::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
+            Conn::Local(stream) => Pin::new(stream).poll_read(cx, buf),
         }
     }
 }
@@ -118,8 +111,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
-            #[cfg(unix)]
-            Conn::Unix(stream) => Pin::new(stream).poll_write(cx, buf),
+            Conn::Local(stream) => Pin::new(stream).poll_write(cx, buf),
         }
     }
 
@@ -127,8 +119,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_flush(cx),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
-            #[cfg(unix)]
-            Conn::Unix(stream) => Pin::new(stream).poll_flush(cx),
+            Conn::Local(stream) => Pin::new(stream).poll_flush(cx),
         }
     }
 
@@ -136,8 +127,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
-            #[cfg(unix)]
-            Conn::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
+            Conn::Local(stream) => Pin::new(stream).poll_shutdown(cx),
         }
     }
 
@@ -149,8 +139,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
             Conn::Tls(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
-            #[cfg(unix)]
-            Conn::Unix(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Conn::Local(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -158,8 +147,7 @@ impl AsyncWrite for Conn {
         match self {
             Conn::Plain(stream) => stream.is_write_vectored(),
             Conn::Tls(stream) => stream.is_write_vectored(),
-            #[cfg(unix)]
-            Conn::Unix(stream) => stream.is_write_vectored(),
+            Conn::Local(stream) => stream.is_write_vectored(),
         }
     }
 }
@@ -215,14 +203,7 @@ pub async fn serve(
                 }
                 (ClientAddress::of(addr.ip()), Some(*addr))
             }
-            #[cfg(unix)]
-            Accepted::Unix(stream) => match stream.peer_cred() {
-                Ok(credentials) => (ClientAddress::LocalUser(credentials.uid()), None),
-                Err(error) => {
-                    debug!(%error, "a local peer without credentials; turned away");
-                    continue;
-                }
-            },
+            Accepted::Local(_, peer) => (ClientAddress::LocalUser(peer.0), None),
         };
         let permit = match admission.connect(address) {
             Ok(permit) => permit,
@@ -268,9 +249,8 @@ async fn serve_connection(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let conn = match (accepted, tls) {
-        // The socket in the data directory needs no TLS: only its user reaches it.
-        #[cfg(unix)]
-        (Accepted::Unix(stream), _) => Conn::Unix(stream),
+        // The local socket needs no TLS: only its user reaches it.
+        (Accepted::Local(stream, _), _) => Conn::Local(stream),
         (Accepted::Tcp(stream, _), None) => Conn::Plain(stream),
         (Accepted::Tcp(stream, addr), Some(acceptor)) => {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {

@@ -1,6 +1,8 @@
-//! The operator's door into a running hub: a Unix socket in the data directory,
-//! `operator.sock`. Whoever may enter the directory (which the hub keeps to its owner) is
-//! the hub's operator; nothing on the network reaches it, so no secret is needed. One JSON
+//! The operator's door into a running hub: a local socket named `operator.sock` in the data
+//! directory (a Unix socket there; on Windows, a named pipe made from that path, kept to the
+//! hub's user). Whoever may enter the directory (which the hub keeps to its owner), or is
+//! the hub's user, is the hub's operator; nothing on the network reaches it, so no secret is
+//! needed. One JSON
 //! request per connection, one JSON answer, each a line.
 //!
 //! Why: most operator commands need the data directory to themselves, since the running
@@ -57,42 +59,63 @@ pub enum OperatorError {
     Refused(String),
 }
 
-#[cfg(unix)]
-pub use unix::{call, serve};
+pub use local::{call, serve};
 
-#[cfg(unix)]
-mod unix {
-    use std::io::{BufRead, BufReader, Write};
+/// Over the platform's local socket (a Unix socket; a named pipe kept to its user on
+/// Windows).
+mod local {
     use std::path::Path;
     use std::sync::Arc;
     use std::time::Duration;
 
+    use roundtable_platform::local_socket::{LocalListener, LocalStream};
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{UnixListener, UnixStream};
     use tokio::sync::oneshot;
 
     use super::{MAX_REQUEST, OperatorError, OperatorReply, OperatorRequest, SOCKET_NAME};
     use crate::writer::{Request, WriterHandle};
 
     /// Sends one request to the hub running on `data_dir` and waits for its answer (for
-    /// at most a minute).
+    /// at most a minute). Blocks: on a thread and a runtime of its own, whatever runs the
+    /// caller.
     pub fn call(data_dir: &Path, request: &OperatorRequest) -> Result<String, OperatorError> {
         let path = data_dir.join(SOCKET_NAME);
         let unreachable = |source| OperatorError::Unreachable {
             path: path.display().to_string(),
             source,
         };
-        let mut stream = std::os::unix::net::UnixStream::connect(&path).map_err(unreachable)?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .map_err(unreachable)?;
         let mut line = serde_json::to_string(request).expect("requests serialize");
         line.push('\n');
-        stream.write_all(line.as_bytes()).map_err(unreachable)?;
-        let mut answer = String::new();
-        BufReader::new(stream)
-            .read_line(&mut answer)
-            .map_err(unreachable)?;
+        let asked = path.clone();
+        let answered = std::thread::scope(|scope| {
+            scope
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    runtime.block_on(async {
+                        let stream = LocalStream::connect(&asked).await?;
+                        let (read, mut write) = tokio::io::split(stream);
+                        write.write_all(line.as_bytes()).await?;
+                        let mut answer = String::new();
+                        tokio::time::timeout(
+                            Duration::from_secs(60),
+                            tokio::io::BufReader::new(read).read_line(&mut answer),
+                        )
+                        .await
+                        .map_err(|_| {
+                            std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                "the hub did not answer within a minute",
+                            )
+                        })??;
+                        Ok::<String, std::io::Error>(answer)
+                    })
+                })
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the call panicked")))
+        });
+        let answer = answered.map_err(unreachable)?;
         let reply: OperatorReply = serde_json::from_str(answer.trim())
             .map_err(|error| OperatorError::Garbled(format!("{error}: {answer:?}")))?;
         match reply {
@@ -113,18 +136,13 @@ mod unix {
         stop: impl std::future::Future<Output = ()>,
     ) {
         let path = data_dir.join(SOCKET_NAME);
-        let _ = std::fs::remove_file(&path);
-        let listener = match UnixListener::bind(&path) {
+        let listener = match LocalListener::bind(&path) {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "no operator socket: the operator must stop the hub to manage tokens");
                 return;
             }
         };
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-        }
         let writer = Arc::new(writer);
         tokio::pin!(stop);
         loop {
@@ -141,12 +159,13 @@ mod unix {
                 },
             }
         }
+        drop(listener);
         let _ = std::fs::remove_file(&path);
     }
 
     /// Reads one request, has the writer carry it out, and answers.
-    async fn answer(stream: UnixStream, writer: Arc<WriterHandle>) {
-        let (read, mut write) = stream.into_split();
+    async fn answer(stream: LocalStream, writer: Arc<WriterHandle>) {
+        let (read, mut write) = tokio::io::split(stream);
         let mut line = String::new();
         let read = tokio::time::timeout(
             Duration::from_secs(10),

@@ -97,16 +97,15 @@ pub fn own_certificate(dir: &Path, names: &[String]) -> Result<TlsFiles, HubErro
     Ok(files)
 }
 
-/// Writes `path` whole (a new temporary file, mode 0600, renamed over it).
+/// Writes `path` whole (a new temporary file, its owner's alone, renamed over it).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), HubError> {
     use std::io::Write as _;
     let temporary = path.with_extension("tmp");
     let _ = std::fs::remove_file(&temporary);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&temporary)?;
+    let mut file = roundtable_platform::private::open(
+        std::fs::OpenOptions::new().write(true).create_new(true),
+        &temporary,
+    )?;
     file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&temporary, path)?;

@@ -130,12 +130,13 @@ impl CliCommand {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        command.process_group(0).kill_on_drop(true);
+        roundtable_platform::process_group::start_own_group(&mut command);
+        command.kill_on_drop(true);
         command
     }
 
     /// Runs the CLI to its end, or kills its process group after `timeout` (the output so far
-    /// is kept). The group also gets SIGTERM after a normal exit, so nothing outlives the run.
+    /// is kept): what a CLI that ran out of time started ends with it.
     pub async fn run(&self, timeout: Duration) -> std::io::Result<CliOutput> {
         async fn drain(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8> {
             let mut buf = Vec::new();
@@ -146,15 +147,13 @@ impl CliCommand {
         }
         let started = Instant::now();
         let mut child = self.command().spawn()?;
+        let group = roundtable_platform::process_group::ProcessGroup::of(&child)?;
         let stdout = tokio::spawn(drain(child.stdout.take()));
         let stderr = tokio::spawn(drain(child.stderr.take()));
         let waited = tokio::time::timeout(timeout, child.wait()).await;
-        if let Some(group) = child.id() {
-            let signal = if waited.is_err() { "-KILL" } else { "-TERM" };
-            let _ = std::process::Command::new("kill")
-                .args([signal, "--", &format!("-{group}")])
-                .stderr(Stdio::null())
-                .status();
+        match waited {
+            Ok(_) => group.release(),
+            Err(_) => group.end(),
         }
         let _ = child.kill().await;
         let elapsed = started.elapsed();

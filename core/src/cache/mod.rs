@@ -146,20 +146,11 @@ pub(crate) fn create_private_file(path: &Path) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         crate::profile::create_private_dir(dir)?;
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.append(true).create(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let file = options.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(())
+    roundtable_platform::private::open(
+        std::fs::OpenOptions::new().append(true).create(true),
+        path,
+    )?;
+    roundtable_platform::private::restrict(path)
 }
 
 /// The writing connection's settings. The busy timeout comes first: switching to WAL takes a

@@ -28,6 +28,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_platform::process_group::ProcessGroup;
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::AgentState;
 use serde_json::{Value, json};
@@ -409,7 +410,11 @@ impl Core {
     ) -> Result<Turn, TurnFailure> {
         let args = command_line(settings, session);
         let handle = self.profile().handle.clone();
-        let mut child = tokio::process::Command::new(&settings.executable)
+        let mut command = tokio::process::Command::new(&settings.executable);
+        // Its own process group (a Job Object on Windows): ending the turn ends whatever the
+        // CLI started (Codex's launcher starts the real binary as a child).
+        roundtable_platform::process_group::start_own_group(&mut command);
+        let mut child = command
             .args(&args)
             .current_dir(&settings.cwd)
             // The session's hooks see they run under the runner, which brings the messages
@@ -422,9 +427,6 @@ impl Core {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            // Its own process group: ending the turn ends whatever the CLI started (Codex's
-            // launcher starts the real binary as a child).
-            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|error| {
@@ -434,7 +436,12 @@ impl Core {
                     settings.executable.display()
                 ))
             })?;
-        let group = ProcessGroup(child.id());
+        let group = ProcessGroup::of(&child).map_err(|error| {
+            TurnFailure::Spawn(format!(
+                "cannot keep {} and what it starts together: {error}",
+                settings.cli
+            ))
+        })?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let prompt = prompt.to_owned();
         // The prompt is written beside the reading, so a CLI that answers before it has read
@@ -530,26 +537,6 @@ impl Core {
             tokio::task::spawn_blocking(move || claims.claim(framework, &session, &handle)).await;
         if let Ok(Err(error)) = claimed {
             tracing::warn!(%error, "cannot record whose session this is");
-        }
-    }
-}
-
-/// A process group started for a turn; dropping it before the CLI ended by itself (a turn
-/// past its limit, a runner stopping) ends whatever is left of it.
-struct ProcessGroup(Option<u32>);
-
-impl ProcessGroup {
-    fn release(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.and_then(|pid| i32::try_from(pid).ok())
-            && let Some(pid) = rustix::process::Pid::from_raw(pid)
-        {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
 }

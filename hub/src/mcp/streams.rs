@@ -88,11 +88,7 @@ impl McpStreams {
         std::fs::create_dir_all(data_dir)?;
         let path = data_dir.join("mcp.sqlite");
         let mut conn = Connection::open(&path)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        }
+        roundtable_platform::private::restrict(&path)?;
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
         roundtable_sqlite::migrate(&mut conn, MIGRATIONS, now_ms)?;
         Ok(McpStreams {

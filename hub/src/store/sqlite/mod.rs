@@ -153,23 +153,15 @@ pub fn open(
 
 /// The database holds token hashes and private messages: keep it to its owner.
 fn restrict_permissions(dir: &Path) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Err(error) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
-            tracing::warn!(dir = %dir.display(), %error, "cannot restrict the data directory to its owner");
-        }
+    if let Err(error) = roundtable_platform::private::restrict(dir) {
+        tracing::warn!(dir = %dir.display(), %error, "cannot restrict the data directory to its owner");
     }
 }
 
 /// The database file holds remote agents' credentials besides hashes: its owner's only.
 fn restrict_file(path: &Path) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Err(error) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
-            tracing::warn!(path = %path.display(), %error, "cannot restrict the database to its owner");
-        }
+    if let Err(error) = roundtable_platform::private::restrict(path) {
+        tracing::warn!(path = %path.display(), %error, "cannot restrict the database to its owner");
     }
 }
 
