@@ -1,4 +1,33 @@
-# Shared by scripts/run.sh and scripts/test.sh: install what is missing, idempotently.
+# shellcheck shell=bash
+# Shared by scripts/run.sh and scripts/test.sh: install what is missing, idempotently, on
+# Debian or Ubuntu (apt-get) and on macOS (Apple's command line tools, then Homebrew).
+
+on_macos() { [ "$(uname -s)" = Darwin ]; }
+
+# macOS: Apple's command line tools (the C compiler, the linker and the SDK the app links
+# with); nothing can install them without the person's click.
+ensure_macos_tools() {
+    if ! xcode-select -p >/dev/null 2>&1; then
+        echo "Apple's command line tools are missing: run \`xcode-select --install\`, then run this again" >&2
+        exit 1
+    fi
+}
+
+# macOS: Homebrew formulae.
+ensure_brew() {
+    local missing=() formula
+    for formula in "$@"; do
+        brew list --formula "$formula" >/dev/null 2>&1 || missing+=("$formula")
+    done
+    if ((${#missing[@]})); then
+        if ! command -v brew >/dev/null; then
+            echo "Homebrew is missing (to install ${missing[*]}): install it from https://brew.sh, then run this again" >&2
+            exit 1
+        fi
+        echo "installing: ${missing[*]}" >&2
+        brew install --quiet "${missing[@]}"
+    fi
+}
 
 # Debian packages the build and the tests need.
 ensure_packages() {
@@ -82,8 +111,13 @@ ensure_test_ccusage() {
     if [ ! -x "$prefix/node_modules/.bin/ccusage" ]; then
         echo "installing ccusage 20.0.24 for the tests into $prefix" >&2
         mkdir -p "$prefix"
+        local native=@ccusage/ccusage-linux-x64@20.0.24
+        if on_macos; then
+            native=@ccusage/ccusage-darwin-x64@20.0.24
+            [ "$(uname -m)" = arm64 ] && native=@ccusage/ccusage-darwin-arm64@20.0.24
+        fi
         npm install --prefix "$prefix" --no-audit --no-fund --silent \
-            ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24 >/dev/null
+            ccusage@20.0.24 "$native" >/dev/null
     fi
     export ROUNDTABLE_TEST_CCUSAGE="$PWD/$prefix/node_modules/.bin/ccusage"
 }
@@ -110,7 +144,9 @@ DESKTOP_TEST_PACKAGES=(xvfb xauth webkit2gtk-driver dbus-daemon gnome-keyring li
 # Node.js 20.19 or newer with npm, for the UI's build (Vite 8) and tests: Debian's packages
 # when there is no Node.js at all, and npm's `node` package when the one there is older.
 ensure_node() {
-    command -v npm >/dev/null || ensure_packages nodejs npm
+    if ! command -v npm >/dev/null; then
+        if on_macos; then ensure_brew node; else ensure_packages nodejs npm; fi
+    fi
     if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' 2>/dev/null; then
         local prefix="$PWD/target/node-runtime"
         if [ ! -x "$prefix/node_modules/.bin/node" ]; then
@@ -136,7 +172,7 @@ ensure_ui_packages() {
 ensure_windows_cross() {
     rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
         rustup target add x86_64-pc-windows-gnu
-    ensure_packages gcc-mingw-w64-x86-64 wine wine64
+    ensure_packages gcc-mingw-w64-x86-64 wine wine64 nsis
     export WINEPREFIX="$PWD/target/wine" WINEARCH=win64 WINEDEBUG=-all
     if [ ! -f "$WINEPREFIX/system.reg" ]; then
         echo "making the Wine prefix for the Windows tests in $WINEPREFIX" >&2
@@ -180,11 +216,16 @@ ensure_tauri_driver() {
 # Postgres refuses to run as root, so as root it runs as the `postgres` user the package
 # creates. The tests create a database each (`ROUNDTABLE_TEST_POSTGRES` names the server).
 ensure_test_postgres() {
-    local package=postgresql-15
-    apt-cache show "$package" >/dev/null 2>&1 || package=postgresql
-    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ensure_packages "$package"
     local bin
-    bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
+    if on_macos; then
+        ensure_brew postgresql@16
+        bin="$(brew --prefix postgresql@16)/bin"
+    else
+        local package=postgresql-15
+        apt-cache show "$package" >/dev/null 2>&1 || package=postgresql
+        ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ensure_packages "$package"
+        bin="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
+    fi
     local dir
     dir="$(mktemp -d /tmp/roundtable-pg.XXXXXX)"
     local as=()
@@ -213,7 +254,11 @@ stop_test_postgres() {
 # A private nats-server (core pub/sub only) for the hub's cluster tests, on a free loopback
 # port, stopped with the PostgreSQL above when the calling script exits.
 ensure_test_nats() {
-    command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || ensure_packages nats-server
+    if on_macos; then
+        command -v nats-server >/dev/null || ensure_brew nats-server
+    else
+        command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || ensure_packages nats-server
+    fi
     local bin
     bin="$(command -v nats-server || echo /usr/sbin/nats-server)"
     local port

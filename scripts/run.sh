@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Runs Roundtable: the desktop app, with a hub of its own on this machine until Settings
 # name another. On a machine without a display it says so and runs the hub instead
-# (arguments go to `roundtable hub`, see `--help`). Installs what it needs first.
+# (arguments go to `roundtable hub`, see `--help`). Installs what it needs first: Debian
+# packages on Debian or Ubuntu; on macOS, Homebrew's (after Apple's command line tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
-# libdbus: the CLI keeps a person's token in the Secret Service when one runs.
-ensure_packages build-essential pkg-config ca-certificates libdbus-1-dev
+if on_macos; then
+    ensure_macos_tools
+else
+    # libdbus: the CLI keeps a person's token in the Secret Service when one runs.
+    ensure_packages build-essential pkg-config ca-certificates libdbus-1-dev
+fi
 ensure_rust
 
-if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
+if ! on_macos && [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
     echo "no display here (DISPLAY and WAYLAND_DISPLAY are unset): running the hub instead of the desktop app" >&2
     cargo build --release --locked -p roundtable-cli
     exec ./target/release/roundtable hub "$@"
 fi
 
-ensure_packages "${DESKTOP_PACKAGES[@]}"
+on_macos || ensure_packages "${DESKTOP_PACKAGES[@]}"
 ensure_node
 ensure_ui_packages
 (cd ui && npm run --silent build)

@@ -14,7 +14,7 @@
 //!   `Core::wake_codex`).
 
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use roundtable_core::hooks::{self, HookContext, HookEvent, HookReply, HookSettings};
 use roundtable_core::local_agents::AgentCli;
@@ -98,10 +98,10 @@ fn under_codex_exec() -> bool {
         .iter()
         .take(6)
         .any(|ancestor| {
+            // The program itself is Codex (`codex`, `codex.exe`, its native binary).
             let is_codex = ancestor.argv.first().is_some_and(|program| {
-                Path::new(program)
-                    .file_name()
-                    .is_some_and(|name| name.to_string_lossy().starts_with("codex"))
+                roundtable_core::agent_session::agent_cli_of(std::slice::from_ref(program))
+                    == Some("Codex")
             });
             is_codex && codex_subcommand(&ancestor.argv[1..]) == Some("exec")
         })

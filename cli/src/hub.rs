@@ -289,13 +289,12 @@ fn public_address(text: &str) -> Result<String, String> {
         .map_err(|reason| format!("{reason}; give the host:port clients reach the hub at"))
 }
 
-/// `$XDG_DATA_HOME/roundtable/hub`, or `~/.local/share/roundtable/hub`.
+/// `hub` in the OS's data folder for Roundtable (`~/.local/share/roundtable/hub` on Linux;
+/// `roundtable_platform::places`).
 fn default_data_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    base.join("roundtable").join("hub")
+    roundtable_platform::places::data()
+        .unwrap_or_else(|| PathBuf::from("roundtable"))
+        .join("hub")
 }
 
 pub fn run(args: HubArgs) -> Result<()> {

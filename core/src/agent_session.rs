@@ -14,8 +14,6 @@
 //! ancestor that is an agent CLI itself (Claude Code, Codex, Gemini CLI) marks one too,
 //! for the CLIs whose settings have no place to set it.
 
-use std::path::Path;
-
 /// Set in every agent session's environment: its value names the agent, or the CLI.
 pub const SESSION_ENV: &str = "ROUNDTABLE_AGENT_SESSION";
 
@@ -71,22 +69,29 @@ pub fn agent_cli_of(argv: &[String]) -> Option<&'static str> {
     if let Some(cli) = cli_named(program) {
         return Some(cli);
     }
-    let runtime = Path::new(program)
-        .file_name()
-        .and_then(|name| name.to_str())
-        .is_some_and(|name| {
-            ["node", "bun", "deno", "python"]
-                .iter()
-                .any(|r| name.starts_with(r))
-        });
+    let program = program.replace('\\', "/").to_lowercase();
+    let runtime = program.rsplit('/').next().is_some_and(|name| {
+        ["node", "bun", "deno", "python"]
+            .iter()
+            .any(|r| name.starts_with(r))
+    });
     // The script a runtime runs (its first argument that is not an option).
     let script = argv[1..].iter().find(|word| !word.starts_with('-'))?;
     runtime.then(|| cli_named(script)).flatten()
 }
 
 /// The agent CLI an executable or script path is, by its name or its npm package.
+///
+/// Windows names arrive as `claude.exe`, `Codex.EXE` or `codex.cmd`, with either slash,
+/// and macOS and Windows file names are case-insensitive: a name is compared lowercased,
+/// its slashes forward, without a Windows program's extension.
 fn cli_named(path: &str) -> Option<&'static str> {
-    let name = Path::new(path).file_name()?.to_str()?;
+    let path = path.replace('\\', "/").to_lowercase();
+    let file = path.rsplit('/').next()?;
+    let name = [".exe", ".cmd", ".bat", ".ps1"]
+        .iter()
+        .find_map(|extension| file.strip_suffix(extension))
+        .unwrap_or(file);
     match name {
         "claude" => Some("Claude Code"),
         "codex" => Some("Codex"),
@@ -147,64 +152,20 @@ pub fn current() -> Option<Evidence> {
     )
 }
 
-/// The processes above this one, nearest first, as far as `/proc` shows them (none where
-/// there is no `/proc`).
+/// The processes above this one, nearest first, with the marks in their environments
+/// (`roundtable_platform::process_tree` says how each OS shows them).
 pub fn ancestors() -> Vec<Ancestor> {
-    let mut found = Vec::new();
-    let mut pid = std::process::id();
-    while found.len() < MAX_ANCESTORS {
-        let Some(parent) = parent_of(pid) else {
-            break;
-        };
-        if parent <= 1 {
-            break;
-        }
-        let dir = Path::new("/proc").join(parent.to_string());
-        let argv = std::fs::read(dir.join("cmdline"))
-            .map(|bytes| nul_separated(&bytes))
-            .unwrap_or_default();
-        let marks = std::fs::read(dir.join("environ"))
-            .map(|bytes| {
-                nul_separated(&bytes)
-                    .into_iter()
-                    .filter_map(|entry| {
-                        let (name, value) = entry.split_once('=')?;
-                        is_mark(name).then(|| (name.to_owned(), value.to_owned()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        found.push(Ancestor {
-            pid: parent,
-            argv,
-            marks,
-        });
-        pid = parent;
-    }
-    found
-}
-
-/// The parent of `pid`, from `/proc/PID/stat` (after the command's closing parenthesis,
-/// which may itself hold spaces and parentheses).
-pub fn parent_of(pid: u32) -> Option<u32> {
-    parent_in_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-}
-
-fn parent_in_stat(stat: &str) -> Option<u32> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// The words of a `/proc` file (each ends with a NUL; empty words are kept).
-fn nul_separated(bytes: &[u8]) -> Vec<String> {
-    if bytes.is_empty() {
-        return Vec::new();
-    }
-    bytes
-        .strip_suffix(&[0])
-        .unwrap_or(bytes)
-        .split(|byte| *byte == 0)
-        .map(|part| String::from_utf8_lossy(part).into_owned())
+    roundtable_platform::process_tree::ancestors(MAX_ANCESTORS)
+        .into_iter()
+        .map(|process| Ancestor {
+            pid: process.pid,
+            argv: process.argv,
+            marks: process
+                .env
+                .into_iter()
+                .filter(|(name, _)| is_mark(name))
+                .collect(),
+        })
         .collect()
 }
 
@@ -218,7 +179,7 @@ mod tests {
 
     #[test]
     fn agent_clis_are_known_by_their_program_or_their_script() {
-        let cases: [(&[&str], Option<&str>); 11] = [
+        let cases: [(&[&str], Option<&str>); 17] = [
             (&["/usr/local/bin/claude", "-p", "hi"], Some("Claude Code")),
             (
                 &["node", "/usr/lib/node_modules/.bin/codex", "exec"],
@@ -248,6 +209,33 @@ mod tests {
             ),
             (&["node", "/home/dana/app.js", "claude"], None),
             (&[], None),
+            // Windows: extensions, either case, backslashes, npm's shims.
+            (
+                &[r"C:\Users\dana\AppData\Roaming\npm\Claude.EXE", "-p"],
+                Some("Claude Code"),
+            ),
+            (
+                &[r"C:\Users\dana\AppData\Roaming\npm\codex.cmd"],
+                Some("Codex"),
+            ),
+            (
+                &[
+                    r"C:\Program Files\nodejs\node.exe",
+                    r"C:\Users\dana\AppData\Roaming\npm\node_modules\@google\gemini-cli\dist\index.js",
+                ],
+                Some("Gemini CLI"),
+            ),
+            (
+                &[
+                    r"C:\npm\node_modules\@openai\codex\vendor\x86_64-pc-windows-msvc\codex\codex-x86_64-pc-windows-msvc.exe",
+                ],
+                Some("Codex"),
+            ),
+            (&[r"C:\Windows\System32\cmd.exe", "/C", "claude"], None),
+            (
+                &["/Applications/Claude.app/Contents/MacOS/claude"],
+                Some("Claude Code"),
+            ),
         ];
         for (words, expected) in cases {
             assert_eq!(agent_cli_of(&argv(words)), expected, "{words:?}");
@@ -314,30 +302,19 @@ mod tests {
         ));
     }
 
-    #[cfg(target_os = "linux")]
+    // Under Wine the test's parent is a Linux process Windows cannot see; the walk itself is
+    // tested on every OS in `roundtable_platform::process_tree`.
+    #[cfg(unix)]
     #[test]
     fn this_process_sees_its_own_ancestors() {
-        // The test runner is above the test: the walk reads real `/proc` entries.
+        // The test runner is above the test: the walk reads the OS's real process table.
         let ancestors = ancestors();
         assert!(!ancestors.is_empty());
         assert!(ancestors.iter().all(|ancestor| ancestor.pid > 1));
-        assert_eq!(ancestors[0].pid, parent_of(std::process::id()).unwrap());
-    }
-
-    #[test]
-    fn a_parent_is_read_past_a_command_holding_parentheses() {
-        assert_eq!(parent_in_stat("123 (a) b (c)) S 77 123 123"), Some(77));
-        assert_eq!(parent_in_stat("123 (bash) S 1 123"), Some(1));
-        assert_eq!(parent_in_stat("123 (cut"), None);
-        assert_eq!(parent_in_stat("123 (x) S"), None);
-    }
-
-    #[test]
-    fn proc_words_keep_empty_arguments() {
         assert_eq!(
-            nul_separated(b"codex\0-c\0\0exec\0"),
-            argv(&["codex", "-c", "", "exec"])
+            ancestors[0].pid,
+            std::os::unix::process::parent_id(),
+            "the nearest ancestor is the parent"
         );
-        assert_eq!(nul_separated(b""), Vec::<String>::new());
     }
 }

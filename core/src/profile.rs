@@ -135,17 +135,17 @@ pub fn load_agent(base: &Path, handle: &str) -> Result<Profile, ProfileError> {
     Ok(profile)
 }
 
-/// The directory of every profile: `$ROUNDTABLE_HOME/profiles`, else
-/// `$XDG_DATA_HOME/roundtable/profiles`, else `~/.local/share/roundtable/profiles`.
+/// The directory of every profile: `$ROUNDTABLE_HOME/profiles`, else `profiles` in the OS's
+/// data folder for Roundtable (`roundtable_platform::places`: `~/.local/share/roundtable` on
+/// Linux, `~/Library/Application Support/roundtable` on macOS, `%LOCALAPPDATA%\roundtable` on
+/// Windows).
 pub fn profiles_dir() -> PathBuf {
     if let Some(home) = std::env::var_os("ROUNDTABLE_HOME") {
         return PathBuf::from(home).join("profiles");
     }
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    base.join("roundtable").join("profiles")
+    roundtable_platform::places::data()
+        .unwrap_or_else(|| PathBuf::from("roundtable"))
+        .join("profiles")
 }
 
 /// The profile name of an agent's handle: `dana/writer` is `dana.writer`.

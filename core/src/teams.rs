@@ -7,7 +7,8 @@
 //! other.
 //!
 //! Templates are TOML data files: the project's own ([`BUILT_IN`]) and any a person adds in
-//! `$ROUNDTABLE_HOME/templates/` or `~/.config/roundtable/templates/`.
+//! `$ROUNDTABLE_HOME/templates/` or `templates/` in the OS's settings folder for Roundtable
+//! (`~/.config/roundtable` on Linux; `roundtable_platform::places`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,11 +51,8 @@ pub fn user_template_dirs() -> Vec<PathBuf> {
     if let Some(home) = std::env::var_os("ROUNDTABLE_HOME") {
         dirs.push(PathBuf::from(home).join("templates"));
     }
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")));
-    if let Some(config) = config {
-        dirs.push(config.join("roundtable").join("templates"));
+    if let Some(config) = roundtable_platform::places::config() {
+        dirs.push(config.join("templates"));
     }
     dirs
 }

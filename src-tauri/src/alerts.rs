@@ -15,6 +15,8 @@ use tauri::{AppHandle, Manager};
 use tauri_specta::Event as _;
 use tokio::sync::{broadcast, oneshot, watch};
 
+use crate::notice::{self, Notice};
+
 /// How long changes gather before the window hears of them (a sync writes thousands).
 const GATHER: Duration = Duration::from_millis(30);
 /// At most this many options become notification buttons.
@@ -337,25 +339,18 @@ fn notify_budget(app: AppHandle, alert: BudgetAlert) {
 
 /// A notification whose click (or its one action, `label`) shows the window at `target`.
 fn notify_opening(app: AppHandle, summary: String, body: String, label: &str, target: OpenTarget) {
-    let notification = notify_rust::Notification::new()
-        .appname("Roundtable")
-        .summary(&summary)
-        .body(&body)
-        .action("default", label)
-        .finalize();
+    let notice = Notice {
+        summary,
+        body,
+        actions: vec![("default".to_owned(), label.to_owned())],
+        lasting: false,
+    };
     tokio::spawn(async move {
-        match notification.show_async().await {
-            Ok(handle) => {
-                handle
-                    .wait_for_action_async(|response| {
-                        if matches!(response, notify_rust::NotificationResponse::Default)
-                            || matches!(response, notify_rust::NotificationResponse::Action(a) if a == "default")
-                        {
-                            open(&app, target);
-                        }
-                    })
-                    .await;
-            }
+        // Never withdrawn: the sender lives as long as the notification is waited on.
+        let (_keep, withdrawn) = oneshot::channel();
+        match notice::show(notice, withdrawn).await {
+            Ok(Some(action)) if action == "default" => open(&app, target),
+            Ok(_) => {}
             Err(error) => tracing::info!(%error, "no desktop notifications"),
         }
     });
@@ -376,40 +371,24 @@ async fn notify_ping(
     let asker = ping.asker_handle.clone().unwrap_or(ping.asker.clone());
     // Answerable here only when the whole question shows (see `notification_text`).
     let text = notification_text::of(&format!("{asker} asks, in {room_title}"), &ping.question);
-    let mut notification = notify_rust::Notification::new();
-    notification
-        .appname("Roundtable")
-        .summary(&text.summary)
-        .body(&text.body)
-        .hint(notify_rust::Hint::Category("im.received".into()))
-        .hint(notify_rust::Hint::Resident(true))
-        .timeout(notify_rust::Timeout::Never)
-        .action("default", "Open");
+    let mut actions = vec![("default".to_owned(), "Open".to_owned())];
     let buttons = notification_text::answer_buttons(&text, &ping.options);
     for (index, label) in buttons.iter().take(NOTIFIED_OPTIONS) {
-        notification.action(&format!("answer:{index}"), label);
+        actions.push((format!("answer:{index}"), label.clone()));
     }
-    let handle = match notification.show_async().await {
-        Ok(handle) => handle,
+    let notice = Notice {
+        summary: text.summary,
+        body: text.body,
+        actions,
+        lasting: true,
+    };
+    let chosen = match notice::show(notice, closed).await {
+        Ok(chosen) => chosen,
         Err(error) => {
             tracing::info!(%error, "no desktop notifications; the question waits in the app");
             return;
         }
     };
-    let mut chosen = None;
-    tokio::select! {
-        () = handle.wait_for_action_async(|response| {
-            chosen = Some(match response {
-                notify_rust::NotificationResponse::Action(action) => action.clone(),
-                notify_rust::NotificationResponse::Default => "default".to_owned(),
-                _ => String::new(),
-            });
-        }) => {}
-        _ = closed => {
-            handle.close_async().await;
-            return;
-        }
-    }
     let Some(action) = chosen else { return };
     if let Some(index) = action
         .strip_prefix("answer:")

@@ -135,14 +135,16 @@ pub async fn detect_agents(app: App<'_>) -> Reply<Vec<Detected>> {
 
 /// The `roundtable` command the agents' configurations run: beside the app, else on PATH.
 fn roundtable_command() -> Reply<PathBuf> {
+    // `roundtable.exe` on Windows.
+    let program = format!("roundtable{}", std::env::consts::EXE_SUFFIX);
     let beside = std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("roundtable")))
+        .and_then(|exe| exe.parent().map(|dir| dir.join(&program)))
         .filter(|path| path.is_file());
     let on_path = || {
         std::env::var_os("PATH").and_then(|path| {
             std::env::split_paths(&path)
-                .map(|dir| dir.join("roundtable"))
+                .map(|dir| dir.join(&program))
                 .find(|path| path.is_file())
         })
     };

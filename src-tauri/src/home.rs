@@ -1,7 +1,7 @@
 //! Where the app keeps things, which hub it talks to, and the first run.
 //!
 //! The app shares its profiles with the `roundtable` CLI (`$ROUNDTABLE_HOME/profiles`, else
-//! `$XDG_DATA_HOME/roundtable/profiles`), so the agents it onboards run `roundtable mcp` as
+//! `profiles` in the OS's data folder for Roundtable), so the agents it onboards run `roundtable mcp` as
 //! the same person, and a person can use the CLI beside it. With no hub chosen, the app runs
 //! one itself, over the same data directory `roundtable hub` uses by default, and creates the
 //! person on it on the first run: one person with local agents needs nothing else. That hub
@@ -53,7 +53,7 @@ pub struct Places {
 }
 
 impl Places {
-    /// From `ROUNDTABLE_HOME`, else the XDG data directory.
+    /// From `ROUNDTABLE_HOME`, else the OS's data folder for Roundtable.
     pub fn from_env() -> Places {
         let profiles = profiles_dir();
         let base = profiles

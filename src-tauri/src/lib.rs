@@ -17,6 +17,7 @@ pub mod commands;
 pub mod desktop;
 pub mod home;
 pub mod memory;
+pub mod notice;
 pub mod tray;
 
 use alerts::OpenTarget;

@@ -19,7 +19,7 @@ pub fn roundtable_beside_this_binary() -> anyhow::Result<PathBuf> {
     Ok(std::env::current_exe()?
         .parent()
         .context("the running binary has a directory")?
-        .join("roundtable"))
+        .join(format!("roundtable{}", std::env::consts::EXE_SUFFIX)))
 }
 
 /// The `roundtable` binary of this build: `ROUNDTABLE_BIN`, else the one next to the test
@@ -34,7 +34,7 @@ pub fn roundtable_bin() -> PathBuf {
         .parent()
         .and_then(|deps| deps.parent())
         .expect("target/<profile>/deps/<test>");
-    let bin = profile_dir.join("roundtable");
+    let bin = profile_dir.join(format!("roundtable{}", std::env::consts::EXE_SUFFIX));
     assert!(
         bin.exists(),
         "{} is missing: build it with `cargo build -p roundtable-cli` (or set ROUNDTABLE_BIN)",
@@ -88,23 +88,14 @@ impl HubProcess {
         self.child.kill().await.expect("killing the hub");
     }
 
-    /// SIGTERM, then wait for a clean exit.
+    /// A request to stop (SIGTERM on Unix; its stop event on Windows), then wait for a
+    /// clean exit.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().expect("running");
-        send_signal(pid, "TERM");
+        roundtable_platform::stop::request(pid).expect("asking the hub to stop");
         tokio::time::timeout(crate::PATIENCE, self.child.wait())
             .await
-            .expect("the hub exits after SIGTERM")
+            .expect("the hub exits when asked to stop")
             .unwrap()
     }
-}
-
-/// Sends a signal with kill(1), so the tests need no unsafe code.
-fn send_signal(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("running kill");
-    assert!(status.success());
 }

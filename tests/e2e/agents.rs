@@ -980,6 +980,8 @@ async fn a_team_from_a_template_takes_a_request_with_no_one_in_between() {
     let _ = run.wait().await;
 }
 
+// The person's notify program is a `sh` script (Windows has no `sh`).
+#[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_notify_reaches_roundtable_and_still_runs_the_persons_own_program() {
     let hub = Hub::start(&[]).await;
@@ -1268,6 +1270,8 @@ async fn a_reply_refused_at_the_end_of_a_turn_is_reported_once_and_never_run_aga
     let _ = runner.wait().await;
 }
 
+// The busy CLI is a `sh` script (Windows has no `sh`).
+#[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_model_service_gets_three_more_turns_then_the_failure_is_reported_once() {
     let hub = Hub::start(&[]).await;

@@ -2,7 +2,6 @@
 //! output, contacts with consent, rooms, tail and history, agents under their owner's
 //! control, the outbox, and exit codes that say what went wrong.
 
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use roundtable_e2e::{Home, Hub, json};
@@ -54,10 +53,8 @@ async fn people_meet_through_contacts_rooms_and_messages() {
 
     // The token is private to its owner.
     let dir = home.profiles().join("dana");
-    let mode =
-        |path: std::path::PathBuf| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(dir.join("token")), 0o600);
-    assert_eq!(mode(dir.clone()), 0o700);
+    roundtable_e2e::assert_owner_only(&dir.join("token"));
+    roundtable_e2e::assert_owner_only(&dir);
 
     let status = json(&home.ok("dana", &["--json", "status"]).await);
     assert_eq!(status["handle"], "dana");

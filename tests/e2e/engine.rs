@@ -408,9 +408,6 @@ async fn an_agents_token_is_kept_only_in_its_own_profile() {
     let new_token = rotated["token"].as_str().unwrap().to_owned();
     assert_ne!(token, new_token);
 
-    use std::os::unix::fs::PermissionsExt;
-    let mode =
-        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     // The agent's profile holds the rotated token, readable by its owner only, and works.
     let agent_dir = home.profiles().join("dana.writer");
     assert_eq!(
@@ -437,8 +434,7 @@ async fn an_agents_token_is_kept_only_in_its_own_profile() {
     // Every file of every profile is its owner's alone, in directories only it may enter.
     for dir in [&owner_dir, &agent_dir] {
         for entry in walk(dir) {
-            let expected = if entry.is_dir() { 0o700 } else { 0o600 };
-            assert_eq!(mode(&entry), expected, "{}", entry.display());
+            roundtable_e2e::assert_owner_only(&entry);
         }
     }
 }

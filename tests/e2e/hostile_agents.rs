@@ -31,6 +31,7 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// Runs `roundtable --profile PROFILE ARGS` the way an agent session would: inside `sh`
 /// started with `env` (`NAME=VALUE` pairs) and named `shell` (argv[0]), the command line
 /// given as `line` with `$RT` for the executable.
+#[cfg(unix)]
 async fn in_session(
     home: &Home,
     shell: &str,
@@ -56,6 +57,9 @@ async fn in_session(
     sh.output().await.unwrap()
 }
 
+// Sessions here are `sh` processes and a link to `/bin/sh`; on Windows the walk is
+// tested by `roundtable_platform::process_tree`.
+#[cfg(unix)]
 #[tokio::test]
 async fn a_session_cannot_act_as_its_person_whatever_it_does_with_its_environment() {
     let hub = Hub::start(&[]).await;
@@ -230,6 +234,7 @@ async fn agent_commands_take_an_agents_own_profile_only() {
 }
 
 /// A `PATH` with the project's fake agent CLIs first.
+#[cfg(unix)]
 fn fake_clis_path() -> std::ffi::OsString {
     let mut dirs = vec![roundtable_e2e::fixtures().join("agent-clis")];
     dirs.extend(std::env::split_paths(
@@ -238,6 +243,8 @@ fn fake_clis_path() -> std::ffi::OsString {
     std::env::join_paths(dirs).unwrap()
 }
 
+// Symbolic links: Windows makes them for administrators and developer mode only.
+#[cfg(unix)]
 #[tokio::test]
 async fn onboarding_never_edits_through_a_link_out_of_a_project() {
     let hub = Hub::start(&[]).await;

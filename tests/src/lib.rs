@@ -390,6 +390,27 @@ pub async fn flood(client: &mut Client, room: &str, prefix: &str, count: usize, 
     }
 }
 
+/// Asserts that `path` is its owner's alone: on Unix mode 0700 for a directory and 0600
+/// for a file; on Windows an access list for its user only (not under Wine, which reads
+/// back a default list whatever was set: `roundtable_platform::private`).
+pub fn assert_owner_only(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let expected = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode, expected, "{}", path.display());
+    }
+    #[cfg(windows)]
+    if !roundtable_platform::wine::is_wine() {
+        assert!(
+            roundtable_platform::private::is_owner_only(path).unwrap(),
+            "{}",
+            path.display()
+        );
+    }
+}
+
 /// The CLI's `--json` output of a command, parsed.
 pub fn json(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout.trim())

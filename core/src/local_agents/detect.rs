@@ -3,6 +3,10 @@
 //! `~/.claude/local`), with Homebrew or cargo: each is looked for on `PATH`, then in those
 //! places. Its version comes from `--version`, with a timeout (a CLI that hangs is listed
 //! without one).
+//!
+//! On Windows a program is a file with one of `%PATHEXT%`'s extensions (`claude.exe`;
+//! npm's `codex.cmd`), a native `.exe` first: npm also leaves an extensionless `sh` script
+//! beside each `.cmd`, which Windows cannot start.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -70,8 +74,24 @@ pub fn search_dirs(env: &Environment) -> Vec<PathBuf> {
                 .map(|version| version.join("bin")),
         );
     }
-    for absolute in ["/usr/local/bin", "/opt/homebrew/bin", "/usr/bin"] {
-        dirs.push(PathBuf::from(absolute));
+    if cfg!(windows) {
+        let windows = &env.windows;
+        let places = [
+            // npm's global programs, nvm-windows' and Node.js' own folder.
+            windows.appdata.as_ref().map(|dir| dir.join("npm")),
+            windows.nvm_symlink.clone(),
+            windows.program_files.as_ref().map(|dir| dir.join("nodejs")),
+            windows
+                .local_appdata
+                .as_ref()
+                .map(|dir| dir.join("Volta").join("bin")),
+            Some(home.join("scoop").join("shims")),
+        ];
+        dirs.extend(places.into_iter().flatten());
+    } else {
+        for absolute in ["/usr/local/bin", "/opt/homebrew/bin", "/usr/bin"] {
+            dirs.push(PathBuf::from(absolute));
+        }
     }
     let mut seen = std::collections::HashSet::new();
     dirs.retain(|dir| seen.insert(dir.clone()));
@@ -80,9 +100,39 @@ pub fn search_dirs(env: &Environment) -> Vec<PathBuf> {
 
 /// The first executable called `command` in `dirs`.
 pub fn find_executable(dirs: &[PathBuf], command: &str) -> Option<PathBuf> {
+    let pathext = std::env::var_os("PATHEXT");
+    let names = program_names(
+        command,
+        cfg!(windows).then(|| pathext.as_deref().unwrap_or_default()),
+    );
     dirs.iter()
-        .map(|dir| dir.join(command))
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
         .find(|candidate| is_executable(candidate))
+}
+
+/// The file names `command`'s program may have, most wanted first: itself on Unix; on
+/// Windows (`pathext` given, `%PATHEXT%`'s value) itself with each extension, `.exe`
+/// first (a native program takes arguments as given; a `.cmd` goes through `cmd.exe`).
+pub fn program_names(command: &str, pathext: Option<&std::ffi::OsStr>) -> Vec<String> {
+    let Some(pathext) = pathext else {
+        return vec![command.to_owned()];
+    };
+    let pathext = pathext.to_string_lossy();
+    let mut extensions: Vec<String> = pathext
+        .split(';')
+        .map(|extension| extension.trim().to_ascii_lowercase())
+        .filter(|extension| extension.starts_with('.') && extension.len() > 1)
+        .collect();
+    if extensions.is_empty() {
+        extensions = [".com", ".exe", ".bat", ".cmd"].map(String::from).to_vec();
+    }
+    extensions.sort_by_key(|extension| extension != ".exe");
+    let mut seen = std::collections::HashSet::new();
+    extensions.retain(|extension| seen.insert(extension.clone()));
+    extensions
+        .into_iter()
+        .map(|extension| format!("{command}{extension}"))
+        .collect()
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -150,6 +200,7 @@ pub async fn detect(env: &Environment, profiles: &Path) -> Vec<Detected> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     fn executable(path: &Path, script: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, script).unwrap();
@@ -160,6 +211,9 @@ mod tests {
         }
     }
 
+    // The fake CLIs are `sh` scripts, which Windows cannot start; Windows' own way of
+    // finding programs is tested by `a_windows_program_is_its_name_with_an_extension`.
+    #[cfg(unix)]
     #[tokio::test]
     async fn clis_are_found_on_path_and_in_usual_places_with_their_versions() {
         let home = tempfile::tempdir().unwrap();
@@ -222,6 +276,8 @@ mod tests {
         assert!(found.iter().all(|d| !d.onboarded));
     }
 
+    // A Unix `PATH` (`:`-separated, `/usr/bin` absolute).
+    #[cfg(unix)]
     #[test]
     fn relative_path_entries_are_not_searched() {
         let env = Environment {
@@ -258,5 +314,57 @@ mod tests {
                 PathBuf::from("/p/.claude/settings.json")
             ]
         );
+    }
+
+    #[test]
+    fn windows_programs_are_named_with_pathext_s_extensions_a_native_one_first() {
+        assert_eq!(program_names("claude", None), ["claude"]);
+        let pathext = std::ffi::OsString::from(".COM;.BAT;.CMD;.EXE;.VBS;;.JS");
+        assert_eq!(
+            program_names("claude", Some(&pathext)),
+            [
+                "claude.exe",
+                "claude.com",
+                "claude.bat",
+                "claude.cmd",
+                "claude.vbs",
+                "claude.js"
+            ]
+        );
+        // An empty or odd PATHEXT is Windows' default.
+        assert_eq!(
+            program_names("codex", Some(std::ffi::OsStr::new("junk"))),
+            ["codex.exe", "codex.com", "codex.bat", "codex.cmd"]
+        );
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn a_windows_program_is_its_name_with_an_extension() {
+        let dir = tempfile::tempdir().unwrap();
+        let npm = dir.path().join("npm");
+        let native = dir.path().join("native");
+        for file in [
+            npm.join("claude"),
+            npm.join("claude.cmd"),
+            npm.join("codex.cmd"),
+            native.join("codex.exe"),
+            npm.join("gemini"),
+        ] {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, "@echo off").unwrap();
+        }
+        let dirs = [npm.clone(), native.clone()];
+        // npm's extensionless `sh` script beside the `.cmd` is not a Windows program.
+        assert_eq!(
+            find_executable(&dirs, "claude"),
+            Some(npm.join("claude.cmd"))
+        );
+        assert_eq!(find_executable(&dirs, "codex"), Some(npm.join("codex.cmd")));
+        assert_eq!(
+            find_executable(&[native.clone(), npm], "codex"),
+            Some(native.join("codex.exe"))
+        );
+        assert_eq!(find_executable(&dirs, "gemini"), None);
     }
 }

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use super::{AgentCli, Environment, json_text, toml_text};
 use crate::hooks::HookSettings;
+use roundtable_platform::places::Os;
 
 /// The name of Roundtable's MCP server in every agent CLI's configuration.
 pub const SERVER_NAME: &str = "roundtable";
@@ -68,6 +69,8 @@ pub struct Wiring {
     /// Roundtable's profiles (every token on the machine): the CLI's own file tools are
     /// denied them where its settings can say so.
     pub profiles: PathBuf,
+    /// The OS the CLIs run on: it decides the shell their hooks run in ([`HookShell::of`]).
+    pub os: Os,
 }
 
 /// One recorded edit, to undo.
@@ -112,13 +115,53 @@ fn unparsable(path: &Path, detail: impl std::fmt::Display) -> EditError {
     }
 }
 
-/// Quotes a word for `/bin/sh` when it needs it.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
+/// The shell an agent CLI runs its hook commands in: a hook command is written for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookShell {
+    /// `sh -c` (Unix; Claude Code's Git Bash on Windows).
+    Posix,
+    /// `cmd.exe /C` (Codex on Windows).
+    Cmd,
+    /// `powershell -Command` (Gemini CLI on Windows).
+    PowerShell,
+}
+
+impl HookShell {
+    /// The shell `cli` runs hooks in on `os` (Gemini CLI 0.61's and Codex 0.169's sources;
+    /// Claude Code runs them in Git Bash on Windows, per its documentation).
+    pub fn of(cli: AgentCli, os: Os) -> HookShell {
+        match (cli, os) {
+            (AgentCli::Codex, Os::Windows) => HookShell::Cmd,
+            (AgentCli::Gemini, Os::Windows) => HookShell::PowerShell,
+            _ => HookShell::Posix,
+        }
+    }
+
+    /// `word` as this shell reads it back, quoted when it needs it.
+    fn word(self, word: &str) -> String {
+        match self {
+            HookShell::Posix => shell_word(word),
+            // Windows paths cannot hold `"`. A quoted program followed by plain words keeps
+            // its quotes through `cmd /C`. (A `%NAME%` in a path would still expand: no
+            // profile or install folder Windows makes holds one.)
+            HookShell::Cmd if plain(word, b"\\/._-+=:@,") => word.to_owned(),
+            HookShell::Cmd => format!("\"{word}\""),
+            HookShell::PowerShell if plain(word, b"\\/._-+=:@,") => word.to_owned(),
+            HookShell::PowerShell => format!("'{}'", word.replace('\'', "''")),
+        }
+    }
+}
+
+fn plain(word: &str, allowed: &[u8]) -> bool {
+    !word.is_empty()
         && word
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:@,".contains(&b));
-    if plain {
+            .all(|b| b.is_ascii_alphanumeric() || allowed.contains(&b))
+}
+
+/// Quotes a word for `/bin/sh` when it needs it.
+fn shell_word(word: &str) -> String {
+    if plain(word, b"/._-+=:@,") {
         word.to_owned()
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
@@ -141,19 +184,38 @@ impl Wiring {
         }
     }
 
-    /// The shell command an agent CLI's hook runs: `roundtable hook CLI --agent HANDLE`.
-    fn hook_command(&self, cli: &str) -> String {
-        let mut words = Vec::new();
+    /// The shell command an agent CLI's hook runs: `roundtable hook CLI --agent HANDLE`,
+    /// with `ROUNDTABLE_HOME` set first when the wiring names one.
+    fn hook_command(&self, cli: AgentCli) -> String {
+        let shell = HookShell::of(cli, self.os);
+        self.hook_command_for(cli.command(), shell)
+    }
+
+    fn hook_command_for(&self, cli: &str, shell: HookShell) -> String {
+        let mut line = String::new();
         if let Some(home) = &self.roundtable_home {
-            words.push(format!(
-                "ROUNDTABLE_HOME={}",
-                shell_word(&home.display().to_string())
-            ));
+            let home = home.display().to_string();
+            line.push_str(&match shell {
+                HookShell::Posix => format!("ROUNDTABLE_HOME={} ", shell_word(&home)),
+                HookShell::Cmd => format!("set \"ROUNDTABLE_HOME={home}\" && "),
+                HookShell::PowerShell => {
+                    format!("$env:ROUNDTABLE_HOME = '{}'; ", home.replace('\'', "''"))
+                }
+            });
         }
-        words.push(shell_word(&self.bin()));
-        words.extend(["hook", cli, "--agent"].map(str::to_owned));
-        words.push(shell_word(&self.handle));
-        words.join(" ")
+        if shell == HookShell::PowerShell {
+            // A quoted program is a string to PowerShell until `&` runs it.
+            line.push_str("& ");
+        }
+        let words = [
+            shell.word(&self.bin()),
+            "hook".to_owned(),
+            cli.to_owned(),
+            "--agent".to_owned(),
+            shell.word(&self.handle),
+        ];
+        line.push_str(&words.join(" "));
+        line
     }
 
     /// How long a CLI lets each hook run, in seconds: the hook's own wait and a margin.
@@ -237,7 +299,7 @@ pub fn plan(
             let mut file = json_server(settings, before, &entry)?;
             let hooks: Vec<(&str, Option<&str>)> =
                 GEMINI_HOOKS.iter().map(|event| (*event, None)).collect();
-            let command = wiring.hook_command("gemini");
+            let command = wiring.hook_command(AgentCli::Gemini);
             let (after, undo, _) = json_hooks(settings, &file.after, &hooks, &command, |event| {
                 // Milliseconds.
                 wiring.hook_timeout(event) * 1000
@@ -358,7 +420,7 @@ fn claude_settings(
     wiring: &Wiring,
 ) -> Result<PlannedFile, EditError> {
     let text = before.clone().unwrap_or_default();
-    let command = wiring.hook_command("claude");
+    let command = wiring.hook_command(AgentCli::Claude);
     let (mut text, mut undo, _) = json_hooks(path, &text, &CLAUDE_HOOKS, &command, |event| {
         wiring.hook_timeout(event)
     })?;
@@ -425,7 +487,7 @@ fn codex_hooks(
     wiring: &Wiring,
 ) -> Result<(PlannedFile, Vec<CodexHook>), EditError> {
     let text = before.clone().unwrap_or_default();
-    let command = wiring.hook_command("codex");
+    let command = wiring.hook_command(AgentCli::Codex);
     let events: Vec<(&str, Option<&str>)> = CODEX_HOOKS
         .iter()
         .map(|(event, _)| (*event, None))
@@ -681,6 +743,7 @@ mod tests {
             settings: HookSettings::default(),
             task_tools: true,
             profiles: PathBuf::from("/home/dana/.rt/profiles"),
+            os: Os::Linux,
         }
     }
 
@@ -857,8 +920,8 @@ mod tests {
     #[test]
     fn codex_gets_its_hooks_trusted_by_the_hash_it_computes_and_its_plan_tool() {
         let mut files = HashMap::new();
-        let config_path = PathBuf::from("/home/dana/.codex/config.toml");
-        let hooks_path = PathBuf::from("/home/dana/.codex/hooks.json");
+        let config_path = env().codex_dir().join("config.toml");
+        let hooks_path = env().codex_dir().join("hooks.json");
         let config = "model = \"o3\"\nnotify = [\"notify-send\", \"codex\"]\n";
         // The person has a Stop hook of their own: ours comes after it.
         let hooks = "{\"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"say done\"}]}]}}\n";
@@ -886,13 +949,13 @@ mod tests {
             "{command}"
         );
         let state = parsed["hooks"]["state"].as_table().unwrap();
-        let stop = &state["/home/dana/.codex/hooks.json:stop:1:0"];
+        let stop = &state[&format!("{}:stop:1:0", hooks_path.display())];
         assert_eq!(
             stop["trusted_hash"].as_str(),
             Some(codex_hook_hash("stop", None, &command, 660).as_str())
         );
         assert_eq!(state.len(), CODEX_HOOKS.len());
-        assert!(state.contains_key("/home/dana/.codex/hooks.json:session_start:0:0"));
+        assert!(state.contains_key(&format!("{}:session_start:0:0", hooks_path.display())));
         // Onboarding again changes nothing.
         assert!(
             onboard(&mut files, AgentCli::Codex, None, &wiring("dana/reviewer"))
@@ -928,5 +991,71 @@ mod tests {
         );
         let (added, removed) = changed_lines("a\nb\n", "a\n");
         assert_eq!((added, removed), (vec![], vec!["b".to_owned()]));
+    }
+
+    #[test]
+    fn each_cli_s_hook_command_is_written_for_the_shell_it_runs_hooks_in_on_each_os() {
+        assert_eq!(
+            HookShell::of(AgentCli::Claude, Os::Windows),
+            HookShell::Posix
+        );
+        assert_eq!(HookShell::of(AgentCli::Codex, Os::Windows), HookShell::Cmd);
+        assert_eq!(
+            HookShell::of(AgentCli::Gemini, Os::Windows),
+            HookShell::PowerShell
+        );
+        for cli in [AgentCli::Claude, AgentCli::Codex, AgentCli::Gemini] {
+            assert_eq!(HookShell::of(cli, Os::MacOs), HookShell::Posix);
+            assert_eq!(HookShell::of(cli, Os::Linux), HookShell::Posix);
+        }
+        let windows = Wiring {
+            roundtable: PathBuf::from(r"C:\Program Files\Roundtable\roundtable.exe"),
+            roundtable_home: None,
+            os: Os::Windows,
+            ..wiring("dana/writer")
+        };
+        assert_eq!(
+            windows.hook_command_for("codex", HookShell::Cmd),
+            r#""C:\Program Files\Roundtable\roundtable.exe" hook codex --agent dana/writer"#
+        );
+        assert_eq!(
+            windows.hook_command_for("gemini", HookShell::PowerShell),
+            r"& 'C:\Program Files\Roundtable\roundtable.exe' hook gemini --agent dana/writer"
+        );
+        assert_eq!(
+            windows.hook_command_for("claude", HookShell::Posix),
+            r"'C:\Program Files\Roundtable\roundtable.exe' hook claude --agent dana/writer"
+        );
+        let at_home = Wiring {
+            roundtable: PathBuf::from(r"C:\Users\o'neil\bin\roundtable.exe"),
+            roundtable_home: Some(PathBuf::from(r"C:\Users\o'neil\rt home")),
+            ..windows
+        };
+        assert_eq!(
+            at_home.hook_command_for("codex", HookShell::Cmd),
+            r#"set "ROUNDTABLE_HOME=C:\Users\o'neil\rt home" && "C:\Users\o'neil\bin\roundtable.exe" hook codex --agent dana/writer"#
+        );
+        assert_eq!(
+            at_home.hook_command_for("gemini", HookShell::PowerShell),
+            r"$env:ROUNDTABLE_HOME = 'C:\Users\o''neil\rt home'; & 'C:\Users\o''neil\bin\roundtable.exe' hook gemini --agent dana/writer"
+        );
+        assert_eq!(
+            at_home.hook_command_for("claude", HookShell::Posix),
+            r"ROUNDTABLE_HOME='C:\Users\o'\''neil\rt home' 'C:\Users\o'\''neil\bin\roundtable.exe' hook claude --agent dana/writer"
+        );
+        // A path with nothing to quote stays bare where a backslash is no escape.
+        let bare = Wiring {
+            roundtable: PathBuf::from(r"C:\rt\roundtable.exe"),
+            roundtable_home: None,
+            ..at_home
+        };
+        assert_eq!(
+            bare.hook_command_for("codex", HookShell::Cmd),
+            r"C:\rt\roundtable.exe hook codex --agent dana/writer"
+        );
+        assert_eq!(
+            bare.hook_command_for("gemini", HookShell::PowerShell),
+            r"& C:\rt\roundtable.exe hook gemini --agent dana/writer"
+        );
     }
 }

@@ -120,6 +120,20 @@ pub struct Environment {
     pub claude_config_dir: Option<PathBuf>,
     pub codex_home: Option<PathBuf>,
     pub gemini_dir: Option<PathBuf>,
+    /// Windows only: the folders npm, Node.js and the other installers put programs in
+    /// (from `%APPDATA%`, `%LOCALAPPDATA%`, `%ProgramFiles%`, `%NVM_SYMLINK%`), and the
+    /// extensions a program's file may have (`%PATHEXT%`).
+    pub windows: WindowsPlaces,
+}
+
+/// The Windows variables that locate agent CLIs (empty elsewhere).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WindowsPlaces {
+    pub appdata: Option<PathBuf>,
+    pub local_appdata: Option<PathBuf>,
+    pub program_files: Option<PathBuf>,
+    pub nvm_symlink: Option<PathBuf>,
+    pub pathext: Option<OsString>,
 }
 
 impl Environment {
@@ -127,9 +141,7 @@ impl Environment {
     pub fn current() -> Environment {
         let var = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
         Environment {
-            home: var("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(".")),
+            home: roundtable_platform::places::home().unwrap_or_else(|| PathBuf::from(".")),
             path: var("PATH"),
             // Claude Code accepts a list; its first directory is where it writes.
             claude_config_dir: var("CLAUDE_CONFIG_DIR").map(|dirs| {
@@ -140,6 +152,17 @@ impl Environment {
             // Gemini CLI's stand-in for the home directory: its files are in
             // `$GEMINI_CLI_HOME/.gemini`.
             gemini_dir: var("GEMINI_CLI_HOME").map(|home| PathBuf::from(home).join(".gemini")),
+            windows: if cfg!(windows) {
+                WindowsPlaces {
+                    appdata: var("APPDATA").map(PathBuf::from),
+                    local_appdata: var("LOCALAPPDATA").map(PathBuf::from),
+                    program_files: var("ProgramFiles").map(PathBuf::from),
+                    nvm_symlink: var("NVM_SYMLINK").map(PathBuf::from),
+                    pathext: var("PATHEXT"),
+                }
+            } else {
+                WindowsPlaces::default()
+            },
         }
     }
 

@@ -253,6 +253,7 @@ impl Core {
             settings: options.settings.clone(),
             task_tools: !options.no_task_tools,
             profiles: std::path::absolute(&base).unwrap_or_else(|_| base.clone()),
+            os: roundtable_platform::places::Os::CURRENT,
         };
         // Plan first: a configuration that cannot be parsed, or that is a link, stops
         // everything here.

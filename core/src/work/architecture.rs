@@ -256,7 +256,7 @@ pub fn load(root: &Path) -> Option<Architecture> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             // A home directory kept in git is described by its manifests only, never by
             // its folders (`Documents`, `Downloads`…).
-            let is_home = std::env::var_os("HOME").is_some_and(|home| Path::new(&home) == root);
+            let is_home = roundtable_platform::places::home().is_some_and(|home| home == root);
             super::inferred::infer(&super::inferred::Disk(root), !is_home)
                 .map(|inference| Architecture::inferred(root, inference))
         }
@@ -318,6 +318,26 @@ mod tests {
         assert_eq!(find_repository(&sub.join("x.rs")), Some(sub));
     }
 
+    /// A directory opened so its times can be set (Windows opens one only with backup
+    /// semantics, and sets times through a handle that may write attributes).
+    fn open_directory(path: &Path) -> std::fs::File {
+        #[cfg(windows)]
+        {
+            use std::os::windows::fs::OpenOptionsExt as _;
+            const FILE_WRITE_ATTRIBUTES: u32 = 0x100;
+            const FILE_FLAG_BACKUP_SEMANTICS: u32 = 0x0200_0000;
+            std::fs::OpenOptions::new()
+                .access_mode(FILE_WRITE_ATTRIBUTES)
+                .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+                .open(path)
+                .unwrap()
+        }
+        #[cfg(not(windows))]
+        {
+            std::fs::File::open(path).unwrap()
+        }
+    }
+
     #[test]
     fn a_loaded_architecture_is_read_again_when_a_manifest_changes() {
         let dir = tempfile::tempdir().unwrap();
@@ -365,8 +385,7 @@ mod tests {
         );
         std::fs::create_dir_all(repo.join("d")).unwrap();
         std::fs::write(repo.join("d/Cargo.toml"), "[package]\nname = \"d\"\n").unwrap();
-        std::fs::File::open(repo)
-            .unwrap()
+        open_directory(repo)
             .set_modified(later + Duration::from_secs(10))
             .unwrap();
         assert_eq!(

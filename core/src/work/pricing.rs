@@ -428,11 +428,8 @@ impl Pricing {
         if let Some(home) = std::env::var_os("ROUNDTABLE_HOME") {
             paths.push(PathBuf::from(home).join("pricing.toml"));
         }
-        let config = std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")));
-        if let Some(config) = config {
-            paths.push(config.join("roundtable").join("pricing.toml"));
+        if let Some(config) = roundtable_platform::places::config() {
+            paths.push(config.join("pricing.toml"));
         }
         paths
     }

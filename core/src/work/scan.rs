@@ -54,18 +54,9 @@ pub struct LogFile {
     pub inode: u64,
 }
 
-/// A file's device and inode.
-pub fn identity(metadata: &std::fs::Metadata) -> (u64, u64) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        (metadata.dev(), metadata.ino())
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = metadata;
-        (0, 0)
-    }
+/// The device and inode of the file at `path` (on Windows, its volume and index).
+pub fn identity(path: &Path, metadata: &std::fs::Metadata) -> (u64, u64) {
+    roundtable_platform::file_identity::of(path, metadata)
 }
 
 /// The directories the agent CLIs write their logs to, and what each holds.
@@ -140,7 +131,7 @@ fn entry(canonical_root: &Path, kind: LogKind, path: PathBuf) -> Entry {
     if metadata.is_dir() {
         Entry::Dir
     } else if metadata.is_file() && wanted(kind, &path) {
-        let (device, inode) = identity(&metadata);
+        let (device, inode) = identity(&path, &metadata);
         let kind = match kind {
             LogKind::CodexRollout if path.extension().is_some_and(|ext| ext == "zst") => {
                 LogKind::CodexCompressed

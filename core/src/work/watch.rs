@@ -134,7 +134,7 @@ pub fn load_targets(profiles: &Path, share_rooms: &[String]) -> Targets {
 
 fn identity(path: &Path) -> Option<(u64, u64, u64)> {
     let metadata = std::fs::metadata(path).ok()?;
-    let (device, inode) = scan::identity(&metadata);
+    let (device, inode) = scan::identity(path, &metadata);
     Some((device, inode, metadata.len()))
 }
 
@@ -722,7 +722,7 @@ mod tests {
 
     fn found(path: &Path) -> LogFile {
         let metadata = std::fs::metadata(path).unwrap();
-        let (device, inode) = scan::identity(&metadata);
+        let (device, inode) = scan::identity(path, &metadata);
         LogFile {
             path: path.to_path_buf(),
             kind: LogKind::ClaudeTranscript,

@@ -1,5 +1,10 @@
 //! The desktop app end to end, in a real WebKit webview driven through WebDriver: the
 //! journeys a person makes with it on the first day.
+//!
+//! Linux only: WebDriver reaches the webview through WebKitGTK's `WebKitWebDriver`, under
+//! Xvfb, with a D-Bus notification service of the tests' own (`../shared/TAURI-LINUX.md`);
+//! the Windows and macOS webviews have no driver this machine can run.
+#![cfg(target_os = "linux")]
 
 mod boards;
 mod contract;

@@ -428,7 +428,7 @@ struct WalFlush {
 impl Flush for WalFlush {
     fn flush(&mut self) -> std::io::Result<()> {
         let current = match std::fs::metadata(&self.wal) {
-            Ok(metadata) => file_id(&metadata),
+            Ok(metadata) => file_id(&self.wal, &metadata),
             // SQLite removes the WAL only once it is fully checkpointed into the database
             // file, and the checkpoint syncs that file: nothing is left to flush.
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -439,9 +439,10 @@ impl Flush for WalFlush {
         };
         let file = match self.file.take() {
             Some((file, id)) if id == current => (file, id),
-            _ => match std::fs::File::open(&self.wal) {
+            // Open for writing: Windows flushes only a handle that may write.
+            _ => match std::fs::OpenOptions::new().write(true).open(&self.wal) {
                 Ok(file) => {
-                    let id = file_id(&file.metadata()?);
+                    let id = file_id(&self.wal, &file.metadata()?);
                     (file, id)
                 }
                 // Checkpointed and removed since it was looked at (the writer closing its
@@ -457,14 +458,6 @@ impl Flush for WalFlush {
 }
 
 /// What tells two files at one path apart.
-fn file_id(metadata: &std::fs::Metadata) -> u64 {
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::MetadataExt::ino(metadata)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = metadata;
-        0
-    }
+fn file_id(path: &Path, metadata: &std::fs::Metadata) -> u64 {
+    roundtable_platform::file_identity::of(path, metadata).1
 }
