@@ -94,27 +94,27 @@ if on_macos; then
     echo "all tests passed (those that run on macOS: see above)"
     exit 0
 fi
-# Windows and macOS (docs/platforms.md): the whole workspace, the app included, linted for
-# both with warnings as errors (macOS checked only: there is no Apple SDK here to link
-# with); then the Windows tests of the platform layer, the protocol, the hub, the core and
-# the CLI, run under Wine. Skipped there, each for its reason:
+# Windows and macOS (docs/platforms.md). Windows: one build of the whole workspace, every
+# target, linted as it compiles (clippy-driver wraps rustc for the workspace's crates, as
+# above): the tests' executables, the CLI and the app. macOS: the whole workspace checked
+# and linted (there is no Apple SDK here to link with). Both with warnings as errors.
+cargo build --locked --target x86_64-pc-windows-gnu --workspace --all-targets
+phase "Windows: the workspace built and linted"
+cargo-zigbuild clippy --locked --target aarch64-apple-darwin --workspace --all-targets -- -D warnings
+phase "macOS: the workspace checked and linted"
+# The Windows tests of the platform layer, the protocol, the hub, the core and the CLI, run
+# under Wine from that build. Skipped there, each for its reason:
 # - PostgreSQL (every test named `postgres…`) and the hub clusters on it (`cluster::`,
 #   `cluster_crash::`): the tests' server is a Linux one on a Unix socket, which a Windows
 #   program cannot reach;
 # - `independent::`: its client is the tests' Linux Python, not a Windows program.
-cargo clippy --locked --target x86_64-pc-windows-gnu --workspace --all-targets -- -D warnings
-phase "Windows: the workspace linted"
-cargo-zigbuild clippy --locked --target aarch64-apple-darwin --workspace --all-targets -- -D warnings
-phase "macOS: the workspace checked and linted"
-env INSTA_WORKSPACE_ROOT="$WINDOWS_WORKSPACE" \
-    cargo test --locked --target x86_64-pc-windows-gnu --no-fail-fast \
-    -p roundtable-platform -p roundtable-protocol -p roundtable-hub -p roundtable-core -p roundtable-cli -- \
+env INSTA_WORKSPACE_ROOT="$WINDOWS_WORKSPACE" python3 scripts/windows/run_tests.py \
+    roundtable-platform,roundtable-protocol,roundtable-hub,roundtable-core,roundtable-cli -- \
     --skip postgres --skip cluster:: --skip cluster_crash:: --skip independent::
 phase "Windows: the tests under Wine"
-# The app's Windows executable (a debug build, as the Linux package's above), its installer
-# made with Debian's makensis (Tauri's own NSIS bundler downloads a plugin, which CI cannot),
-# and the installer installed, run and uninstalled under Wine.
-cargo build --locked --target x86_64-pc-windows-gnu -p roundtable-cli -p roundtable-desktop
+# The app's Windows executable and the CLI from that build (debug, as the Linux package's
+# above), made into an installer with Debian's makensis (Tauri's own NSIS bundler downloads
+# a plugin, which CI cannot), and the installer installed, run and uninstalled under Wine.
 windows_build=target/x86_64-pc-windows-gnu/debug
 stage=target/windows-installer/stage
 rm -rf "$stage"
@@ -128,5 +128,5 @@ installer="$PWD/target/windows-installer/Roundtable_${version}_x64-setup.exe"
 makensis -V2 -DVERSION="$version" -DBUILD="$PWD/$stage" -DOUTFILE="$installer" -DCOMPRESSOR=zlib \
     scripts/windows/installer.nsi
 scripts/windows/check-installer.sh "$installer" "$version"
-phase "Windows: the app built, its installer made and checked"
+phase "Windows: the installer made and checked"
 echo "all tests passed"

@@ -97,6 +97,7 @@ impl Home {
             // A home of its own: the agent logs a command reads are the test's, never the
             // machine's (a test that needs others sets HOME itself).
             .env("HOME", self.user_home())
+            .env("USERPROFILE", self.user_home())
             .env_remove("CLAUDE_CONFIG_DIR")
             .env_remove("CODEX_HOME")
             .env_remove("GEMINI_CLI_HOME")

@@ -121,8 +121,7 @@ pub struct Environment {
     pub codex_home: Option<PathBuf>,
     pub gemini_dir: Option<PathBuf>,
     /// Windows only: the folders npm, Node.js and the other installers put programs in
-    /// (from `%APPDATA%`, `%LOCALAPPDATA%`, `%ProgramFiles%`, `%NVM_SYMLINK%`), and the
-    /// extensions a program's file may have (`%PATHEXT%`).
+    /// (from `%APPDATA%`, `%LOCALAPPDATA%`, `%ProgramFiles%`, `%NVM_SYMLINK%`).
     pub windows: WindowsPlaces,
 }
 
@@ -133,7 +132,6 @@ pub struct WindowsPlaces {
     pub local_appdata: Option<PathBuf>,
     pub program_files: Option<PathBuf>,
     pub nvm_symlink: Option<PathBuf>,
-    pub pathext: Option<OsString>,
 }
 
 impl Environment {
@@ -158,7 +156,6 @@ impl Environment {
                     local_appdata: var("LOCALAPPDATA").map(PathBuf::from),
                     program_files: var("ProgramFiles").map(PathBuf::from),
                     nvm_symlink: var("NVM_SYMLINK").map(PathBuf::from),
-                    pathext: var("PATHEXT"),
                 }
             } else {
                 WindowsPlaces::default()

@@ -1,0 +1,82 @@
+"""Runs the Windows tests of some of the workspace's crates under Wine, from the build that
+`cargo build --target x86_64-pc-windows-gnu --workspace --all-targets` made.
+
+Why not `cargo test -p …`: with fewer crates chosen, cargo unifies the dependencies'
+features differently and builds many of them again; the whole workspace's build is made once
+(it also lints every crate, and holds the app and the CLI the installer packs), and this runs
+the test executables of the crates named from it, as `cargo test` would: each in its crate's
+directory with `.cargo/config.toml`'s `[env]`, through the target's runner (Wine), with the
+arguments given (`--skip …`), every crate's tests even when one fails.
+
+Usage: run_tests.py CRATE[,CRATE…] [-- TEST-ARGUMENTS…]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+TARGET = "x86_64-pc-windows-gnu"
+
+
+def configured_environment() -> dict:
+    """`.cargo/config.toml`'s `[env]`, which cargo gives the tests it runs."""
+    try:
+        with open(".cargo/config.toml", "rb") as config:
+            variables = tomllib.load(config).get("env", {})
+    except FileNotFoundError:
+        return {}
+    return {
+        name: value["value"] if isinstance(value, dict) else value
+        for name, value in variables.items()
+    }
+
+
+def main() -> int:
+    crates = set(sys.argv[1].split(","))
+    arguments = sys.argv[2:]
+    if arguments[:1] == ["--"]:
+        arguments = arguments[1:]
+    runner = os.environ.get("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER", "wine").split()
+    listed = subprocess.run(
+        ["cargo", "test", "--locked", "--target", TARGET, "--workspace", "--no-run",
+         "--message-format=json"],
+        stdout=subprocess.PIPE, check=True, text=True,
+    )
+    found = []
+    for line in listed.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+            continue
+        if not message["profile"]["test"]:
+            continue
+        # `path+file:///…/hub#roundtable-hub@0.1.0`, or `…/protocol#0.1.0` when the folder
+        # is the crate's name.
+        package = message["package_id"]
+        name = package.rsplit("#", 1)[1].split("@")[0]
+        if name[:1].isdigit():
+            name = package.rsplit("#", 1)[0].rstrip("/").rsplit("/", 1)[1]
+        if name in crates:
+            found.append((name, os.path.dirname(message["manifest_path"]), message["executable"]))
+    missing = crates - {name for name, _, _ in found}
+    if missing:
+        print(f"no test executables for {', '.join(sorted(missing))}: was the workspace built "
+              f"for {TARGET} with --all-targets?", file=sys.stderr)
+        return 1
+    failed = []
+    for name, directory, executable in found:
+        print(f"     Running {os.path.relpath(executable)} ({name})", flush=True)
+        environment = dict(os.environ, **configured_environment(),
+                           CARGO_MANIFEST_DIR=directory, CARGO_PKG_NAME=name)
+        run = subprocess.run(runner + [executable] + arguments, cwd=directory, env=environment)
+        if run.returncode != 0:
+            failed.append(os.path.basename(executable))
+    if failed:
+        print(f"failed under Wine: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
