@@ -102,14 +102,15 @@ cargo build --locked --target x86_64-pc-windows-gnu --workspace --all-targets
 phase "Windows: the workspace built and linted"
 cargo-zigbuild clippy --locked --target aarch64-apple-darwin --workspace --all-targets -- -D warnings
 phase "macOS: the workspace checked and linted"
-# The Windows tests of the platform layer, the protocol, the hub, the core and the CLI, run
-# under Wine from that build. Skipped there, each for its reason:
+# The Windows tests of the platform layer, the protocol, the hub, the core and the CLI (its
+# own, and its end-to-end journeys in `tests/e2e/cli.rs`), run under Wine from that build.
+# Skipped there, each for its reason:
 # - PostgreSQL (every test named `postgres…`) and the hub clusters on it (`cluster::`,
 #   `cluster_crash::`): the tests' server is a Linux one on a Unix socket, which a Windows
 #   program cannot reach;
 # - `independent::`: its client is the tests' Linux Python, not a Windows program.
 env INSTA_WORKSPACE_ROOT="$WINDOWS_WORKSPACE" python3 scripts/windows/run_tests.py \
-    roundtable-platform,roundtable-protocol,roundtable-hub,roundtable-core,roundtable-cli -- \
+    roundtable-platform,roundtable-protocol,roundtable-hub,roundtable-core,roundtable-cli,roundtable-e2e:cli:: -- \
     --skip postgres --skip cluster:: --skip cluster_crash:: --skip independent::
 phase "Windows: the tests under Wine"
 # The app's Windows executable and the CLI from that build (debug, as the Linux package's

@@ -9,6 +9,7 @@ directory with `.cargo/config.toml`'s `[env]`, through the target's runner (Wine
 arguments given (`--skip …`), every crate's tests even when one fails.
 
 Usage: run_tests.py CRATE[,CRATE…] [-- TEST-ARGUMENTS…]
+A crate given as `CRATE:FILTER[+FILTER…]` runs only its tests whose names hold a filter.
 """
 
 import json
@@ -34,7 +35,11 @@ def configured_environment() -> dict:
 
 
 def main() -> int:
-    crates = set(sys.argv[1].split(","))
+    filters = {}
+    for spec in sys.argv[1].split(","):
+        name, _, wanted = spec.partition(":")
+        filters[name] = wanted.split("+") if wanted else []
+    crates = set(filters)
     arguments = sys.argv[2:]
     if arguments[:1] == ["--"]:
         arguments = arguments[1:]
@@ -69,7 +74,8 @@ def main() -> int:
         print(f"     Running {os.path.relpath(executable)} ({name})", flush=True)
         environment = dict(os.environ, **configured_environment(),
                            CARGO_MANIFEST_DIR=directory, CARGO_PKG_NAME=name)
-        run = subprocess.run(runner + [executable] + arguments, cwd=directory, env=environment)
+        command = runner + [executable] + filters[name] + arguments
+        run = subprocess.run(command, cwd=directory, env=environment)
         if run.returncode != 0:
             failed.append(os.path.basename(executable))
     if failed:
