@@ -423,6 +423,8 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
         StoreLocation::Postgres(_) => "cannot open the hub's PostgreSQL store".to_owned(),
     };
     let hub = Hub::open(config).context(opening)?;
+    // Listening for requests to stop before the first line: whoever reads it may ask at once.
+    let stop_requests = roundtable_platform::stop::StopRequests::listen();
     // The first line on stdout tells scripts and tests where to connect.
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on {}://{address}", hub.scheme())?;
@@ -437,7 +439,7 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
     }
     stdout.flush()?;
     drop(stdout);
-    match hub.serve(listener, shutdown_signal()).await {
+    match hub.serve(listener, shutdown_signal(stop_requests)).await {
         // The hub has closed its connections and let go of its data: the process goes too,
         // so whatever supervises it starts it again.
         Err(roundtable_hub::HubError::Failed(failure)) => {
@@ -451,10 +453,10 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
 /// `roundtable hub`'s exit status when one of the hub's threads failed (`EX_SOFTWARE`).
 const EXIT_HUB_FAILED: i32 = 70;
 
-/// Resolves when the OS asks the hub to stop (SIGTERM or Ctrl-C; on Windows, Ctrl-C,
-/// Ctrl-Break or the console closing).
-async fn shutdown_signal() {
-    match roundtable_platform::stop::StopRequests::listen() {
+/// Resolves when the hub is asked to stop (SIGTERM or Ctrl-C; on Windows, Ctrl-C,
+/// Ctrl-Break, the console closing or its stop event).
+async fn shutdown_signal(requests: std::io::Result<roundtable_platform::stop::StopRequests>) {
+    match requests {
         Ok(mut requests) => requests.requested().await,
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
