@@ -41,7 +41,11 @@ ensure_packages() {
         echo "installing: ${missing[*]}" >&2
         local sudo=()
         [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        # The package lists once per run: each update costs a fetch of every index.
+        if [ -z "${APT_UPDATED:-}" ]; then
+            "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+            APT_UPDATED=1
+        fi
         "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
 }
@@ -172,7 +176,9 @@ ensure_ui_packages() {
 ensure_windows_cross() {
     rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
         rustup target add x86_64-pc-windows-gnu
-    ensure_packages gcc-mingw-w64-x86-64 wine wine64 nsis
+    # mingw's win32-threads GCC alone (what Rust's windows-gnu target builds C with); the
+    # `gcc-mingw-w64-x86-64` package would add the posix-threads one too, 170 MB more.
+    ensure_packages gcc-mingw-w64-x86-64-win32 wine wine64 nsis
     export WINEPREFIX="$PWD/target/wine" WINEARCH=win64 WINEDEBUG=-all
     if [ ! -f "$WINEPREFIX/system.reg" ]; then
         echo "making the Wine prefix for the Windows tests in $WINEPREFIX" >&2

@@ -2,8 +2,9 @@
 # Runs every test of Roundtable: formatting, lints, unit, integration, crash and end-to-end
 # tests, the UI's tests, the desktop app in a real WebKit webview (under an X server of its
 # own when there is no display), the Windows and macOS builds' lints, the Windows tests
-# that run under Wine, and the app's Windows executable and installer, checked under Wine. Installs what it needs first (Debian/Ubuntu; on macOS,
-# Homebrew's after Apple's command line tools), and can be run again at any time.
+# that run under Wine, and the app's Windows executable and installer, checked under Wine.
+# Installs what it needs first (Debian/Ubuntu; on macOS, Homebrew's after Apple's command
+# line tools), and can be run again at any time.
 #
 # On macOS the same tests run but those only Linux can: the desktop app in a webview driven
 # over WebDriver (WebKitGTK's driver) with its package (a .deb), and the Windows and macOS
@@ -94,14 +95,25 @@ if on_macos; then
     echo "all tests passed (those that run on macOS: see above)"
     exit 0
 fi
-# Windows and macOS (docs/platforms.md). Windows: one build of the whole workspace, every
-# target, linted as it compiles (clippy-driver wraps rustc for the workspace's crates, as
-# above): the tests' executables, the CLI and the app. macOS: the whole workspace checked
-# and linted (there is no Apple SDK here to link with). Both with warnings as errors.
-cargo build --locked --target x86_64-pc-windows-gnu --workspace --all-targets
+# Windows (docs/platforms.md): one build of the whole workspace, every target, linted as it
+# compiles (clippy-driver wraps rustc for the workspace's crates, as above): the tests'
+# executables (listed for the Wine run below), the CLI and the app. Warnings are errors.
+# The dependencies built for Windows alone are not optimised, but those its tests run hard
+# (scripts/windows/profile.py says which and why).
+python3 scripts/windows/profile.py >target/windows-profile.toml
+cargo build --locked --target x86_64-pc-windows-gnu --workspace --all-targets \
+    --config target/windows-profile.toml \
+    --message-format=json-render-diagnostics >target/windows-artifacts.json
 phase "Windows: the workspace built and linted"
-cargo-zigbuild clippy --locked --target aarch64-apple-darwin --workspace --all-targets -- -D warnings
-phase "macOS: the workspace checked and linted"
+# macOS: the whole workspace checked and linted (there is no Apple SDK here to link with),
+# warnings as errors. It runs beside the Wine tests and the installer's check below, which
+# leave a core idle (they wait on Wine's processes) and need no cargo, at the lowest CPU and
+# I/O priority; its output is shown when it is waited for, at the end. (Beside the Linux
+# tests it was tried too: it slowed them by about as much as it saved.)
+nice -n 19 ionice -c 3 cargo-zigbuild clippy --locked --target aarch64-apple-darwin \
+    --workspace --all-targets -- -D warnings >target/macos-check.log 2>&1 &
+macos_check=$!
+trap 'kill "$macos_check" 2>/dev/null || true; stop_test_postgres' EXIT
 # The Windows tests of the platform layer, the protocol, the hub, the core and the CLI (its
 # own, and its end-to-end journeys in `tests/e2e/cli.rs`), run under Wine from that build.
 # Skipped there, each for its reason:
@@ -110,6 +122,7 @@ phase "macOS: the workspace checked and linted"
 #   program cannot reach;
 # - `independent::`: its client is the tests' Linux Python, not a Windows program.
 env INSTA_WORKSPACE_ROOT="$WINDOWS_WORKSPACE" python3 scripts/windows/run_tests.py \
+    --artifacts target/windows-artifacts.json \
     roundtable-platform,roundtable-protocol,roundtable-hub,roundtable-core,roundtable-cli,roundtable-e2e:cli:: -- \
     --skip postgres --skip cluster:: --skip cluster_crash:: --skip independent::
 phase "Windows: the tests under Wine"
@@ -130,4 +143,12 @@ makensis -V2 -DVERSION="$version" -DBUILD="$PWD/$stage" -DOUTFILE="$installer" -
     scripts/windows/installer.nsi
 scripts/windows/check-installer.sh "$installer" "$version"
 phase "Windows: the installer made and checked"
+macos_status=0
+wait "$macos_check" || macos_status=$?
+cat target/macos-check.log >&2
+if [ "$macos_status" -ne 0 ]; then
+    echo "the macOS check failed (exit $macos_status): its output is above" >&2
+    exit "$macos_status"
+fi
+phase "macOS: the workspace checked and linted (beside the Wine tests)"
 echo "all tests passed"

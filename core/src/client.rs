@@ -42,6 +42,9 @@ pub struct MessagesPage {
     pub complete: bool,
     /// The seq below which this page cannot reach (0 when it holds the room's beginning).
     pub floor: u64,
+    /// The `client_key`s of our messages the page shows waiting in the outbox.
+    #[serde(skip)]
+    pub waiting_keys: Vec<String>,
 }
 
 impl Core {
@@ -136,12 +139,12 @@ impl Core {
         let floor = window_floor(&stored, limit);
         let complete = self.gaps_filled(room, floor, below, patience).await?;
         let owned = room.to_owned();
-        let messages = self
+        let (messages, waiting_keys) = self
             .read(move |cache| {
                 if before.is_none() {
-                    cache.messages(&owned, 0, limit)
+                    cache.messages_keyed(&owned, 0, limit)
                 } else {
-                    cache.messages_before(&owned, below, limit)
+                    Ok((cache.messages_before(&owned, below, limit)?, Vec::new()))
                 }
             })
             .await?;
@@ -149,6 +152,7 @@ impl Core {
             messages,
             complete,
             floor,
+            waiting_keys,
         })
     }
 
@@ -412,7 +416,8 @@ fn window_floor(page: &[MessageView], limit: u32) -> u64 {
 }
 
 /// Follows a room's new messages after a page was shown: each message once, in order, and
-/// the ones history brings into the page's window after a long disconnection.
+/// the ones history brings into the page's window after a long disconnection. Our own
+/// messages the page showed waiting in the outbox are not shown again once stored.
 #[derive(Debug)]
 pub struct RoomFollower {
     room: String,
@@ -421,6 +426,8 @@ pub struct RoomFollower {
     /// The highest seq shown.
     last: u64,
     shown: std::collections::HashSet<u64>,
+    /// The `client_key`s of messages shown while they waited, until they are stored.
+    shown_waiting: std::collections::HashSet<String>,
     changes: tokio::sync::broadcast::Receiver<Change>,
 }
 
@@ -439,6 +446,7 @@ impl Core {
                 .unwrap_or(page.floor)
                 .max(page.floor),
             shown,
+            shown_waiting: page.waiting_keys.iter().cloned().collect(),
             changes: self.changes(),
         }
     }
@@ -471,17 +479,32 @@ impl RoomFollower {
             let mut fresh = Vec::new();
             loop {
                 let room = self.room.clone();
+                let keyed = !self.shown_waiting.is_empty();
                 let page = core
-                    .read(move |cache| cache.messages_after(&room, after, 1000))
+                    .read(move |cache| {
+                        let page = cache.messages_after(&room, after, 1000)?;
+                        page.into_iter()
+                            .map(|message| {
+                                let key = match message.seq {
+                                    Some(seq) if keyed => cache.client_key_at(&room, seq)?,
+                                    _ => None,
+                                };
+                                Ok((message, key))
+                            })
+                            .collect::<Result<Vec<_>, _>>()
+                    })
                     .await?;
-                let Some(end) = page.last().and_then(|m| m.seq) else {
+                let Some(end) = page.last().and_then(|(m, _)| m.seq) else {
                     break;
                 };
-                for message in page {
+                for (message, key) in page {
                     if let Some(seq) = message.seq
                         && self.shown.insert(seq)
                     {
                         self.last = self.last.max(seq);
+                        if key.is_some_and(|key| self.shown_waiting.remove(&key)) {
+                            continue;
+                        }
                         fresh.push(message);
                     }
                 }

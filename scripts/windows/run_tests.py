@@ -8,8 +8,11 @@ the test executables of the crates named from it, as `cargo test` would: each in
 directory with `.cargo/config.toml`'s `[env]`, through the target's runner (Wine), with the
 arguments given (`--skip …`), every crate's tests even when one fails.
 
-Usage: run_tests.py CRATE[,CRATE…] [-- TEST-ARGUMENTS…]
+Usage: run_tests.py [--artifacts FILE] CRATE[,CRATE…] [-- TEST-ARGUMENTS…]
 A crate given as `CRATE:FILTER[+FILTER…]` runs only its tests whose names hold a filter.
+`--artifacts FILE`: the executables are those that build listed (its
+`--message-format=json` output) rather than cargo's answer now, so no cargo runs here (CI
+checks macOS beside these tests, and cargo locks the build directory while it builds).
 """
 
 import json
@@ -35,26 +38,38 @@ def configured_environment() -> dict:
 
 
 def main() -> int:
+    arguments = sys.argv[1:]
+    artifacts = None
+    if arguments[:1] == ["--artifacts"] and len(arguments) > 1:
+        artifacts, arguments = arguments[1], arguments[2:]
+    if not arguments:
+        print(__doc__, file=sys.stderr)
+        return 2
     filters = {}
-    for spec in sys.argv[1].split(","):
+    for spec in arguments[0].split(","):
         name, _, wanted = spec.partition(":")
         filters[name] = wanted.split("+") if wanted else []
     crates = set(filters)
-    arguments = sys.argv[2:]
+    arguments = arguments[1:]
     if arguments[:1] == ["--"]:
         arguments = arguments[1:]
     runner = os.environ.get("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER", "wine").split()
-    listed = subprocess.run(
-        ["cargo", "test", "--locked", "--target", TARGET, "--workspace", "--no-run",
-         "--message-format=json"],
-        stdout=subprocess.PIPE, check=True, text=True,
-    )
+    if artifacts:
+        with open(artifacts, encoding="utf-8") as listed:
+            lines = listed.read().splitlines()
+    else:
+        lines = subprocess.run(
+            ["cargo", "test", "--locked", "--target", TARGET, "--workspace", "--no-run",
+             "--message-format=json"],
+            stdout=subprocess.PIPE, check=True, text=True,
+        ).stdout.splitlines()
     found = []
-    for line in listed.stdout.splitlines():
+    for line in lines:
         message = json.loads(line)
         if message.get("reason") != "compiler-artifact" or not message.get("executable"):
             continue
-        if not message["profile"]["test"]:
+        # Tests only, as `cargo test` picks them: not the benches `--all-targets` built.
+        if not message["profile"]["test"] or "bench" in message["target"]["kind"]:
             continue
         # `path+file:///…/hub#roundtable-hub@0.1.0`, or `…/protocol#0.1.0` when the folder
         # is the crate's name.

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use roundtable_e2e::{Home, Hub, fixtures, json, room_texts};
+use roundtable_e2e::{Home, Hub, fixtures, json, room_messages, room_texts};
 use roundtable_testkit::roundtable_bin;
 use tokio::io::AsyncWriteExt;
 
@@ -938,21 +938,32 @@ async fn a_team_from_a_template_takes_a_request_with_no_one_in_between() {
         .await;
     let token = machine.home.profile("dana").token.expose().to_owned();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let texts = loop {
-        let texts = room_texts(&hub.ws_url(), &token, "build").await;
-        if texts.iter().any(|t| t == "done after round 1") {
-            break texts;
+    let said = loop {
+        let said = room_messages(&hub.ws_url(), &token, "build").await;
+        if said.iter().any(|(_, text)| text == "done after round 1") {
+            break said;
         }
-        assert!(Instant::now() < deadline, "{texts:?}");
+        assert!(Instant::now() < deadline, "{said:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let texts: Vec<&str> = said.iter().map(|(_, text)| text.as_str()).collect();
     assert_eq!(
-        texts,
+        texts[..3],
         [
             "build a parser for the config format",
             "@dana/build-developer round 1",
             "done after round 1"
-        ]
+        ],
+        "{said:?}"
+    );
+    // The manager, who sees every message, may answer the developer in turn (with one
+    // round allowed, "done after round 1" too): the developer itself answered once.
+    let developer = &said[2].0;
+    assert_ne!(developer, &said[1].0, "{said:?}");
+    assert_eq!(
+        said.iter().filter(|(from, _)| from == developer).count(),
+        1,
+        "{said:?}"
     );
     let invocations = machine.invocations();
     let manager = invocations

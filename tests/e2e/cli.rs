@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use roundtable_core::Core;
 use roundtable_e2e::{Home, Hub, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -304,6 +305,62 @@ async fn an_owner_controls_an_agent_and_its_failed_sends_are_retried() {
             .await,
     );
     assert_eq!(last[0]["text"], "offline note");
+}
+
+/// What `tail --follow` shows: a message of ours that waited in the outbox when the page was
+/// read is on the page, and is not shown a second time once the hub has stored it (as it
+/// was, under load, when `tail` read its page between a `send`'s queueing and its sending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_room_shows_a_message_that_waited_once() {
+    let hub = Hub::start(&[]).await;
+    let home = Home::default();
+    home.ok(
+        "dana",
+        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
+    )
+    .await;
+    home.ok("dana", &["room", "create", "--title", "design"])
+        .await;
+    let core = Core::open(home.profile("dana")).await.unwrap();
+    let room = core.room_id("design").await.unwrap();
+    // Queued with no sync running: the page shows it waiting.
+    core.send_message(&room, "one").await.unwrap();
+    let patience = Duration::from_secs(5);
+    let page = core
+        .latest_messages(&room, None, 20, patience)
+        .await
+        .unwrap();
+    let shown: Vec<_> = page
+        .messages
+        .iter()
+        .map(|m| (m.text.as_str(), m.seq))
+        .collect();
+    assert_eq!(shown, [("one", None)]);
+    let mut follower = core.follow(&room, &page);
+    let sync = core.start();
+    core.send_message(&room, "two").await.unwrap();
+    let mut followed = Vec::new();
+    while !followed.iter().any(|text| text == "two") {
+        let messages = tokio::time::timeout(Duration::from_secs(30), follower.next(&core))
+            .await
+            .expect("the follower saw the second message")
+            .unwrap()
+            .unwrap();
+        followed.extend(messages.into_iter().map(|m| m.text));
+    }
+    assert_eq!(followed, ["two"]);
+    // The first was stored all the same.
+    let page = core
+        .latest_messages(&room, None, 20, patience)
+        .await
+        .unwrap();
+    let stored: Vec<_> = page
+        .messages
+        .iter()
+        .map(|m| (m.text.as_str(), m.seq.is_some()))
+        .collect();
+    assert_eq!(stored, [("one", true), ("two", true)]);
+    sync.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -493,6 +493,16 @@ impl Blackhole {
 /// The texts of every message in the room titled `title`, as the hub holds them, oldest
 /// first.
 pub async fn room_texts(ws_url: &str, token: &str, title: &str) -> Vec<String> {
+    room_messages(ws_url, token, title)
+        .await
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
+}
+
+/// Who said what in the room titled `title`, as the hub holds it, oldest first: the sender's
+/// principal id and the text of each message.
+pub async fn room_messages(ws_url: &str, token: &str, title: &str) -> Vec<(String, String)> {
     let mut client = Client::connect(ws_url).await.unwrap();
     client
         .auth(token, &roundtable_core::random_key("texts"))
@@ -512,7 +522,7 @@ pub async fn room_texts(ws_url: &str, token: &str, title: &str) -> Vec<String> {
         .find(|room| room.title.as_deref() == Some(title))
         .unwrap_or_else(|| panic!("no room {title:?}"))
         .id;
-    texts_of(&mut client, &room).await
+    messages_of(&mut client, &room).await
 }
 
 /// The texts of every message of the room with id `room`, as the hub holds them, oldest
@@ -523,17 +533,24 @@ pub async fn room_texts_by_id(ws_url: &str, token: &str, room: &str) -> Vec<Stri
         .auth(token, &roundtable_core::random_key("texts"))
         .await
         .unwrap();
-    texts_of(&mut client, room).await
+    messages_of(&mut client, room)
+        .await
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
 }
 
-async fn texts_of(client: &mut Client, room: &str) -> Vec<String> {
+async fn messages_of(client: &mut Client, room: &str) -> Vec<(String, String)> {
     client
         .room_log(room)
         .await
         .unwrap()
         .iter()
         .filter(|event| event.kind == "message")
-        .filter_map(|event| event.body["text"].as_str().map(str::to_owned))
+        .filter_map(|event| {
+            let text = event.body["text"].as_str()?;
+            Some((event.from.clone(), text.to_owned()))
+        })
         .collect()
 }
 

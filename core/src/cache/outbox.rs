@@ -346,8 +346,12 @@ impl CacheView {
         Ok(entries)
     }
 
-    /// Our messages to `room` still in the outbox, as messages.
-    pub(crate) fn pending_messages(&self, room: &str) -> Result<Vec<MessageView>, CacheError> {
+    /// Our messages to `room` still in the outbox, as messages, each with its `client_key`
+    /// (which its event carries once stored).
+    pub(crate) fn pending_messages(
+        &self,
+        room: &str,
+    ) -> Result<Vec<(MessageView, Option<String>)>, CacheError> {
         let mut statement = self.conn.prepare(&format!(
             "SELECT {COLUMNS} FROM outbox WHERE kind = 'send' AND room = ?1 AND state != 'done' ORDER BY n"
         ))?;
@@ -364,7 +368,7 @@ impl CacheView {
                     return None;
                 }
                 let parts = message_parts(&frame["body"].to_string());
-                Some(MessageView {
+                let message = MessageView {
                     room: room.to_owned(),
                     seq: None,
                     id: None,
@@ -382,7 +386,8 @@ impl CacheView {
                     },
                     error: entry.error_msg,
                     outbox: Some(entry.n),
-                })
+                };
+                Some((message, entry.client_key))
             })
             .collect())
     }

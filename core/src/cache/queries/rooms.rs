@@ -130,9 +130,34 @@ impl CacheView {
         after: u64,
         limit: u32,
     ) -> Result<Vec<MessageView>, CacheError> {
+        Ok(self.messages_keyed(room, after, limit)?.0)
+    }
+
+    /// [`CacheView::messages`], with the `client_key`s of those still in the outbox: stored,
+    /// a message carries the same key, so whoever showed it waiting knows it when it lands.
+    pub fn messages_keyed(
+        &self,
+        room: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<(Vec<MessageView>, Vec<String>), CacheError> {
         let mut messages = self.stored_messages(room, after, u64::MAX, limit, true)?;
-        messages.extend(self.pending_messages(room)?);
-        Ok(messages)
+        let mut keys = Vec::new();
+        for (message, key) in self.pending_messages(room)? {
+            messages.push(message);
+            keys.extend(key);
+        }
+        Ok((messages, keys))
+    }
+
+    /// The `client_key` of the stored event `seq` of `stream`: known for our own only.
+    pub fn client_key_at(&self, stream: &str, seq: u64) -> Result<Option<String>, CacheError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT client_key FROM events WHERE stream = ?1 AND seq = ?2")?
+            .query_row(params![stream, seq as i64], |row| row.get(0))
+            .optional()?
+            .flatten())
     }
 
     /// The latest `limit` stored messages of a room below seq `before`, oldest first.
