@@ -307,20 +307,25 @@ async fn an_owner_controls_an_agent_and_its_failed_sends_are_retried() {
     assert_eq!(last[0]["text"], "offline note");
 }
 
-/// What `tail --follow` shows: a message of ours that waited in the outbox when the page was
-/// read is on the page, and is not shown a second time once the hub has stored it (as it
-/// was, under load, when `tail` read its page between a `send`'s queueing and its sending).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_followed_room_shows_a_message_that_waited_once() {
-    let hub = Hub::start(&[]).await;
+/// A home where dana has signed up to `hub` and created a room titled `title`.
+async fn dana_with_a_room(hub: &Hub, title: &str) -> Home {
     let home = Home::default();
     home.ok(
         "dana",
         &["signup", "--hub", &hub.addr(), "--handle", "dana"],
     )
     .await;
-    home.ok("dana", &["room", "create", "--title", "design"])
-        .await;
+    home.ok("dana", &["room", "create", "--title", title]).await;
+    home
+}
+
+/// What `tail --follow` shows: a message of ours that waited in the outbox when the page was
+/// read is on the page, and is not shown a second time once the hub has stored it (as it
+/// was, under load, when `tail` read its page between a `send`'s queueing and its sending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_room_shows_a_message_that_waited_once() {
+    let hub = Hub::start(&[]).await;
+    let home = dana_with_a_room(&hub, "design").await;
     let core = Core::open(home.profile("dana")).await.unwrap();
     let room = core.room_id("design").await.unwrap();
     // Queued with no sync running: the page shows it waiting.
@@ -366,14 +371,7 @@ async fn a_followed_room_shows_a_message_that_waited_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_processes_share_one_profile() {
     let hub = Hub::start(&[]).await;
-    let home = Home::default();
-    home.ok(
-        "dana",
-        &["signup", "--hub", &hub.addr(), "--handle", "dana"],
-    )
-    .await;
-    home.ok("dana", &["room", "create", "--title", "design"])
-        .await;
+    let home = dana_with_a_room(&hub, "design").await;
 
     // A `tail --follow` holds a connection open while other commands run beside it.
     let mut follow = home
