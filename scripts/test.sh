@@ -67,29 +67,39 @@ if [ ! -x "$RUSTC_WORKSPACE_WRAPPER" ]; then
     exit 1
 fi
 export CLIPPY_ARGS="-Dwarnings"
+# The dependencies nothing runs hard are built without optimisation, here and for Windows
+# below (scripts/test_profile.py says which and why): every cargo command of a build gets
+# its file, or cargo would build them again.
+mkdir -p target
+python3 scripts/test_profile.py "$(rustc -vV | sed -n 's/^host: //p')" >target/host-profile.toml
+host_profile=(--config "$PWD/target/host-profile.toml")
 # The installable package, in a debug build the package test installs and opens (a person
 # builds the release one: see the README).
-cargo build --locked -p roundtable-cli
+cargo build --locked "${host_profile[@]}" -p roundtable-cli
 on_macos || (cd src-tauri && PATH="$PWD/../ui/node_modules/.bin:$PATH" tauri build --debug --bundles deb --ci \
-    --config '{"bundle":{"linux":{"deb":{"files":{"/usr/bin/roundtable":"../target/debug/roundtable"}}}}}')
+    --config '{"bundle":{"linux":{"deb":{"files":{"/usr/bin/roundtable":"../target/debug/roundtable"}}}}}' \
+    -- "${host_profile[@]}")
 if command -v cargo-nextest >/dev/null; then
-    cargo nextest run --workspace --locked --profile ci
+    cargo nextest run --workspace --locked "${host_profile[@]}" --profile ci
     # The hub's integration suite again, each hub keeping its data in PostgreSQL; then each
     # hub being three processes sharing a database, the tests' clients spread over them.
     # Two tests look at one process alone there: its memory gauges (a process's memory
     # catches up on the others' changes at its next write) and max_devices (a bound per
-    # process in a cluster, docs/scaleout.md).
-    ROUNDTABLE_TEST_HUB_STORE=postgres cargo nextest run -p roundtable-hub --test it --locked --profile ci \
-        -E 'not test(/^cluster::/)'
-    ROUNDTABLE_TEST_HUB_STORE=cluster cargo nextest run -p roundtable-hub --test it --locked --profile ci \
-        -E 'not (test(/^cluster::/) | test(=memory::what_is_decided_leaves_the_writers_memory_and_stays_out_after_a_restart) | test(=bounds::a_principal_past_max_devices_gets_busy_and_1013))'
+    # process in a cluster, docs/scaleout.md). Selected from the whole workspace's build,
+    # as above: `-p roundtable-hub` would resolve the workspace crates' features anew and
+    # build them again.
+    hub_suite='binary_id(roundtable-hub::it) & not test(/^cluster::/)'
+    ROUNDTABLE_TEST_HUB_STORE=postgres cargo nextest run --workspace --locked "${host_profile[@]}" \
+        --profile ci -E "$hub_suite"
+    ROUNDTABLE_TEST_HUB_STORE=cluster cargo nextest run --workspace --locked "${host_profile[@]}" \
+        --profile ci -E "$hub_suite"' & not (test(=memory::what_is_decided_leaves_the_writers_memory_and_stays_out_after_a_restart) | test(=bounds::a_principal_past_max_devices_gets_busy_and_1013))'
 else
-    cargo test --workspace --locked
-    ROUNDTABLE_TEST_HUB_STORE=postgres cargo test -p roundtable-hub --test it --locked
-    ROUNDTABLE_TEST_HUB_STORE=cluster cargo test -p roundtable-hub --test it --locked -- \
+    cargo test --workspace --locked "${host_profile[@]}"
+    ROUNDTABLE_TEST_HUB_STORE=postgres cargo test -p roundtable-hub --test it --locked "${host_profile[@]}"
+    ROUNDTABLE_TEST_HUB_STORE=cluster cargo test -p roundtable-hub --test it --locked "${host_profile[@]}" -- \
         --skip cluster:: --skip memory::what_is_decided --skip bounds::a_principal_past_max_devices
 fi
-cargo build --workspace --benches --locked --features roundtable-desktop/bench-peer
+cargo build --workspace --benches --locked "${host_profile[@]}" --features roundtable-desktop/bench-peer
 phase "the workspace's tests, the hub's on PostgreSQL and on a cluster, the benches built"
 if on_macos; then
     echo "all tests passed (those that run on macOS: see above)"
@@ -98,9 +108,8 @@ fi
 # Windows (docs/platforms.md): one build of the whole workspace, every target, linted as it
 # compiles (clippy-driver wraps rustc for the workspace's crates, as above): the tests'
 # executables (listed for the Wine run below), the CLI and the app. Warnings are errors.
-# The dependencies built for Windows alone are not optimised, but those its tests run hard
-# (scripts/windows/profile.py says which and why).
-python3 scripts/windows/profile.py >target/windows-profile.toml
+# The dependencies nothing runs hard are not optimised (above).
+python3 scripts/test_profile.py x86_64-pc-windows-gnu >target/windows-profile.toml
 cargo build --locked --target x86_64-pc-windows-gnu --workspace --all-targets \
     --config target/windows-profile.toml \
     --message-format=json-render-diagnostics >target/windows-artifacts.json
