@@ -1,10 +1,11 @@
-//! `roundtable hook claude|codex|gemini --agent HANDLE …`: what an agent CLI runs at the
+//! `roundtable hook claude|codex|gemini|opencode --agent HANDLE …`: what an agent CLI runs at the
 //! moments of a session it reports (see `roundtable_core::hooks`). It always exits 0 and
 //! never stalls a session past its configured wait: a hook that cannot reach the hub says so
 //! on stderr and lets the session go on.
 //!
 //! - Claude Code, Codex and Gemini CLI: `roundtable hook CLI --agent dana/writer [EVENT]` with
-//!   the hook's JSON on stdin; the answer, if any, on stdout in the CLI's format.
+//!   the hook's JSON on stdin; the answer, if any, on stdout in the CLI's format. OpenCode's
+//!   plugin of ours (`roundtable hook opencode …`) writes and reads Claude Code's shapes.
 //! - Codex's `notify` (onboarding before Codex had hooks): `notify = ["roundtable", "hook",
 //!   "codex", "--agent", "dana/reviewer", "--then", PROGRAM…]`; Codex appends the turn's JSON
 //!   as the last argument. The program the person had as `notify` before onboarding (after
@@ -27,6 +28,8 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
     match cli {
         "claude" => stdin_hook(AgentCli::Claude, agent, rest.first().map(String::as_str)).await,
         "gemini" => stdin_hook(AgentCli::Gemini, agent, rest.first().map(String::as_str)).await,
+        // Roundtable's OpenCode plugin writes the hook's JSON as Claude Code's hooks do.
+        "opencode" => stdin_hook(AgentCli::Opencode, agent, rest.first().map(String::as_str)).await,
         "codex"
             if rest
                 .last()
@@ -41,7 +44,9 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
             None
         }
         other => {
-            eprintln!("roundtable hook: no hooks for {other:?} (claude, codex or gemini)");
+            eprintln!(
+                "roundtable hook: no hooks for {other:?} (claude, codex, gemini or opencode)"
+            );
             None
         }
     }

@@ -11,7 +11,7 @@
 //! settings, and by the runner on the CLIs it starts) or [`crate::runner::AGENT_ENV`], in
 //! this process's environment or in any ancestor's: a session that drops the variable
 //! before running `roundtable` still has it in the shell or CLI process it came from. An
-//! ancestor that is an agent CLI itself (Claude Code, Codex, Gemini CLI) marks one too,
+//! ancestor that is an agent CLI itself (Claude Code, Codex, Gemini CLI, OpenCode) marks one too,
 //! for the CLIs whose settings have no place to set it.
 
 /// Set in every agent session's environment: its value names the agent, or the CLI.
@@ -96,10 +96,12 @@ fn cli_named(path: &str) -> Option<&'static str> {
         "claude" => Some("Claude Code"),
         "codex" => Some("Codex"),
         "gemini" => Some("Gemini CLI"),
+        "opencode" => Some("OpenCode"),
         _ if name.starts_with("codex-") => Some("Codex"),
         _ if path.contains("/@anthropic-ai/claude-code/") => Some("Claude Code"),
         _ if path.contains("/@openai/codex/") => Some("Codex"),
         _ if path.contains("/@google/gemini-cli/") => Some("Gemini CLI"),
+        _ if path.contains("/opencode-ai/") => Some("OpenCode"),
         _ => None,
     }
 }
@@ -179,7 +181,7 @@ mod tests {
 
     #[test]
     fn agent_clis_are_known_by_their_program_or_their_script() {
-        let cases: [(&[&str], Option<&str>); 17] = [
+        let cases: [(&[&str], Option<&str>); 19] = [
             (&["/usr/local/bin/claude", "-p", "hi"], Some("Claude Code")),
             (
                 &["node", "/usr/lib/node_modules/.bin/codex", "exec"],
@@ -201,6 +203,17 @@ mod tests {
                 Some("Claude Code"),
             ),
             (&["gemini"], Some("Gemini CLI")),
+            (
+                &[
+                    "/n/lib/node_modules/opencode-ai/node_modules/opencode-linux-x64/bin/opencode",
+                    "run",
+                ],
+                Some("OpenCode"),
+            ),
+            (
+                &["node", "/n/lib/node_modules/opencode-ai/bin/opencode.js"],
+                Some("OpenCode"),
+            ),
             (&["bash", "-c", "claude -p hi"], None),
             (&["/usr/bin/vim", "claude"], None),
             (

@@ -24,7 +24,7 @@ pub fn cli_bin_dir() -> PathBuf {
 /// unless `ROUNDTABLE_SKIP_REAL_CLIS=1` says to skip it (then this is `false`).
 pub fn real_clis_present() -> bool {
     let dir = cli_bin_dir();
-    if ["claude", "codex", "gemini"]
+    if ["claude", "codex", "gemini", "opencode"]
         .iter()
         .all(|cli| dir.join(cli).exists())
     {
@@ -444,6 +444,67 @@ pub fn gemini_command(base_url: &str, setup: &CliSetup) -> CliCommand {
     env.push(("GOOGLE_GEMINI_BASE_URL".into(), base_url.into()));
     env.push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
     finish("gemini", setup, args, env)
+}
+
+pub fn opencode(base_url: &str, setup: &CliSetup) -> std::io::Result<CliCommand> {
+    prepare_opencode(base_url, setup)?;
+    Ok(opencode_command(setup))
+}
+
+/// Writes `~/.config/opencode/opencode.json`: the Anthropic provider pointed at the model
+/// server (OpenCode's AI SDK appends `/messages` to its `baseURL`), the model, no updates,
+/// no sharing, `mcp` servers, and `extra_config` merged in. With `$schema`, which OpenCode
+/// would otherwise write into the file at its first start.
+pub fn prepare_opencode(base_url: &str, setup: &CliSetup) -> std::io::Result<()> {
+    let mut servers = Map::new();
+    for server in &setup.mcp_servers {
+        let mut command = vec![server.command.clone()];
+        command.extend(server.args.iter().cloned());
+        let env: Map<String, Value> = server
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        servers.insert(
+            server.name.clone(),
+            json!({"type": "local", "command": command, "environment": env, "enabled": true}),
+        );
+    }
+    let model = setup
+        .model
+        .clone()
+        .unwrap_or_else(|| "claude-sonnet-4-5".into());
+    let config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"anthropic": {"options": {
+            "baseURL": format!("{base_url}/v1"), "apiKey": "model-server-key",
+        }}},
+        "model": format!("anthropic/{model}"),
+        "small_model": format!("anthropic/{model}"),
+        "autoupdate": false,
+        "share": "disabled",
+        "mcp": servers,
+    });
+    let config = merged_json(config, &setup.extra_config)?;
+    write(
+        &setup.home.join(".config/opencode/opencode.json"),
+        &serde_json::to_string_pretty(&config).unwrap_or_default(),
+    )
+}
+
+/// `opencode run --format json PROMPT` (the prompt as one argument: OpenCode sends an
+/// argument with spaces in quotes). Env: no update checks, no models.dev fetch.
+pub fn opencode_command(setup: &CliSetup) -> CliCommand {
+    let args = vec![
+        "run".to_owned(),
+        "--format".to_owned(),
+        "json".to_owned(),
+        setup.prompt.clone(),
+    ];
+    let mut env = base_env(setup);
+    env.push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
+    env.push(("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()));
+    finish("opencode", setup, args, env)
 }
 
 /// A stdio MCP server in Python (stdlib only) with one tool, `ping {text}` → `pong: TEXT`. Run

@@ -46,6 +46,55 @@ pub(crate) async fn a2a(hub: &str, handle: &str, token: &str, step: &[&str]) -> 
     })
 }
 
+/// The A2A client subscribed to `task`: its summary when the stream ends, and a signal once
+/// the stream is open (its first update came).
+fn a2a_subscribe(
+    hub: &str,
+    handle: &str,
+    token: &str,
+    task: &str,
+) -> (
+    tokio::task::JoinHandle<Value>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    use tokio::io::AsyncBufReadExt as _;
+    let (attached, attaching) = tokio::sync::oneshot::channel();
+    let mut command = tokio::process::Command::new(test_python());
+    command
+        .arg(driver())
+        .args([hub, handle, token, "subscribe", task])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let followed = tokio::spawn(async move {
+        let mut child = command.spawn().unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut attached = Some(attached);
+        let mut last = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(120), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains("\"attached\"") {
+                    if let Some(attached) = attached.take() {
+                        let _ = attached.send(());
+                    }
+                } else if !line.trim().is_empty() {
+                    last = line;
+                }
+            }
+        })
+        .await;
+        read.expect("the A2A client finishes");
+        let output = child.wait_with_output().await.unwrap();
+        serde_json::from_str(&last).unwrap_or_else(|_| {
+            panic!(
+                "subscribe printed {last:?}; stderr: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+    });
+    (followed, attaching)
+}
+
 /// dana and her agent `dana/reviewer` (public), erin (a contact of the reviewer) and frank
 /// (no one's contact).
 struct People {
@@ -544,18 +593,22 @@ async fn a_task_survives_a_hub_sigkill_and_the_same_message_id_is_the_same_task(
     let found = a2a(url, handle, erin, &["get", &task]).await;
     assert_eq!(found["state"], "TASK_STATE_SUBMITTED");
 
-    // A client reattaches; the agent, back too, answers; the subscription sees it end.
-    let subscription = {
-        let (url, erin, task) = (url.to_owned(), erin.to_owned(), task.clone());
-        tokio::spawn(async move { a2a(&url, handle, &erin, &["subscribe", &task]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A client reattaches; once it is attached (a task that ended cannot be subscribed to),
+    // the agent, back too, answers; the subscription sees it end.
+    let (subscription, attached) = a2a_subscribe(url, handle, erin, &task);
+    if attached.await.is_err() {
+        panic!(
+            "the subscription never attached: {}",
+            subscription.await.unwrap()
+        );
+    }
     let agent = reviewer(
         hub.ws_url(),
         people.reviewer.token.clone(),
         people.erin_id.clone(),
     );
     let followed = subscription.await.unwrap();
+    assert!(followed["updates"].is_array(), "{followed}");
     let updates = followed["updates"].as_array().unwrap();
     assert_eq!(updates[0]["kind"], "task", "the snapshot first: {followed}");
     assert_eq!(

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use roundtable_e2e::{Home, Hub, json, room_texts};
+use roundtable_e2e::{Home, Hub, json, room_messages, room_texts};
 use roundtable_testkit::agent_clis::{self, CliCommand, CliOutput, CliSetup, real_clis_present};
 use roundtable_testkit::eventually;
 use roundtable_testkit::model_server::{ModelServer, Reply, Request, Usage, script};
@@ -1149,5 +1149,305 @@ async fn claude_code_with_only_a_token_and_a_header_works_through_the_hubs_mcp_e
             "starting on the lexer (over HTTP)",
             "@dana/writer keep the tokens small"
         ]
+    );
+}
+
+/// A free port on loopback, for a server a CLI starts (OpenCode's `serve`).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `POST http://127.0.0.1:PORT/PATH` with a JSON body: the reply's status and body, or
+/// `None` after `patience`. HTTP/1.1 by hand (OpenCode's server API, a few calls): its
+/// replies carry a `Content-Length`, and it keeps the connection open whatever the request
+/// asks.
+async fn post_json(
+    port: u16,
+    path: &str,
+    body: &Value,
+    patience: Duration,
+) -> Option<(u16, String)> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+    let body = body.to_string();
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut stream = tokio::io::BufReader::new(stream);
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .get_mut()
+        .write_all(request.as_bytes())
+        .await
+        .unwrap();
+    let reply = async {
+        let mut status_line = String::new();
+        stream.read_line(&mut status_line).await.unwrap();
+        let status = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0);
+        let mut length = 0;
+        loop {
+            let mut header = String::new();
+            stream.read_line(&mut header).await.unwrap();
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        stream.read_exact(&mut body).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    tokio::time::timeout(patience, reply).await.ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_and_leaves_no_byte() {
+    if !real_clis_present() {
+        return;
+    }
+    let hub = Hub::start(&[]).await;
+    let desk = Desk::new();
+    desk.home.signup(&hub, "dana").await;
+    let (desk_home, user_home) = (desk.home.dir.path().to_path_buf(), desk.user_home());
+    // OpenCode names an MCP tool `<server>_<tool>`; it asks a title of each new session in
+    // a request without tools (not counted in its usage, nor here).
+    let server = ModelServer::start(script(move |request: &Request| {
+        if request.tools.is_empty() {
+            return Reply::text("Parser work");
+        }
+        let n = request.messages.len() as u64;
+        let seen = request.raw.to_string();
+        let reply = if seen.contains("one more thing") {
+            Reply::text("The benchmark is next.")
+        } else if seen.contains("how is it going") {
+            // A turn with no tool: a mention sent now reaches it only at its end.
+            send_now(
+                &desk_home,
+                &user_home,
+                "build",
+                "@dana/coder one more thing: a benchmark",
+            );
+            Reply::text("Going well.")
+        } else if !request.called("todowrite") {
+            Reply::call(
+                "todowrite",
+                serde_json::json!({"todos": [
+                    {"content": "Write the parser", "status": "in_progress", "priority": "high"},
+                    {"content": "Tell the room", "status": "pending", "priority": "medium"},
+                ]}),
+            )
+        } else if !request.called("write") {
+            // Sent during the turn: it reaches the agent at its next tool's end.
+            send_now(
+                &desk_home,
+                &user_home,
+                "build",
+                "@dana/coder also add tests",
+            );
+            Reply::call(
+                "write",
+                serde_json::json!({"filePath": "parser.rs", "content": "fn parse() {}\n"}),
+            )
+        } else if !request.called("roundtable_send_message") {
+            Reply::call(
+                "roundtable_send_message",
+                serde_json::json!({"room": "build", "text": "parser added; tests next"}),
+            )
+        } else {
+            Reply::text("Done.")
+        };
+        reply.with_usage(usage(n))
+    }))
+    .await;
+    let setup = desk.setup("go on");
+    agent_clis::prepare_opencode(&server.base_url(), &setup).unwrap();
+    let config = ".config/opencode/opencode.json";
+    let persons = desk.read(config);
+    desk.ok(&["agents", "onboard", "opencode", "--name", "coder"])
+        .await;
+    desk.ok(&[
+        "room",
+        "create",
+        "--title",
+        "build",
+        "--member",
+        "dana/coder",
+    ])
+    .await;
+    desk.ok(&["send", "build", "@dana/coder please add the parser"])
+        .await;
+
+    let output = run(&agent_clis::opencode_command(&setup)).await;
+    let calls = server.model_calls();
+    let main: Vec<Request> = calls
+        .iter()
+        .filter_map(|exchange| exchange.request.clone())
+        .filter(|request| !request.tools.is_empty())
+        .collect();
+    // Roundtable's tools were offered; the mention waiting when the prompt began was in
+    // it, and the one sent during the turn came with the next tool's output.
+    assert!(
+        main[0].offers("roundtable_send_message"),
+        "{:?}",
+        main[0].tools
+    );
+    assert!(
+        main[0].raw.to_string().contains("please add the parser"),
+        "{}\n{}",
+        main[0].raw,
+        output.stderr
+    );
+    let after_write = main
+        .iter()
+        .find(|request| request.called("write"))
+        .expect("the write was answered");
+    assert!(
+        after_write
+            .last_input()
+            .unwrap_or_default()
+            .contains("also add tests"),
+        "{:?}",
+        after_write.last_input()
+    );
+    // What the agent said reached the room, as it.
+    let coder = desk.home.profile("dana.coder");
+    let said = room_messages(&hub.ws_url(), coder.token.expose(), "build").await;
+    assert!(
+        said.contains(&(
+            coder.principal.clone(),
+            "parser added; tests next".to_owned()
+        )),
+        "{said:?}"
+    );
+
+    // `scan` reads OpenCode's database: the task list, the file, and exactly the tokens
+    // the server sent for the session's steps, priced.
+    let scan = json(&desk.ok(&["--json", "scan"]).await);
+    let sessions = scanned(&scan, "opencode");
+    assert_eq!(sessions.len(), 1, "{scan}");
+    let mut expected = [0u64; 4];
+    for exchange in calls
+        .iter()
+        .filter(|e| e.request.as_ref().is_some_and(|r| !r.tools.is_empty()))
+    {
+        let usage = exchange.usage().unwrap();
+        expected[0] += usage.input;
+        expected[1] += usage.output;
+        expected[2] += usage.cache_write_5m + usage.cache_write_1h;
+        expected[3] += usage.cache_read;
+    }
+    assert_eq!(sessions[0].1, expected, "{scan}");
+    assert!(sessions[0].2.is_some(), "priced: {scan}");
+    let session = scan["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|session| session["framework"] == "opencode")
+        .unwrap();
+    let titles: Vec<&str> = session["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|task| task["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Write the parser", "Tell the room"], "{session}");
+    let parser = desk.work.join("parser.rs").display().to_string();
+    assert!(
+        session["files"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(parser)),
+        "{session}"
+    );
+
+    // A session a person keeps open (`opencode serve`, as the terminal's): a mention that
+    // comes during a turn with no tool starts the next turn when this one ends.
+    let port = free_port();
+    let mut serve = agent_clis::opencode_command(&setup);
+    serve.args = vec![
+        "serve".into(),
+        "--port".into(),
+        port.to_string(),
+        "--hostname".into(),
+        "127.0.0.1".into(),
+    ];
+    let mut serving = serve.command().spawn().unwrap();
+    let serving_group = roundtable_platform::process_group::ProcessGroup::of(&serving).unwrap();
+    // A request the server took while starting may never be answered: each try is short.
+    let created = eventually("OpenCode's server", Duration::from_secs(90), async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        let (status, body) = post_json(
+            port,
+            "/session",
+            &serde_json::json!({}),
+            Duration::from_secs(3),
+        )
+        .await?;
+        (status == 200).then(|| json(&body))
+    })
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    // Prompted as the terminal does, without waiting for the turn.
+    let (status, body) = post_json(
+        port,
+        &format!("/session/{id}/prompt_async"),
+        &serde_json::json!({"parts": [{"type": "text", "text": "how is it going"}]}),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("OpenCode takes the prompt");
+    assert!((200..300).contains(&status), "{status}: {body}");
+    let asked = |text: &str| {
+        server
+            .model_calls()
+            .iter()
+            .filter_map(|exchange| exchange.request.as_ref())
+            .any(|request| {
+                !request.tools.is_empty() && request.last_input().unwrap_or_default().contains(text)
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !asked("one more thing") {
+        assert!(
+            Instant::now() < deadline,
+            "the mention never started the next turn; the model was asked: {:?}",
+            server
+                .model_calls()
+                .iter()
+                .filter_map(|exchange| exchange.request.as_ref()?.last_input().map(str::to_owned))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    serving_group.end();
+    let _ = serving.wait().await;
+
+    // Offboarded: the person's configuration byte for byte, and the plugin gone.
+    desk.ok(&["agents", "offboard", "opencode", "--name", "coder"])
+        .await;
+    assert_eq!(desk.read(config), persons);
+    assert!(
+        !desk
+            .user_home()
+            .join(".config/opencode/plugins/roundtable.js")
+            .exists()
     );
 }

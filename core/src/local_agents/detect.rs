@@ -234,6 +234,11 @@ mod tests {
             &home.path().join(".local/bin/opencode"),
             "#!/bin/sh\nexit 3\n",
         );
+        // A CLI Roundtable lists but does not onboard yet.
+        executable(
+            &home.path().join(".local/bin/copilot"),
+            "#!/bin/sh\nexit 3\n",
+        );
         let env = Environment {
             home: home.path().to_path_buf(),
             path: Some(on_path.clone().into_os_string()),
@@ -245,7 +250,12 @@ mod tests {
         let names: Vec<AgentCli> = found.iter().map(|d| d.cli).collect();
         assert_eq!(
             names,
-            [AgentCli::Claude, AgentCli::Codex, AgentCli::Opencode]
+            [
+                AgentCli::Claude,
+                AgentCli::Codex,
+                AgentCli::Opencode,
+                AgentCli::Copilot
+            ]
         );
         assert_eq!(found[0].version.as_deref(), Some("2.1.240 (Claude Code)"));
         assert_eq!(found[0].path, on_path.join("claude"));
@@ -271,7 +281,11 @@ mod tests {
                 home.path().join("codex-home/archived_sessions")
             ]
         );
-        assert!(found[0].supported && !found[2].supported);
+        assert!(found[0].supported && found[2].supported && !found[3].supported);
+        assert_eq!(
+            found[2].config[0],
+            home.path().join(".config/opencode/opencode.json")
+        );
         assert_eq!(found[2].version, None);
         assert!(found.iter().all(|d| !d.onboarded));
     }

@@ -14,6 +14,10 @@
 //!   by the hash Codex computes of it, since Codex skips hooks it does not trust.
 //! - Gemini CLI: `mcpServers.roundtable` (trusted, so a run with no person may use it) and
 //!   hooks in `settings.json`.
+//! - OpenCode: `mcp.roundtable` in `opencode.json` (or the `opencode.jsonc` beside it); it
+//!   has no command hooks but plugins, so Roundtable's plugin (`plugins/roundtable.js`, a
+//!   file of ours whole: [`opencode_plugin`]) hands its moments to `roundtable hook
+//!   opencode` as Claude Code's hooks would.
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +53,13 @@ const CODEX_HOOKS: [(&str, &str); 5] = [
 /// Gemini CLI hook events Roundtable installs.
 const GEMINI_HOOKS: [&str; 4] = ["SessionStart", "BeforeAgent", "AfterTool", "AfterAgent"];
 
+/// The file name of Roundtable's OpenCode plugin, in OpenCode's `plugins/` folder.
+pub const OPENCODE_PLUGIN: &str = "roundtable.js";
+
+/// What OpenCode writes into any configuration file that lacks it (on every start): a
+/// configuration file Roundtable creates has it already, so OpenCode leaves it as written.
+const OPENCODE_SCHEMA: &str = "https://opencode.ai/config.json";
+
 /// The variable that gives Claude Code's current models their task tools.
 const CLAUDE_TASK_TOOLS: &str = "CLAUDE_CODE_ENABLE_TODO_TOOLS";
 
@@ -77,9 +88,20 @@ pub struct Wiring {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Undo {
-    Json { inserted: json_text::Inserted },
-    TomlTable { appended: toml_text::Appended },
-    TomlKey { set: toml_text::TopLevelEdit },
+    Json {
+        inserted: json_text::Inserted,
+    },
+    TomlTable {
+        appended: toml_text::Appended,
+    },
+    TomlKey {
+        set: toml_text::TopLevelEdit,
+    },
+    /// A whole file Roundtable wrote (OpenCode's plugin): undone while it is still this
+    /// text; a file the person changed since is theirs and stays.
+    OwnFile {
+        text: String,
+    },
 }
 
 /// The planned new content of one file.
@@ -104,7 +126,11 @@ pub enum EditError {
         "{path} already has an MCP server named {SERVER_NAME:?} for {other}; offboard that agent first (or onboard this one in another project with --project)"
     )]
     Taken { path: String, other: String },
-    #[error("{0} is not an agent CLI Roundtable onboards yet (claude, codex, gemini)")]
+    #[error(
+        "{path} is there already and is not the one Roundtable writes; rename or remove it, then onboard again"
+    )]
+    NotOurs { path: String },
+    #[error("{0} is not an agent CLI Roundtable onboards yet (claude, codex, gemini, opencode)")]
     Unsupported(AgentCli),
 }
 
@@ -274,7 +300,7 @@ pub fn plan(
             let entry = json!({
                 "type": "stdio", "command": wiring.bin(), "args": wiring.mcp_args(), "env": wiring.env(),
             });
-            planned.push(json_server(mcp, before, &entry)?);
+            planned.push(json_server(mcp, before, "mcpServers", &entry)?);
             let before = read(settings)?;
             planned.push(claude_settings(settings, before, wiring)?);
         }
@@ -296,7 +322,7 @@ pub fn plan(
                 // Gemini CLI offers an untrusted server's tools only to a person at a terminal.
                 "trust": true,
             });
-            let mut file = json_server(settings, before, &entry)?;
+            let mut file = json_server(settings, before, "mcpServers", &entry)?;
             let hooks: Vec<(&str, Option<&str>)> =
                 GEMINI_HOOKS.iter().map(|event| (*event, None)).collect();
             let command = wiring.hook_command(AgentCli::Gemini);
@@ -307,6 +333,37 @@ pub fn plan(
             file.after = after;
             file.undo.extend(undo);
             planned.push(file);
+        }
+        AgentCli::Opencode => {
+            let (json, jsonc, plugin) = (&files[0], &files[1], &files[2]);
+            // OpenCode reads both and the `.jsonc` last: the one there is gets the entry,
+            // the `.jsonc` when both are.
+            let (config, before) = match read(jsonc)? {
+                Some(text) => (jsonc, Some(text)),
+                None => (json, read(json)?),
+            };
+            let mut command = vec![wiring.bin()];
+            command.extend(wiring.mcp_args());
+            let entry = json!({
+                "type": "local", "command": command, "environment": wiring.env(), "enabled": true,
+            });
+            let mut file = match before {
+                // A file of ours: with the schema first, as OpenCode would write it.
+                None => {
+                    let schema = json!(OPENCODE_SCHEMA);
+                    let (text, inserted) = json_text::insert_member("", &[], "$schema", &schema)
+                        .map_err(|error| unparsable(config, error))?;
+                    let mut file = json_server(config, Some(text), "mcp", &entry)?;
+                    file.before = None;
+                    file.undo.insert(0, Undo::Json { inserted });
+                    file
+                }
+                before => json_server(config, before, "mcp", &entry)?,
+            };
+            file.path = config.clone();
+            planned.push(file);
+            let before = read(plugin)?;
+            planned.push(opencode_plugin(plugin, before, wiring)?);
         }
         other => return Err(EditError::Unsupported(other).into()),
     }
@@ -326,14 +383,15 @@ pub enum PlanError {
     },
 }
 
-/// `mcpServers.roundtable` in a JSON configuration.
+/// `<servers>.roundtable` in a JSON configuration (`mcpServers`; OpenCode's `mcp`).
 fn json_server(
     path: &Path,
     before: Option<String>,
+    servers: &str,
     entry: &Value,
 ) -> Result<PlannedFile, EditError> {
     let text = before.clone().unwrap_or_default();
-    let present = json_text::value_at(&text, &["mcpServers", SERVER_NAME])
+    let present = json_text::value_at(&text, &[servers, SERVER_NAME])
         .map_err(|error| unparsable(path, error))?;
     let mut planned = PlannedFile {
         path: path.to_path_buf(),
@@ -346,8 +404,11 @@ fn json_server(
         Some(existing) => {
             return Err(EditError::Taken {
                 path: path.display().to_string(),
+                // The agent is the last word of its command: `args` in most CLIs,
+                // OpenCode's `command` list.
                 other: existing["args"]
                     .as_array()
+                    .or_else(|| existing["command"].as_array())
                     .and_then(|args| args.last())
                     .and_then(Value::as_str)
                     .unwrap_or("another agent")
@@ -355,14 +416,59 @@ fn json_server(
             });
         }
         None => {
-            let (after, inserted) =
-                json_text::insert_member(&text, &["mcpServers"], SERVER_NAME, entry)
-                    .map_err(|error| unparsable(path, error))?;
+            let (after, inserted) = json_text::insert_member(&text, &[servers], SERVER_NAME, entry)
+                .map_err(|error| unparsable(path, error))?;
             planned.after = after;
             planned.undo.push(Undo::Json { inserted });
         }
     }
     Ok(planned)
+}
+
+/// Roundtable's OpenCode plugin (`plugins/roundtable.js`), a file of ours whole: OpenCode
+/// has no command hooks, and runs every script in its plugin folders. What it runs is fixed
+/// here (the program and its arguments as a list: no shell reads them).
+fn opencode_plugin(
+    path: &Path,
+    before: Option<String>,
+    wiring: &Wiring,
+) -> Result<PlannedFile, EditError> {
+    let text = opencode_plugin_text(wiring);
+    match &before {
+        Some(existing) if *existing == text => {}
+        Some(_) => {
+            return Err(EditError::NotOurs {
+                path: path.display().to_string(),
+            });
+        }
+        None => {}
+    }
+    let undo = if before.is_none() {
+        vec![Undo::OwnFile { text: text.clone() }]
+    } else {
+        Vec::new()
+    };
+    Ok(PlannedFile {
+        path: path.to_path_buf(),
+        before,
+        after: text,
+        undo,
+    })
+}
+
+/// The plugin's text for `wiring`: `opencode_plugin.js` with its values written in as JSON
+/// (which JavaScript reads as the same literals).
+pub fn opencode_plugin_text(wiring: &Wiring) -> String {
+    let mut hook = vec![wiring.bin(), "hook".to_owned(), "opencode".to_owned()];
+    hook.extend(["--agent".to_owned(), wiring.handle.clone()]);
+    include_str!("opencode_plugin.js")
+        .replace("__HOOK_COMMAND__", &json!(hook).to_string())
+        .replace("__ENVIRONMENT__", &wiring.env().to_string())
+        .replace("__AGENT__", &json!(wiring.handle).to_string())
+        .replace(
+            "__STOP_PATIENCE__",
+            &wiring.hook_timeout("Stop").to_string(),
+        )
 }
 
 /// Hook groups in a JSON configuration (`{"hooks": {EVENT: [group…]}}`), one per event,
@@ -625,16 +731,18 @@ fn toml_has(text: &str, path: &[&str]) -> bool {
 pub fn undo_all(path: &Path, text: &str, undo: &[Undo]) -> Result<String, EditError> {
     let mut text = text.to_owned();
     for edit in undo.iter().rev() {
-        text =
-            match edit {
-                Undo::Json { inserted } => json_text::remove_inserted(&text, inserted)
-                    .map_err(|error| unparsable(path, error)),
-                Undo::TomlTable { appended } => toml_text::remove_appended(&text, appended)
-                    .map_err(|error| unparsable(path, error)),
-                Undo::TomlKey { set } => {
-                    toml_text::revert_top_level(&text, set).map_err(|error| unparsable(path, error))
-                }
-            }?;
+        text = match edit {
+            Undo::Json { inserted } => {
+                json_text::remove_inserted(&text, inserted).map_err(|error| unparsable(path, error))
+            }
+            Undo::TomlTable { appended } => {
+                toml_text::remove_appended(&text, appended).map_err(|error| unparsable(path, error))
+            }
+            Undo::TomlKey { set } => {
+                toml_text::revert_top_level(&text, set).map_err(|error| unparsable(path, error))
+            }
+            Undo::OwnFile { text: ours } => Ok(if text == *ours { String::new() } else { text }),
+        }?;
     }
     Ok(text)
 }
@@ -874,6 +982,124 @@ mod tests {
         assert!(value["env"].get(CLAUDE_TASK_TOOLS).is_none(), "{value}");
         let config = &files[&PathBuf::from("/home/dana/.codex/config.toml")];
         assert!(!config.contains("update_plan"), "{config}");
+    }
+
+    #[test]
+    fn opencode_gets_its_server_and_our_plugin_and_gives_back_every_byte() {
+        // The person's `.jsonc`, with comments, is the one edited (OpenCode reads it after
+        // the `.json`).
+        let mut files = HashMap::new();
+        let dir = PathBuf::from("/home/dana/.config/opencode");
+        let jsonc = dir.join("opencode.jsonc");
+        let original = "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  // my model\n  \"model\": \"anthropic/claude-sonnet-4-5\"\n}\n";
+        files.insert(jsonc.clone(), original.to_owned());
+        let planned = onboard(&mut files, AgentCli::Opencode, None, &wiring("dana/coder")).unwrap();
+        assert_eq!(planned.len(), 2, "{planned:#?}");
+        assert!(!files.contains_key(&dir.join("opencode.json")));
+        assert!(files[&jsonc].contains("// my model"), "{}", files[&jsonc]);
+        let server = json_text::value_at(&files[&jsonc], &["mcp", SERVER_NAME])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            server,
+            json!({
+                "type": "local",
+                "command": ["/opt/round table/bin/roundtable", "mcp", "--agent", "dana/coder"],
+                "environment": {"ROUNDTABLE_HOME": "/home/dana/.rt"},
+                "enabled": true,
+            })
+        );
+        // The plugin runs the hook by its program and arguments (no shell), passes
+        // ROUNDTABLE_HOME on, and marks the session's shell commands.
+        let plugin = files[&dir.join("plugins").join(OPENCODE_PLUGIN)].clone();
+        assert!(plugin.contains(
+            r#"const HOOK = ["/opt/round table/bin/roundtable","hook","opencode","--agent","dana/coder"];"#
+        ), "{plugin}");
+        assert!(plugin.contains(r#"const ENVIRONMENT = {"ROUNDTABLE_HOME":"/home/dana/.rt"};"#));
+        assert!(plugin.contains(r#"const AGENT = "dana/coder";"#));
+        assert!(plugin.contains("Stop: 660,"), "{plugin}");
+        assert!(!plugin.contains("__"), "a value was left out: {plugin}");
+        // Again: nothing to do. Another agent: refused, as is a plugin of someone else's.
+        assert!(
+            onboard(&mut files, AgentCli::Opencode, None, &wiring("dana/coder"))
+                .unwrap()
+                .is_empty()
+        );
+        assert!(matches!(
+            onboard(&mut files, AgentCli::Opencode, None, &wiring("dana/other")),
+            Err(PlanError::Edit(EditError::Taken { other, .. })) if other == "dana/coder"
+        ));
+        // Undone: the configuration byte for byte, the plugin gone (empty: removed).
+        for file in &planned {
+            let undone = undo_all(&file.path, &files[&file.path], &file.undo).unwrap();
+            assert_eq!(
+                Some(undone.as_str()).filter(|t| !t.is_empty()),
+                file.before.as_deref()
+            );
+        }
+        // A plugin the person changed since is theirs: it stays.
+        let changed = format!("{plugin}// mine\n");
+        let undone = undo_all(&dir, &changed, &planned[1].undo).unwrap();
+        assert_eq!(undone, changed);
+        // A trailing comma (which OpenCode reads) is refused with what to do, the file
+        // untouched: the edit keeps every byte it does not own, so it reads JSON exactly.
+        let mut files = HashMap::new();
+        let trailing = "{\n  \"model\": \"anthropic/claude-sonnet-4-5\",\n}\n";
+        files.insert(jsonc.clone(), trailing.to_owned());
+        let refused = onboard(&mut files, AgentCli::Opencode, None, &wiring("dana/coder"));
+        let Err(PlanError::Edit(EditError::Unparsable { detail, .. })) = refused else {
+            panic!("{refused:?}");
+        };
+        assert!(detail.contains("trailing commas"), "{detail}");
+        assert_eq!(files[&jsonc], trailing);
+    }
+
+    #[test]
+    fn opencode_with_no_configuration_gets_a_file_of_ours_with_the_schema_it_would_add() {
+        let mut files = HashMap::new();
+        let project = Path::new("/home/dana/src/app");
+        let planned = onboard(
+            &mut files,
+            AgentCli::Opencode,
+            Some(project),
+            &wiring("dana/coder"),
+        )
+        .unwrap();
+        let config = &files[&project.join("opencode.json")];
+        let value: Value = serde_json::from_str(config).unwrap();
+        assert_eq!(value["$schema"], OPENCODE_SCHEMA);
+        assert_eq!(value["mcp"][SERVER_NAME]["command"][3], "dana/coder");
+        // `$schema` comes first, as OpenCode puts it.
+        assert!(
+            config.trim_start()[1..]
+                .trim_start()
+                .starts_with("\"$schema\""),
+            "{config}"
+        );
+        assert!(files.contains_key(&project.join(".opencode/plugins").join(OPENCODE_PLUGIN)));
+        // Both files were created: undone, both are empty (offboarding removes them).
+        for file in &planned {
+            assert_eq!(file.before, None);
+            assert_eq!(
+                undo_all(&file.path, &files[&file.path], &file.undo).unwrap(),
+                ""
+            );
+        }
+        // A plugin of that name that is not ours is never overwritten.
+        let mut files = HashMap::new();
+        files.insert(
+            project.join(".opencode/plugins").join(OPENCODE_PLUGIN),
+            "export const Mine = async () => ({});\n".to_owned(),
+        );
+        assert!(matches!(
+            onboard(
+                &mut files,
+                AgentCli::Opencode,
+                Some(project),
+                &wiring("dana/coder")
+            ),
+            Err(PlanError::Edit(EditError::NotOurs { .. }))
+        ));
     }
 
     #[test]

@@ -71,7 +71,7 @@ impl AgentCli {
             AgentCli::Claude => "Claude Code",
             AgentCli::Codex => "Codex",
             AgentCli::Gemini => "Gemini CLI",
-            AgentCli::Opencode => "opencode",
+            AgentCli::Opencode => "OpenCode",
             AgentCli::CursorAgent => "Cursor Agent",
             AgentCli::Copilot => "GitHub Copilot CLI",
         }
@@ -96,13 +96,17 @@ impl AgentCli {
             AgentCli::Claude => Some(Framework::ClaudeCode),
             AgentCli::Codex => Some(Framework::Codex),
             AgentCli::Gemini => Some(Framework::Gemini),
+            AgentCli::Opencode => Some(Framework::Opencode),
             _ => None,
         }
     }
 
     /// Whether Roundtable can onboard it (the others are detected and listed).
     pub fn supported(self) -> bool {
-        matches!(self, AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini)
+        matches!(
+            self,
+            AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini | AgentCli::Opencode
+        )
     }
 }
 
@@ -120,6 +124,9 @@ pub struct Environment {
     pub claude_config_dir: Option<PathBuf>,
     pub codex_home: Option<PathBuf>,
     pub gemini_dir: Option<PathBuf>,
+    /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME`, which OpenCode follows on every OS.
+    pub xdg_config_home: Option<PathBuf>,
+    pub xdg_data_home: Option<PathBuf>,
     /// Windows only: the folders npm, Node.js and the other installers put programs in
     /// (from `%APPDATA%`, `%LOCALAPPDATA%`, `%ProgramFiles%`, `%NVM_SYMLINK%`).
     pub windows: WindowsPlaces,
@@ -150,6 +157,8 @@ impl Environment {
             // Gemini CLI's stand-in for the home directory: its files are in
             // `$GEMINI_CLI_HOME/.gemini`.
             gemini_dir: var("GEMINI_CLI_HOME").map(|home| PathBuf::from(home).join(".gemini")),
+            xdg_config_home: var("XDG_CONFIG_HOME").map(PathBuf::from),
+            xdg_data_home: var("XDG_DATA_HOME").map(PathBuf::from),
             windows: if cfg!(windows) {
                 WindowsPlaces {
                     appdata: var("APPDATA").map(PathBuf::from),
@@ -193,7 +202,27 @@ impl Environment {
             .unwrap_or_else(|| self.home.join(".gemini"))
     }
 
-    /// The configuration files Roundtable edits (or would edit) for `cli`.
+    /// OpenCode's configuration folder: `$XDG_CONFIG_HOME/opencode`, else
+    /// `~/.config/opencode` (on every OS: OpenCode follows the XDG layout everywhere).
+    pub fn opencode_config_dir(&self) -> PathBuf {
+        self.xdg_config_home
+            .clone()
+            .unwrap_or_else(|| self.home.join(".config"))
+            .join("opencode")
+    }
+
+    /// OpenCode's data folder (its database, `opencode.db`): `$XDG_DATA_HOME/opencode`,
+    /// else `~/.local/share/opencode`.
+    pub fn opencode_data_dir(&self) -> PathBuf {
+        self.xdg_data_home
+            .clone()
+            .unwrap_or_else(|| self.home.join(".local").join("share"))
+            .join("opencode")
+    }
+
+    /// The configuration files Roundtable edits (or would edit) for `cli`. OpenCode's are
+    /// its configuration (`opencode.json`, or the `opencode.jsonc` beside it, which
+    /// [`edits::plan`] prefers when there is one) and Roundtable's plugin.
     pub fn config_files(&self, cli: AgentCli, project: Option<&Path>) -> Vec<PathBuf> {
         match (cli, project) {
             (AgentCli::Claude, None) => {
@@ -211,7 +240,22 @@ impl Environment {
             (AgentCli::Gemini, Some(project)) => {
                 vec![project.join(".gemini").join("settings.json")]
             }
-            (AgentCli::Opencode, _) => vec![self.home.join(".config/opencode/opencode.json")],
+            (AgentCli::Opencode, None) => {
+                let dir = self.opencode_config_dir();
+                vec![
+                    dir.join("opencode.json"),
+                    dir.join("opencode.jsonc"),
+                    dir.join("plugins").join(edits::OPENCODE_PLUGIN),
+                ]
+            }
+            (AgentCli::Opencode, Some(project)) => vec![
+                project.join("opencode.json"),
+                project.join("opencode.jsonc"),
+                project
+                    .join(".opencode")
+                    .join("plugins")
+                    .join(edits::OPENCODE_PLUGIN),
+            ],
             (AgentCli::CursorAgent, _) => vec![self.home.join(".cursor/mcp.json")],
             (AgentCli::Copilot, _) => vec![self.home.join(".copilot/mcp-config.json")],
         }
@@ -229,7 +273,7 @@ impl Environment {
                 self.codex_dir().join("archived_sessions"),
             ],
             AgentCli::Gemini => vec![self.gemini_dir().join("tmp")],
-            AgentCli::Opencode => vec![self.home.join(".local/share/opencode/storage")],
+            AgentCli::Opencode => vec![self.opencode_data_dir()],
             AgentCli::CursorAgent => vec![self.home.join(".cursor/chats")],
             AgentCli::Copilot => vec![self.home.join(".copilot/session-state")],
         }

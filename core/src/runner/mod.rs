@@ -2,8 +2,9 @@
 //! For the messages meant for the agent in a room, it resumes the agent CLI session bound
 //! to that (agent, room) — Claude Code `claude -p --resume SESSION --output-format
 //! stream-json`, Codex `codex exec resume THREAD --json`, Gemini CLI `gemini --resume
-//! SESSION -o stream-json` — or starts one and binds it, then posts the reply into the room
-//! and reports the agent's status.
+//! SESSION -o stream-json`, OpenCode `opencode run --session SESSION --format json` — or
+//! starts one and binds it, then posts the reply into the room and reports the agent's
+//! status.
 //!
 //! One execution per (agent, room) at a time; messages that arrive meanwhile wait for the
 //! next. The binding is recorded as soon as the CLI names its session, and a message counts
@@ -577,6 +578,42 @@ not json at all
         let turn = parse_turn(AgentCli::Codex, output);
         assert_eq!(turn.session.as_deref(), Some("0199a213-81c0"));
         assert_eq!(turn.reply.as_deref(), Some("@dana/writer round 2"));
+    }
+
+    #[test]
+    fn opencode_json_gives_the_session_the_texts_and_an_error() {
+        let output = r#"{"type":"step_start","timestamp":1,"sessionID":"ses_1","part":{"type":"step-start"}}
+{"type":"tool_use","timestamp":2,"sessionID":"ses_1","part":{"type":"tool","tool":"bash","state":{"status":"completed"}}}
+{"type":"text","timestamp":3,"sessionID":"ses_1","part":{"type":"text","text":"Parsed."}}
+{"type":"step_finish","timestamp":4,"sessionID":"ses_1","part":{"type":"step-finish","reason":"stop"}}"#;
+        let turn = parse_turn(AgentCli::Opencode, output);
+        assert_eq!(turn.session.as_deref(), Some("ses_1"));
+        assert_eq!(turn.reply.as_deref(), Some("Parsed."));
+        assert_eq!(turn.error, None);
+        let failed = r#"{"type":"error","timestamp":1,"sessionID":"ses_2","error":{"name":"APIError","data":{"message":"overloaded"}}}"#;
+        let turn = parse_turn(AgentCli::Opencode, failed);
+        assert_eq!(turn.error.as_deref(), Some("overloaded"));
+        let settings = RunSettings {
+            cli: AgentCli::Opencode,
+            executable: "opencode".into(),
+            cwd: ".".into(),
+            instructions: None,
+            extra_args: vec!["--model".into(), "anthropic/claude-sonnet-4-5".into()],
+            mcp: None,
+            first_retry: FIRST_RETRY,
+        };
+        assert_eq!(
+            command_line(&settings, Some("ses_1")),
+            [
+                "run",
+                "--format",
+                "json",
+                "--session",
+                "ses_1",
+                "--model",
+                "anthropic/claude-sonnet-4-5"
+            ]
+        );
     }
 
     #[test]

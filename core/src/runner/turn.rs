@@ -90,12 +90,15 @@ pub fn session_of(cli: AgentCli, line: &str) -> Option<String> {
         AgentCli::Gemini => (value["type"] == "init")
             .then(|| value["session_id"].as_str().map(str::to_owned))
             .flatten(),
+        // Every line of `opencode run --format json` names its session.
+        AgentCli::Opencode => value["sessionID"].as_str().map(str::to_owned),
         _ => None,
     }
 }
 
 /// Reads a turn from a CLI's machine output (Claude Code's `stream-json`, Codex's
-/// `--json`, Gemini CLI's `stream-json`). Lines that are not JSON are skipped.
+/// `--json`, Gemini CLI's `stream-json`, OpenCode's `--format json`). Lines that are not
+/// JSON are skipped.
 pub fn parse_turn(cli: AgentCli, output: &str) -> Turn {
     let mut turn = Turn {
         session: None,
@@ -151,6 +154,22 @@ pub fn parse_turn(cli: AgentCli, output: &str) -> Turn {
                     }
                 }
             }
+            // OpenCode: a line per finished part; each text part is one reply text.
+            (AgentCli::Opencode, Some("text")) => {
+                if let Some(text) = value["part"]["text"].as_str() {
+                    messages.push(text.to_owned());
+                }
+            }
+            (AgentCli::Opencode, Some("error")) => {
+                turn.error = Some(
+                    value["error"]["data"]["message"]
+                        .as_str()
+                        .or(value["error"]["message"].as_str())
+                        .or(value["error"]["name"].as_str())
+                        .unwrap_or("the turn failed")
+                        .to_owned(),
+                );
+            }
             (AgentCli::Gemini, Some("result")) if value["status"] == "error" => {
                 turn.error = Some(
                     value["error"]["message"]
@@ -198,6 +217,15 @@ pub fn command_line(settings: &RunSettings, session: Option<&str>) -> Vec<String
             args.extend(settings.extra_args.iter().cloned());
             // `-`: the prompt is stdin.
             args.push("-".into());
+        }
+        // The prompt on stdin, never as an argument (OpenCode sends an argument holding
+        // spaces in quotes).
+        AgentCli::Opencode => {
+            args.extend(["run", "--format", "json"].map(str::to_owned));
+            if let Some(session) = session {
+                args.extend(["--session".to_owned(), session.to_owned()]);
+            }
+            args.extend(settings.extra_args.iter().cloned());
         }
         _ => {
             args.extend(["-o", "stream-json"].map(str::to_owned));

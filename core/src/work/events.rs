@@ -12,6 +12,7 @@ pub enum Framework {
     ClaudeCode,
     Codex,
     Gemini,
+    Opencode,
 }
 
 impl Framework {
@@ -20,13 +21,19 @@ impl Framework {
             Framework::ClaudeCode => "claude-code",
             Framework::Codex => "codex",
             Framework::Gemini => "gemini",
+            Framework::Opencode => "opencode",
         }
     }
 
     pub fn parse(text: &str) -> Option<Framework> {
-        [Framework::ClaudeCode, Framework::Codex, Framework::Gemini]
-            .into_iter()
-            .find(|framework| framework.as_str() == text)
+        [
+            Framework::ClaudeCode,
+            Framework::Codex,
+            Framework::Gemini,
+            Framework::Opencode,
+        ]
+        .into_iter()
+        .find(|framework| framework.as_str() == text)
     }
 }
 

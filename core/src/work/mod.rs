@@ -27,6 +27,8 @@ pub mod figures;
 pub mod gemini;
 pub mod inferred;
 mod lenient;
+pub mod opencode;
+pub mod opencode_db;
 pub mod overlaps;
 pub mod paths;
 pub mod pricing;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::events::{Framework, LineOutcome, LogEvent};
 use super::summary::Summary;
-use super::{claude, codex, gemini};
+use super::{claude, codex, gemini, opencode_db};
 use crate::local_agents::Environment;
 
 /// What kind of log a file is.
@@ -25,6 +25,8 @@ pub enum LogKind {
     /// A Codex rollout compressed (`rollout-*.jsonl.zst`): read whole, decompressed.
     CodexCompressed,
     GeminiChat,
+    /// OpenCode's SQLite database (`opencode.db`), read by its rows, never by bytes.
+    OpencodeDb,
 }
 
 impl LogKind {
@@ -33,6 +35,7 @@ impl LogKind {
             LogKind::ClaudeTranscript | LogKind::ClaudeTask => Framework::ClaudeCode,
             LogKind::CodexRollout | LogKind::CodexCompressed => Framework::Codex,
             LogKind::GeminiChat => Framework::Gemini,
+            LogKind::OpencodeDb => Framework::Opencode,
         }
     }
 
@@ -71,6 +74,7 @@ pub fn roots(env: &Environment) -> Vec<(PathBuf, LogKind)> {
             LogKind::CodexRollout,
         ),
         (env.gemini_dir().join("tmp"), LogKind::GeminiChat),
+        (env.opencode_data_dir(), LogKind::OpencodeDb),
     ];
     // Claude Code also wrote under ~/.config/claude (ccusage reads it too).
     let legacy = env.home.join(".config/claude/projects");
@@ -102,6 +106,7 @@ fn wanted(kind: LogKind, path: &Path) -> bool {
             (name.ends_with(".json") || name.ends_with(".jsonl"))
                 && (in_chats(parent) || in_chats(parent.and_then(Path::parent)))
         }
+        LogKind::OpencodeDb => name == opencode_db::DATABASE,
     }
 }
 
@@ -129,7 +134,13 @@ fn entry(canonical_root: &Path, kind: LogKind, path: PathBuf) -> Entry {
         }
     }
     if metadata.is_dir() {
-        Entry::Dir
+        // OpenCode's database is at the top of its data folder, beside thousands of
+        // files of its own (snapshots as git stores): never walked into.
+        if kind == LogKind::OpencodeDb {
+            Entry::Other
+        } else {
+            Entry::Dir
+        }
     } else if metadata.is_file() && wanted(kind, &path) {
         let (device, inode) = identity(&path, &metadata);
         let kind = match kind {
@@ -237,6 +248,16 @@ pub fn find(roots: &[(PathBuf, LogKind)]) -> (Vec<LogFile>, u64) {
 /// The log file at `path`, when it is one under one of the roots (by the same rules as
 /// [`find`]).
 pub fn log_file_at(roots: &[(PathBuf, LogKind)], path: &Path) -> Option<LogFile> {
+    // OpenCode writes its database's write-ahead log, not the database, between
+    // checkpoints: a change to the log is one to the database.
+    let database;
+    let path = match path.file_name().and_then(|name| name.to_str()) {
+        Some(name) if name == format!("{}-wal", opencode_db::DATABASE) => {
+            database = path.with_file_name(opencode_db::DATABASE);
+            database.as_path()
+        }
+        _ => path,
+    };
     let (root, kind) = roots.iter().find(|(root, _)| path.starts_with(root))?;
     let canonical_root = root.canonicalize().ok()?;
     // Its directory, links resolved, is inside the logs (a listing never walks into a
@@ -466,8 +487,19 @@ pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
                 summary.add(framework, event);
             }
         }
+        // Read by its rows ([`read_database`]).
+        LogKind::OpencodeDb => {}
     }
     skipped
+}
+
+/// Reads OpenCode's database whole into `summary`; the rows skipped.
+fn read_database(file: &LogFile, summary: &mut Summary) -> std::io::Result<u64> {
+    let read = opencode_db::read_since(&file.path, 0).map_err(std::io::Error::other)?;
+    for event in read.read.events {
+        summary.add(Framework::Opencode, event);
+    }
+    Ok(read.read.skipped_rows)
 }
 
 /// Where a Gemini CLI chat is: a sub-agent's (`chats/<parent session>/<agent>.jsonl`)
@@ -548,7 +580,9 @@ pub fn scan(files: &[LogFile], threads: usize, progress: &(dyn Fn(Progress) + Sy
                 loop {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     let Some(file) = order.get(index) else { break };
-                    let read = if file.size > READ_WHOLE && file.kind.by_line() {
+                    let read = if file.kind == LogKind::OpencodeDb {
+                        read_database(file, &mut summary)
+                    } else if file.size > READ_WHOLE && file.kind.by_line() {
                         read_large_file(file, &mut summary)
                     } else {
                         std::fs::read(&file.path)

@@ -142,6 +142,11 @@ fn identity(path: &Path) -> Option<(u64, u64, u64)> {
 /// opening it).
 pub fn has_news(file: &LogFile, stored: Option<&LogFileState>) -> bool {
     let Some(stored) = stored else { return true };
+    // A database's size says little (its write-ahead log takes the writes, then is
+    // rewritten from its start): its rows say, by their times.
+    if file.kind == LogKind::OpencodeDb {
+        return true;
+    }
     if (stored.device, stored.inode) != (file.device, file.inode) {
         return true;
     }
@@ -156,6 +161,7 @@ fn kind_text(kind: LogKind) -> &'static str {
         LogKind::CodexRollout => "codex_rollout",
         LogKind::CodexCompressed => "codex_rollout_zst",
         LogKind::GeminiChat => "gemini_chat",
+        LogKind::OpencodeDb => "opencode_db",
     }
 }
 
@@ -163,6 +169,9 @@ fn kind_text(kind: LogKind) -> &'static str {
 /// replaced). `None` when there is nothing new.
 pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead> {
     let (device, inode, size) = identity(&file.path)?;
+    if file.kind == LogKind::OpencodeDb {
+        return read_database_news(file, stored, (device, inode, size));
+    }
     let framework = file.kind.framework();
     let path_text = file.path.display().to_string();
     let same_file = stored.is_some_and(|stored| {
@@ -269,6 +278,8 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
             state.skipped = chat.skipped_lines;
             events.extend(chat.events.into_iter().map(|event| (0, event)));
         }
+        // Read by [`read_database_news`], above.
+        LogKind::OpencodeDb => return None,
         LogKind::ClaudeTask => {
             // The list is the directory: read all of it.
             let list = file.path.parent()?;
@@ -302,6 +313,52 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
         state,
         events,
         from: offset,
+        based_on: stored.map(LogFileState::position),
+    })
+}
+
+/// [`read_new`] for OpenCode's database: its rows changed since the time position the
+/// cache holds for it (its `offset`: milliseconds, not bytes).
+fn read_database_news(
+    file: &LogFile,
+    stored: Option<&LogFileState>,
+    (device, inode, size): (u64, u64, u64),
+) -> Option<LogRead> {
+    let same_file = stored.is_some_and(|stored| stored.device == device && stored.inode == inode);
+    let since = match stored {
+        Some(stored) if same_file => stored.offset,
+        _ => 0,
+    };
+    let read = super::opencode_db::read_since(&file.path, since as i64)
+        .inspect_err(|error| {
+            tracing::debug!(%error, path = %file.path.display(), "cannot read OpenCode's database");
+        })
+        .ok()?;
+    let position = read.position.max(0) as u64;
+    // Nothing newer than the last read (its last millisecond's rows, read again, are read
+    // with the next change, if one came in that millisecond after it).
+    if same_file && position == since {
+        return None;
+    }
+    Some(LogRead {
+        framework: file.kind.framework(),
+        state: LogFileState {
+            path: file.path.display().to_string(),
+            kind: kind_text(file.kind).to_owned(),
+            device,
+            inode,
+            size,
+            offset: position,
+            parser: None,
+            skipped: read.read.skipped_rows,
+        },
+        events: read
+            .read
+            .events
+            .into_iter()
+            .map(|event| (position, event))
+            .collect(),
+        from: since,
         based_on: stored.map(LogFileState::position),
     })
 }

@@ -13,7 +13,8 @@ Steps:
   get TASK_ID                  GetTask
   list                         ListTasks, page by page: the ids
   cancel TASK_ID               CancelTask
-  subscribe TASK_ID            SubscribeToTask: every update until the stream ends
+  subscribe TASK_ID            SubscribeToTask: every update until the stream ends (a line
+                               {"attached": true} once the first one came)
   errors                       what push configs, an unknown task and a file part get (the
                                SDK asks for no extended card: the card says there is none)
 """
@@ -133,8 +134,14 @@ async def main() -> None:
         elif step == "cancel":
             out = task_summary(await client.cancel_task(CancelTaskRequest(id=args[0])))
         elif step == "subscribe":
-            events = client.subscribe(SubscribeToTaskRequest(id=args[0]))
-            out = {"updates": [update(event) async for event in events]}
+            # A line once the stream is open (its first update, the task as it is), so a
+            # test can go on knowing the subscription is there; the summary last.
+            updates = []
+            async for event in client.subscribe(SubscribeToTaskRequest(id=args[0])):
+                updates.append(update(event))
+                if len(updates) == 1:
+                    print(json.dumps({"attached": True}), flush=True)
+            out = {"updates": updates}
         elif step == "errors":
             attempts = {
                 "push": client.create_task_push_notification_config(
