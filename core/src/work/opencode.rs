@@ -355,6 +355,40 @@ pub fn read_rows(
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Rows of any text (damaged real-format JSON among it) make events, or are
+        /// counted as skipped: never a panic, and a message is read or skipped, never both.
+        #[test]
+        fn rows_of_any_text_read_without_a_panic(
+            sample in proptest::sample::select(vec![
+                ASSISTANT.to_owned(),
+                r#"{"type":"tool","tool":"edit","state":{"status":"completed","input":{"filePath":"a.rs"}}}"#.to_owned(),
+                r#"{"type":"patch","files":["/x",1,null]}"#.to_owned(),
+            ]),
+            cut in 0usize..400,
+            noise in "[{}\\[\\]\",:0-9a-z .\\\\/-]{0,30}",
+            status in "[a-z_]{0,12}",
+        ) {
+            let cut = sample.len().min(cut);
+            let damaged = format!("{}{noise}", &sample[..cut]);
+            let sessions = [session_row("ses_a", None), session_row("ses_b", Some("ses_a"))];
+            let rows = [data("m1", "ses_b", 1, &damaged), data("m2", "ses_a", 2, &noise)];
+            let todo = TodoRow {
+                session_id: "ses_b".into(),
+                content: noise.clone(),
+                status,
+                position: cut as i64,
+            };
+            let read = read_rows(&sessions, &["ses_b".into()], &rows, &rows, &[todo]);
+            let usage = read
+                .events
+                .iter()
+                .filter(|event| matches!(event, LogEvent::Usage { .. }))
+                .count() as u64;
+            proptest::prop_assert!(usage + read.skipped_rows <= 4);
+        }
+    }
+
     fn data(id: &str, session: &str, at: i64, data: &str) -> DataRow {
         DataRow {
             id: id.into(),

@@ -336,13 +336,18 @@ impl Desk {
 
     pub async fn wait_css(&self, css: &str) -> Element {
         eprintln!("[harness] waiting for {css}");
-        match self
-            .client
-            .wait()
-            .at_most(PATIENCE)
-            .for_element(Locator::Css(css))
-            .await
-        {
+        // `at_most` bounds the polling, not one request: a request the webview never
+        // answers would otherwise hold the test until nextest ends it.
+        let waited = tokio::time::timeout(
+            PATIENCE + Duration::from_secs(5),
+            self.client
+                .wait()
+                .at_most(PATIENCE)
+                .for_element(Locator::Css(css)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("a WebDriver request waiting for {css} never returned"));
+        match waited {
             Ok(element) => element,
             Err(error) => {
                 self.screenshot("failure").await;
