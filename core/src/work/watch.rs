@@ -877,3 +877,79 @@ mod tests {
         assert_eq!(read_new(&file, Some(&again.state)).unwrap().from, 0);
     }
 }
+
+#[cfg(test)]
+mod opencode_tests {
+    use rusqlite::{Connection, params};
+
+    use super::*;
+    use crate::work::opencode_db::DATABASE;
+
+    fn step(id: &str, at: i64) -> (String, i64, String) {
+        (
+            id.to_owned(),
+            at,
+            r#"{"role":"assistant","modelID":"claude-sonnet-4-5","tokens":{"input":5,"output":1,"reasoning":0,"cache":{"read":0,"write":0}}}"#.to_owned(),
+        )
+    }
+
+    fn usage_keys(read: &LogRead) -> Vec<String> {
+        read.events
+            .iter()
+            .filter_map(|(_, event)| match event {
+                LogEvent::Usage { key, .. } => key.as_ref().map(|key| key.message_id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn opencodes_database_is_followed_by_time_through_its_write_ahead_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DATABASE);
+        let writer = Connection::open(&path).unwrap();
+        writer.pragma_update(None, "journal_mode", "wal").unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE session (id text PRIMARY KEY, directory text NOT NULL,
+                     parent_id text, model text, time_created integer NOT NULL,
+                     time_updated integer NOT NULL);
+                 CREATE TABLE message (id text PRIMARY KEY, session_id text NOT NULL,
+                     time_created integer NOT NULL, time_updated integer NOT NULL,
+                     data text NOT NULL);
+                 INSERT INTO session VALUES ('ses_a', '/src/app', NULL, NULL, 10, 10);",
+            )
+            .unwrap();
+        let insert = |(id, at, data): (String, i64, String)| {
+            writer
+                .execute(
+                    "INSERT INTO message VALUES (?1, 'ses_a', ?2, ?2, ?3)",
+                    params![id, at, data],
+                )
+                .unwrap();
+        };
+        insert(step("msg_1", 100));
+        // A notification names the write-ahead log: it is the database's change.
+        let roots = [(dir.path().to_path_buf(), LogKind::OpencodeDb)];
+        let file = scan::log_file_at(&roots, &dir.path().join(format!("{DATABASE}-wal")))
+            .expect("the database, through its log");
+        assert_eq!(file.path, path);
+        assert!(scan::log_file_at(&roots, &dir.path().join("opencode.db-shm")).is_none());
+        let first = read_new(&file, None).unwrap();
+        assert_eq!((first.from, first.state.offset), (0, 100));
+        assert_eq!(usage_keys(&first), ["msg_1"]);
+        // Nothing since: no read. A step written since: read from the position, with the
+        // rows of its last millisecond again (one written in that millisecond after the
+        // read is not missed; a message counts once, by its id).
+        assert!(has_news(&file, Some(&first.state)));
+        assert!(read_new(&file, Some(&first.state)).is_none());
+        insert(step("msg_2", 250));
+        let second = read_new(&file, Some(&first.state)).unwrap();
+        assert_eq!((second.from, second.state.offset), (100, 250));
+        assert_eq!(usage_keys(&second), ["msg_1", "msg_2"]);
+        insert(step("msg_3", 400));
+        let third = read_new(&file, Some(&second.state)).unwrap();
+        assert_eq!(usage_keys(&third), ["msg_2", "msg_3"]);
+        assert_eq!(second.based_on, Some(first.state.position()));
+    }
+}
