@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use roundtable_e2e::{Home, Hub, json, room_messages, room_texts};
 use roundtable_testkit::agent_clis::{self, CliCommand, CliOutput, CliSetup, real_clis_present};
 use roundtable_testkit::eventually;
-use roundtable_testkit::model_server::{ModelServer, Reply, Request, Usage, script};
+use roundtable_testkit::model_server::{Exchange, ModelServer, Reply, Request, Usage, script};
 use serde_json::Value;
 
 /// The longest one CLI run may take before the test fails (they take seconds).
@@ -45,6 +45,16 @@ impl Desk {
     /// A `roundtable` command as the person runs it on this machine.
     async fn ok(&self, args: &[&str]) -> String {
         self.home.ok("dana", args).await
+    }
+
+    /// Onboards `cli` as `dana/NAME`, makes a room `room` with it, and mentions it there:
+    /// the start of a journey with a real CLI.
+    async fn onboard_and_mention(&self, cli: &str, name: &str, room: &str, text: &str) {
+        self.ok(&["agents", "onboard", cli, "--name", name]).await;
+        let member = format!("dana/{name}");
+        self.ok(&["room", "create", "--title", room, "--member", &member])
+            .await;
+        self.ok(&["send", room, text]).await;
     }
 
     /// A file of the CLIs' HOME.
@@ -95,6 +105,20 @@ fn usage(n: u64) -> Usage {
         cache_write_1h: 0,
         extra: Value::Null,
     }
+}
+
+/// The tokens the server sent in `exchanges`, as `scanned` reports them: (input, output,
+/// cache write, cache read).
+fn sent_tokens(exchanges: &[&Exchange]) -> [u64; 4] {
+    exchanges.iter().fold([0; 4], |sum, exchange| {
+        let usage = exchange.usage().unwrap();
+        [
+            sum[0] + usage.input,
+            sum[1] + usage.output,
+            sum[2] + usage.cache_write_5m + usage.cache_write_1h,
+            sum[3] + usage.cache_read,
+        ]
+    })
 }
 
 /// Sums of one session in `roundtable scan --json`: (input, output, cache write, cache read,
@@ -187,21 +211,15 @@ async fn scan_reads_exactly_what_each_cli_was_sent_and_prices_it_as_claude_code_
         ),
         ("gemini", roundtable_testkit::model_server::Api::Gemini),
     ] {
-        let mut expected = [0u64; 4];
-        for exchange in sent
+        let of_api: Vec<&Exchange> = sent
             .iter()
             .filter(|e| e.request.as_ref().unwrap().api == api)
-        {
-            let usage = exchange.usage().unwrap();
-            expected[0] += usage.input;
-            expected[1] += usage.output;
-            expected[2] += usage.cache_write_5m + usage.cache_write_1h;
-            expected[3] += usage.cache_read;
-            if api == roundtable_testkit::model_server::Api::Anthropic {
-                // The advisor's own request, on its own model.
-                expected[0] += 400;
-                expected[1] += 40;
-            }
+            .collect();
+        let mut expected = sent_tokens(&of_api);
+        if api == roundtable_testkit::model_server::Api::Anthropic {
+            // Each request's advisor, on its own model.
+            expected[0] += 400 * of_api.len() as u64;
+            expected[1] += 40 * of_api.len() as u64;
         }
         let sessions = scanned(&scan, framework);
         assert_eq!(sessions.len(), 1, "{framework}: {scan}");
@@ -931,19 +949,13 @@ async fn gemini_cli_gets_its_messages_when_a_turn_begins_and_when_it_ends() {
     .await;
     let setup = desk.setup("what now?");
     agent_clis::prepare_gemini(&setup).unwrap();
-    desk.ok(&["agents", "onboard", "gemini", "--name", "helper"])
-        .await;
-    desk.ok(&[
-        "room",
-        "create",
-        "--title",
+    desk.onboard_and_mention(
+        "gemini",
+        "helper",
         "docs",
-        "--member",
-        "dana/helper",
-    ])
+        "@dana/helper please write the readme",
+    )
     .await;
-    desk.ok(&["send", "docs", "@dana/helper please write the readme"])
-        .await;
     let output = run(&agent_clis::gemini_command(&server.base_url(), &setup)).await;
     // The mention waiting when the turn began was in its first request, and the one that came
     // during the turn continued it.
@@ -1279,19 +1291,13 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
     agent_clis::prepare_opencode(&server.base_url(), &setup).unwrap();
     let config = ".config/opencode/opencode.json";
     let persons = desk.read(config);
-    desk.ok(&["agents", "onboard", "opencode", "--name", "coder"])
-        .await;
-    desk.ok(&[
-        "room",
-        "create",
-        "--title",
+    desk.onboard_and_mention(
+        "opencode",
+        "coder",
         "build",
-        "--member",
-        "dana/coder",
-    ])
+        "@dana/coder please add the parser",
+    )
     .await;
-    desk.ok(&["send", "build", "@dana/coder please add the parser"])
-        .await;
 
     let output = run(&agent_clis::opencode_command(&setup)).await;
     let calls = server.model_calls();
@@ -1341,18 +1347,11 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
     let scan = json(&desk.ok(&["--json", "scan"]).await);
     let sessions = scanned(&scan, "opencode");
     assert_eq!(sessions.len(), 1, "{scan}");
-    let mut expected = [0u64; 4];
-    for exchange in calls
+    let steps: Vec<&Exchange> = calls
         .iter()
         .filter(|e| e.request.as_ref().is_some_and(|r| !r.tools.is_empty()))
-    {
-        let usage = exchange.usage().unwrap();
-        expected[0] += usage.input;
-        expected[1] += usage.output;
-        expected[2] += usage.cache_write_5m + usage.cache_write_1h;
-        expected[3] += usage.cache_read;
-    }
-    assert_eq!(sessions[0].1, expected, "{scan}");
+        .collect();
+    assert_eq!(sessions[0].1, sent_tokens(&steps), "{scan}");
     assert!(sessions[0].2.is_some(), "priced: {scan}");
     let session = scan["sessions"]
         .as_array()

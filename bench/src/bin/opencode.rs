@@ -18,11 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
-use roundtable_core::local_agents::Environment;
-use roundtable_core::profile::{Profile, Secret};
-use roundtable_core::work::pricing::Pricing;
-use roundtable_core::work::watch::{WatchOptions, WatchState};
-use roundtable_core::{Change, Core};
+use roundtable_bench::watching::{self, median};
 use rusqlite::{Connection, params};
 
 #[derive(Debug, Parser)]
@@ -157,11 +153,6 @@ fn build(args: &Args) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn median(times: &mut [Duration]) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -225,38 +216,7 @@ async fn main() -> Result<()> {
         median(&mut warm).as_secs_f64()
     );
 
-    // The watcher.
-    let profiles = tempfile::tempdir()?;
-    let profile = Profile::save(
-        profiles.path(),
-        "bench",
-        "127.0.0.1:9",
-        "p_bench",
-        "bench",
-        &Secret::new("rt_bench_not_a_real_token_000000000000"),
-        None,
-    )?;
-    let core = Core::open(profile).await?;
-    let options = WatchOptions {
-        env: Environment {
-            home: home.clone(),
-            ..Environment::default()
-        },
-        profiles: profiles.path().to_path_buf(),
-        pricing: Pricing::built_in(),
-        share_rooms: Vec::new(),
-    };
-    let started = Instant::now();
-    let watcher = core.watch_logs(options.clone());
-    let mut state = watcher.state.clone();
-    state
-        .wait_for(|state| matches!(state, WatchState::Watching { .. }))
-        .await?;
-    println!(
-        "watcher: first pass over the database into a cache: {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    // OpenCode's own connection, writing as it does.
+    // The watcher, with OpenCode's own connection writing as it does.
     let writer = Connection::open(&database)?;
     writer.busy_timeout(Duration::from_secs(5))?;
     let run = std::process::id();
@@ -265,51 +225,34 @@ async fn main() -> Result<()> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64)
     };
-    let mut latencies = Vec::new();
-    for n in 0..args.appends {
-        let mut changes = core.changes();
-        let appended = Instant::now();
-        insert_step(&writer, n % args.sessions, &format!("a{run}_{n}"), now())?;
-        tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                if let Ok(Change::LocalWork) = changes.recv().await {
-                    break;
-                }
-            }
-        })
-        .await
-        .context("the new step never reached the cache")?;
-        latencies.push(appended.elapsed());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let figures = watching::measure(&home, args.appends, |n| {
+        Ok(insert_step(
+            &writer,
+            n % args.sessions,
+            &format!("a{run}_{n}"),
+            now(),
+        )?)
+    })
+    .await?;
+    let (median_latency, max_latency) = figures.latency();
+    println!(
+        "watcher: first pass over the database into a cache: {:.2} s",
+        figures.first_pass.as_secs_f64()
+    );
     println!(
         "# new step → in the cache, in order (ms): {}",
-        latencies
-            .iter()
-            .map(|latency| format!("{:.1}", latency.as_secs_f64() * 1e3))
-            .collect::<Vec<_>>()
-            .join(" ")
+        figures.latencies_ms()
     );
-    let max = latencies.iter().max().copied().unwrap_or_default();
     println!(
         "watcher: new step → in the cache, median of {}: {:.1} ms (max {:.1} ms)",
-        latencies.len(),
-        median(&mut latencies).as_secs_f64() * 1e3,
-        max.as_secs_f64() * 1e3
+        figures.latencies.len(),
+        median_latency.as_secs_f64() * 1e3,
+        max_latency.as_secs_f64() * 1e3
     );
-    watcher.stop().await;
-    insert_step(&writer, 0, &format!("a{run}_last"), now())?;
-    let restarted = Instant::now();
-    let watcher = core.watch_logs(options);
-    let mut state = watcher.state.clone();
-    state
-        .wait_for(|state| matches!(state, WatchState::Watching { .. }))
-        .await?;
     println!(
         "watcher: restart after one more step, caught up in {:.0} ms",
-        restarted.elapsed().as_secs_f64() * 1e3
+        figures.restart.as_secs_f64() * 1e3
     );
-    watcher.stop().await;
     // The steps added are taken out again, so the next run starts from the same database.
     writer.execute("DELETE FROM message WHERE id LIKE 'msg_%_a%'", [])?;
     writer.execute("DELETE FROM part WHERE id LIKE 'prt_%_a%'", [])?;

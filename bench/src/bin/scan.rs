@@ -22,11 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
-use roundtable_core::local_agents::Environment;
-use roundtable_core::profile::{Profile, Secret};
-use roundtable_core::work::pricing::Pricing;
-use roundtable_core::work::watch::{WatchOptions, WatchState};
-use roundtable_core::{Change, Core};
+use roundtable_bench::watching::{self, median};
 use serde_json::Value;
 
 #[derive(Debug, Parser)]
@@ -194,11 +190,6 @@ fn timed(command: &mut Command) -> Result<(Duration, Vec<u8>)> {
     Ok((elapsed, output.stdout))
 }
 
-fn median(times: &mut [Duration]) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -306,36 +297,6 @@ async fn main() -> Result<()> {
     );
 
     // The watcher.
-    let profiles = tempfile::tempdir()?;
-    let profile = Profile::save(
-        profiles.path(),
-        "bench",
-        "127.0.0.1:9",
-        "p_bench",
-        "bench",
-        &Secret::new("rt_bench_not_a_real_token_000000000000"),
-        None,
-    )?;
-    let core = Core::open(profile).await?;
-    let options = WatchOptions {
-        env: Environment {
-            home: home.clone(),
-            ..Environment::default()
-        },
-        profiles: profiles.path().to_path_buf(),
-        pricing: Pricing::built_in(),
-        share_rooms: Vec::new(),
-    };
-    let started = Instant::now();
-    let watcher = core.watch_logs(options.clone());
-    let mut state = watcher.state.clone();
-    state
-        .wait_for(|state| matches!(state, WatchState::Watching { .. }))
-        .await?;
-    println!(
-        "watcher: first pass over the corpus into a cache: {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
     let mut transcript = Vec::new();
     sample_files(&home.join(".claude/projects"), &mut transcript);
     let file = transcript.first().context("a transcript")?.clone();
@@ -348,61 +309,33 @@ async fn main() -> Result<()> {
             "{{\"type\":\"assistant\",\"sessionId\":\"appended-{run}\",\"uuid\":\"a{run}-{n}\",\"cwd\":\"/work\",\"timestamp\":\"2026-12-01T10:00:00.000Z\",\"requestId\":\"req_a{run}_{n}\",\"message\":{{\"id\":\"msg_a{run}_{n}\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[{{\"type\":\"text\",\"text\":\"line {n}\"}}],\"usage\":{{\"input_tokens\":12,\"output_tokens\":34,\"cache_read_input_tokens\":5600}}}}}}\n"
         )
     };
-    let mut latencies = Vec::new();
-    for n in 0..args.appends {
-        let mut changes = core.changes();
-        let appended = Instant::now();
+    let figures = watching::measure(&home, args.appends, |n| {
         std::fs::OpenOptions::new()
             .append(true)
             .open(&file)?
             .write_all(line(n).as_bytes())?;
-        tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                if let Ok(Change::LocalWork) = changes.recv().await {
-                    break;
-                }
-            }
-        })
-        .await
-        .context("the appended line never reached the cache")?;
-        latencies.push(appended.elapsed());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Ok(())
+    })
+    .await?;
+    let (median_latency, max_latency) = figures.latency();
+    println!(
+        "watcher: first pass over the corpus into a cache: {:.1} s",
+        figures.first_pass.as_secs_f64()
+    );
     println!(
         "# appended line → in the cache, in order (ms): {}",
-        latencies
-            .iter()
-            .map(|latency| format!("{:.1}", latency.as_secs_f64() * 1e3))
-            .collect::<Vec<_>>()
-            .join(" ")
+        figures.latencies_ms()
     );
     println!(
         "watcher: appended line → in the cache, median of {}: {:.1} ms (max {:.1} ms)",
-        latencies.len(),
-        median(&mut latencies).as_secs_f64() * 1e3,
-        latencies
-            .iter()
-            .max()
-            .unwrap_or(&Duration::ZERO)
-            .as_secs_f64()
-            * 1e3
+        figures.latencies.len(),
+        median_latency.as_secs_f64() * 1e3,
+        max_latency.as_secs_f64() * 1e3
     );
-    watcher.stop().await;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(&file)?
-        .write_all(line(args.appends).as_bytes())?;
-    let restarted = Instant::now();
-    let watcher = core.watch_logs(options);
-    let mut state = watcher.state.clone();
-    state
-        .wait_for(|state| matches!(state, WatchState::Watching { .. }))
-        .await?;
     println!(
         "watcher: restart after one more line, caught up in {:.0} ms ({files} files looked at, one line read)",
-        restarted.elapsed().as_secs_f64() * 1e3
+        figures.restart.as_secs_f64() * 1e3
     );
-    watcher.stop().await;
     std::fs::OpenOptions::new()
         .write(true)
         .open(&file)?
