@@ -1245,7 +1245,9 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
         }
         let n = request.messages.len() as u64;
         let seen = request.raw.to_string();
-        let reply = if seen.contains("one more thing") {
+        let reply = if seen.contains("please review the parser") {
+            Reply::text("The parser looks right.")
+        } else if seen.contains("one more thing") {
             Reply::text("The benchmark is next.")
         } else if seen.contains("how is it going") {
             // A turn with no tool: a mention sent now reaches it only at its end.
@@ -1438,6 +1440,45 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
     }
     serving_group.end();
     let _ = serving.wait().await;
+
+    // With no terminal: the runner answers a mention with an OpenCode turn, the reply
+    // posted in the room as the agent.
+    let opencode = agent_clis::cli_bin_dir().join("opencode");
+    let mut runner = desk
+        .home
+        .command(
+            "dana",
+            &[
+                "run",
+                "--agent",
+                "dana/coder",
+                "--executable",
+                &opencode.display().to_string(),
+            ],
+        )
+        .current_dir(&desk.work)
+        .envs(agent_clis::opencode_command(&setup).env)
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    desk.ok(&["send", "build", "@dana/coder please review the parser"])
+        .await;
+    eventually(
+        "the runner's reply in the room",
+        Duration::from_secs(120),
+        async || {
+            let said = room_messages(&hub.ws_url(), coder.token.expose(), "build").await;
+            said.contains(&(
+                coder.principal.clone(),
+                "The parser looks right.".to_owned(),
+            ))
+            .then_some(())
+        },
+    )
+    .await;
+    let _ = runner.start_kill();
+    let _ = runner.wait().await;
 
     // Offboarded: the person's configuration byte for byte, and the plugin gone.
     desk.ok(&["agents", "offboard", "opencode", "--name", "coder"])
