@@ -425,6 +425,7 @@ impl Core {
             // agent on this CLI leave it alone.
             .env(AGENT_ENV, &handle)
             .env(ROOM_ENV, room)
+            .envs(command_env(settings))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -613,6 +614,29 @@ not json at all
                 "--model",
                 "anthropic/claude-sonnet-4-5"
             ]
+        );
+        // Onboarded: its configuration has the server. A team's agent gets it in the
+        // configuration OpenCode merges over its files.
+        assert!(command_env(&settings).is_empty());
+        let teamed = RunSettings {
+            mcp: Some(McpServer {
+                roundtable: "/bin/roundtable".into(),
+                handle: "dana/x-developer".into(),
+                roundtable_home: Some("/home/dana/.rt".into()),
+            }),
+            ..settings
+        };
+        let env = command_env(&teamed);
+        assert_eq!(env[0].0, "OPENCODE_CONFIG_CONTENT");
+        let config: Value = serde_json::from_str(&env[0].1).unwrap();
+        assert_eq!(
+            config["mcp"]["roundtable"],
+            json!({
+                "type": "local",
+                "command": ["/bin/roundtable", "mcp", "--agent", "dana/x-developer"],
+                "enabled": true,
+                "environment": {"ROUNDTABLE_HOME": "/home/dana/.rt"},
+            })
         );
     }
 

@@ -50,6 +50,17 @@ impl McpServer {
         json!({ "mcpServers": { "roundtable": server } }).to_string()
     }
 
+    /// OpenCode's `OPENCODE_CONFIG_CONTENT`: configuration OpenCode merges over its files'.
+    fn opencode_config(&self) -> String {
+        let mut command = vec![self.roundtable.display().to_string()];
+        command.extend(self.args());
+        let mut server = json!({"type": "local", "command": command, "enabled": true});
+        if let Some(home) = &self.roundtable_home {
+            server["environment"] = json!({"ROUNDTABLE_HOME": home.display().to_string()});
+        }
+        json!({ "mcp": { "roundtable": server } }).to_string()
+    }
+
     /// Codex's `-c` overrides.
     fn codex_overrides(&self) -> Vec<String> {
         let quote = |text: &str| serde_json::to_string(text).expect("strings serialize");
@@ -236,6 +247,15 @@ pub fn command_line(settings: &RunSettings, session: Option<&str>) -> Vec<String
         }
     }
     args
+}
+
+/// Variables a turn's CLI gets besides the runner's own: Roundtable's MCP server for
+/// OpenCode, which takes no server on its command line.
+pub fn command_env(settings: &RunSettings) -> Vec<(&'static str, String)> {
+    match (settings.cli, &settings.mcp) {
+        (AgentCli::Opencode, Some(mcp)) => vec![("OPENCODE_CONFIG_CONTENT", mcp.opencode_config())],
+        _ => Vec::new(),
+    }
 }
 
 /// The prompt for a turn: who the agent is, the messages, and (for a new session) its
