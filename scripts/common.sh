@@ -128,7 +128,7 @@ ensure_test_ccusage() {
 
 # The real agent CLIs the end-to-end tests drive against a scripted model server, from npm at
 # pinned versions, into target/ (again only when the pins change).
-AGENT_CLIS=(@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 @google/gemini-cli@0.61.0 opencode-ai@1.18.33)
+AGENT_CLIS=(@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 @google/gemini-cli@0.61.0 opencode-ai@1.18.33 @github/copilot@1.0.102)
 ensure_test_agent_clis() {
     local prefix=target/agent-clis
     if [ "$(cat "$prefix/.pinned" 2>/dev/null)" != "${AGENT_CLIS[*]}" ]; then

@@ -1,11 +1,13 @@
-//! `roundtable hook claude|codex|gemini|opencode --agent HANDLE …`: what an agent CLI runs at the
-//! moments of a session it reports (see `roundtable_core::hooks`). It always exits 0 and
+//! `roundtable hook claude|codex|gemini|opencode|copilot --agent HANDLE …`: what an agent CLI
+//! runs at the moments of a session it reports (see `roundtable_core::hooks`). It always exits 0 and
 //! never stalls a session past its configured wait: a hook that cannot reach the hub says so
 //! on stderr and lets the session go on.
 //!
 //! - Claude Code, Codex and Gemini CLI: `roundtable hook CLI --agent dana/writer [EVENT]` with
 //!   the hook's JSON on stdin; the answer, if any, on stdout in the CLI's format. OpenCode's
 //!   plugin of ours (`roundtable hook opencode …`) writes and reads Claude Code's shapes.
+//!   GitHub Copilot CLI gives its own camelCase payloads, which name no event: its hooks
+//!   give the event on the command line, and read flat answers.
 //! - Codex's `notify` (onboarding before Codex had hooks): `notify = ["roundtable", "hook",
 //!   "codex", "--agent", "dana/reviewer", "--then", PROGRAM…]`; Codex appends the turn's JSON
 //!   as the last argument. The program the person had as `notify` before onboarding (after
@@ -30,6 +32,8 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
         "gemini" => stdin_hook(AgentCli::Gemini, agent, rest.first().map(String::as_str)).await,
         // Roundtable's OpenCode plugin writes the hook's JSON as Claude Code's hooks do.
         "opencode" => stdin_hook(AgentCli::Opencode, agent, rest.first().map(String::as_str)).await,
+        // Copilot's hooks are told their event on the command line (its payloads name none).
+        "copilot" => stdin_hook(AgentCli::Copilot, agent, rest.first().map(String::as_str)).await,
         "codex"
             if rest
                 .last()
@@ -45,7 +49,7 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
         }
         other => {
             eprintln!(
-                "roundtable hook: no hooks for {other:?} (claude, codex, gemini or opencode)"
+                "roundtable hook: no hooks for {other:?} (claude, codex, gemini, opencode or copilot)"
             );
             None
         }
@@ -112,6 +116,18 @@ fn under_codex_exec() -> bool {
         })
 }
 
+/// The arguments of the GitHub Copilot CLI running this hook (its nearest Copilot ancestor).
+fn copilot_arguments() -> Option<Vec<String>> {
+    roundtable_core::agent_session::ancestors()
+        .into_iter()
+        .take(6)
+        .find(|ancestor| {
+            roundtable_core::agent_session::agent_cli_of(&ancestor.argv)
+                == Some(AgentCli::Copilot.display_name())
+        })
+        .map(|ancestor| ancestor.argv.into_iter().skip(1).collect())
+}
+
 /// The subcommand of a `codex` command line (its arguments after the program), read as
 /// Codex's parser reads it: options that take a value skip it; `e` is `exec`.
 fn codex_subcommand(args: &[String]) -> Option<&str> {
@@ -175,6 +191,8 @@ async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<S
     };
     let event_name = match (&event, cli) {
         (HookEvent::Other(_), _) => return None,
+        // Copilot's answers name no event.
+        (_, AgentCli::Copilot) => "",
         (HookEvent::SessionStarted { .. }, _) => "SessionStart",
         (HookEvent::PromptSubmitted { .. }, AgentCli::Gemini) => "BeforeAgent",
         (HookEvent::PromptSubmitted { .. }, _) => "UserPromptSubmit",
@@ -201,6 +219,7 @@ async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<S
     let context = match cli {
         AgentCli::Claude => HookContext::claude(&env),
         AgentCli::Codex => HookContext::from_env(cli, Some(!under_codex_exec()), &env),
+        AgentCli::Copilot => HookContext::copilot(copilot_arguments().as_deref(), &env),
         _ => HookContext::from_env(cli, None, &env),
     };
     let wake = match (&event, cli) {
@@ -226,7 +245,7 @@ async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<S
         // Codex's queue, from a process that outlives this hook.
         start_codex_wake(agent, &thread, rollout.as_deref());
     }
-    reply.stdout(event_name)
+    reply.stdout_for(cli, event_name)
 }
 
 /// Leaves `roundtable hook codex-wake` running for `thread`, detached from this hook.

@@ -11,8 +11,8 @@
 //! settings, and by the runner on the CLIs it starts) or [`crate::runner::AGENT_ENV`], in
 //! this process's environment or in any ancestor's: a session that drops the variable
 //! before running `roundtable` still has it in the shell or CLI process it came from. An
-//! ancestor that is an agent CLI itself (Claude Code, Codex, Gemini CLI, OpenCode) marks one too,
-//! for the CLIs whose settings have no place to set it.
+//! ancestor that is an agent CLI itself (Claude Code, Codex, Gemini CLI, OpenCode, GitHub
+//! Copilot CLI) marks one too, for the CLIs whose settings have no place to set it.
 
 /// Set in every agent session's environment: its value names the agent, or the CLI.
 pub const SESSION_ENV: &str = "ROUNDTABLE_AGENT_SESSION";
@@ -97,11 +97,21 @@ fn cli_named(path: &str) -> Option<&'static str> {
         "codex" => Some("Codex"),
         "gemini" => Some("Gemini CLI"),
         "opencode" => Some("OpenCode"),
+        "copilot" => Some("GitHub Copilot CLI"),
         _ if name.starts_with("codex-") => Some("Codex"),
+        // Copilot's native executable, as the npm package links it (`copilot-linux-x64`);
+        // not `copilot-language-server`, an editor's.
+        _ if ["linux-", "darwin-", "win32-"]
+            .iter()
+            .any(|os| name.starts_with(&format!("copilot-{os}"))) =>
+        {
+            Some("GitHub Copilot CLI")
+        }
         _ if path.contains("/@anthropic-ai/claude-code/") => Some("Claude Code"),
         _ if path.contains("/@openai/codex/") => Some("Codex"),
         _ if path.contains("/@google/gemini-cli/") => Some("Gemini CLI"),
         _ if path.contains("/opencode-ai/") => Some("OpenCode"),
+        _ if path.contains("/@github/copilot") => Some("GitHub Copilot CLI"),
         _ => None,
     }
 }
@@ -181,7 +191,7 @@ mod tests {
 
     #[test]
     fn agent_clis_are_known_by_their_program_or_their_script() {
-        let cases: [(&[&str], Option<&str>); 19] = [
+        let cases: [(&[&str], Option<&str>); 23] = [
             (&["/usr/local/bin/claude", "-p", "hi"], Some("Claude Code")),
             (
                 &["node", "/usr/lib/node_modules/.bin/codex", "exec"],
@@ -214,6 +224,22 @@ mod tests {
                 &["node", "/n/lib/node_modules/opencode-ai/bin/opencode.js"],
                 Some("OpenCode"),
             ),
+            (
+                &[
+                    "/n/lib/node_modules/@github/copilot/node_modules/@github/copilot-linux-x64/copilot",
+                    "-p",
+                ],
+                Some("GitHub Copilot CLI"),
+            ),
+            (
+                &["node", "/n/lib/node_modules/@github/copilot/npm-loader.js"],
+                Some("GitHub Copilot CLI"),
+            ),
+            (
+                &["copilot-darwin-arm64", "--acp"],
+                Some("GitHub Copilot CLI"),
+            ),
+            (&["copilot-language-server", "--stdio"], None),
             (&["bash", "-c", "claude -p hi"], None),
             (&["/usr/bin/vim", "claude"], None),
             (

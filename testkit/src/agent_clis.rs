@@ -24,7 +24,7 @@ pub fn cli_bin_dir() -> PathBuf {
 /// unless `ROUNDTABLE_SKIP_REAL_CLIS=1` says to skip it (then this is `false`).
 pub fn real_clis_present() -> bool {
     let dir = cli_bin_dir();
-    if ["claude", "codex", "gemini", "opencode"]
+    if ["claude", "codex", "gemini", "opencode", "copilot"]
         .iter()
         .all(|cli| dir.join(cli).exists())
     {
@@ -505,6 +505,60 @@ pub fn opencode_command(setup: &CliSetup) -> CliCommand {
     env.push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
     env.push(("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()));
     finish("opencode", setup, args, env)
+}
+
+/// Writes `~/.copilot/mcp-config.json` with `mcp_servers` (when there are any) and
+/// `extra_config` merged in.
+pub fn prepare_copilot(setup: &CliSetup) -> std::io::Result<()> {
+    if setup.mcp_servers.is_empty() && setup.extra_config.is_empty() {
+        return Ok(());
+    }
+    let servers = mcp_json(
+        &setup.mcp_servers,
+        &json!({"type": "local", "tools": ["*"]}),
+    );
+    let config = merged_json(json!({"mcpServers": servers}), &setup.extra_config)?;
+    write(
+        &setup.home.join(".copilot/mcp-config.json"),
+        &serde_json::to_string_pretty(&config).unwrap_or_default(),
+    )
+}
+
+/// `copilot -p PROMPT --output-format json [--allow-all-tools]` against the server with no
+/// GitHub login: Copilot's own provider settings (`COPILOT_PROVIDER_*`, Anthropic's API at
+/// the server's root, which Copilot appends `/v1/messages` to) and `COPILOT_OFFLINE`, which
+/// keeps it from every other network call. The model defaults to `claude-sonnet-4-5`.
+pub fn copilot_command(base_url: &str, setup: &CliSetup) -> CliCommand {
+    let mut args = vec![
+        "-p".to_owned(),
+        setup.prompt.clone(),
+        "--output-format".to_owned(),
+        "json".to_owned(),
+    ];
+    if setup.skip_permissions {
+        args.push("--allow-all-tools".into());
+    }
+    finish("copilot", setup, args, copilot_env(base_url, setup))
+}
+
+/// The environment GitHub Copilot CLI runs in against the server.
+pub fn copilot_env(base_url: &str, setup: &CliSetup) -> Vec<(String, String)> {
+    let model = setup
+        .model
+        .clone()
+        .unwrap_or_else(|| "claude-sonnet-4-5".into());
+    let mut env = base_env(setup);
+    env.extend(
+        [
+            ("COPILOT_OFFLINE", "true"),
+            ("COPILOT_PROVIDER_TYPE", "anthropic"),
+            ("COPILOT_PROVIDER_BASE_URL", base_url),
+            ("COPILOT_PROVIDER_API_KEY", "model-server-key"),
+            ("COPILOT_MODEL", &model),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned())),
+    );
+    env
 }
 
 /// A stdio MCP server in Python (stdlib only) with one tool, `ping {text}` → `pong: TEXT`. Run

@@ -146,6 +146,98 @@ fn scanned(scan: &Value, framework: &str) -> Vec<(String, [u64; 4], Option<f64>)
         .collect()
 }
 
+/// The one session of `framework` in `roundtable scan --json`.
+fn scanned_session<'a>(scan: &'a Value, framework: &str) -> &'a Value {
+    scan["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|session| session["framework"] == framework)
+        .unwrap_or_else(|| panic!("no {framework} session: {scan}"))
+}
+
+/// The titles of a scanned session's task list.
+fn task_titles(session: &Value) -> Vec<&str> {
+    session["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|task| task["title"].as_str().unwrap())
+        .collect()
+}
+
+/// Whether a scanned session touched `file`.
+fn touched(session: &Value, file: &Path) -> bool {
+    session["files"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!(file.display().to_string()))
+}
+
+/// Whether `agent` said `text` in `room`.
+async fn said(
+    hub: &Hub,
+    agent: &roundtable_core::profile::Profile,
+    room: &str,
+    text: &str,
+) -> bool {
+    room_messages(&hub.ws_url(), agent.token.expose(), room)
+        .await
+        .contains(&(agent.principal.clone(), text.to_owned()))
+}
+
+/// Answers, from the person's CLI, the open ping whose question holds `about`.
+async fn answer_ping_about(desk: &Desk, about: &str, answer: &str) {
+    let ping = eventually("the permission ping", Duration::from_secs(60), async || {
+        let pings = json(&desk.ok(&["--json", "pings"]).await);
+        pings.as_array()?.iter().find_map(|ping| {
+            let question = ping["question"].as_str()?;
+            (ping["state"] == "open" && question.contains(about))
+                .then(|| ping["ping"].as_str().unwrap().to_owned())
+        })
+    })
+    .await;
+    desk.ok(&["answer", &ping, answer]).await;
+}
+
+/// With no terminal: `roundtable run` answers `mention` in `room` with a turn of the CLI
+/// at `executable` (run with `env`), its reply, `expected`, posted in the room as the agent.
+async fn runner_answers(
+    (desk, hub): (&Desk, &Hub),
+    agent: &roundtable_core::profile::Profile,
+    (executable, env): (&Path, Vec<(String, String)>),
+    (room, mention, expected): (&str, &str, &str),
+) {
+    let handle = agent.handle.clone();
+    let mut runner = desk
+        .home
+        .command(
+            "dana",
+            &[
+                "run",
+                "--agent",
+                &handle,
+                "--executable",
+                &executable.display().to_string(),
+            ],
+        )
+        .current_dir(&desk.work)
+        .envs(env)
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    desk.ok(&["send", room, mention]).await;
+    eventually(
+        "the runner's reply in the room",
+        Duration::from_secs(120),
+        async || said(hub, agent, room, expected).await.then_some(()),
+    )
+    .await;
+    let _ = runner.start_kill();
+    let _ = runner.wait().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scan_reads_exactly_what_each_cli_was_sent_and_prices_it_as_claude_code_does() {
     if !real_clis_present() {
@@ -418,16 +510,7 @@ async fn claude_codes_permission_requests_are_answered_by_the_person_from_roundt
         let command = agent_clis::claude_command(&server.base_url(), &setup);
         let claude = tokio::spawn(async move { command.run(RUN_LIMIT).await.unwrap() });
         // The question reaches the person as a ping; they answer it from their CLI.
-        let ping = eventually("the permission ping", Duration::from_secs(60), async || {
-            let pings = json(&desk.ok(&["--json", "pings"]).await);
-            pings.as_array()?.iter().find_map(|ping| {
-                let question = ping["question"].as_str()?;
-                (ping["state"] == "open" && question.contains(&format!("touch {file}")))
-                    .then(|| ping["ping"].as_str().unwrap().to_owned())
-            })
-        })
-        .await;
-        desk.ok(&["answer", &ping, answer]).await;
+        answer_ping_about(&desk, &format!("touch {file}"), answer).await;
         let output = claude.await.unwrap();
         assert_eq!(output.code, Some(0), "{}\n{}", output.stdout, output.stderr);
         let made = desk.work.join(file).exists();
@@ -1335,14 +1418,7 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
     );
     // What the agent said reached the room, as it.
     let coder = desk.home.profile("dana.coder");
-    let said = room_messages(&hub.ws_url(), coder.token.expose(), "build").await;
-    assert!(
-        said.contains(&(
-            coder.principal.clone(),
-            "parser added; tests next".to_owned()
-        )),
-        "{said:?}"
-    );
+    assert!(said(&hub, &coder, "build", "parser added; tests next").await);
 
     // `scan` reads OpenCode's database: the task list, the file, and exactly the tokens
     // the server sent for the session's steps, priced.
@@ -1355,27 +1431,13 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
         .collect();
     assert_eq!(sessions[0].1, sent_tokens(&steps), "{scan}");
     assert!(sessions[0].2.is_some(), "priced: {scan}");
-    let session = scan["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|session| session["framework"] == "opencode")
-        .unwrap();
-    let titles: Vec<&str> = session["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|task| task["title"].as_str().unwrap())
-        .collect();
-    assert_eq!(titles, ["Write the parser", "Tell the room"], "{session}");
-    let parser = desk.work.join("parser.rs").display().to_string();
-    assert!(
-        session["files"]
-            .as_array()
-            .unwrap()
-            .contains(&serde_json::json!(parser)),
+    let session = scanned_session(&scan, "opencode");
+    assert_eq!(
+        task_titles(session),
+        ["Write the parser", "Tell the room"],
         "{session}"
     );
+    assert!(touched(session, &desk.work.join("parser.rs")), "{session}");
 
     // A session a person keeps open (`opencode serve`, as the terminal's): a mention that
     // comes during a turn with no tool starts the next turn when this one ends.
@@ -1443,42 +1505,20 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
 
     // With no terminal: the runner answers a mention with an OpenCode turn, the reply
     // posted in the room as the agent.
-    let opencode = agent_clis::cli_bin_dir().join("opencode");
-    let mut runner = desk
-        .home
-        .command(
-            "dana",
-            &[
-                "run",
-                "--agent",
-                "dana/coder",
-                "--executable",
-                &opencode.display().to_string(),
-            ],
-        )
-        .current_dir(&desk.work)
-        .envs(agent_clis::opencode_command(&setup).env)
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    desk.ok(&["send", "build", "@dana/coder please review the parser"])
-        .await;
-    eventually(
-        "the runner's reply in the room",
-        Duration::from_secs(120),
-        async || {
-            let said = room_messages(&hub.ws_url(), coder.token.expose(), "build").await;
-            said.contains(&(
-                coder.principal.clone(),
-                "The parser looks right.".to_owned(),
-            ))
-            .then_some(())
-        },
+    runner_answers(
+        (&desk, &hub),
+        &coder,
+        (
+            &agent_clis::cli_bin_dir().join("opencode"),
+            agent_clis::opencode_command(&setup).env,
+        ),
+        (
+            "build",
+            "@dana/coder please review the parser",
+            "The parser looks right.",
+        ),
     )
     .await;
-    let _ = runner.start_kill();
-    let _ = runner.wait().await;
 
     // Offboarded: the person's configuration byte for byte, and the plugin gone.
     desk.ok(&["agents", "offboard", "opencode", "--name", "coder"])
@@ -1488,6 +1528,231 @@ async fn opencode_onboarded_gets_its_messages_speaks_in_rooms_is_read_exactly_an
         !desk
             .user_home()
             .join(".config/opencode/plugins/roundtable.js")
+            .exists()
+    );
+}
+
+/// GitHub Copilot CLI from npm, with no GitHub login: it runs on its own provider settings
+/// against the scripted model server (`COPILOT_OFFLINE`, `COPILOT_PROVIDER_*`), so
+/// everything a person does with it is run here — onboarding, messages at a prompt's start,
+/// a tool's end and a turn's end, its permission requests answered from Roundtable, the
+/// runner, `scan` and offboarding. What cannot run here is a GitHub account's own models
+/// and their premium-request billing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copilot_onboarded_gets_its_messages_asks_its_person_is_read_exactly_and_leaves_no_byte() {
+    if !real_clis_present() {
+        return;
+    }
+    let hub = Hub::start(&[]).await;
+    let desk = Desk::new();
+    desk.home.signup(&hub, "dana").await;
+    let (desk_home, user_home) = (desk.home.dir.path().to_path_buf(), desk.user_home());
+    let parser = desk.work.join("parser.rs").display().to_string();
+    // Copilot names an MCP tool `<server>-<tool>`, and keeps its task list in a table of
+    // its session's own database, written with its `sql` tool.
+    let server = ModelServer::start(script(move |request: &Request| {
+        let n = request.messages.len() as u64;
+        let seen = request.raw.to_string();
+        let reply = if seen.contains("please review the parser") {
+            Reply::text("The parser looks right.")
+        } else if seen.contains("one more thing") {
+            Reply::text("The benchmark is next.")
+        } else if seen.contains("how is it going") {
+            // A turn with no tool: a mention sent now reaches it only at its end.
+            send_now(
+                &desk_home,
+                &user_home,
+                "build",
+                "@dana/pilot one more thing: a benchmark",
+            );
+            Reply::text("Going well.")
+        } else if seen.contains("make the file") {
+            if request.ends_with_tool_result() {
+                Reply::text(format!(
+                    "The command said: {}",
+                    request.last_tool_output().unwrap_or_default()
+                ))
+            } else {
+                let file = if seen.contains("I will deny it") {
+                    "denied.txt"
+                } else {
+                    "allowed.txt"
+                };
+                Reply::call(
+                    "bash",
+                    serde_json::json!({"command": format!("touch {file} && echo made {file}"), "description": "make a file"}),
+                )
+            }
+        } else if !request.called("sql") {
+            Reply::call(
+                "sql",
+                serde_json::json!({"description": "Plan the work", "query":
+                    "INSERT INTO todos (id, title, status) VALUES \
+                     ('parser', 'Write the parser', 'in_progress'), ('room', 'Tell the room', 'pending')"}),
+            )
+        } else if !request.called("create") {
+            // Sent during the turn: it reaches the agent at its next tool's end.
+            send_now(
+                &desk_home,
+                &user_home,
+                "build",
+                "@dana/pilot also add tests",
+            );
+            Reply::call(
+                "create",
+                serde_json::json!({"path": parser, "file_text": "fn parse() {}\n"}),
+            )
+        } else if !request.called("roundtable-send_message") {
+            Reply::call(
+                "roundtable-send_message",
+                serde_json::json!({"room": "build", "text": "parser added; tests next"}),
+            )
+        } else {
+            Reply::text("Done.")
+        };
+        reply.with_usage(usage(n))
+    }))
+    .await;
+    // The person's own configuration: a server of theirs.
+    let mut setup = desk.setup("go on");
+    setup.mcp_servers.push(agent_clis::McpServer {
+        name: "notes".into(),
+        command: "python3".into(),
+        args: vec!["-c".into(), "pass".into()],
+        env: Vec::new(),
+    });
+    agent_clis::prepare_copilot(&setup).unwrap();
+    setup.mcp_servers.clear();
+    let config = ".copilot/mcp-config.json";
+    let persons = desk.read(config);
+    desk.onboard_and_mention(
+        "copilot",
+        "pilot",
+        "build",
+        "@dana/pilot please add the parser",
+    )
+    .await;
+
+    let output = run(&agent_clis::copilot_command(&server.base_url(), &setup)).await;
+    let calls = server.model_calls();
+    let requests: Vec<Request> = calls
+        .iter()
+        .filter_map(|exchange| exchange.request.clone())
+        .collect();
+    // Roundtable's tools were offered; the mention waiting when the prompt began was in
+    // it, and the one sent during the turn came with the next tool's output.
+    assert!(
+        requests[0].offers("roundtable-send_message"),
+        "{:?}",
+        requests[0].tools
+    );
+    assert!(
+        requests[0]
+            .raw
+            .to_string()
+            .contains("please add the parser"),
+        "{}\n{}",
+        requests[0].raw,
+        output.stderr
+    );
+    let after_create = requests
+        .iter()
+        .find(|request| request.called("create") && request.ends_with_tool_result())
+        .expect("the file was made");
+    assert!(
+        after_create
+            .last_tool_output()
+            .unwrap_or_default()
+            .contains("also add tests"),
+        "{:?}",
+        after_create.last_tool_output()
+    );
+    let pilot = desk.home.profile("dana.pilot");
+    assert!(said(&hub, &pilot, "build", "parser added; tests next").await);
+
+    // `scan` reads the session's log and its database: the task list, the file, and
+    // exactly the tokens the server sent (Copilot counts the cache in its input; Roundtable
+    // takes it out again), priced.
+    let scan = json(&desk.ok(&["--json", "scan"]).await);
+    let sessions = scanned(&scan, "copilot");
+    assert_eq!(sessions.len(), 1, "{scan}");
+    let steps: Vec<&Exchange> = calls.iter().collect();
+    assert_eq!(sessions[0].1, sent_tokens(&steps), "{scan}");
+    assert!(sessions[0].2.is_some(), "priced: {scan}");
+    let session = scanned_session(&scan, "copilot");
+    assert_eq!(
+        task_titles(session),
+        ["Write the parser", "Tell the room"],
+        "{session}"
+    );
+    assert!(touched(session, &desk.work.join("parser.rs")), "{session}");
+
+    // A mention that comes during a turn with no tool starts another turn when it ends.
+    setup.prompt = "how is it going".into();
+    run(&agent_clis::copilot_command(&server.base_url(), &setup)).await;
+    let continued = server.model_calls().iter().any(|exchange| {
+        exchange.request.as_ref().is_some_and(|request| {
+            request
+                .last_input()
+                .unwrap_or_default()
+                .contains("one more thing")
+        })
+    });
+    assert!(continued, "the mention never started the next turn");
+
+    // With no `--allow-all-tools`, Copilot asks before running a command: the question
+    // reaches the person as a ping, answered from their CLI.
+    setup.skip_permissions = false;
+    for (prompt, answer, file) in [
+        ("make the file", "Allow", "allowed.txt"),
+        ("make the file, I will deny it", "Deny", "denied.txt"),
+    ] {
+        setup.prompt = prompt.to_owned();
+        let command = agent_clis::copilot_command(&server.base_url(), &setup);
+        let copilot = tokio::spawn(async move { command.run(RUN_LIMIT).await.unwrap() });
+        answer_ping_about(&desk, &format!("touch {file}"), answer).await;
+        let output = copilot.await.unwrap();
+        assert_eq!(output.code, Some(0), "{}\n{}", output.stdout, output.stderr);
+        assert_eq!(
+            desk.work.join(file).exists(),
+            answer == "Allow",
+            "{file}: {}",
+            output.stdout
+        );
+        if answer == "Deny" {
+            assert!(
+                output.stdout.contains("denied by dana on Roundtable"),
+                "the model is told who denied it: {}",
+                output.stdout
+            );
+        }
+    }
+
+    // With no terminal: the runner answers a mention with a Copilot turn, the reply
+    // posted in the room as the agent.
+    runner_answers(
+        (&desk, &hub),
+        &pilot,
+        (
+            &agent_clis::cli_bin_dir().join("copilot"),
+            agent_clis::copilot_env(&server.base_url(), &setup),
+        ),
+        (
+            "build",
+            "@dana/pilot please review the parser",
+            "The parser looks right.",
+        ),
+    )
+    .await;
+
+    // Offboarded: the person's configuration byte for byte, and our hooks gone.
+    desk.ok(&["agents", "offboard", "copilot", "--name", "pilot"])
+        .await;
+    assert_eq!(desk.read(config), persons);
+    assert!(
+        !desk
+            .user_home()
+            .join(".copilot/hooks/roundtable.json")
             .exists()
     );
 }

@@ -1,5 +1,5 @@
-//! Agent CLI hooks: what `roundtable hook claude|codex|gemini` does when an agent CLI calls
-//! it. Claude Code, Codex and Gemini CLI name their moments differently and say the same
+//! Agent CLI hooks: what `roundtable hook claude|codex|gemini|opencode|copilot` does when an
+//! agent CLI calls it. The CLIs name their moments differently and say the same
 //! things (a session started, a prompt was submitted, a tool ran, a turn ended); each is read
 //! into one [`HookEvent`] and answered in the CLI's own format.
 //!
@@ -164,13 +164,15 @@ impl HookEvent {
     }
 }
 
+/// A hook's input: Claude Code's field names, which Codex, Gemini CLI and Roundtable's
+/// OpenCode plugin share; GitHub Copilot CLI's camelCase names are read as the same fields.
 #[derive(Debug, Default, Deserialize)]
 struct HookInput {
     #[serde(default)]
     hook_event_name: Option<String>,
-    #[serde(default)]
+    #[serde(default, alias = "sessionId")]
     session_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, alias = "transcriptPath")]
     transcript_path: Option<String>,
     #[serde(default)]
     cwd: Option<String>,
@@ -180,12 +182,27 @@ struct HookInput {
     message: Option<String>,
     #[serde(default)]
     notification_type: Option<String>,
-    #[serde(default)]
+    #[serde(default, alias = "toolName")]
     tool_name: Option<String>,
-    #[serde(default)]
+    /// Copilot's `toolInput` (a permission request) or `toolArgs` (other events), which
+    /// some versions send as JSON in a string.
+    #[serde(default, alias = "toolInput", alias = "toolArgs")]
     tool_input: Option<Value>,
     #[serde(default)]
     stop_hook_active: Option<bool>,
+}
+
+/// GitHub Copilot CLI's name for a moment, as the name Claude Code gives it (Copilot's
+/// PascalCase hooks use those names already).
+fn copilot_event(name: &str) -> &str {
+    match name {
+        "sessionStart" => "SessionStart",
+        "userPromptSubmitted" => "UserPromptSubmit",
+        "postToolUse" => "PostToolUse",
+        "permissionRequest" => "PermissionRequest",
+        "agentStop" => "Stop",
+        other => other,
+    }
 }
 
 /// Reads a hook's stdin as `cli` writes it; `event` (from the command line) is used when
@@ -201,6 +218,11 @@ pub fn parse(cli: AgentCli, input: &[u8], event: Option<&str>) -> Result<HookEve
         .clone()
         .or_else(|| event.map(str::to_owned))
         .unwrap_or_default();
+    let name = if cli == AgentCli::Copilot {
+        copilot_event(&name).to_owned()
+    } else {
+        name
+    };
     let session_id = parsed.session_id.clone().unwrap_or_default();
     let gemini = cli == AgentCli::Gemini;
     Ok(match name.as_str() {
@@ -222,7 +244,12 @@ pub fn parse(cli: AgentCli, input: &[u8], event: Option<&str>) -> Result<HookEve
         "PermissionRequest" if !gemini => HookEvent::PermissionRequest {
             session_id,
             tool: parsed.tool_name.unwrap_or_default(),
-            input: parsed.tool_input.unwrap_or(Value::Null),
+            input: match parsed.tool_input {
+                Some(Value::String(text)) => {
+                    serde_json::from_str(&text).unwrap_or(Value::String(text))
+                }
+                input => input.unwrap_or(Value::Null),
+            },
         },
         "Stop" if !gemini => HookEvent::TurnEnded {
             session_id,
@@ -249,6 +276,8 @@ pub struct HookContext {
     /// The room whose messages the session answers, when `roundtable run` started it for
     /// one ([`crate::runner::ROOM_ENV`]): other rooms' messages are not handed to it.
     pub room: Option<String>,
+    /// The CLI runs every tool without asking anyone (Copilot's `--allow-all-tools`).
+    pub tools_allowed: bool,
 }
 
 impl HookContext {
@@ -263,6 +292,38 @@ impl HookContext {
             attended,
             listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
             room: env(crate::runner::RUNNER_ENV).and_then(|_| env(crate::runner::ROOM_ENV)),
+            tools_allowed: false,
+        }
+    }
+
+    /// What GitHub Copilot CLI's command line (`argv`, its program's arguments, when the
+    /// hook found it among its ancestors) and environment say: `-p` or a runner's turn has
+    /// no person at it; `--allow-all-tools`, `--allow-all`, `--yolo` or `COPILOT_ALLOW_ALL`
+    /// run every tool without asking.
+    pub fn copilot(argv: Option<&[String]>, env: &dyn Fn(&str) -> Option<String>) -> HookContext {
+        let has = |names: &[&str]| {
+            argv.is_some_and(|argv| {
+                argv.iter().any(|word| {
+                    names.iter().any(|name| {
+                        word == name
+                            || word
+                                .strip_prefix(name)
+                                .is_some_and(|rest| rest.starts_with('='))
+                    })
+                })
+            })
+        };
+        let unattended = env(crate::runner::RUNNER_ENV).is_some() || has(&["-p", "--prompt"]);
+        let attended = if unattended {
+            Some(false)
+        } else {
+            argv.map(|_| true)
+        };
+        let allow_all = env("COPILOT_ALLOW_ALL")
+            .is_some_and(|value| !matches!(value.trim(), "" | "0" | "false"));
+        HookContext {
+            tools_allowed: allow_all || has(&["--allow-all-tools", "--allow-all", "--yolo"]),
+            ..HookContext::from_env(AgentCli::Copilot, attended, env)
         }
     }
 
@@ -295,8 +356,29 @@ pub enum HookReply {
 }
 
 impl HookReply {
-    /// What to print on stdout for the CLI, at `event` (its own name for it); nothing for
-    /// [`HookReply::Nothing`]. Claude Code, Codex and Gemini CLI read the same shapes.
+    /// What to print on stdout for `cli`, at `event` (its own name for it); nothing for
+    /// [`HookReply::Nothing`]. Claude Code, Codex and Gemini CLI read the same shapes;
+    /// GitHub Copilot CLI reads flat ones (it ignores `hookSpecificOutput` but for
+    /// `preToolUse`, checked against 1.0.102).
+    pub fn stdout_for(&self, cli: AgentCli, event: &str) -> Option<String> {
+        if cli != AgentCli::Copilot {
+            return self.stdout(event);
+        }
+        match self {
+            HookReply::Nothing => None,
+            HookReply::Context(text) => Some(json!({"additionalContext": text}).to_string()),
+            HookReply::Block(reason) => {
+                Some(json!({"decision": "block", "reason": reason}).to_string())
+            }
+            HookReply::Allow => Some(json!({"behavior": "allow"}).to_string()),
+            HookReply::Deny(message) => {
+                Some(json!({"behavior": "deny", "message": message}).to_string())
+            }
+        }
+    }
+
+    /// What to print on stdout for Claude Code, Codex, Gemini CLI and Roundtable's OpenCode
+    /// plugin, at `event` (the CLI's own name for it); nothing for [`HookReply::Nothing`].
     pub fn stdout(&self, event: &str) -> Option<String> {
         match self {
             HookReply::Nothing => None,
@@ -428,11 +510,30 @@ pub fn parse_codex_notify(argument: &str) -> Result<CodexNotify, HookError> {
     serde_json::from_str(argument).map_err(|error| HookError::NotJson(error.to_string()))
 }
 
+/// Whether `tool` (as `cli` names it in a permission request) is one of Roundtable's own
+/// MCP server's: the agent was onboarded to use them, and asking its person each time it
+/// reads or sends a message would only be in the way.
+fn is_roundtable_tool(cli: AgentCli, tool: &str) -> bool {
+    use crate::local_agents::edits::SERVER_NAME;
+    match cli {
+        AgentCli::Claude => tool
+            .strip_prefix("mcp__")
+            .and_then(|rest| rest.strip_prefix(SERVER_NAME))
+            .is_some_and(|rest| rest.starts_with("__")),
+        // `SERVER/TOOL` in a permission request (`SERVER-TOOL` elsewhere).
+        AgentCli::Copilot => tool
+            .strip_prefix(SERVER_NAME)
+            .is_some_and(|rest| rest.starts_with('/')),
+        _ => false,
+    }
+}
+
 /// A short description of a tool call for a person: the command, the file, or the input.
 fn describe_call(tool: &str, input: &Value) -> String {
     let detail = input["command"]
         .as_str()
         .or_else(|| input["file_path"].as_str())
+        .or_else(|| input["path"].as_str())
         .or_else(|| input["url"].as_str())
         .map(str::to_owned)
         .unwrap_or_else(|| {
@@ -581,6 +682,16 @@ impl Core {
                 tool,
                 input,
             } => {
+                if is_roundtable_tool(context.cli, &tool) {
+                    return Ok(HookReply::Allow);
+                }
+                // Copilot asks its hook before its own rules: a tool its rules allow, or
+                // one a person at the terminal will be asked about, is left to it.
+                if context.cli == AgentCli::Copilot
+                    && (context.tools_allowed || context.attended != Some(false))
+                {
+                    return Ok(HookReply::Nothing);
+                }
                 let wait = Duration::from_secs(settings.permission_wait_s);
                 let sync = self.start();
                 if self.synced(WRITE_PATIENCE).await.is_err() {
@@ -840,6 +951,101 @@ mod tests {
     }
 
     #[test]
+    fn copilot_hooks_parse_from_their_real_payloads_with_the_event_from_the_command_line() {
+        // GitHub Copilot CLI 1.0.102's camelCase payloads, which name no event.
+        let start = br#"{"sessionId":"b07144cc-1074","timestamp":1796578729802,"cwd":"/p","source":"new","initialPrompt":"go"}"#;
+        assert_eq!(
+            parse(AgentCli::Copilot, start, Some("sessionStart")).unwrap(),
+            HookEvent::SessionStarted {
+                session_id: "b07144cc-1074".into(),
+                transcript: None,
+                cwd: Some("/p".into()),
+                source: Some("new".into()),
+            }
+        );
+        let prompt = br#"{"sessionId":"s","timestamp":1796578730092,"cwd":"/p","prompt":"go"}"#;
+        assert_eq!(
+            parse(AgentCli::Copilot, prompt, Some("userPromptSubmitted")).unwrap(),
+            HookEvent::PromptSubmitted {
+                session_id: "s".into()
+            }
+        );
+        let post = br#"{"sessionId":"s","timestamp":1,"cwd":"/p","toolName":"bash","toolArgs":{"command":"echo hi"},"toolResult":{"resultType":"success","textResultForLlm":"hi"}}"#;
+        assert_eq!(
+            parse(AgentCli::Copilot, post, Some("postToolUse")).unwrap(),
+            HookEvent::ToolDone {
+                session_id: "s".into()
+            }
+        );
+        let permission = br#"{"hookName":"permissionRequest","sessionId":"s","timestamp":1,"cwd":"/p","toolName":"edit","toolInput":{"path":"/p/a.rs","old_str":"a","new_str":"b"},"permissionSuggestions":[]}"#;
+        let HookEvent::PermissionRequest { tool, input, .. } =
+            parse(AgentCli::Copilot, permission, Some("permissionRequest")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(describe_call(&tool, &input), "edit: /p/a.rs");
+        // Some versions send the arguments as JSON in a string.
+        let stringly = br#"{"sessionId":"s","toolName":"bash","toolInput":"{\"command\":\"ls\"}"}"#;
+        let HookEvent::PermissionRequest { tool, input, .. } =
+            parse(AgentCli::Copilot, stringly, Some("permissionRequest")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(describe_call(&tool, &input), "bash: ls");
+        let stop = br#"{"sessionId":"s","timestamp":1,"cwd":"/p","transcriptPath":"/h/.copilot/session-state/s/events.jsonl","stopReason":"end_turn","stop_hook_active":true}"#;
+        assert_eq!(
+            parse(AgentCli::Copilot, stop, Some("agentStop")).unwrap(),
+            HookEvent::TurnEnded {
+                session_id: "s".into(),
+                transcript: Some("/h/.copilot/session-state/s/events.jsonl".into()),
+                active: true,
+            }
+        );
+        // Its PascalCase hooks name their event, as Claude Code's do.
+        let pascal = br#"{"hook_event_name":"Stop","session_id":"s","stop_hook_active":false}"#;
+        assert!(matches!(
+            parse(AgentCli::Copilot, pascal, None).unwrap(),
+            HookEvent::TurnEnded { .. }
+        ));
+        assert!(matches!(
+            parse(
+                AgentCli::Copilot,
+                br#"{"sessionId":"s"}"#,
+                Some("sessionEnd")
+            )
+            .unwrap(),
+            HookEvent::Other(_)
+        ));
+        // Its answers are flat.
+        let context: Value = serde_json::from_str(
+            &HookReply::Context("hi".into())
+                .stdout_for(AgentCli::Copilot, "postToolUse")
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(context, json!({"additionalContext": "hi"}));
+        let deny: Value = serde_json::from_str(
+            &HookReply::Deny("no".into())
+                .stdout_for(AgentCli::Copilot, "permissionRequest")
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(deny, json!({"behavior": "deny", "message": "no"}));
+        // Roundtable's own tools are its agent's to use.
+        assert!(is_roundtable_tool(
+            AgentCli::Copilot,
+            "roundtable/send_message"
+        ));
+        assert!(!is_roundtable_tool(AgentCli::Copilot, "roundtablex/send"));
+        assert!(!is_roundtable_tool(AgentCli::Copilot, "bash"));
+        assert!(is_roundtable_tool(
+            AgentCli::Claude,
+            "mcp__roundtable__wait_for_messages"
+        ));
+        assert!(!is_roundtable_tool(AgentCli::Claude, "mcp__roundtables__x"));
+    }
+
+    #[test]
     fn claudes_environment_says_whether_a_person_sits_at_the_session() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |name: &str| {
@@ -877,6 +1083,42 @@ mod tests {
         );
         assert_eq!(room(&[("ROUNDTABLE_ROOM", "r_design")]), None);
         assert_eq!(room(&[("ROUNDTABLE_RUN", "1")]), None);
+    }
+
+    #[test]
+    fn copilots_command_line_says_whether_anyone_is_asked_before_a_tool_runs() {
+        let words = |line: &str| -> Vec<String> { line.split(' ').map(str::to_owned).collect() };
+        let none = |_: &str| None;
+        let context = |line: Option<&str>, env: &dyn Fn(&str) -> Option<String>| {
+            let argv = line.map(words);
+            let context = HookContext::copilot(argv.as_deref(), env);
+            (context.attended, context.tools_allowed)
+        };
+        assert_eq!(
+            context(Some("-p go --output-format json"), &none),
+            (Some(false), false)
+        );
+        assert_eq!(
+            context(Some("--prompt=go --yolo"), &none),
+            (Some(false), true)
+        );
+        assert_eq!(
+            context(Some("-p go --allow-all-tools"), &none),
+            (Some(false), true)
+        );
+        assert_eq!(context(Some("--resume"), &none), (Some(true), false));
+        // `--allow-tool X` allows some tools only: Copilot's rules decide, not this.
+        assert_eq!(
+            context(Some("--allow-tool=shell(git)"), &none),
+            (Some(true), false)
+        );
+        assert_eq!(context(None, &none), (None, false));
+        let allow_all = |name: &str| (name == "COPILOT_ALLOW_ALL").then(|| "true".to_owned());
+        assert_eq!(context(None, &allow_all), (None, true));
+        let off = |name: &str| (name == "COPILOT_ALLOW_ALL").then(|| "false".to_owned());
+        assert_eq!(context(None, &off), (None, false));
+        let runner = |name: &str| (name == "ROUNDTABLE_RUN").then(|| "1".to_owned());
+        assert_eq!(context(None, &runner), (Some(false), false));
     }
 
     #[test]

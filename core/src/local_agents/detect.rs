@@ -234,9 +234,13 @@ mod tests {
             &home.path().join(".local/bin/opencode"),
             "#!/bin/sh\nexit 3\n",
         );
-        // A CLI Roundtable lists but does not onboard yet.
         executable(
             &home.path().join(".local/bin/copilot"),
+            "#!/bin/sh\necho 'GitHub Copilot CLI 1.0.102.'\necho \"Run 'copilot update' to check for updates.\"\n",
+        );
+        // A CLI Roundtable lists but does not onboard yet.
+        executable(
+            &home.path().join(".local/bin/cursor-agent"),
             "#!/bin/sh\nexit 3\n",
         );
         let env = Environment {
@@ -254,6 +258,7 @@ mod tests {
                 AgentCli::Claude,
                 AgentCli::Codex,
                 AgentCli::Opencode,
+                AgentCli::CursorAgent,
                 AgentCli::Copilot
             ]
         );
@@ -282,6 +287,18 @@ mod tests {
             ]
         );
         assert!(found[0].supported && found[2].supported && !found[3].supported);
+        assert!(found[4].supported);
+        assert_eq!(
+            found[4].version.as_deref(),
+            Some("GitHub Copilot CLI 1.0.102.")
+        );
+        assert_eq!(
+            found[4].config,
+            [
+                home.path().join(".copilot/mcp-config.json"),
+                home.path().join(".copilot/hooks/roundtable.json")
+            ]
+        );
         assert_eq!(
             found[2].config[0],
             home.path().join(".config/opencode/opencode.json")

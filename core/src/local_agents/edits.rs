@@ -18,6 +18,10 @@
 //!   has no command hooks but plugins, so Roundtable's plugin (`plugins/roundtable.js`, a
 //!   file of ours whole: [`opencode_plugin`]) hands its moments to `roundtable hook
 //!   opencode` as Claude Code's hooks would.
+//! - GitHub Copilot CLI: `mcpServers.roundtable` in `~/.copilot/mcp-config.json`, and hooks
+//!   in `~/.copilot/hooks/roundtable.json`, a file of ours whole ([`copilot_hooks_text`]):
+//!   Copilot reads every file in that folder, and runs each hook as a program with its
+//!   arguments (`exec`), so no shell reads them on any OS.
 
 use std::path::{Path, PathBuf};
 
@@ -55,6 +59,19 @@ const GEMINI_HOOKS: [&str; 4] = ["SessionStart", "BeforeAgent", "AfterTool", "Af
 
 /// The file name of Roundtable's OpenCode plugin, in OpenCode's `plugins/` folder.
 pub const OPENCODE_PLUGIN: &str = "roundtable.js";
+
+/// The file name of Roundtable's hooks in GitHub Copilot CLI's `hooks/` folder.
+pub const COPILOT_HOOKS_FILE: &str = "roundtable.json";
+
+/// GitHub Copilot CLI hook events Roundtable installs (its own camelCase names: their
+/// payloads do not name the event, so each hook is told it on its command line).
+const COPILOT_HOOKS: [&str; 5] = [
+    "sessionStart",
+    "userPromptSubmitted",
+    "postToolUse",
+    "permissionRequest",
+    "agentStop",
+];
 
 /// What OpenCode writes into any configuration file that lacks it (on every start): a
 /// configuration file Roundtable creates has it already, so OpenCode leaves it as written.
@@ -130,7 +147,9 @@ pub enum EditError {
         "{path} is there already and is not the one Roundtable writes; rename or remove it, then onboard again"
     )]
     NotOurs { path: String },
-    #[error("{0} is not an agent CLI Roundtable onboards yet (claude, codex, gemini, opencode)")]
+    #[error(
+        "{0} is not an agent CLI Roundtable onboards yet (claude, codex, gemini, opencode, copilot)"
+    )]
     Unsupported(AgentCli),
 }
 
@@ -247,8 +266,8 @@ impl Wiring {
     /// How long a CLI lets each hook run, in seconds: the hook's own wait and a margin.
     fn hook_timeout(&self, event: &str) -> u64 {
         match event {
-            "Stop" | "AfterAgent" => self.settings.listen_s + 60,
-            "PermissionRequest" => self.settings.permission_wait_s + 30,
+            "Stop" | "AfterAgent" | "agentStop" => self.settings.listen_s + 60,
+            "PermissionRequest" | "permissionRequest" => self.settings.permission_wait_s + 30,
             _ => 30,
         }
     }
@@ -363,7 +382,20 @@ pub fn plan(
             file.path = config.clone();
             planned.push(file);
             let before = read(plugin)?;
-            planned.push(opencode_plugin(plugin, before, wiring)?);
+            planned.push(own_file(plugin, before, opencode_plugin_text(wiring))?);
+        }
+        AgentCli::Copilot => {
+            let (mcp, hooks) = (&files[0], &files[1]);
+            let before = read(mcp)?;
+            let entry = json!({
+                "type": "local", "command": wiring.bin(), "args": wiring.mcp_args(),
+                "env": wiring.env(), "tools": ["*"],
+                // Milliseconds: waiting for messages or an answer takes up to ten minutes.
+                "timeout": (crate::agent_work::LONGEST_WAIT.as_millis() as u64) + 60_000,
+            });
+            planned.push(json_server(mcp, before, "mcpServers", &entry)?);
+            let before = read(hooks)?;
+            planned.push(own_file(hooks, before, copilot_hooks_text(wiring))?);
         }
         other => return Err(EditError::Unsupported(other).into()),
     }
@@ -425,15 +457,9 @@ fn json_server(
     Ok(planned)
 }
 
-/// Roundtable's OpenCode plugin (`plugins/roundtable.js`), a file of ours whole: OpenCode
-/// has no command hooks, and runs every script in its plugin folders. What it runs is fixed
-/// here (the program and its arguments as a list: no shell reads them).
-fn opencode_plugin(
-    path: &Path,
-    before: Option<String>,
-    wiring: &Wiring,
-) -> Result<PlannedFile, EditError> {
-    let text = opencode_plugin_text(wiring);
+/// A file of ours whole (OpenCode's plugin, Copilot's hooks): written when it is not
+/// there, left when it is ours already, refused when it is someone else's.
+fn own_file(path: &Path, before: Option<String>, text: String) -> Result<PlannedFile, EditError> {
     match &before {
         Some(existing) if *existing == text => {}
         Some(_) => {
@@ -454,6 +480,32 @@ fn opencode_plugin(
         after: text,
         undo,
     })
+}
+
+/// Roundtable's hooks for GitHub Copilot CLI (`hooks/roundtable.json`): each event runs
+/// `roundtable hook copilot --agent HANDLE EVENT` as a program with its arguments.
+pub fn copilot_hooks_text(wiring: &Wiring) -> String {
+    let mut hooks = serde_json::Map::new();
+    for event in COPILOT_HOOKS {
+        let mut args = vec!["hook".to_owned(), "copilot".to_owned()];
+        args.extend([
+            "--agent".to_owned(),
+            wiring.handle.clone(),
+            event.to_owned(),
+        ]);
+        let mut hook = json!({
+            "type": "command", "exec": wiring.bin(), "args": args,
+            "timeoutSec": wiring.hook_timeout(event),
+        });
+        if wiring.roundtable_home.is_some() {
+            hook["env"] = wiring.env();
+        }
+        hooks.insert(event.to_owned(), json!([hook]));
+    }
+    let mut text = serde_json::to_string_pretty(&json!({"version": 1, "hooks": hooks}))
+        .expect("JSON values serialize");
+    text.push('\n');
+    text
 }
 
 /// The plugin's text for `wiring`: `opencode_plugin.js` with its values written in as JSON
@@ -1052,6 +1104,86 @@ mod tests {
         };
         assert!(detail.contains("trailing commas"), "{detail}");
         assert_eq!(files[&jsonc], trailing);
+    }
+
+    #[test]
+    fn copilot_gets_its_server_and_a_hooks_file_of_ours_that_no_shell_reads() {
+        let mut files = HashMap::new();
+        let dir = PathBuf::from("/home/dana/.copilot");
+        let mcp = dir.join("mcp-config.json");
+        let original = "{\n  \"mcpServers\": {\n    \"github\": {\"type\": \"http\", \"url\": \"https://example.com/mcp\", \"tools\": [\"*\"]}\n  }\n}\n";
+        files.insert(mcp.clone(), original.to_owned());
+        let planned = onboard(&mut files, AgentCli::Copilot, None, &wiring("dana/pilot")).unwrap();
+        assert_eq!(planned.len(), 2, "{planned:#?}");
+        let config: Value = serde_json::from_str(&files[&mcp]).unwrap();
+        assert_eq!(config["mcpServers"]["github"]["type"], "http");
+        let server = &config["mcpServers"]["roundtable"];
+        assert_eq!(server["type"], "local");
+        assert_eq!(server["command"], "/opt/round table/bin/roundtable");
+        assert_eq!(server["args"], json!(["mcp", "--agent", "dana/pilot"]));
+        assert_eq!(server["tools"], json!(["*"]));
+        assert_eq!(server["env"], json!({"ROUNDTABLE_HOME": "/home/dana/.rt"}));
+        // Each hook is a program and its arguments, told its event; the path with a space
+        // needs no quoting.
+        let hooks_path = dir.join("hooks").join(COPILOT_HOOKS_FILE);
+        let hooks: Value = serde_json::from_str(&files[&hooks_path]).unwrap();
+        assert_eq!(hooks["version"], 1);
+        for event in COPILOT_HOOKS {
+            let hook = &hooks["hooks"][event][0];
+            assert_eq!(hook["exec"], "/opt/round table/bin/roundtable", "{hooks}");
+            assert_eq!(
+                hook["args"],
+                json!(["hook", "copilot", "--agent", "dana/pilot", event])
+            );
+            assert_eq!(hook["env"], json!({"ROUNDTABLE_HOME": "/home/dana/.rt"}));
+            assert!(hook.get("bash").is_none() && hook.get("command").is_none());
+        }
+        assert_eq!(hooks["hooks"]["agentStop"][0]["timeoutSec"], 660);
+        assert_eq!(hooks["hooks"]["permissionRequest"][0]["timeoutSec"], 150);
+        assert_eq!(hooks["hooks"]["postToolUse"][0]["timeoutSec"], 30);
+        // Again: nothing to do; another agent, or a hooks file that is not ours: refused.
+        assert!(
+            onboard(&mut files, AgentCli::Copilot, None, &wiring("dana/pilot"))
+                .unwrap()
+                .is_empty()
+        );
+        assert!(matches!(
+            onboard(&mut files, AgentCli::Copilot, None, &wiring("dana/other")),
+            Err(PlanError::Edit(EditError::Taken { other, .. })) if other == "dana/pilot"
+        ));
+        let mut theirs = HashMap::new();
+        theirs.insert(
+            hooks_path.clone(),
+            "{\"version\": 1, \"hooks\": {}}".to_owned(),
+        );
+        assert!(matches!(
+            onboard(&mut theirs, AgentCli::Copilot, None, &wiring("dana/pilot")),
+            Err(PlanError::Edit(EditError::NotOurs { .. }))
+        ));
+        // Undone: the person's configuration byte for byte, our hooks gone.
+        for file in &planned {
+            let undone = undo_all(&file.path, &files[&file.path], &file.undo).unwrap();
+            assert_eq!(
+                Some(undone.as_str()).filter(|t| !t.is_empty()),
+                file.before.as_deref()
+            );
+        }
+        // `$COPILOT_HOME` moves everything.
+        let moved = Environment {
+            copilot_home: Some(PathBuf::from("/srv/copilot")),
+            ..env()
+        };
+        assert_eq!(
+            moved.config_files(AgentCli::Copilot, None),
+            [
+                PathBuf::from("/srv/copilot/mcp-config.json"),
+                PathBuf::from("/srv/copilot/hooks/roundtable.json")
+            ]
+        );
+        assert_eq!(
+            moved.log_dirs(AgentCli::Copilot),
+            [PathBuf::from("/srv/copilot/session-state")]
+        );
     }
 
     #[test]

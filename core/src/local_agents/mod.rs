@@ -2,8 +2,8 @@
 //! logs live, and onboarding one (registering it as an agent and wiring Roundtable's MCP
 //! server and hooks into its configuration) or offboarding it.
 //!
-//! Every location follows `HOME`, and `CLAUDE_CONFIG_DIR` and `CODEX_HOME` as Claude Code and
-//! Codex do; the environment is passed in ([`Environment`]), so detection is testable.
+//! Every location follows `HOME`, and `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `GEMINI_CLI_HOME`,
+//! `XDG_CONFIG_HOME`/`XDG_DATA_HOME` (OpenCode) and `COPILOT_HOME` as the CLIs do; the environment is passed in ([`Environment`]), so detection is testable.
 //!
 //! Layout:
 //! - [`detect`]: finding the executables (on `PATH` and in the usual install places) and
@@ -97,7 +97,8 @@ impl AgentCli {
             AgentCli::Codex => Some(Framework::Codex),
             AgentCli::Gemini => Some(Framework::Gemini),
             AgentCli::Opencode => Some(Framework::Opencode),
-            _ => None,
+            AgentCli::Copilot => Some(Framework::Copilot),
+            AgentCli::CursorAgent => None,
         }
     }
 
@@ -105,7 +106,11 @@ impl AgentCli {
     pub fn supported(self) -> bool {
         matches!(
             self,
-            AgentCli::Claude | AgentCli::Codex | AgentCli::Gemini | AgentCli::Opencode
+            AgentCli::Claude
+                | AgentCli::Codex
+                | AgentCli::Gemini
+                | AgentCli::Opencode
+                | AgentCli::Copilot
         )
     }
 }
@@ -127,6 +132,8 @@ pub struct Environment {
     /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME`, which OpenCode follows on every OS.
     pub xdg_config_home: Option<PathBuf>,
     pub xdg_data_home: Option<PathBuf>,
+    /// `COPILOT_HOME`, which replaces GitHub Copilot CLI's whole `~/.copilot`.
+    pub copilot_home: Option<PathBuf>,
     /// Windows only: the folders npm, Node.js and the other installers put programs in
     /// (from `%APPDATA%`, `%LOCALAPPDATA%`, `%ProgramFiles%`, `%NVM_SYMLINK%`).
     pub windows: WindowsPlaces,
@@ -159,6 +166,7 @@ impl Environment {
             gemini_dir: var("GEMINI_CLI_HOME").map(|home| PathBuf::from(home).join(".gemini")),
             xdg_config_home: var("XDG_CONFIG_HOME").map(PathBuf::from),
             xdg_data_home: var("XDG_DATA_HOME").map(PathBuf::from),
+            copilot_home: var("COPILOT_HOME").map(PathBuf::from),
             windows: if cfg!(windows) {
                 WindowsPlaces {
                     appdata: var("APPDATA").map(PathBuf::from),
@@ -220,6 +228,14 @@ impl Environment {
             .join("opencode")
     }
 
+    /// GitHub Copilot CLI's directory (configuration, hooks, session logs):
+    /// `$COPILOT_HOME`, else `~/.copilot` (on every OS).
+    pub fn copilot_dir(&self) -> PathBuf {
+        self.copilot_home
+            .clone()
+            .unwrap_or_else(|| self.home.join(".copilot"))
+    }
+
     /// The configuration files Roundtable edits (or would edit) for `cli`. OpenCode's are
     /// its configuration (`opencode.json`, or the `opencode.jsonc` beside it, which
     /// [`edits::plan`] prefers when there is one) and Roundtable's plugin.
@@ -257,7 +273,14 @@ impl Environment {
                     .join(edits::OPENCODE_PLUGIN),
             ],
             (AgentCli::CursorAgent, _) => vec![self.home.join(".cursor/mcp.json")],
-            (AgentCli::Copilot, _) => vec![self.home.join(".copilot/mcp-config.json")],
+            // Copilot loads a project's MCP servers and hooks only once the folder is
+            // trusted: the person's own files are the ones every session reads.
+            (AgentCli::Copilot, _) => vec![
+                self.copilot_dir().join("mcp-config.json"),
+                self.copilot_dir()
+                    .join("hooks")
+                    .join(edits::COPILOT_HOOKS_FILE),
+            ],
         }
     }
 
@@ -275,7 +298,7 @@ impl Environment {
             AgentCli::Gemini => vec![self.gemini_dir().join("tmp")],
             AgentCli::Opencode => vec![self.opencode_data_dir()],
             AgentCli::CursorAgent => vec![self.home.join(".cursor/chats")],
-            AgentCli::Copilot => vec![self.home.join(".copilot/session-state")],
+            AgentCli::Copilot => vec![self.copilot_dir().join("session-state")],
         }
     }
 }

@@ -582,6 +582,77 @@ not json at all
     }
 
     #[test]
+    fn copilot_json_gives_the_main_agents_texts_the_session_at_its_end_and_an_error() {
+        // GitHub Copilot CLI 1.0.102's `--output-format json`, abridged.
+        let output = r#"{"type":"session.mcp_servers_loaded","data":{"servers":[]},"ephemeral":true}
+{"type":"user.message","data":{"content":"hi\n"}}
+{"type":"assistant.message","data":{"content":"","toolRequests":[{"name":"bash"}]}}
+{"type":"assistant.message","data":{"content":"A sub-agent's note.","parentToolCallId":"toolu_1"}}
+{"type":"assistant.message","data":{"content":"Parsed."}}
+{"type":"result","timestamp":"2026-12-06T18:34:47.389Z","sessionId":"ee399260-6058","exitCode":0}"#;
+        let turn = parse_turn(AgentCli::Copilot, output);
+        assert_eq!(turn.session.as_deref(), Some("ee399260-6058"));
+        assert_eq!(turn.reply.as_deref(), Some("Parsed."));
+        assert_eq!(turn.error, None);
+        let failed = r#"{"type":"session.error","data":{"errorType":"rate_limit","message":"429 overloaded"}}
+{"type":"result","sessionId":"s2","exitCode":1}"#;
+        assert_eq!(
+            parse_turn(AgentCli::Copilot, failed).error.as_deref(),
+            Some("429 overloaded")
+        );
+        let exited = r#"{"type":"result","sessionId":"s3","exitCode":2}"#;
+        assert_eq!(
+            parse_turn(AgentCli::Copilot, exited).error.as_deref(),
+            Some("copilot exited with 2")
+        );
+        let settings = RunSettings {
+            cli: AgentCli::Copilot,
+            executable: "copilot".into(),
+            cwd: ".".into(),
+            instructions: None,
+            extra_args: vec!["--allow-all-tools".into()],
+            mcp: None,
+            first_retry: FIRST_RETRY,
+        };
+        assert_eq!(
+            command_line(&settings, Some("ee399260-6058")),
+            [
+                "--output-format",
+                "json",
+                "--allow-tool",
+                "roundtable",
+                "--resume=ee399260-6058",
+                "--allow-all-tools"
+            ]
+        );
+        // A team's agent gets the server on its command line.
+        let teamed = RunSettings {
+            mcp: Some(McpServer {
+                roundtable: "/bin/roundtable".into(),
+                handle: "dana/x-developer".into(),
+                roundtable_home: None,
+            }),
+            ..settings
+        };
+        let line = command_line(&teamed, None);
+        let at = line
+            .iter()
+            .position(|arg| arg == "--additional-mcp-config")
+            .unwrap();
+        let config: Value = serde_json::from_str(&line[at + 1]).unwrap();
+        assert_eq!(
+            config["mcpServers"]["roundtable"],
+            json!({
+                "type": "local",
+                "command": "/bin/roundtable",
+                "args": ["mcp", "--agent", "dana/x-developer"],
+                "tools": ["*"],
+            })
+        );
+        assert!(command_env(&teamed).is_empty());
+    }
+
+    #[test]
     fn opencode_json_gives_the_session_the_texts_and_an_error() {
         let output = r#"{"type":"step_start","timestamp":1,"sessionID":"ses_1","part":{"type":"step-start"}}
 {"type":"tool_use","timestamp":2,"sessionID":"ses_1","part":{"type":"tool","tool":"bash","state":{"status":"completed"}}}

@@ -61,6 +61,20 @@ impl McpServer {
         json!({ "mcp": { "roundtable": server } }).to_string()
     }
 
+    /// GitHub Copilot CLI's `--additional-mcp-config` JSON (its `mcp-config.json` shape).
+    fn copilot_config(&self) -> String {
+        let mut server = json!({
+            "type": "local",
+            "command": self.roundtable.display().to_string(),
+            "args": self.args(),
+            "tools": ["*"],
+        });
+        if let Some(home) = &self.roundtable_home {
+            server["env"] = json!({"ROUNDTABLE_HOME": home.display().to_string()});
+        }
+        json!({ "mcpServers": { "roundtable": server } }).to_string()
+    }
+
     /// Codex's `-c` overrides.
     fn codex_overrides(&self) -> Vec<String> {
         let quote = |text: &str| serde_json::to_string(text).expect("strings serialize");
@@ -103,12 +117,17 @@ pub fn session_of(cli: AgentCli, line: &str) -> Option<String> {
             .flatten(),
         // Every line of `opencode run --format json` names its session.
         AgentCli::Opencode => value["sessionID"].as_str().map(str::to_owned),
+        // Copilot's `--output-format json` names it in its last line.
+        AgentCli::Copilot => (value["type"] == "result")
+            .then(|| value["sessionId"].as_str().map(str::to_owned))
+            .flatten(),
         _ => None,
     }
 }
 
 /// Reads a turn from a CLI's machine output (Claude Code's `stream-json`, Codex's
-/// `--json`, Gemini CLI's `stream-json`, OpenCode's `--format json`). Lines that are not
+/// `--json`, Gemini CLI's `stream-json`, OpenCode's `--format json`, GitHub Copilot CLI's
+/// `--output-format json`). Lines that are not
 /// JSON are skipped.
 pub fn parse_turn(cli: AgentCli, output: &str) -> Turn {
     let mut turn = Turn {
@@ -181,6 +200,30 @@ pub fn parse_turn(cli: AgentCli, output: &str) -> Turn {
                         .to_owned(),
                 );
             }
+            // Copilot: the main agent's messages (a sub-agent's name the tool call they
+            // answer); an error as the session says it, or the exit code it ends with.
+            (AgentCli::Copilot, Some("assistant.message")) => {
+                if value["data"].get("parentToolCallId").is_none()
+                    && let Some(text) = value["data"]["content"].as_str()
+                    && !text.trim().is_empty()
+                {
+                    messages.push(text.to_owned());
+                }
+            }
+            (AgentCli::Copilot, Some("session.error")) => {
+                turn.error = Some(
+                    value["data"]["message"]
+                        .as_str()
+                        .unwrap_or("the turn failed")
+                        .to_owned(),
+                );
+            }
+            (AgentCli::Copilot, Some("result"))
+                if value["exitCode"].as_i64().is_some_and(|code| code != 0)
+                    && turn.error.is_none() =>
+            {
+                turn.error = Some(format!("copilot exited with {}", value["exitCode"]));
+            }
             (AgentCli::Gemini, Some("result")) if value["status"] == "error" => {
                 turn.error = Some(
                     value["error"]["message"]
@@ -235,6 +278,20 @@ pub fn command_line(settings: &RunSettings, session: Option<&str>) -> Vec<String
             args.extend(["run", "--format", "json"].map(str::to_owned));
             if let Some(session) = session {
                 args.extend(["--session".to_owned(), session.to_owned()]);
+            }
+            args.extend(settings.extra_args.iter().cloned());
+        }
+        // The prompt on stdin (Copilot reads a piped prompt as `-p`'s). Roundtable's own
+        // tools are allowed: with no person at the run, Copilot would refuse them.
+        AgentCli::Copilot => {
+            args.extend(
+                ["--output-format", "json", "--allow-tool", "roundtable"].map(str::to_owned),
+            );
+            if let Some(mcp) = &settings.mcp {
+                args.extend(["--additional-mcp-config".to_owned(), mcp.copilot_config()]);
+            }
+            if let Some(session) = session {
+                args.push(format!("--resume={session}"));
             }
             args.extend(settings.extra_args.iter().cloned());
         }

@@ -13,6 +13,7 @@ pub enum Framework {
     Codex,
     Gemini,
     Opencode,
+    Copilot,
 }
 
 impl Framework {
@@ -22,6 +23,7 @@ impl Framework {
             Framework::Codex => "codex",
             Framework::Gemini => "gemini",
             Framework::Opencode => "opencode",
+            Framework::Copilot => "copilot",
         }
     }
 
@@ -31,6 +33,7 @@ impl Framework {
             Framework::Codex,
             Framework::Gemini,
             Framework::Opencode,
+            Framework::Copilot,
         ]
         .into_iter()
         .find(|framework| framework.as_str() == text)

@@ -4,8 +4,9 @@
 //!
 //! Layout:
 //! - [`events`]: the normalized events every parser produces.
-//! - [`claude`], [`codex`], [`gemini`]: the parsers, pure (bytes in, events out), one per
-//!   agent CLI.
+//! - [`claude`], [`codex`], [`gemini`], [`opencode`], [`copilot`]: the parsers, pure (bytes
+//!   or rows in, events out), one per agent CLI; [`opencode_db`] and [`copilot_db`] read the
+//!   databases some CLIs log to, through [`foreign_db`].
 //! - [`summary`]: adding events up per session (each model request counted once).
 //! - [`pricing`]: what tokens cost (a data file, with a person's overrides).
 //! - [`scan`]: reading every log on this machine in one pass.
@@ -21,9 +22,12 @@ pub mod architecture;
 pub mod boards;
 pub mod claude;
 pub mod codex;
+pub mod copilot;
+pub mod copilot_db;
 pub mod digest;
 pub mod events;
 pub mod figures;
+pub mod foreign_db;
 pub mod gemini;
 pub mod inferred;
 mod lenient;

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, params};
 
 use super::opencode::{self, DataRow, OpencodeRead, SessionRow, TodoRow};
 
@@ -22,30 +22,6 @@ pub const DATABASE: &str = "opencode.db";
 pub struct DatabaseRead {
     pub read: OpencodeRead,
     pub position: i64,
-}
-
-/// Opens the database for reading only. A database OpenCode is not running on may lack
-/// its shared-memory file, which a read-only connection cannot make: it is then read as
-/// it is on disk (`immutable`), which is all there is.
-fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let connection = match Connection::open_with_flags(path, flags) {
-        Ok(connection) => connection,
-        Err(_) => {
-            let uri = format!(
-                "file:{}?mode=ro&immutable=1",
-                path.display()
-                    .to_string()
-                    .replace('?', "%3f")
-                    .replace('#', "%23")
-            );
-            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?
-        }
-    };
-    connection.busy_timeout(std::time::Duration::from_secs(2))?;
-    // The sessions' lookups below, not a schema check: fails on a file that is no database.
-    connection.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
-    Ok(connection)
 }
 
 /// Rows of `sql`, or none when the table or a column is missing (another OpenCode version).
@@ -70,7 +46,7 @@ fn rows<T>(
 /// Reads what changed in the database at `path` since `since` (0: everything), in one
 /// read transaction, so the rows agree with each other.
 pub fn read_since(path: &Path, since: i64) -> rusqlite::Result<DatabaseRead> {
-    let mut connection = open(path)?;
+    let mut connection = super::foreign_db::open_read_only(path)?;
     let transaction = connection.transaction()?;
     let mut position = since;
     // Every session, for the directories and parents of changed rows; events for the

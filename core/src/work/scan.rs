@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::events::{Framework, LineOutcome, LogEvent};
 use super::summary::Summary;
-use super::{claude, codex, gemini, opencode_db};
+use super::{claude, codex, copilot, gemini, opencode_db};
 use crate::local_agents::Environment;
 
 /// What kind of log a file is.
@@ -27,6 +27,10 @@ pub enum LogKind {
     GeminiChat,
     /// OpenCode's SQLite database (`opencode.db`), read by its rows, never by bytes.
     OpencodeDb,
+    /// A GitHub Copilot CLI session's `events.jsonl`.
+    CopilotEvents,
+    /// A GitHub Copilot CLI session's own database (`session.db`), for its task list.
+    CopilotTodos,
 }
 
 impl LogKind {
@@ -36,12 +40,16 @@ impl LogKind {
             LogKind::CodexRollout | LogKind::CodexCompressed => Framework::Codex,
             LogKind::GeminiChat => Framework::Gemini,
             LogKind::OpencodeDb => Framework::Opencode,
+            LogKind::CopilotEvents | LogKind::CopilotTodos => Framework::Copilot,
         }
     }
 
     /// Whether the file is read line by line (and can be followed by offset).
     pub fn by_line(self) -> bool {
-        matches!(self, LogKind::ClaudeTranscript | LogKind::CodexRollout)
+        matches!(
+            self,
+            LogKind::ClaudeTranscript | LogKind::CodexRollout | LogKind::CopilotEvents
+        )
     }
 }
 
@@ -75,6 +83,11 @@ pub fn roots(env: &Environment) -> Vec<(PathBuf, LogKind)> {
         ),
         (env.gemini_dir().join("tmp"), LogKind::GeminiChat),
         (env.opencode_data_dir(), LogKind::OpencodeDb),
+        // Both of a session's files: `entry` tells them apart.
+        (
+            env.copilot_dir().join("session-state"),
+            LogKind::CopilotEvents,
+        ),
     ];
     // Claude Code also wrote under ~/.config/claude (ccusage reads it too).
     let legacy = env.home.join(".config/claude/projects");
@@ -107,6 +120,15 @@ fn wanted(kind: LogKind, path: &Path) -> bool {
                 && (in_chats(parent) || in_chats(parent.and_then(Path::parent)))
         }
         LogKind::OpencodeDb => name == opencode_db::DATABASE,
+        // `session-state/<session>/events.jsonl` and `…/session.db`.
+        LogKind::CopilotEvents | LogKind::CopilotTodos => {
+            (name == copilot::EVENTS_FILE || name == copilot::SESSION_DB)
+                && path
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(Path::file_name)
+                    .is_some_and(|dir| dir == "session-state")
+        }
     }
 }
 
@@ -135,17 +157,30 @@ fn entry(canonical_root: &Path, kind: LogKind, path: PathBuf) -> Entry {
     }
     if metadata.is_dir() {
         // OpenCode's database is at the top of its data folder, beside thousands of
-        // files of its own (snapshots as git stores): never walked into.
-        if kind == LogKind::OpencodeDb {
-            Entry::Other
-        } else {
-            Entry::Dir
-        }
+        // files of its own (snapshots as git stores): never walked into. A Copilot
+        // session's folder holds its logs; the folders within it (snapshots, checkpoints,
+        // the session's own files) hold none.
+        let walked = match kind {
+            LogKind::OpencodeDb => false,
+            LogKind::CopilotEvents => path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|dir| dir == "session-state"),
+            _ => true,
+        };
+        if walked { Entry::Dir } else { Entry::Other }
     } else if metadata.is_file() && wanted(kind, &path) {
         let (device, inode) = identity(&path, &metadata);
         let kind = match kind {
             LogKind::CodexRollout if path.extension().is_some_and(|ext| ext == "zst") => {
                 LogKind::CodexCompressed
+            }
+            LogKind::CopilotEvents
+                if path
+                    .file_name()
+                    .is_some_and(|name| name == copilot::SESSION_DB) =>
+            {
+                LogKind::CopilotTodos
             }
             kind => kind,
         };
@@ -409,6 +444,7 @@ pub fn decompress(bytes: &[u8]) -> Option<Vec<u8>> {
 pub enum LineParser {
     Claude(claude::ClaudeParser),
     Codex(codex::CodexParser),
+    Copilot(copilot::CopilotParser),
 }
 
 impl LineParser {
@@ -423,6 +459,10 @@ impl LineParser {
                 let name = name.strip_suffix(".zst").unwrap_or(&name);
                 Some(LineParser::Codex(codex::CodexParser::new(name)))
             }
+            // The session is the folder the log is in.
+            LogKind::CopilotEvents => Some(LineParser::Copilot(copilot::CopilotParser::new(
+                &copilot_session(path),
+            ))),
             _ => None,
         }
     }
@@ -431,6 +471,7 @@ impl LineParser {
         match self {
             LineParser::Claude(parser) => parser.line(line, events),
             LineParser::Codex(parser) => parser.line(line, events),
+            LineParser::Copilot(parser) => parser.line(line, events),
         }
     }
 }
@@ -454,7 +495,10 @@ pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
         bytes
     };
     match file.kind {
-        LogKind::ClaudeTranscript | LogKind::CodexRollout | LogKind::CodexCompressed => {
+        LogKind::ClaudeTranscript
+        | LogKind::CodexRollout
+        | LogKind::CodexCompressed
+        | LogKind::CopilotEvents => {
             let Some(mut parser) = LineParser::for_file(file.kind, &file.path) else {
                 return 0;
             };
@@ -487,14 +531,31 @@ pub fn read_file(file: &LogFile, bytes: &[u8], summary: &mut Summary) -> u64 {
                 summary.add(framework, event);
             }
         }
-        // Read by its rows ([`read_database`]).
-        LogKind::OpencodeDb => {}
+        // Read by their rows ([`read_database`]).
+        LogKind::OpencodeDb | LogKind::CopilotTodos => {}
     }
     skipped
 }
 
-/// Reads OpenCode's database whole into `summary`; the rows skipped.
+/// The session a Copilot session's file belongs to: the name of the folder it is in.
+pub fn copilot_session(path: &Path) -> String {
+    path.parent()
+        .and_then(Path::file_name)
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Reads a database whole into `summary` (OpenCode's, a Copilot session's); the rows
+/// skipped.
 fn read_database(file: &LogFile, summary: &mut Summary) -> std::io::Result<u64> {
+    if file.kind == LogKind::CopilotTodos {
+        let tasks = super::copilot_db::read_todos(&file.path, &copilot_session(&file.path))
+            .map_err(std::io::Error::other)?;
+        if let Some(tasks) = tasks {
+            summary.add(Framework::Copilot, tasks);
+        }
+        return Ok(0);
+    }
     let read = opencode_db::read_since(&file.path, 0).map_err(std::io::Error::other)?;
     for event in read.read.events {
         summary.add(Framework::Opencode, event);
@@ -580,7 +641,7 @@ pub fn scan(files: &[LogFile], threads: usize, progress: &(dyn Fn(Progress) + Sy
                 loop {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     let Some(file) = order.get(index) else { break };
-                    let read = if file.kind == LogKind::OpencodeDb {
+                    let read = if matches!(file.kind, LogKind::OpencodeDb | LogKind::CopilotTodos) {
                         read_database(file, &mut summary)
                     } else if file.size > READ_WHOLE && file.kind.by_line() {
                         read_large_file(file, &mut summary)

@@ -144,7 +144,9 @@ pub fn has_news(file: &LogFile, stored: Option<&LogFileState>) -> bool {
     let Some(stored) = stored else { return true };
     // A database's size says little (its write-ahead log takes the writes, then is
     // rewritten from its start): its rows say, by their times.
-    if file.kind == LogKind::OpencodeDb {
+    // Nor does a Copilot session's database, rewritten in place: its version says, and is
+    // read by [`read_new`] before anything else.
+    if matches!(file.kind, LogKind::OpencodeDb | LogKind::CopilotTodos) {
         return true;
     }
     if (stored.device, stored.inode) != (file.device, file.inode) {
@@ -162,6 +164,8 @@ fn kind_text(kind: LogKind) -> &'static str {
         LogKind::CodexCompressed => "codex_rollout_zst",
         LogKind::GeminiChat => "gemini_chat",
         LogKind::OpencodeDb => "opencode_db",
+        LogKind::CopilotEvents => "copilot_events",
+        LogKind::CopilotTodos => "copilot_todos",
     }
 }
 
@@ -171,6 +175,9 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
     let (device, inode, size) = identity(&file.path)?;
     if file.kind == LogKind::OpencodeDb {
         return read_database_news(file, stored, (device, inode, size));
+    }
+    if file.kind == LogKind::CopilotTodos {
+        return read_todos_news(file, stored, (device, inode, size));
     }
     let framework = file.kind.framework();
     let path_text = file.path.display().to_string();
@@ -209,7 +216,7 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
         skipped,
     };
     match file.kind {
-        LogKind::ClaudeTranscript | LogKind::CodexRollout => {
+        LogKind::ClaudeTranscript | LogKind::CodexRollout | LogKind::CopilotEvents => {
             let mut parser = match parser {
                 Some(parser) if offset > 0 => parser,
                 _ => LineParser::for_file(file.kind, &file.path)?,
@@ -278,8 +285,8 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
             state.skipped = chat.skipped_lines;
             events.extend(chat.events.into_iter().map(|event| (0, event)));
         }
-        // Read by [`read_database_news`], above.
-        LogKind::OpencodeDb => return None,
+        // Read by [`read_database_news`] and [`read_todos_news`], above.
+        LogKind::OpencodeDb | LogKind::CopilotTodos => return None,
         LogKind::ClaudeTask => {
             // The list is the directory: read all of it.
             let list = file.path.parent()?;
@@ -313,6 +320,41 @@ pub fn read_new(file: &LogFile, stored: Option<&LogFileState>) -> Option<LogRead
         state,
         events,
         from: offset,
+        based_on: stored.map(LogFileState::position),
+    })
+}
+
+/// [`read_new`] for a Copilot session's database: its whole task list when its version
+/// (kept as the `offset`) changed.
+fn read_todos_news(
+    file: &LogFile,
+    stored: Option<&LogFileState>,
+    (device, inode, size): (u64, u64, u64),
+) -> Option<LogRead> {
+    let version = super::copilot_db::version(&file.path).ok()?;
+    let same_file = stored.is_some_and(|stored| stored.device == device && stored.inode == inode);
+    if same_file && stored.is_some_and(|stored| stored.offset == version) {
+        return None;
+    }
+    let tasks = super::copilot_db::read_todos(&file.path, &scan::copilot_session(&file.path))
+        .inspect_err(|error| {
+            tracing::debug!(%error, path = %file.path.display(), "cannot read a Copilot session's database");
+        })
+        .ok()?;
+    Some(LogRead {
+        framework: file.kind.framework(),
+        state: LogFileState {
+            path: file.path.display().to_string(),
+            kind: kind_text(file.kind).to_owned(),
+            device,
+            inode,
+            size,
+            offset: version,
+            parser: None,
+            skipped: 0,
+        },
+        events: tasks.into_iter().map(|event| (0, event)).collect(),
+        from: 0,
         based_on: stored.map(LogFileState::position),
     })
 }
@@ -951,5 +993,109 @@ mod opencode_tests {
         let third = read_new(&file, Some(&second.state)).unwrap();
         assert_eq!(usage_keys(&third), ["msg_2", "msg_3"]);
         assert_eq!(second.based_on, Some(first.state.position()));
+    }
+}
+
+#[cfg(test)]
+mod copilot_tests {
+    use std::io::Write as _;
+
+    use rusqlite::Connection;
+
+    use super::*;
+    use crate::local_agents::Environment;
+    use crate::work::events::TaskStatus;
+
+    #[test]
+    fn a_copilot_session_is_followed_by_its_log_lines_and_its_databases_version() {
+        let home = tempfile::tempdir().unwrap();
+        let session = home.path().join(".copilot/session-state/7d1e-44");
+        std::fs::create_dir_all(session.join("rewind-file-snapshots")).unwrap();
+        // What is not a session's log is not read: a file deeper in its folder.
+        std::fs::write(session.join("rewind-file-snapshots/index.json"), "{}").unwrap();
+        let env = Environment {
+            home: home.path().to_path_buf(),
+            ..Environment::default()
+        };
+        let roots = scan::roots(&env);
+        let events_path = session.join("events.jsonl");
+        let mut log = std::fs::File::create(&events_path).unwrap();
+        writeln!(
+            log,
+            r#"{{"type":"session.start","data":{{"sessionId":"7d1e-44","selectedModel":"claude-sonnet-4-5","context":{{"cwd":"/src/app"}}}},"timestamp":"2026-12-06T10:00:00Z"}}"#
+        )
+        .unwrap();
+        let usage = |n: u32| {
+            format!(
+                r#"{{"type":"session.usage_record","data":{{"usage":{{"model":"claude-sonnet-4-5","inputTokens":{},"outputTokens":5,"cacheReadTokens":0,"cacheWriteTokens":0,"apiCallId":"msg_{n}"}}}}}}"#,
+                100 * n
+            )
+        };
+        writeln!(log, "{}", usage(1)).unwrap();
+        let db_path = session.join("session.db");
+        let writer = Connection::open(&db_path).unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE todos (id TEXT PRIMARY KEY, title TEXT NOT NULL, status TEXT,
+                     updated_at TEXT);
+                 INSERT INTO todos VALUES ('a', 'Write the parser', 'in_progress', NULL);",
+            )
+            .unwrap();
+        let (found, _) = scan::find(&roots);
+        let kinds: Vec<(String, LogKind)> = found
+            .iter()
+            .map(|file| {
+                let name = file
+                    .path
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                (name, file.kind)
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("events.jsonl".to_owned(), LogKind::CopilotEvents),
+                ("session.db".to_owned(), LogKind::CopilotTodos)
+            ]
+        );
+        // The log, by line, from where it was left.
+        let events = scan::log_file_at(&roots, &events_path).unwrap();
+        let first = read_new(&events, None).unwrap();
+        assert_eq!(first.framework, Framework::Copilot);
+        assert_eq!(first.events.len(), 2, "{:?}", first.events);
+        writeln!(log, "{}", usage(2)).unwrap();
+        let events = scan::log_file_at(&roots, &events_path).unwrap();
+        assert!(has_news(&events, Some(&first.state)));
+        let second = read_new(&events, Some(&first.state)).unwrap();
+        assert_eq!(second.from, first.state.offset);
+        assert!(matches!(
+            &second.events[..],
+            [(_, LogEvent::Usage { session_id, tokens, .. })] if session_id == "7d1e-44" && tokens.input == 200
+        ));
+        // The database, whole, each time its version changes; not again otherwise.
+        let todos = scan::log_file_at(&roots, &db_path).unwrap();
+        let listed = read_new(&todos, None).unwrap();
+        let status = |read: &LogRead| match &read.events[..] {
+            [
+                (
+                    _,
+                    LogEvent::Tasks {
+                        session_id, tasks, ..
+                    },
+                ),
+            ] if session_id == "7d1e-44" => tasks[0].status,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(status(&listed), TaskStatus::InProgress);
+        assert!(read_new(&todos, Some(&listed.state)).is_none());
+        writer
+            .execute("UPDATE todos SET status = 'done'", [])
+            .unwrap();
+        let changed = read_new(&todos, Some(&listed.state)).unwrap();
+        assert_eq!(status(&changed), TaskStatus::Completed);
+        assert_ne!(changed.state.offset, listed.state.offset);
     }
 }
