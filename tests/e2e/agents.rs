@@ -142,6 +142,13 @@ async fn onboarding_wires_the_clis_and_offboarding_restores_every_byte() {
             .iter()
             .all(|d| d["onboarded"] == false)
     );
+    // Each CLI comes with what Roundtable does with it.
+    let text = machine.ok("dana", &["agents", "detect"]).await;
+    assert!(
+        text.contains("permissions: asked of you in Roundtable")
+            && text.contains("task list:   update_plan"),
+        "{text}"
+    );
 
     // One step each; the report says which lines went into which file.
     let claude = json(

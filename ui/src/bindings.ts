@@ -139,6 +139,21 @@ export type ArchitectureBoard = {
 	components: ComponentView[],
 };
 
+/**  One aspect of what Roundtable does with an agent CLI. */
+export type Aspect = 
+/**  Roundtable's tools in its sessions (the MCP server). */
+"tools" | 
+/**  Its own task list, on the tasks board. */
+"tasks" | 
+/**  The files it edits, on the architecture board. */
+"files" | 
+/**  Its tokens and what they cost. */
+"costs" | 
+/**  When messages for the agent reach its session. */
+"messages" | 
+/**  Its permission requests. */
+"permissions";
+
 /**  A cap on spend. */
 export type Budget = {
 	scope: BudgetScope,
@@ -398,6 +413,8 @@ export type Detected = {
 	version: string | null,
 	/**  Whether Roundtable onboards it (the others are listed only). */
 	supported: boolean,
+	/**  What Roundtable does with it ([`AgentCli::support`]). */
+	support: Support[],
 	/**  The configuration files onboarding edits. */
 	config: string[],
 	/**  Where it writes its session logs. */
@@ -733,6 +750,12 @@ export type SessionView = {
 	 *  also editing `parser` (src/parser/lexer.rs, 2 min ago)").
 	 */
 	overlaps: string[],
+};
+
+/**  What Roundtable does with a CLI in one aspect. */
+export type Support = {
+	aspect: Aspect,
+	how: string,
 };
 
 /**  Where syncing with the hub is. */

@@ -171,7 +171,7 @@ pub(super) async fn detect(out: &Out, profiles: &std::path::Path) -> Result<(), 
     let text = found
         .iter()
         .map(|cli| {
-            format!(
+            let mut text = format!(
                 "{:<13} {:<24} {}{}",
                 cli.cli.command(),
                 cli.version.as_deref().unwrap_or("(version unknown)"),
@@ -179,9 +179,19 @@ pub(super) async fn detect(out: &Out, profiles: &std::path::Path) -> Result<(), 
                 match (&cli.handle, cli.supported) {
                     (Some(handle), _) => format!("  onboarded as {handle}"),
                     (None, true) => String::new(),
-                    (None, false) => "  (listed only)".to_owned(),
+                    (None, false) =>
+                        "  (listed only: Roundtable does not onboard it yet)".to_owned(),
                 }
-            )
+            );
+            // What Roundtable does with it, aspect by aspect.
+            for row in &cli.support {
+                text.push_str(&format!(
+                    "\n    {:<12} {}",
+                    format!("{}:", row.aspect.label()),
+                    row.how
+                ));
+            }
+            text
         })
         .collect::<Vec<_>>()
         .join("\n");

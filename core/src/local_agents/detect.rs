@@ -30,6 +30,8 @@ pub struct Detected {
     pub version: Option<String>,
     /// Whether Roundtable onboards it (the others are listed only).
     pub supported: bool,
+    /// What Roundtable does with it ([`AgentCli::support`]).
+    pub support: Vec<super::support::Support>,
     /// The configuration files onboarding edits.
     pub config: Vec<PathBuf>,
     /// Where it writes its session logs.
@@ -187,6 +189,7 @@ pub async fn detect(env: &Environment, profiles: &Path) -> Vec<Detected> {
             version: version(&path).await,
             path,
             supported: cli.supported(),
+            support: cli.support(),
             config: env.config_files(cli, None),
             logs: env.log_dirs(cli),
             onboarded: record.is_some(),

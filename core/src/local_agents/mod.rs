@@ -10,6 +10,7 @@
 //!   their versions.
 //! - [`edits`]: the configuration edits, planned as pure text → text functions that keep
 //!   every byte of the user's content, and undone exactly.
+//! - [`support`]: what Roundtable does with each CLI, as detection lists it.
 //! - [`onboarding`]: putting it together: register, edit atomically with a backup, record
 //!   what was done so offboarding removes exactly that.
 
@@ -17,6 +18,7 @@ pub mod detect;
 pub mod edits;
 pub mod json_text;
 pub mod onboarding;
+pub mod support;
 pub mod toml_text;
 
 use std::ffi::OsString;

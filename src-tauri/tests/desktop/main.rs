@@ -43,6 +43,12 @@ async fn onboard_claude(desk: &Desk) {
     let row = desk.wait("cli-claude").await;
     let row_text = row.text().await.unwrap();
     assert!(row_text.contains("version"), "{row_text}");
+    // What Roundtable will do with it, said before it is onboarded.
+    let support = desk.text("support-claude").await;
+    assert!(
+        support.contains("Permissions") && support.contains("asked of you in Roundtable"),
+        "{support}"
+    );
     desk.click("onboard-claude").await;
     desk.wait("onboard-report").await;
     desk.wait("offboard-claude").await;

@@ -5,6 +5,7 @@
  * virtualized list). Seeds are deterministic: time comes in as `now`, nothing is random.
  */
 import type {
+  AgentCli,
   AgentView,
   Budget,
   ContactRequest,
@@ -18,9 +19,16 @@ import type {
   OpenTarget,
   PingView,
   RoomMessage,
+  Support,
   SyncView,
 } from "../bindings";
 import { demoBoards, emptyBoards, type FakeBoards } from "./fake-boards";
+import agentClis from "./fixtures/agent-clis.json";
+
+/** What Roundtable does with `cli`, as the core says (`fixtures/agent-clis.json`). */
+export function supportOf(cli: AgentCli): Support[] {
+  return (agentClis.find((known) => known.cli === cli)?.support ?? []) as Support[];
+}
 
 export type FakeRoom = {
   id: string;
@@ -173,6 +181,7 @@ export function demoWorld(now: number): FakeWorld {
       path: "/usr/local/bin/claude",
       version: "2.1.4",
       supported: true,
+      support: supportOf("claude"),
       config: ["~/.claude.json", "~/.claude/settings.json"],
       logs: ["~/.claude/projects"],
       onboarded: true,
@@ -184,6 +193,7 @@ export function demoWorld(now: number): FakeWorld {
       path: "/usr/local/bin/codex",
       version: "0.48.0",
       supported: true,
+      support: supportOf("codex"),
       config: ["~/.codex/config.toml"],
       logs: ["~/.codex/sessions"],
       onboarded: true,
@@ -195,6 +205,7 @@ export function demoWorld(now: number): FakeWorld {
       path: "/usr/local/bin/gemini",
       version: "0.9.0",
       supported: true,
+      support: supportOf("gemini"),
       config: ["~/.gemini/settings.json"],
       logs: [],
       onboarded: false,
@@ -206,6 +217,7 @@ export function demoWorld(now: number): FakeWorld {
       path: "/home/dana/.local/bin/cursor-agent",
       version: null,
       supported: false,
+      support: supportOf("cursor-agent"),
       config: [],
       logs: [],
       onboarded: false,

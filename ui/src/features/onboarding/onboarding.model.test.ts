@@ -12,6 +12,7 @@ function cli(overrides: Partial<Detected>): Detected {
     path: "/usr/bin/claude",
     version: "2.1.4",
     supported: true,
+    support: [],
     config: ["~/.claude.json"],
     logs: [],
     onboarded: false,
