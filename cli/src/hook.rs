@@ -34,6 +34,16 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
         "opencode" => stdin_hook(AgentCli::Opencode, agent, rest.first().map(String::as_str)).await,
         // Copilot's hooks are told their event on the command line (its payloads name none).
         "copilot" => stdin_hook(AgentCli::Copilot, agent, rest.first().map(String::as_str)).await,
+        // So are Antigravity's, which always get JSON back: its hooks may read anything
+        // else as a failure.
+        "agy" | "antigravity" => {
+            let event = rest.first().map(String::as_str);
+            stdin_hook(AgentCli::Antigravity, agent, event)
+                .await
+                .or_else(|| {
+                    HookReply::Nothing.stdout_for(AgentCli::Antigravity, event.unwrap_or_default())
+                })
+        }
         "codex"
             if rest
                 .last()
@@ -49,7 +59,7 @@ pub async fn run(cli: &str, agent: &str, rest: &[String]) -> Option<String> {
         }
         other => {
             eprintln!(
-                "roundtable hook: no hooks for {other:?} (claude, codex, gemini, opencode or copilot)"
+                "roundtable hook: no hooks for {other:?} (claude, codex, gemini, opencode, copilot or agy)"
             );
             None
         }
@@ -191,8 +201,9 @@ async fn stdin_hook(cli: AgentCli, agent: &str, event: Option<&str>) -> Option<S
     };
     let event_name = match (&event, cli) {
         (HookEvent::Other(_), _) => return None,
-        // Copilot's answers name no event.
+        // Copilot's answers name no event; Antigravity's are told theirs.
         (_, AgentCli::Copilot) => "",
+        (HookEvent::PromptSubmitted { .. }, AgentCli::Antigravity) => "PreInvocation",
         (HookEvent::SessionStarted { .. }, _) => "SessionStart",
         (HookEvent::PromptSubmitted { .. }, AgentCli::Gemini) => "BeforeAgent",
         (HookEvent::PromptSubmitted { .. }, _) => "UserPromptSubmit",

@@ -71,6 +71,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 }
             },
         };
+        if !cli.runs_headless() {
+            bail!(
+                "roundtable run cannot drive {} yet: its headless mode could not be tested here; \
+                 keep it at its terminal, where its hooks bring it the messages",
+                cli.display_name()
+            );
+        }
         // An agent whose CLI configuration does not have Roundtable's server for it gets it
         // on the command line.
         let mcp = onboarded.is_none().then(|| McpServer {

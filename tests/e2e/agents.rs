@@ -1550,3 +1550,123 @@ async fn an_a2a_clients_task_is_completed_by_a_headless_agent_under_the_runner()
     let _ = runner.start_kill();
     let _ = runner.wait().await;
 }
+
+/// Antigravity CLI cannot be installed here: its onboarding and hooks are checked on files
+/// and payloads written from its documentation (antigravity.google/docs: hooks, MCP), with
+/// Roundtable's side real — the hub, the onboarding, the hook command as Antigravity would
+/// run it, and offboarding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn antigravity_from_its_documents_is_onboarded_hears_its_messages_and_is_offboarded_byte_for_byte()
+ {
+    let hub = Hub::start(&[]).await;
+    let machine = Machine::new();
+    machine.home.signup(&hub, "dana").await;
+    // The person's own files, as its documentation shows them.
+    let mcp = "{\n  \"mcpServers\": {\n    \"docs\": {\"serverUrl\": \"https://example.com/mcp\"}\n  }\n}\n";
+    let hooks = "{\n  \"my-linter-hook\": {\n    \"PostToolUse\": [\n      {\"matcher\": \"run_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"./scripts/lint.sh\", \"timeout\": 10}]}\n    ]\n  }\n}\n";
+    machine.write(".gemini/config/mcp_config.json", mcp);
+    machine.write(".gemini/config/hooks.json", hooks);
+    machine
+        .ok("dana", &["agents", "onboard", "agy", "--name", "scout"])
+        .await;
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(machine.file(".gemini/config/hooks.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        written["my-linter-hook"]["PostToolUse"][0]["matcher"],
+        "run_command"
+    );
+    let command = written["roundtable"]["PreInvocation"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        command.ends_with("hook agy --agent dana/scout PreInvocation"),
+        "{command}"
+    );
+    machine
+        .ok(
+            "dana",
+            &[
+                "room",
+                "create",
+                "--title",
+                "scouting",
+                "--member",
+                "dana/scout",
+            ],
+        )
+        .await;
+    machine
+        .ok("dana", &["send", "scouting", "@dana/scout map the parser"])
+        .await;
+    // What Antigravity runs before a model call and at a stop, with its documented payload.
+    let hook = |event: &'static str| {
+        let machine = &machine;
+        async move {
+            let mut child = machine
+                .command("dana", &["hook", "agy", "--agent", "dana/scout", event])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let input = serde_json::json!({
+                "conversationId": "9b2f6c1e-0000-4000-8000-000000000001",
+                "workspacePaths": ["/work/app"], "transcriptPath": "/tmp/transcript.jsonl",
+                "artifactDirectoryPath": "/tmp/artifacts", "modelName": "gemini-3-pro",
+                "invocationNum": 1, "initialNumSteps": 1, "executionNum": 1,
+                "terminationReason": "model_done", "fullyIdle": true,
+            });
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input.to_string().as_bytes()).await.unwrap();
+            drop(stdin);
+            let output = child.wait_with_output().await.unwrap();
+            assert!(output.status.success(), "a hook always exits 0");
+            let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|_| panic!("not JSON: {:?}", output.stdout));
+            answer
+        }
+    };
+    let before = hook("PreInvocation").await;
+    let injected = before["injectSteps"][0]["ephemeralMessage"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(injected.contains("map the parser"), "{before}");
+    // Read once: the next model call gets nothing more; a stop with nothing new stops.
+    assert_eq!(hook("PreInvocation").await, serde_json::json!({}));
+    assert_eq!(hook("Stop").await, serde_json::json!({"decision": "stop"}));
+    // A mention that came meanwhile keeps the agent going.
+    machine
+        .ok("dana", &["send", "scouting", "@dana/scout and the lexer"])
+        .await;
+    let stop = hook("Stop").await;
+    assert_eq!(stop["decision"], "continue", "{stop}");
+    assert!(
+        stop["reason"].as_str().unwrap().contains("and the lexer"),
+        "{stop}"
+    );
+    // With no terminal it is not driven (its headless mode could not be tested): said so.
+    let refused = machine
+        .command("dana", &["run", "--agent", "dana/scout"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("cannot drive Antigravity CLI yet"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    machine
+        .ok("dana", &["agents", "offboard", "agy", "--name", "scout"])
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(machine.file(".gemini/config/mcp_config.json")).unwrap(),
+        mcp
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file(".gemini/config/hooks.json")).unwrap(),
+        hooks
+    );
+}

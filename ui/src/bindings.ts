@@ -81,7 +81,12 @@ export const events = {
 
 /* Types */
 /**  An agent CLI Roundtable knows. */
-export type AgentCli = "claude" | "codex" | "gemini" | "opencode" | "cursor-agent" | "copilot";
+export type AgentCli = "claude" | "codex" | "gemini" | "opencode" | "cursor-agent" | "copilot" | 
+/**
+ *  Antigravity CLI (`agy`), Gemini CLI's successor: onboarded from its documentation
+ *  (it cannot be installed where Roundtable is tested).
+ */
+"antigravity";
 
 export type AgentControl = "pause" | "resume" | "stop";
 

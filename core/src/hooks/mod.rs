@@ -170,12 +170,16 @@ impl HookEvent {
 struct HookInput {
     #[serde(default)]
     hook_event_name: Option<String>,
-    #[serde(default, alias = "sessionId")]
+    /// Antigravity CLI's `conversationId`.
+    #[serde(default, alias = "sessionId", alias = "conversationId")]
     session_id: Option<String>,
     #[serde(default, alias = "transcriptPath")]
     transcript_path: Option<String>,
     #[serde(default)]
     cwd: Option<String>,
+    /// Antigravity CLI's folders of the session, the first its working directory.
+    #[serde(default, rename = "workspacePaths")]
+    workspace_paths: Option<Vec<String>>,
     #[serde(default)]
     source: Option<String>,
     #[serde(default)]
@@ -190,6 +194,16 @@ struct HookInput {
     tool_input: Option<Value>,
     #[serde(default)]
     stop_hook_active: Option<bool>,
+}
+
+/// Antigravity CLI's name for a moment, as the name Claude Code gives it: `PreInvocation`
+/// (before each model call: a prompt's start, and after each tool) hands over messages as
+/// a prompt's start does.
+fn antigravity_event(name: &str) -> &str {
+    match name {
+        "PreInvocation" => "UserPromptSubmit",
+        other => other,
+    }
 }
 
 /// GitHub Copilot CLI's name for a moment, as the name Claude Code gives it (Copilot's
@@ -218,18 +232,22 @@ pub fn parse(cli: AgentCli, input: &[u8], event: Option<&str>) -> Result<HookEve
         .clone()
         .or_else(|| event.map(str::to_owned))
         .unwrap_or_default();
-    let name = if cli == AgentCli::Copilot {
-        copilot_event(&name).to_owned()
-    } else {
-        name
+    let name = match cli {
+        AgentCli::Copilot => copilot_event(&name).to_owned(),
+        AgentCli::Antigravity => antigravity_event(&name).to_owned(),
+        _ => name,
     };
+    let cwd = parsed
+        .cwd
+        .clone()
+        .or_else(|| parsed.workspace_paths.as_ref()?.first().cloned());
     let session_id = parsed.session_id.clone().unwrap_or_default();
     let gemini = cli == AgentCli::Gemini;
     Ok(match name.as_str() {
         "SessionStart" => HookEvent::SessionStarted {
             session_id,
             transcript: parsed.transcript_path,
-            cwd: parsed.cwd,
+            cwd,
             source: parsed.source,
         },
         "UserPromptSubmit" if !gemini => HookEvent::PromptSubmitted { session_id },
@@ -361,6 +379,9 @@ impl HookReply {
     /// GitHub Copilot CLI reads flat ones (it ignores `hookSpecificOutput` but for
     /// `preToolUse`, checked against 1.0.102).
     pub fn stdout_for(&self, cli: AgentCli, event: &str) -> Option<String> {
+        if cli == AgentCli::Antigravity {
+            return Some(self.antigravity(event));
+        }
         if cli != AgentCli::Copilot {
             return self.stdout(event);
         }
@@ -374,6 +395,23 @@ impl HookReply {
             HookReply::Deny(message) => {
                 Some(json!({"behavior": "deny", "message": message}).to_string())
             }
+        }
+    }
+
+    /// Antigravity CLI's answer, from its documentation: context as an ephemeral message
+    /// injected before the model call, a stop continued with `decision: continue`. Always
+    /// JSON (its hooks may read anything else as a failure), `decision` always given at a
+    /// stop (its documentation says it is required).
+    fn antigravity(&self, event: &str) -> String {
+        match (self, event) {
+            (HookReply::Context(text), _) => {
+                json!({"injectSteps": [{"ephemeralMessage": text}]}).to_string()
+            }
+            (HookReply::Block(reason), _) => {
+                json!({"decision": "continue", "reason": reason}).to_string()
+            }
+            (_, "Stop") => json!({"decision": "stop"}).to_string(),
+            _ => "{}".to_owned(),
         }
     }
 
@@ -1083,6 +1121,39 @@ mod tests {
         );
         assert_eq!(room(&[("ROUNDTABLE_ROOM", "r_design")]), None);
         assert_eq!(room(&[("ROUNDTABLE_RUN", "1")]), None);
+    }
+
+    #[test]
+    fn antigravity_hooks_read_its_documented_payloads_and_always_answer_json() {
+        // From Antigravity CLI's documentation (not run here): camelCase, no event name.
+        let before = br#"{"conversationId":"c-1","workspacePaths":["/w/app"],"transcriptPath":"/h/.gemini/antigravity-cli/brain/c-1/.system_generated/logs/transcript.jsonl","artifactDirectoryPath":"/h/a","modelName":"gemini-3-pro","invocationNum":2,"initialNumSteps":5}"#;
+        assert_eq!(
+            parse(AgentCli::Antigravity, before, Some("PreInvocation")).unwrap(),
+            HookEvent::PromptSubmitted {
+                session_id: "c-1".into()
+            }
+        );
+        let stop = br#"{"conversationId":"c-1","workspacePaths":["/w/app"],"transcriptPath":"/t.jsonl","executionNum":1,"terminationReason":"model_done","fullyIdle":true}"#;
+        assert!(matches!(
+            parse(AgentCli::Antigravity, stop, Some("Stop")).unwrap(),
+            HookEvent::TurnEnded { session_id, transcript: Some(_), .. } if session_id == "c-1"
+        ));
+        let answer = |reply: HookReply, event: &str| -> Value {
+            serde_json::from_str(&reply.stdout_for(AgentCli::Antigravity, event).unwrap()).unwrap()
+        };
+        assert_eq!(
+            answer(HookReply::Context("hi".into()), "PreInvocation"),
+            json!({"injectSteps": [{"ephemeralMessage": "hi"}]})
+        );
+        assert_eq!(
+            answer(HookReply::Block("go on".into()), "Stop"),
+            json!({"decision": "continue", "reason": "go on"})
+        );
+        assert_eq!(
+            answer(HookReply::Nothing, "Stop"),
+            json!({"decision": "stop"})
+        );
+        assert_eq!(answer(HookReply::Nothing, "PreInvocation"), json!({}));
     }
 
     #[test]

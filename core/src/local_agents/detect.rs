@@ -87,6 +87,11 @@ pub fn search_dirs(env: &Environment) -> Vec<PathBuf> {
                 .local_appdata
                 .as_ref()
                 .map(|dir| dir.join("Volta").join("bin")),
+            // Antigravity CLI's installer.
+            windows
+                .local_appdata
+                .as_ref()
+                .map(|dir| dir.join("agy").join("bin")),
             Some(home.join("scoop").join("shims")),
         ];
         dirs.extend(places.into_iter().flatten());

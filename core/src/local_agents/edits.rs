@@ -18,6 +18,11 @@
 //!   has no command hooks but plugins, so Roundtable's plugin (`plugins/roundtable.js`, a
 //!   file of ours whole: [`opencode_plugin`]) hands its moments to `roundtable hook
 //!   opencode` as Claude Code's hooks would.
+//! - Antigravity CLI, from its documentation: `mcpServers.roundtable` in
+//!   `~/.gemini/config/mcp_config.json`, and a hook group named `roundtable` in
+//!   `~/.gemini/config/hooks.json` (a project's `.agents/` files with `--project`), whose top
+//!   level maps hook names to their events: `PreInvocation` (before each model call) and
+//!   `Stop`.
 //! - GitHub Copilot CLI: `mcpServers.roundtable` in `~/.copilot/mcp-config.json`, and hooks
 //!   in `~/.copilot/hooks/roundtable.json`, a file of ours whole ([`copilot_hooks_text`]):
 //!   Copilot reads every file in that folder, and runs each hook as a program with its
@@ -72,6 +77,11 @@ const COPILOT_HOOKS: [&str; 5] = [
     "permissionRequest",
     "agentStop",
 ];
+
+/// Antigravity CLI hook events Roundtable installs: before each model call (the
+/// equivalent of a prompt's start and a tool's end: its `PostToolUse` cannot add context),
+/// and when the agent would stop. Both take a flat list of handlers.
+const ANTIGRAVITY_HOOKS: [&str; 2] = ["PreInvocation", "Stop"];
 
 /// What OpenCode writes into any configuration file that lacks it (on every start): a
 /// configuration file Roundtable creates has it already, so OpenCode leaves it as written.
@@ -384,6 +394,16 @@ pub fn plan(
             let before = read(plugin)?;
             planned.push(own_file(plugin, before, opencode_plugin_text(wiring))?);
         }
+        AgentCli::Antigravity => {
+            let (mcp, hooks) = (&files[0], &files[1]);
+            let before = read(mcp)?;
+            let entry = json!({
+                "command": wiring.bin(), "args": wiring.mcp_args(), "env": wiring.env(),
+            });
+            planned.push(json_server(mcp, before, "mcpServers", &entry)?);
+            let before = read(hooks)?;
+            planned.push(json_server(hooks, before, "", &antigravity_hooks(wiring))?);
+        }
         AgentCli::Copilot => {
             let (mcp, hooks) = (&files[0], &files[1]);
             let before = read(mcp)?;
@@ -415,7 +435,26 @@ pub enum PlanError {
     },
 }
 
-/// `<servers>.roundtable` in a JSON configuration (`mcpServers`; OpenCode's `mcp`).
+/// Roundtable's hook group in Antigravity CLI's `hooks.json`: each event runs
+/// `roundtable hook agy --agent HANDLE EVENT` (its payloads do not name their event), as a
+/// shell command (the only kind it runs).
+fn antigravity_hooks(wiring: &Wiring) -> Value {
+    let command = wiring.hook_command(AgentCli::Antigravity);
+    let mut group = serde_json::Map::new();
+    for event in ANTIGRAVITY_HOOKS {
+        group.insert(
+            event.to_owned(),
+            json!([{
+                "type": "command", "command": format!("{command} {event}"),
+                "timeout": wiring.hook_timeout(event),
+            }]),
+        );
+    }
+    Value::Object(group)
+}
+
+/// `<servers>.roundtable` in a JSON configuration (`mcpServers`; OpenCode's `mcp`; `""`: at
+/// the top, as Antigravity's hook groups are).
 fn json_server(
     path: &Path,
     before: Option<String>,
@@ -423,8 +462,11 @@ fn json_server(
     entry: &Value,
 ) -> Result<PlannedFile, EditError> {
     let text = before.clone().unwrap_or_default();
-    let present = json_text::value_at(&text, &[servers, SERVER_NAME])
-        .map_err(|error| unparsable(path, error))?;
+    let at: Vec<&str> = [servers, SERVER_NAME]
+        .into_iter()
+        .filter(|key| !key.is_empty())
+        .collect();
+    let present = json_text::value_at(&text, &at).map_err(|error| unparsable(path, error))?;
     let mut planned = PlannedFile {
         path: path.to_path_buf(),
         before,
@@ -443,13 +485,20 @@ fn json_server(
                     .or_else(|| existing["command"].as_array())
                     .and_then(|args| args.last())
                     .and_then(Value::as_str)
+                    // A hook group: the agent is its command's last word but the event.
+                    .or_else(|| {
+                        existing["Stop"][0]["command"]
+                            .as_str()
+                            .and_then(|command| command.split(' ').rev().nth(1))
+                    })
                     .unwrap_or("another agent")
                     .to_owned(),
             });
         }
         None => {
-            let (after, inserted) = json_text::insert_member(&text, &[servers], SERVER_NAME, entry)
-                .map_err(|error| unparsable(path, error))?;
+            let (after, inserted) =
+                json_text::insert_member(&text, &at[..at.len() - 1], SERVER_NAME, entry)
+                    .map_err(|error| unparsable(path, error))?;
             planned.after = after;
             planned.undo.push(Undo::Json { inserted });
         }
@@ -1104,6 +1153,82 @@ mod tests {
         };
         assert!(detail.contains("trailing commas"), "{detail}");
         assert_eq!(files[&jsonc], trailing);
+    }
+
+    #[test]
+    fn antigravity_gets_its_server_and_a_hook_group_of_ours_beside_the_persons() {
+        // Written from Antigravity CLI's documentation: hook names at the top level, each
+        // mapping events to handlers (flat lists for the lifecycle events).
+        let mut files = HashMap::new();
+        let dir = PathBuf::from("/home/dana/.gemini/config");
+        let hooks_path = dir.join("hooks.json");
+        let theirs = "{\n  // lint after edits\n  \"my-linter\": {\n    \"PostToolUse\": [{\"matcher\": \"run_command\", \"hooks\": [{\"command\": \"./lint.sh\", \"timeout\": 10}]}]\n  }\n}\n";
+        files.insert(hooks_path.clone(), theirs.to_owned());
+        let planned = onboard(
+            &mut files,
+            AgentCli::Antigravity,
+            None,
+            &wiring("dana/scout"),
+        )
+        .unwrap();
+        assert_eq!(planned.len(), 2, "{planned:#?}");
+        let mcp: Value = serde_json::from_str(&files[&dir.join("mcp_config.json")]).unwrap();
+        assert_eq!(
+            mcp["mcpServers"]["roundtable"],
+            json!({
+                "command": "/opt/round table/bin/roundtable",
+                "args": ["mcp", "--agent", "dana/scout"],
+                "env": {"ROUNDTABLE_HOME": "/home/dana/.rt"},
+            })
+        );
+        let hooks = &files[&hooks_path];
+        assert!(hooks.contains("// lint after edits"), "{hooks}");
+        let group = json_text::value_at(hooks, &[SERVER_NAME]).unwrap().unwrap();
+        assert_eq!(
+            group["Stop"],
+            json!([{
+                "type": "command",
+                "command": "ROUNDTABLE_HOME=/home/dana/.rt '/opt/round table/bin/roundtable' hook agy --agent dana/scout Stop",
+                "timeout": 660,
+            }])
+        );
+        assert_eq!(group["PreInvocation"][0]["timeout"], 30);
+        assert!(
+            group.get("PreToolUse").is_none(),
+            "a failing hook there would block tools"
+        );
+        // Again: nothing to do. Another agent: refused, naming the one there.
+        assert!(
+            onboard(
+                &mut files,
+                AgentCli::Antigravity,
+                None,
+                &wiring("dana/scout")
+            )
+            .unwrap()
+            .is_empty()
+        );
+        assert!(matches!(
+            onboard(&mut files, AgentCli::Antigravity, None, &wiring("dana/other")),
+            Err(PlanError::Edit(EditError::Taken { other, .. })) if other == "dana/scout"
+        ));
+        // Undone: both files as they were, byte for byte.
+        for file in &planned {
+            let undone = undo_all(&file.path, &files[&file.path], &file.undo).unwrap();
+            assert_eq!(
+                Some(undone.as_str()).filter(|t| !t.is_empty()),
+                file.before.as_deref()
+            );
+        }
+        // A project's files are its `.agents/` folder's.
+        let project = Path::new("/home/dana/src/app");
+        assert_eq!(
+            env().config_files(AgentCli::Antigravity, Some(project)),
+            [
+                project.join(".agents/mcp_config.json"),
+                project.join(".agents/hooks.json")
+            ]
+        );
     }
 
     #[test]

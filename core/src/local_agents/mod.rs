@@ -37,16 +37,20 @@ pub enum AgentCli {
     Opencode,
     CursorAgent,
     Copilot,
+    /// Antigravity CLI (`agy`), Gemini CLI's successor: onboarded from its documentation
+    /// (it cannot be installed where Roundtable is tested).
+    Antigravity,
 }
 
 impl AgentCli {
-    pub const ALL: [AgentCli; 6] = [
+    pub const ALL: [AgentCli; 7] = [
         AgentCli::Claude,
         AgentCli::Codex,
         AgentCli::Gemini,
         AgentCli::Opencode,
         AgentCli::CursorAgent,
         AgentCli::Copilot,
+        AgentCli::Antigravity,
     ];
 
     /// Its executable's name.
@@ -58,12 +62,15 @@ impl AgentCli {
             AgentCli::Opencode => "opencode",
             AgentCli::CursorAgent => "cursor-agent",
             AgentCli::Copilot => "copilot",
+            AgentCli::Antigravity => "agy",
         }
     }
 
     pub fn parse(text: &str) -> Option<AgentCli> {
         AgentCli::ALL.into_iter().find(|cli| {
-            cli.command() == text || (text == "claude-code" && *cli == AgentCli::Claude)
+            cli.command() == text
+                || (text == "claude-code" && *cli == AgentCli::Claude)
+                || (text == "antigravity" && *cli == AgentCli::Antigravity)
         })
     }
 
@@ -76,6 +83,7 @@ impl AgentCli {
             AgentCli::Opencode => "OpenCode",
             AgentCli::CursorAgent => "Cursor Agent",
             AgentCli::Copilot => "GitHub Copilot CLI",
+            AgentCli::Antigravity => "Antigravity CLI",
         }
     }
 
@@ -88,6 +96,7 @@ impl AgentCli {
             AgentCli::Opencode => "opencode",
             AgentCli::CursorAgent => "cursor-agent",
             AgentCli::Copilot => "copilot",
+            AgentCli::Antigravity => "antigravity",
         }
     }
 
@@ -100,8 +109,22 @@ impl AgentCli {
             AgentCli::Gemini => Some(Framework::Gemini),
             AgentCli::Opencode => Some(Framework::Opencode),
             AgentCli::Copilot => Some(Framework::Copilot),
-            AgentCli::CursorAgent => None,
+            // Its conversations hold their usage as undocumented protobuf: not read, so its
+            // sessions are never priced (rather than priced at nothing).
+            AgentCli::Antigravity | AgentCli::CursorAgent => None,
         }
+    }
+
+    /// Whether `roundtable run` drives it with no terminal (see [`crate::runner`]).
+    pub fn runs_headless(self) -> bool {
+        matches!(
+            self,
+            AgentCli::Claude
+                | AgentCli::Codex
+                | AgentCli::Gemini
+                | AgentCli::Opencode
+                | AgentCli::Copilot
+        )
     }
 
     /// Whether Roundtable can onboard it (the others are detected and listed).
@@ -113,6 +136,7 @@ impl AgentCli {
                 | AgentCli::Gemini
                 | AgentCli::Opencode
                 | AgentCli::Copilot
+                | AgentCli::Antigravity
         )
     }
 }
@@ -238,6 +262,12 @@ impl Environment {
             .unwrap_or_else(|| self.home.join(".copilot"))
     }
 
+    /// Antigravity CLI's shared configuration folder, `~/.gemini/config` (no variable moves
+    /// it; `~/.gemini/antigravity-cli/` holds its older files and its conversations).
+    pub fn antigravity_config_dir(&self) -> PathBuf {
+        self.home.join(".gemini").join("config")
+    }
+
     /// The configuration files Roundtable edits (or would edit) for `cli`. OpenCode's are
     /// its configuration (`opencode.json`, or the `opencode.jsonc` beside it, which
     /// [`edits::plan`] prefers when there is one) and Roundtable's plugin.
@@ -274,6 +304,14 @@ impl Environment {
                     .join("plugins")
                     .join(edits::OPENCODE_PLUGIN),
             ],
+            (AgentCli::Antigravity, None) => {
+                let dir = self.antigravity_config_dir();
+                vec![dir.join("mcp_config.json"), dir.join("hooks.json")]
+            }
+            (AgentCli::Antigravity, Some(project)) => {
+                let dir = project.join(".agents");
+                vec![dir.join("mcp_config.json"), dir.join("hooks.json")]
+            }
             (AgentCli::CursorAgent, _) => vec![self.home.join(".cursor/mcp.json")],
             // Copilot loads a project's MCP servers and hooks only once the folder is
             // trusted: the person's own files are the ones every session reads.
@@ -301,6 +339,9 @@ impl Environment {
             AgentCli::Opencode => vec![self.opencode_data_dir()],
             AgentCli::CursorAgent => vec![self.home.join(".cursor/chats")],
             AgentCli::Copilot => vec![self.copilot_dir().join("session-state")],
+            AgentCli::Antigravity => {
+                vec![self.home.join(".gemini/antigravity-cli/conversations")]
+            }
         }
     }
 }

@@ -127,6 +127,30 @@ impl AgentCli {
                     "asked of you in Roundtable when no one sits at it; at its terminal otherwise",
                 ),
             ],
+            // From its documentation: it could not be run here.
+            AgentCli::Antigravity => &[
+                (
+                    Tools,
+                    "Roundtable's MCP server in every session (from its documentation, not run here)",
+                ),
+                (
+                    Tasks,
+                    "Roundtable's report_tasks (its own list is not readable)",
+                ),
+                (
+                    Files,
+                    "not read: its conversations are undocumented protobuf",
+                ),
+                (
+                    Costs,
+                    "not read: its sessions are unpriced, never shown as free",
+                ),
+                (
+                    Messages,
+                    "before each model call, and at a turn's end (the turn goes on with them)",
+                ),
+                (Permissions, "asked at its terminal"),
+            ],
             AgentCli::CursorAgent => &[],
         };
         rows.iter()
