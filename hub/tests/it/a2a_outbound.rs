@@ -288,10 +288,10 @@ fn allow_private(config: &mut roundtable_hub::HubConfig) {
 }
 
 /// Reads the room until an event of `kind` from `from` arrives (sent by others: a client
-/// is not told of its own writes again), within 30 s: a paused call waits out its deferral,
-/// and in a cluster under load that takes its time.
+/// is not told of its own writes again), within 60 s: a paused call waits out its deferral,
+/// and in a cluster, or under Wine, under load that takes its time.
 async fn next_from(client: &mut Client, from: &str, kind: &str) -> Event {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let next = match client.backlog.pop_front() {
             Some(frame) => Some(Incoming::Frame(frame)),
@@ -304,7 +304,7 @@ async fn next_from(client: &mut Client, from: &str, kind: &str) -> Event {
             Some(Incoming::Frame(ServerFrame::Evt(event))) => event,
             Some(Incoming::Closed(code)) => panic!("closed ({code:?}) waiting for {kind}"),
             Some(_) => continue,
-            None => panic!("no {kind} from {from} within 30 s"),
+            None => panic!("no {kind} from {from} within 60 s"),
         };
         // A remote agent's notice on joining is not an answer.
         let notice = event.body["x_a2a"]["remote"].is_string();
