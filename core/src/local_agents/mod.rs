@@ -115,16 +115,10 @@ impl AgentCli {
         }
     }
 
-    /// Whether `roundtable run` drives it with no terminal (see [`crate::runner`]).
+    /// Whether `roundtable run` drives it with no terminal (see [`crate::runner`]): every
+    /// CLI Roundtable onboards but Antigravity, whose headless mode could not be tried.
     pub fn runs_headless(self) -> bool {
-        matches!(
-            self,
-            AgentCli::Claude
-                | AgentCli::Codex
-                | AgentCli::Gemini
-                | AgentCli::Opencode
-                | AgentCli::Copilot
-        )
+        self.supported() && self != AgentCli::Antigravity
     }
 
     /// Whether Roundtable can onboard it (the others are detected and listed).
