@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use roundtable_core::local_agents::detect::{find_executable, search_dirs};
 use roundtable_core::local_agents::onboarding::onboarded;
 use roundtable_core::local_agents::{AgentCli, Environment};
-use roundtable_core::runner::{McpServer, RunSettings};
+use roundtable_core::runner::{AcpMode, McpServer, RunSettings};
 use roundtable_core::teams::bound_cli;
 use roundtable_core::{Core, SyncOptions, profile};
 
@@ -27,8 +27,15 @@ pub struct RunArgs {
     /// Where the agents work (default: here).
     #[arg(long)]
     cwd: Option<PathBuf>,
+    /// Drive the agent over ACP (the Agent Client Protocol): one process for all its
+    /// rooms, a session per room with Roundtable's tools attached. The executable is
+    /// started with its ACP arguments (`opencode acp`, `copilot --acp`, `gemini
+    /// --experimental-acp`), or, for an ACP agent that is a program of its own
+    /// (`claude-agent-acp`, `codex-acp`), given with `--executable` and `--arg`.
+    #[arg(long)]
+    acp: bool,
     /// An argument passed to every run of the agent CLI (repeat for more), e.g.
-    /// `--arg=--permission-mode --arg=acceptEdits`.
+    /// `--arg=--permission-mode --arg=acceptEdits`; with `--acp`, the ACP agent's arguments.
     #[arg(long = "arg", allow_hyphen_values = true)]
     extra_args: Vec<String>,
     /// Seconds before a turn the model's service turned away (busy, rate limited) is tried
@@ -71,7 +78,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 }
             },
         };
-        if !cli.runs_headless() {
+        if !cli.runs_headless() && !args.acp {
             bail!(
                 "roundtable run cannot drive {} yet: its headless mode could not be tested here; \
                  keep it at its terminal, where its hooks bring it the messages",
@@ -92,6 +99,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             })?,
         };
         let instructions = std::fs::read_to_string(profile.dir.join("instructions.md")).ok();
+        let acp = args.acp.then(|| {
+            let arguments = if args.extra_args.is_empty() && args.executable.is_none() {
+                AcpMode::arguments_of(cli).unwrap_or_default()
+            } else {
+                args.extra_args.clone()
+            };
+            AcpMode::new(executable.clone(), arguments)
+        });
+        if args.acp && args.executable.is_none() && AcpMode::arguments_of(cli).is_none() {
+            bail!(
+                "{} has no ACP mode of its own: give its ACP agent with --executable \
+                 (claude-agent-acp, codex-acp)",
+                cli.display_name()
+            );
+        }
         let settings = RunSettings {
             cli,
             executable,
@@ -99,6 +121,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             instructions,
             extra_args: args.extra_args.clone(),
             mcp,
+            acp,
             first_retry,
         };
         let core = Core::open(profile).await?;

@@ -24,6 +24,7 @@
 //! No async worker ever blocks on SQLite: writes run on the cache's writer thread, reads on
 //! blocking threads over connections of their own.
 
+pub mod acp;
 pub mod agent_session;
 pub mod agent_work;
 pub mod agents;

@@ -39,8 +39,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+mod acp_turn;
 mod turn;
 
+pub use acp_turn::AcpMode;
 pub use turn::*;
 
 use crate::cache::{ControlView, MessageView};
@@ -409,6 +411,9 @@ impl Core {
         session: Option<&str>,
         prompt: &str,
     ) -> Result<Turn, TurnFailure> {
+        if let Some(acp) = &settings.acp {
+            return self.acp_turn(settings, acp, room, session, prompt).await;
+        }
         let args = command_line(settings, session);
         let handle = self.profile().handle.clone();
         let mut command = tokio::process::Command::new(&settings.executable);
@@ -470,16 +475,7 @@ impl Core {
             while let Ok(Some(line)) = lines.next_line().await {
                 if !bound && let Some(session) = session_of(settings.cli, &line) {
                     bound = true;
-                    self.claim_session(settings.cli, &session).await;
-                    let (room, framework) = (room.to_owned(), settings.cli.framework());
-                    if let Err(error) = self
-                        .write_job(move |cache| {
-                            cache.bind_room(&room, framework, &session, now_ms())
-                        })
-                        .await
-                    {
-                        tracing::warn!(%error, "cannot bind the session to its room");
-                    }
+                    self.bind_turn_session(settings.cli, room, &session).await;
                 }
                 output.push_str(&line);
                 output.push('\n');
@@ -526,6 +522,19 @@ impl Core {
             turn.session = session.map(str::to_owned);
         }
         Ok(turn)
+    }
+
+    /// Claims a session the runner started for this agent and binds it to its room, at
+    /// once: a runner that dies mid-turn resumes it.
+    async fn bind_turn_session(&self, cli: AgentCli, room: &str, session: &str) {
+        self.claim_session(cli, session).await;
+        let (room, framework, session) = (room.to_owned(), cli.framework(), session.to_owned());
+        if let Err(error) = self
+            .write_job(move |cache| cache.bind_room(&room, framework, &session, now_ms()))
+            .await
+        {
+            tracing::warn!(%error, "cannot bind the session to its room");
+        }
     }
 
     /// Claims a session the runner started for this agent (see [`crate::session_claims`]).
@@ -612,6 +621,7 @@ not json at all
             instructions: None,
             extra_args: vec!["--allow-all-tools".into()],
             mcp: None,
+            acp: None,
             first_retry: FIRST_RETRY,
         };
         assert_eq!(
@@ -672,6 +682,7 @@ not json at all
             instructions: None,
             extra_args: vec!["--model".into(), "anthropic/claude-sonnet-4-5".into()],
             mcp: None,
+            acp: None,
             first_retry: FIRST_RETRY,
         };
         assert_eq!(
@@ -738,6 +749,7 @@ not json at all
             instructions: None,
             extra_args: vec![],
             mcp: None,
+            acp: None,
             first_retry: FIRST_RETRY,
         };
         assert_eq!(

@@ -19,6 +19,8 @@ pub struct RunSettings {
     /// Roundtable's MCP server for the runs, when the agent CLI's own configuration does not
     /// have it for this agent (a team's agents): given on the command line.
     pub mcp: Option<McpServer>,
+    /// Drive the CLI over ACP (one process, a session per room) rather than once per turn.
+    pub acp: Option<AcpMode>,
     /// The pause before a turn the model's service turned away is tried again
     /// ([`FIRST_RETRY`] by default; each next one four times longer).
     pub first_retry: Duration,

@@ -1,0 +1,392 @@
+//! The runner's turns over ACP (see [`crate::acp`]): the agent process, started once and
+//! shared by the rooms' turns (started again if it ended), one session per room, a prompt
+//! per batch of messages, and the agent's permission requests asked of its person.
+
+use std::collections::HashSet;
+
+use crate::acp::connection::{AcpAgent, AcpError, AgentRequest, SETUP_PATIENCE};
+use crate::acp::updates::{TurnEnd, Update, read_permission, read_turn_end};
+use crate::agent_work::HumanAnswer;
+
+use super::*;
+
+/// How the runner starts an agent CLI in its ACP mode (`roundtable run --acp`), and the
+/// agent once started.
+#[derive(Clone)]
+pub struct AcpMode {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    state: Arc<AcpState>,
+}
+
+impl std::fmt::Debug for AcpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpMode")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct AcpState {
+    agent: tokio::sync::Mutex<Option<Running>>,
+    /// The sessions this agent process made or loaded.
+    open: std::sync::Mutex<HashSet<String>>,
+}
+
+/// The agent, and what serves its permission requests (ended with it).
+struct Running {
+    agent: Arc<AcpAgent>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.serving.abort();
+    }
+}
+
+impl AcpMode {
+    /// `program args` speaks ACP on its stdio.
+    pub fn new(program: PathBuf, args: Vec<String>) -> AcpMode {
+        AcpMode {
+            program,
+            args,
+            state: Arc::default(),
+        }
+    }
+
+    /// The arguments that put `cli`'s own executable in its ACP mode; `None` for the CLIs
+    /// whose ACP agent is another program (Claude Code's `claude-agent-acp`, Codex's
+    /// `codex-acp`), which is given instead.
+    pub fn arguments_of(cli: AgentCli) -> Option<Vec<String>> {
+        match cli {
+            AgentCli::Opencode => Some(vec!["acp".into()]),
+            AgentCli::Copilot => Some(vec!["--acp".into()]),
+            AgentCli::Gemini => Some(vec!["--experimental-acp".into()]),
+            _ => None,
+        }
+    }
+
+    fn is_open(&self, session: &str) -> bool {
+        self.state
+            .open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .contains(session)
+    }
+
+    fn opened(&self, session: &str) {
+        self.state
+            .open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(session.to_owned());
+    }
+}
+
+/// What a permission request is answered with when no choice was made.
+fn cancelled() -> Value {
+    json!({"outcome": {"outcome": "cancelled"}})
+}
+
+impl Core {
+    /// The agent, started if it is not running.
+    async fn acp_agent(
+        &self,
+        settings: &RunSettings,
+        acp: &AcpMode,
+    ) -> Result<Arc<AcpAgent>, AcpError> {
+        let mut slot = acp.state.agent.lock().await;
+        if let Some(running) = slot.as_ref()
+            && running.agent.alive()
+        {
+            return Ok(running.agent.clone());
+        }
+        acp.state
+            .open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
+        // Its sessions are the runner's, for this agent. One process serves every room, so
+        // no hook of its hands it a room's messages (the runner brings each room's to that
+        // room's session): the room named is none.
+        let env = [
+            (RUNNER_ENV.to_owned(), "1".to_owned()),
+            (AGENT_ENV.to_owned(), self.profile().handle.clone()),
+            (ROOM_ENV.to_owned(), String::new()),
+        ];
+        let (agent, requests) =
+            AcpAgent::start(&acp.program, &acp.args, &settings.cwd, &env).await?;
+        let agent = Arc::new(agent);
+        let wait = Duration::from_secs(
+            crate::hooks::HookSettings::load(&self.profile().dir).permission_wait_s,
+        );
+        let serving = tokio::spawn(serve_permissions(
+            self.clone(),
+            Arc::downgrade(&agent),
+            requests,
+            wait,
+        ));
+        *slot = Some(Running {
+            agent: agent.clone(),
+            serving,
+        });
+        Ok(agent)
+    }
+
+    /// Roundtable's MCP server, as ACP's `session/new` takes it.
+    fn acp_mcp_server(&self, settings: &RunSettings) -> Value {
+        let roundtable = settings
+            .mcp
+            .as_ref()
+            .map(|mcp| mcp.roundtable.clone())
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| PathBuf::from("roundtable"));
+        let home = settings
+            .mcp
+            .as_ref()
+            .and_then(|mcp| mcp.roundtable_home.clone())
+            .or_else(|| std::env::var_os("ROUNDTABLE_HOME").map(PathBuf::from));
+        let env: Vec<Value> = home
+            .map(|home| json!({"name": "ROUNDTABLE_HOME", "value": home.display().to_string()}))
+            .into_iter()
+            .collect();
+        json!({
+            "name": crate::local_agents::edits::SERVER_NAME,
+            "command": roundtable.display().to_string(),
+            "args": ["mcp", "--agent", self.profile().handle],
+            "env": env,
+        })
+    }
+
+    /// The room's session: the one bound to it (loaded again if this process has not
+    /// made or loaded it and the agent can), else a new one, bound at once.
+    async fn acp_session(
+        &self,
+        settings: &RunSettings,
+        acp: &AcpMode,
+        agent: &AcpAgent,
+        room: &str,
+        bound: Option<&str>,
+    ) -> Result<String, AcpError> {
+        let cwd = settings.cwd.display().to_string();
+        let servers = json!([self.acp_mcp_server(settings)]);
+        match bound {
+            Some(session) if acp.is_open(session) => return Ok(session.to_owned()),
+            Some(session) if agent.loads_sessions() => {
+                let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": servers});
+                match agent.request("session/load", params, SETUP_PATIENCE).await {
+                    Ok(_) => {
+                        acp.opened(session);
+                        return Ok(session.to_owned());
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, %session, "the room's session could not be loaded; a new one starts");
+                    }
+                }
+            }
+            _ => {}
+        }
+        let made = agent
+            .request(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": servers}),
+                SETUP_PATIENCE,
+            )
+            .await?;
+        let Some(session) = made["sessionId"].as_str().map(str::to_owned) else {
+            return Err(AcpError::Refused {
+                method: "session/new".into(),
+                error: crate::acp::updates::RpcError {
+                    code: 0,
+                    message: "it named no session".into(),
+                },
+            });
+        };
+        acp.opened(&session);
+        self.bind_turn_session(settings.cli, room, &session).await;
+        Ok(session)
+    }
+
+    /// One turn over ACP: the room's session prompted with `prompt`, the reply gathered
+    /// from its message chunks, its plan reported as the agent's task list; cancelled if
+    /// the agent is paused or stopped in the room meanwhile (what it said by then is its
+    /// reply).
+    pub(super) async fn acp_turn(
+        &self,
+        settings: &RunSettings,
+        acp: &AcpMode,
+        room: &str,
+        bound: Option<&str>,
+        prompt: &str,
+    ) -> Result<Turn, TurnFailure> {
+        let agent = self
+            .acp_agent(settings, acp)
+            .await
+            .map_err(|error| TurnFailure::Spawn(error.to_string()))?;
+        let session = match self.acp_session(settings, acp, &agent, room, bound).await {
+            Ok(session) => session,
+            Err(error) => {
+                return Ok(Turn {
+                    session: bound.map(str::to_owned),
+                    reply: None,
+                    error: Some(error.to_string()),
+                });
+            }
+        };
+        let mut updates = agent.listen(&session, &settings.cwd.display().to_string());
+        let prompting = agent.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
+            TURN_LIMIT,
+        );
+        tokio::pin!(prompting);
+        let mut changes = self.changes();
+        let mut reply = String::new();
+        let mut cancelled = false;
+        let ended = loop {
+            tokio::select! {
+                ended = &mut prompting => break ended,
+                Some(update) = updates.recv() => {
+                    self.acp_update(settings, &session, update, &mut reply).await;
+                }
+                received = changes.recv(), if !cancelled => {
+                    if matches!(received, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        cancelled = true;
+                        continue;
+                    }
+                    if self.held_in(room).await {
+                        agent.notify("session/cancel", json!({"sessionId": session}));
+                        cancelled = true;
+                    }
+                }
+            }
+        };
+        while let Ok(update) = updates.try_recv() {
+            self.acp_update(settings, &session, update, &mut reply)
+                .await;
+        }
+        agent.stop_listening(&session);
+        let reply = (!reply.trim().is_empty()).then_some(reply);
+        Ok(match ended {
+            Ok(result) => {
+                let TurnEnd { stop_reason, .. } = read_turn_end(&result);
+                let error = match stop_reason.as_str() {
+                    "refusal" if reply.is_none() => Some("the agent refused".to_owned()),
+                    _ => None,
+                };
+                Turn {
+                    session: Some(session),
+                    reply,
+                    error,
+                }
+            }
+            Err(error) => Turn {
+                session: Some(session),
+                reply,
+                error: Some(error.to_string()),
+            },
+        })
+    }
+
+    /// What one update of the session becomes.
+    async fn acp_update(
+        &self,
+        settings: &RunSettings,
+        session: &str,
+        update: Update,
+        reply: &mut String,
+    ) {
+        match update {
+            Update::Message(text) => reply.push_str(&text),
+            Update::Plan(items) => {
+                let tasks = items
+                    .into_iter()
+                    .map(|item| roundtable_protocol::bodies::Task {
+                        id: item.id,
+                        title: item.title,
+                        status: item.status.on_the_wire(),
+                        active_form: item.active_form,
+                    })
+                    .collect();
+                if let Err(error) = self
+                    .report_tasks(settings.cli.framework(), session, "plan", tasks, None)
+                    .await
+                {
+                    tracing::warn!(%error, "the agent's plan could not be reported");
+                }
+            }
+            Update::ToolCall { .. } | Update::Context { .. } | Update::Other(_) => {}
+        }
+    }
+
+    /// Whether a control holds the agent in `room` now.
+    async fn held_in(&self, room: &str) -> bool {
+        let controls = self.read(|cache| cache.controls()).await;
+        controls.is_ok_and(|controls| control_in(&controls, room).is_some())
+    }
+
+    /// Asks the person a permission the agent asked for, with the agent's own options;
+    /// the option chosen, or a cancel when no one answered in `wait`.
+    async fn acp_permission(&self, params: &Value, wait: Duration) -> Value {
+        let Some(asked) = read_permission(params) else {
+            return cancelled();
+        };
+        let question = roundtable_protocol::text::cleaned(
+            &format!(
+                "{} asks permission for {}",
+                self.profile().handle,
+                asked.what
+            ),
+            roundtable_protocol::text::Shape::Prose,
+        )
+        .into_owned();
+        let names: Vec<String> = asked.options.iter().map(|(_, name)| name.clone()).collect();
+        match self.ask_human(&question, &names, wait).await {
+            Ok(HumanAnswer::Yes {
+                choice: Some(choice),
+                ..
+            }) => asked
+                .options
+                .iter()
+                .find(|(_, name)| *name == choice)
+                .map_or_else(
+                    cancelled,
+                    |(id, _)| json!({"outcome": {"outcome": "selected", "optionId": id}}),
+                ),
+            Ok(_) => cancelled(),
+            Err(error) => {
+                tracing::warn!(%error, "the agent's permission request could not be asked");
+                cancelled()
+            }
+        }
+    }
+}
+
+/// Serves the agent's requests while it runs: each permission asked of the person on a
+/// task of its own, so one unanswered question holds no other up.
+async fn serve_permissions(
+    core: Core,
+    agent: std::sync::Weak<AcpAgent>,
+    mut requests: tokio::sync::mpsc::UnboundedReceiver<AgentRequest>,
+    wait: Duration,
+) {
+    let mut asking = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            request = requests.recv() => {
+                let Some(request) = request else { break };
+                let (core, agent) = (core.clone(), agent.clone());
+                asking.spawn(async move {
+                    let answer = core.acp_permission(&request.params, wait).await;
+                    if let Some(agent) = agent.upgrade() {
+                        agent.respond(&request.id, Ok(answer));
+                    }
+                });
+            }
+            Some(_) = asking.join_next(), if !asking.is_empty() => {}
+        }
+    }
+}
