@@ -128,14 +128,19 @@ ensure_test_ccusage() {
 
 # The real agent CLIs the end-to-end tests drive against a scripted model server, from npm at
 # pinned versions, into target/ (again only when the pins change).
+# Claude Code's and Codex's ACP adapters go beside them, without the copies of the CLIs they
+# bundle (optional packages): the runner points them at the CLIs above.
 AGENT_CLIS=(@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 @google/gemini-cli@0.61.0 opencode-ai@1.18.33 @github/copilot@1.0.102)
+ACP_ADAPTERS=(@agentclientprotocol/claude-agent-acp@0.101.0 @agentclientprotocol/codex-acp@2.6.0)
 ensure_test_agent_clis() {
     local prefix=target/agent-clis
-    if [ "$(cat "$prefix/.pinned" 2>/dev/null)" != "${AGENT_CLIS[*]}" ]; then
-        echo "installing the agent CLIs for the tests into $prefix: ${AGENT_CLIS[*]}" >&2
-        mkdir -p "$prefix"
+    if [ "$(cat "$prefix/.pinned" 2>/dev/null)" != "${AGENT_CLIS[*]} ${ACP_ADAPTERS[*]}" ]; then
+        echo "installing the agent CLIs for the tests into $prefix: ${AGENT_CLIS[*]} ${ACP_ADAPTERS[*]}" >&2
+        mkdir -p "$prefix/acp"
         npm install --prefix "$prefix" --no-audit --no-fund --silent "${AGENT_CLIS[@]}" >/dev/null
-        echo "${AGENT_CLIS[*]}" > "$prefix/.pinned"
+        npm install --prefix "$prefix/acp" --omit=optional --no-audit --no-fund --silent \
+            "${ACP_ADAPTERS[@]}" >/dev/null
+        echo "${AGENT_CLIS[*]} ${ACP_ADAPTERS[*]}" > "$prefix/.pinned"
     fi
     export ROUNDTABLE_TEST_AGENT_CLIS="$PWD/$prefix/node_modules/.bin"
 }

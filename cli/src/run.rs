@@ -2,7 +2,7 @@
 //! answered by its agent CLI in the session bound to the room (see
 //! `roundtable_core::runner`), until Ctrl-C or SIGTERM.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use roundtable_core::local_agents::detect::{find_executable, search_dirs};
@@ -28,12 +28,17 @@ pub struct RunArgs {
     #[arg(long)]
     cwd: Option<PathBuf>,
     /// Drive the agent over ACP (the Agent Client Protocol): one process for all its
-    /// rooms, a session per room with Roundtable's tools attached. The executable is
-    /// started with its ACP arguments (`opencode acp`, `copilot --acp`, `gemini
-    /// --experimental-acp`), or, for an ACP agent that is a program of its own
-    /// (`claude-agent-acp`, `codex-acp`), given with `--executable` and `--arg`.
+    /// rooms, a session per room with Roundtable's tools attached. A CLI with an ACP mode
+    /// of its own is started in it (`opencode acp`, `copilot --acp`, `gemini
+    /// --experimental-acp`); Claude Code and Codex are driven through their ACP adapters
+    /// (`claude-agent-acp`, `codex-acp`, found like the CLIs), which run the CLI's own
+    /// executable.
     #[arg(long)]
     acp: bool,
+    /// With `--acp`: the ACP agent's program, when it is not the one found (any agent
+    /// that speaks ACP; its arguments with `--arg`).
+    #[arg(long, requires = "acp")]
+    acp_agent: Option<PathBuf>,
     /// An argument passed to every run of the agent CLI (repeat for more), e.g.
     /// `--arg=--permission-mode --arg=acceptEdits`; with `--acp`, the ACP agent's arguments.
     #[arg(long = "arg", allow_hyphen_values = true)]
@@ -99,21 +104,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             })?,
         };
         let instructions = std::fs::read_to_string(profile.dir.join("instructions.md")).ok();
-        let acp = args.acp.then(|| {
-            let arguments = if args.extra_args.is_empty() && args.executable.is_none() {
-                AcpMode::arguments_of(cli).unwrap_or_default()
-            } else {
-                args.extra_args.clone()
-            };
-            AcpMode::new(executable.clone(), arguments)
-        });
-        if args.acp && args.executable.is_none() && AcpMode::arguments_of(cli).is_none() {
-            bail!(
-                "{} has no ACP mode of its own: give its ACP agent with --executable \
-                 (claude-agent-acp, codex-acp)",
-                cli.display_name()
-            );
-        }
+        let acp = match args.acp {
+            true => Some(acp_mode(
+                cli,
+                args.acp_agent.as_deref(),
+                &args.extra_args,
+                &executable,
+                &env,
+            )?),
+            false => None,
+        };
         let settings = RunSettings {
             cli,
             executable,
@@ -154,4 +154,43 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// How `cli` is driven over ACP: the adapter that runs it (found, or given), or the CLI in
+/// its own ACP mode (its ACP arguments unless others are given).
+fn acp_mode(
+    cli: AgentCli,
+    given: Option<&Path>,
+    extra_args: &[String],
+    executable: &Path,
+    env: &Environment,
+) -> anyhow::Result<AcpMode> {
+    if let Some(adapter) = AcpMode::adapter_of(cli) {
+        let program = match given {
+            Some(program) => program.to_owned(),
+            None => find_executable(&search_dirs(env), adapter.command).with_context(|| {
+                format!(
+                    "{}'s ACP agent `{}` is not installed here (or not on PATH): install it \
+                     with `npm install -g {}`, or give it with --acp-agent",
+                    cli.display_name(),
+                    adapter.command,
+                    adapter.package
+                )
+            })?,
+        };
+        return Ok(AcpMode::new(program, extra_args.to_vec())
+            .with_env(adapter.executable_env, executable.display().to_string()));
+    }
+    let own = AcpMode::arguments_of(cli);
+    let Some(program) = given.or(own.is_some().then_some(executable)) else {
+        bail!(
+            "{} has no ACP mode Roundtable knows: give its ACP agent with --acp-agent",
+            cli.display_name()
+        );
+    };
+    let arguments = match extra_args.is_empty() {
+        true => own.unwrap_or_default(),
+        false => extra_args.to_vec(),
+    };
+    Ok(AcpMode::new(program.to_owned(), arguments))
 }

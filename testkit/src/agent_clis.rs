@@ -20,6 +20,12 @@ pub fn cli_bin_dir() -> PathBuf {
         })
 }
 
+/// Where the ACP adapters of Claude Code and Codex are (`claude-agent-acp`, `codex-acp`):
+/// beside the CLIs, in their prefix's `acp` folder.
+pub fn acp_bin_dir() -> PathBuf {
+    cli_bin_dir().join("../../acp/node_modules/.bin")
+}
+
 /// Whether the real CLIs are there. When they are not, a test of them fails with what to do,
 /// unless `ROUNDTABLE_SKIP_REAL_CLIS=1` says to skip it (then this is `false`).
 pub fn real_clis_present() -> bool {
@@ -27,6 +33,9 @@ pub fn real_clis_present() -> bool {
     if ["claude", "codex", "gemini", "opencode", "copilot"]
         .iter()
         .all(|cli| dir.join(cli).exists())
+        && ["claude-agent-acp", "codex-acp"]
+            .iter()
+            .all(|adapter| acp_bin_dir().join(adapter).exists())
     {
         return true;
     }

@@ -16,6 +16,8 @@ use roundtable_testkit::eventually;
 use roundtable_testkit::model_server::{Exchange, ModelServer, Reply, Request, Usage, script};
 use serde_json::Value;
 
+mod acp;
+
 /// The longest one CLI run may take before the test fails (they take seconds).
 const RUN_LIMIT: Duration = Duration::from_secs(180);
 
@@ -184,6 +186,31 @@ async fn said(
     room_messages(&hub.ws_url(), agent.token.expose(), room)
         .await
         .contains(&(agent.principal.clone(), text.to_owned()))
+}
+
+/// The text of every file under `dir`, each under its name: what an agent logged, for a
+/// failure to show.
+fn logs_under(dir: &Path) -> String {
+    fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, files);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    files.sort();
+    files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            format!("== {}\n{text}", file.display())
+        })
+        .collect()
 }
 
 /// Answers, from the person's CLI, the open ping whose question holds `about`.
@@ -1755,193 +1782,4 @@ async fn copilot_onboarded_gets_its_messages_asks_its_person_is_read_exactly_and
             .join(".copilot/hooks/roundtable.json")
             .exists()
     );
-}
-
-/// `roundtable run --acp` with the real OpenCode in its ACP mode (`opencode acp`): one
-/// process, a session per room with Roundtable's tools attached by the runner, a mention
-/// answered in the room, a permission the agent asks for answered by the person from their
-/// CLI, the room's session loaded again after the runner restarts (the agent remembers),
-/// and a paused agent not prompted until resumed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_acp_runner_drives_opencode_asks_its_person_and_resumes_the_rooms_session() {
-    if !real_clis_present() {
-        return;
-    }
-    let hub = Hub::start(&[]).await;
-    let desk = Desk::new();
-    desk.home.signup(&hub, "dana").await;
-    // Each mention carries a word of its own: OpenCode's system prompt is in every request.
-    let server = ModelServer::start(script(move |request: &Request| {
-        if request.tools.is_empty() {
-            return Reply::text("Review");
-        }
-        let seen = request.raw.to_string();
-        let last = request.last_input().unwrap_or_default().to_owned();
-        if last.contains("rt-first") {
-            return Reply::text(if seen.contains("rt-review") {
-                "You asked me to review the parser."
-            } else {
-                "I do not know."
-            });
-        }
-        if last.contains("rt-pause") {
-            return Reply::text("Back at it.");
-        }
-        if seen.contains("rt-checks") {
-            return if request.ends_with_tool_result() {
-                Reply::text("Tests ran.")
-            } else {
-                Reply::call(
-                    "bash",
-                    serde_json::json!({"command": "touch ran.txt && echo ran", "description": "Run the tests"}),
-                )
-            };
-        }
-        Reply::text("The parser looks right.")
-    }))
-    .await;
-    let mut setup = desk.setup("");
-    // OpenCode asks before it runs a command: the question comes to the runner over ACP.
-    setup.extra_config = r#"{"permission": {"bash": "ask"}}"#.into();
-    agent_clis::prepare_opencode(&server.base_url(), &setup).unwrap();
-    desk.ok(&["agents", "onboard", "opencode", "--name", "coder"])
-        .await;
-    desk.ok(&[
-        "room",
-        "create",
-        "--title",
-        "build",
-        "--member",
-        "dana/coder",
-    ])
-    .await;
-    let coder = desk.home.profile("dana.coder");
-    let opencode = agent_clis::cli_bin_dir().join("opencode");
-    let runner = || {
-        desk.home
-            .command(
-                "dana",
-                &[
-                    "run",
-                    "--agent",
-                    "dana/coder",
-                    "--acp",
-                    "--executable",
-                    &opencode.display().to_string(),
-                    "--arg",
-                    "acp",
-                ],
-            )
-            .current_dir(&desk.work)
-            .envs(agent_clis::opencode_command(&setup).env)
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap()
-    };
-    let replied = |text: &'static str| {
-        let (hub, coder) = (&hub, &coder);
-        async move {
-            eventually(
-                "the agent's reply in the room",
-                Duration::from_secs(120),
-                async || said(hub, coder, "build", text).await.then_some(()),
-            )
-            .await
-        }
-    };
-    let mut running = runner();
-    desk.ok(&[
-        "send",
-        "build",
-        "@dana/coder please review the parser (rt-review)",
-    ])
-    .await;
-    replied("The parser looks right.").await;
-    // Roundtable's tools were in the session though the runner edited no file for them.
-    let first = server
-        .model_calls()
-        .iter()
-        .filter_map(|exchange| exchange.request.clone())
-        .find(|request| !request.tools.is_empty())
-        .unwrap();
-    assert!(first.offers("roundtable_send_message"), "{:?}", first.tools);
-
-    // The agent asks before running a command; the person allows it from their CLI.
-    desk.ok(&["send", "build", "@dana/coder run the tests (rt-checks)"])
-        .await;
-    let ping = eventually("the permission ping", Duration::from_secs(60), async || {
-        let pings = json(&desk.ok(&["--json", "pings"]).await);
-        pings.as_array()?.iter().find_map(|ping| {
-            let question = ping["question"].as_str()?;
-            (ping["state"] == "open" && question.contains("asks permission")).then(|| {
-                (
-                    ping["ping"].as_str().unwrap().to_owned(),
-                    ping["options"].clone(),
-                )
-            })
-        })
-    })
-    .await;
-    let allow = ping
-        .1
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|option| option.to_lowercase().contains("allow") || option.to_lowercase() == "once")
-        .unwrap_or_else(|| panic!("no option allows: {}", ping.1))
-        .to_owned();
-    desk.ok(&["answer", &ping.0, &allow]).await;
-    replied("Tests ran.").await;
-    assert!(desk.work.join("ran.txt").exists());
-
-    // The runner restarts: the room's session is loaded again, and the agent remembers.
-    let _ = running.start_kill();
-    let _ = running.wait().await;
-    running = runner();
-    desk.ok(&[
-        "send",
-        "build",
-        "@dana/coder what did I ask first (rt-first)",
-    ])
-    .await;
-    replied("You asked me to review the parser.").await;
-
-    // Paused, it is not prompted; resumed, it answers what waited.
-    desk.ok(&["agents", "pause", "dana/coder"]).await;
-    let asked_before = server.model_calls().len();
-    desk.ok(&[
-        "send",
-        "build",
-        "@dana/coder after the pause, one more (rt-pause)",
-    ])
-    .await;
-    let token = desk.home.profile("dana").token.expose().to_owned();
-    eventually(
-        "the agent says it is paused",
-        Duration::from_secs(60),
-        async || {
-            roundtable_e2e::room_bodies(&hub.ws_url(), &token, "build", "status")
-                .await
-                .iter()
-                .any(|body| {
-                    body["detail"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .contains("paused by")
-                })
-                .then_some(())
-        },
-    )
-    .await;
-    assert_eq!(
-        server.model_calls().len(),
-        asked_before,
-        "prompted while paused"
-    );
-    desk.ok(&["agents", "resume", "dana/coder"]).await;
-    replied("Back at it.").await;
-    let _ = running.start_kill();
-    let _ = running.wait().await;
 }

@@ -96,7 +96,7 @@ impl AcpAgent {
             .envs(env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn();
         let start_error = |detail: String| AcpError::Start {
@@ -107,6 +107,10 @@ impl AcpAgent {
         let group = ProcessGroup::of(&child).map_err(|error| start_error(error.to_string()))?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
+        // What the agent says of itself is the runner's debug log; it ends with the agent.
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(log_stderr(stderr));
+        }
         let (lines, mut to_write) = mpsc::unbounded_channel::<String>();
         let writer = tokio::spawn(async move {
             while let Some(mut line) = to_write.recv().await {
@@ -306,4 +310,21 @@ async fn read_agent(
     alive.store(false, Ordering::Relaxed);
     lock(&pending).clear();
     lock(&listeners).clear();
+}
+
+/// Logs the agent's stderr line by line (a longer line cut at [`MAX_LINE`]) until it ends.
+async fn log_stderr(stderr: tokio::process::ChildStderr) {
+    let mut lines = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut lines)
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => tracing::debug!(target: "roundtable_core::acp::agent", "{}", String::from_utf8_lossy(&line).trim_end()),
+        }
+    }
 }

@@ -346,6 +346,18 @@ impl CacheView {
         Ok(entries)
     }
 
+    /// Whether a write to `room` with `client_key` was queued here (still in the outbox) or
+    /// came back stored (an event of ours in the room carries it).
+    pub(crate) fn holds_client_key(&self, room: &str, client_key: &str) -> Result<bool, CacheError> {
+        let held: bool = self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM outbox WHERE client_key = ?2)
+                 OR EXISTS (SELECT 1 FROM events WHERE stream = ?1 AND client_key = ?2)",
+            [room, client_key],
+            |row| row.get(0),
+        )?;
+        Ok(held)
+    }
+
     /// Our messages to `room` still in the outbox, as messages, each with its `client_key`
     /// (which its event carries once stored).
     pub(crate) fn pending_messages(

@@ -967,6 +967,22 @@ fn read_markers_move_forward_and_count_unread_messages() {
 }
 
 #[test]
+fn a_client_key_is_held_once_queued_and_once_stored_in_its_room() {
+    let (_dir, mut cache) = open();
+    assert!(!cache.holds_client_key("r", "k-queued").unwrap());
+    cache
+        .enqueue(OutboxKind::Send, Some("k-queued"), Some("r"), "{}", 1, "o_a")
+        .unwrap();
+    assert!(cache.holds_client_key("r", "k-queued").unwrap());
+    let mut stored = event("r", 1, "2026-12-06T10:00:00Z", "p_a", "message", json!({"text": "hi"}));
+    stored.client_key = Some("k-stored".into());
+    cache.apply("p_a", "r", &[stored], None).unwrap();
+    assert!(cache.holds_client_key("r", "k-stored").unwrap());
+    assert!(!cache.holds_client_key("elsewhere", "k-stored").unwrap());
+    assert!(!cache.holds_client_key("r", "k-other").unwrap());
+}
+
+#[test]
 fn a_client_key_is_queued_once_and_secrets_stay_out_of_the_cache() {
     let (dir, mut cache) = open();
     let first = cache

@@ -16,6 +16,8 @@ use super::*;
 pub struct AcpMode {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Set for the agent besides the runner's own (an adapter's CLI executable).
+    pub env: Vec<(String, String)>,
     state: Arc<AcpState>,
 }
 
@@ -24,6 +26,7 @@ impl std::fmt::Debug for AcpMode {
         f.debug_struct("AcpMode")
             .field("program", &self.program)
             .field("args", &self.args)
+            .field("env", &self.env)
             .finish()
     }
 }
@@ -53,8 +56,15 @@ impl AcpMode {
         AcpMode {
             program,
             args,
+            env: Vec::new(),
             state: Arc::default(),
         }
+    }
+
+    /// The same agent, with `name=value` in its environment.
+    pub fn with_env(mut self, name: &str, value: String) -> AcpMode {
+        self.env.push((name.to_owned(), value));
+        self
     }
 
     /// The arguments that put `cli`'s own executable in its ACP mode; `None` for the CLIs
@@ -65,6 +75,25 @@ impl AcpMode {
             AgentCli::Opencode => Some(vec!["acp".into()]),
             AgentCli::Copilot => Some(vec!["--acp".into()]),
             AgentCli::Gemini => Some(vec!["--experimental-acp".into()]),
+            _ => None,
+        }
+    }
+
+    /// For a CLI whose ACP agent is an adapter program of its own: the adapter's command,
+    /// its npm package, and the variable that tells it which executable of the CLI to
+    /// drive (the person's own, so the adapter's bundled copy is never needed).
+    pub fn adapter_of(cli: AgentCli) -> Option<AcpAdapter> {
+        match cli {
+            AgentCli::Claude => Some(AcpAdapter {
+                command: "claude-agent-acp",
+                package: "@agentclientprotocol/claude-agent-acp",
+                executable_env: "CLAUDE_CODE_EXECUTABLE",
+            }),
+            AgentCli::Codex => Some(AcpAdapter {
+                command: "codex-acp",
+                package: "@agentclientprotocol/codex-acp",
+                executable_env: "CODEX_PATH",
+            }),
             _ => None,
         }
     }
@@ -84,6 +113,17 @@ impl AcpMode {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .insert(session.to_owned());
     }
+}
+
+/// An ACP agent that drives a CLI which has no ACP mode of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcpAdapter {
+    /// Its executable's name.
+    pub command: &'static str,
+    /// Its npm package, to install it from.
+    pub package: &'static str,
+    /// The environment variable naming the CLI's executable it drives.
+    pub executable_env: &'static str,
 }
 
 /// What a permission request is answered with when no choice was made.
@@ -112,11 +152,12 @@ impl Core {
         // Its sessions are the runner's, for this agent. One process serves every room, so
         // no hook of its hands it a room's messages (the runner brings each room's to that
         // room's session): the room named is none.
-        let env = [
+        let mut env = acp.env.clone();
+        env.extend([
             (RUNNER_ENV.to_owned(), "1".to_owned()),
             (AGENT_ENV.to_owned(), self.profile().handle.clone()),
             (ROOM_ENV.to_owned(), String::new()),
-        ];
+        ]);
         let (agent, requests) =
             AcpAgent::start(&acp.program, &acp.args, &settings.cwd, &env).await?;
         let agent = Arc::new(agent);

@@ -10,7 +10,8 @@
 //! next. The binding is recorded as soon as the CLI names its session, and a message counts
 //! as handled (its read marker moves) only once its turn has ended: a runner killed at any
 //! point resumes the same session for the same messages when it starts again, and the
-//! reply, posted with a key derived from those messages, is stored once.
+//! reply, posted with a key derived from those messages, is stored once. A batch whose reply
+//! is already stored (the runner was killed between the two) is not run again.
 //!
 //! Every turn is a paid model call, so a batch of messages is handled once whatever the
 //! outcome: a reply the hub refuses (paused, stopped, too large), a CLI that cannot start or
@@ -42,7 +43,7 @@ use tracing::Instrument as _;
 mod acp_turn;
 mod turn;
 
-pub use acp_turn::AcpMode;
+pub use acp_turn::{AcpAdapter, AcpMode};
 pub use turn::*;
 
 use crate::cache::{ControlView, MessageView};
@@ -279,6 +280,16 @@ impl Core {
         let Some(last) = messages.iter().filter_map(|m| m.seq).max() else {
             return Ok(Handled::Done);
         };
+        // A runner killed after storing a batch's reply, before its read marker moved,
+        // answered it already: the turn is not paid for twice.
+        let (key, in_room) = (reply_key(room, last), room.to_owned());
+        if self
+            .read(move |cache| cache.holds_client_key(&in_room, &key))
+            .await?
+        {
+            self.mark_read(room, last).await?;
+            return Ok(Handled::Done);
+        }
         let framework = settings.cli.framework();
         let bound = {
             let (room, framework) = (room.to_owned(), framework.to_owned());
