@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use roundtable_core::local_agents::detect::{find_executable, search_dirs};
 use roundtable_core::local_agents::onboarding::onboarded;
+use roundtable_core::local_agents::acp::AcpRoute;
 use roundtable_core::local_agents::{AgentCli, Environment};
 use roundtable_core::runner::{AcpMode, McpServer, RunSettings};
 use roundtable_core::teams::bound_cli;
@@ -157,7 +158,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// How `cli` is driven over ACP: the adapter that runs it (found, or given), or the CLI in
-/// its own ACP mode (its ACP arguments unless others are given).
+/// its own ACP mode (its ACP arguments unless others are given), or the program given.
 fn acp_mode(
     cli: AgentCli,
     given: Option<&Path>,
@@ -165,32 +166,34 @@ fn acp_mode(
     executable: &Path,
     env: &Environment,
 ) -> anyhow::Result<AcpMode> {
-    if let Some(adapter) = AcpMode::adapter_of(cli) {
-        let program = match given {
-            Some(program) => program.to_owned(),
-            None => find_executable(&search_dirs(env), adapter.command).with_context(|| {
-                format!(
-                    "{}'s ACP agent `{}` is not installed here (or not on PATH): install it \
-                     with `npm install -g {}`, or give it with --acp-agent",
-                    cli.display_name(),
-                    adapter.command,
-                    adapter.package
-                )
-            })?,
-        };
-        return Ok(AcpMode::new(program, extra_args.to_vec())
-            .with_env(adapter.executable_env, executable.display().to_string()));
-    }
-    let own = AcpMode::arguments_of(cli);
-    let Some(program) = given.or(own.is_some().then_some(executable)) else {
-        bail!(
-            "{} has no ACP mode Roundtable knows: give its ACP agent with --acp-agent",
+    match (cli.acp(), given) {
+        (Some(AcpRoute::Adapter(adapter)), given) => {
+            let program = match given {
+                Some(program) => program.to_owned(),
+                None => find_executable(&search_dirs(env), adapter.command).with_context(|| {
+                    format!(
+                        "{}'s ACP agent `{}` is not installed here (or not on PATH): install it \
+                         with `npm install -g {}`, or give it with --acp-agent",
+                        cli.display_name(),
+                        adapter.command,
+                        adapter.package
+                    )
+                })?,
+            };
+            Ok(AcpMode::new(program, extra_args.to_vec())
+                .with_env(adapter.executable_env, executable.display().to_string()))
+        }
+        (Some(AcpRoute::OwnMode(own)), given) => {
+            let arguments = match extra_args.is_empty() {
+                true => own.iter().map(|arg| (*arg).to_owned()).collect(),
+                false => extra_args.to_vec(),
+            };
+            Ok(AcpMode::new(given.unwrap_or(executable).to_owned(), arguments))
+        }
+        (None, Some(program)) => Ok(AcpMode::new(program.to_owned(), extra_args.to_vec())),
+        (None, None) => bail!(
+            "{} has no ACP mode Roundtable knows: give its ACP program with --acp-agent",
             cli.display_name()
-        );
-    };
-    let arguments = match extra_args.is_empty() {
-        true => own.unwrap_or_default(),
-        false => extra_args.to_vec(),
-    };
-    Ok(AcpMode::new(program.to_owned(), arguments))
+        ),
+    }
 }

@@ -1395,6 +1395,26 @@ async fn an_agent_cli_that_cannot_start_is_reported_once_per_batch_and_not_retri
     assert_eq!(failures, 2);
 }
 
+/// Over ACP, an agent on Claude Code needs Claude Code's ACP adapter: without it the runner
+/// says what to install, and starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_over_acp_without_the_clis_adapter_says_what_to_install() {
+    let hub = Hub::start(&[]).await;
+    let machine = writer_in_a_room(&hub).await;
+    let output = machine
+        .command("dana", &["run", "--agent", "dana/writer", "--acp"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("`claude-agent-acp` is not installed here")
+            && stderr.contains("npm install -g @agentclientprotocol/claude-agent-acp"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_onboarding_for_the_whole_user_a_teams_session_is_its_runners_agents_alone() {
     let hub = Hub::start(&[]).await;

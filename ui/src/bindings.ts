@@ -157,7 +157,9 @@ export type Aspect =
 /**  When messages for the agent reach its session. */
 "messages" | 
 /**  Its permission requests. */
-"permissions";
+"permissions" | 
+/**  How `roundtable run --acp` drives it. */
+"acp";
 
 /**  A cap on spend. */
 export type Budget = {

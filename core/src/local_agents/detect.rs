@@ -194,7 +194,7 @@ pub async fn detect(env: &Environment, profiles: &Path) -> Vec<Detected> {
             version: version(&path).await,
             path,
             supported: cli.supported(),
-            support: cli.support(),
+            support: support_here(cli, &dirs),
             config: env.config_files(cli, None),
             logs: env.log_dirs(cli),
             onboarded: record.is_some(),
@@ -202,6 +202,25 @@ pub async fn detect(env: &Environment, profiles: &Path) -> Vec<Detected> {
         });
     }
     found
+}
+
+/// What Roundtable does with `cli`, and whether its ACP adapter is installed here.
+fn support_here(cli: AgentCli, dirs: &[PathBuf]) -> Vec<super::support::Support> {
+    let mut support = cli.support();
+    if let Some(super::acp::AcpRoute::Adapter(adapter)) = cli.acp()
+        && let Some(row) = support
+            .iter_mut()
+            .find(|row| row.aspect == super::support::Aspect::Acp)
+    {
+        match find_executable(dirs, adapter.command) {
+            Some(path) => row.how.push_str(&format!("; found at {}", path.display())),
+            None => row.how.push_str(&format!(
+                "; not installed: npm install -g {}",
+                adapter.package
+            )),
+        }
+    }
+    support
 }
 
 #[cfg(test)]
@@ -245,6 +264,11 @@ mod tests {
         executable(
             &home.path().join(".local/bin/copilot"),
             "#!/bin/sh\necho 'GitHub Copilot CLI 1.0.102.'\necho \"Run 'copilot update' to check for updates.\"\n",
+        );
+        // Claude Code's ACP adapter is installed, Codex's is not.
+        executable(
+            &on_path.join("claude-agent-acp"),
+            "#!/bin/sh\nexit 0\n",
         );
         // A CLI Roundtable lists but does not onboard yet.
         executable(
@@ -313,6 +337,28 @@ mod tests {
         );
         assert_eq!(found[2].version, None);
         assert!(found.iter().all(|d| !d.onboarded));
+        let over_acp = |detected: &Detected| {
+            detected
+                .support
+                .iter()
+                .find(|row| row.aspect == super::super::support::Aspect::Acp)
+                .map(|row| row.how.clone())
+                .unwrap()
+        };
+        assert!(
+            over_acp(&found[0]).ends_with(&format!(
+                "; found at {}",
+                on_path.join("claude-agent-acp").display()
+            )),
+            "{}",
+            over_acp(&found[0])
+        );
+        assert!(
+            over_acp(&found[1]).ends_with("; not installed: npm install -g @agentclientprotocol/codex-acp"),
+            "{}",
+            over_acp(&found[1])
+        );
+        assert_eq!(over_acp(&found[2]), "opencode acp");
     }
 
     // A Unix `PATH` (`:`-separated, `/usr/bin` absolute).

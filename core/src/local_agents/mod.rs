@@ -14,6 +14,7 @@
 //! - [`onboarding`]: putting it together: register, edit atomically with a backup, record
 //!   what was done so offboarding removes exactly that.
 
+pub mod acp;
 pub mod detect;
 pub mod edits;
 pub mod json_text;

@@ -24,6 +24,8 @@ pub enum Aspect {
     Messages,
     /// Its permission requests.
     Permissions,
+    /// How `roundtable run --acp` drives it.
+    Acp,
 }
 
 impl Aspect {
@@ -36,6 +38,7 @@ impl Aspect {
             Aspect::Costs => "costs",
             Aspect::Messages => "messages",
             Aspect::Permissions => "permissions",
+            Aspect::Acp => "over ACP",
         }
     }
 }
@@ -70,6 +73,10 @@ impl AgentCli {
                     "at a prompt's start, at a tool's end, and at a turn's end; a session you sit at listens after its turn until you type",
                 ),
                 (Permissions, "asked of you in Roundtable"),
+                (
+                    Acp,
+                    "through claude-agent-acp (npm @agentclientprotocol/claude-agent-acp), which runs your claude",
+                ),
             ],
             AgentCli::Codex => &[
                 (Tools, "Roundtable's MCP server in every session"),
@@ -84,6 +91,10 @@ impl AgentCli {
                     "at a prompt's start, at a tool's end, and at a turn's end; a resting session is woken through Codex's queue",
                 ),
                 (Permissions, "asked of you in Roundtable"),
+                (
+                    Acp,
+                    "through codex-acp (npm @agentclientprotocol/codex-acp), which runs your codex",
+                ),
             ],
             AgentCli::Gemini => &[
                 (Tools, "Roundtable's MCP server, trusted"),
@@ -92,6 +103,7 @@ impl AgentCli {
                 (Costs, "per request, from its chats"),
                 (Messages, turn_end),
                 (Permissions, "asked at its terminal"),
+                (Acp, "gemini --experimental-acp (not tried here)"),
             ],
             AgentCli::Opencode => &[
                 (Tools, "Roundtable's MCP server in every session"),
@@ -109,6 +121,7 @@ impl AgentCli {
                     "at a prompt's start and at a tool's end; at a turn's end in a session kept open",
                 ),
                 (Permissions, "asked at its terminal"),
+                (Acp, "opencode acp"),
             ],
             AgentCli::Copilot => &[
                 (
@@ -126,6 +139,7 @@ impl AgentCli {
                     Permissions,
                     "asked of you in Roundtable when no one sits at it; at its terminal otherwise",
                 ),
+                (Acp, "copilot --acp (not tried here)"),
             ],
             // From its documentation: it could not be run here.
             AgentCli::Antigravity => &[
@@ -150,6 +164,7 @@ impl AgentCli {
                     "before each model call, and at a turn's end (the turn goes on with them)",
                 ),
                 (Permissions, "asked at its terminal"),
+                (Acp, "its ACP program, given with --acp-agent (not tried here)"),
             ],
             AgentCli::CursorAgent => &[],
         };
@@ -180,7 +195,8 @@ mod tests {
                         Aspect::Files,
                         Aspect::Costs,
                         Aspect::Messages,
-                        Aspect::Permissions
+                        Aspect::Permissions,
+                        Aspect::Acp
                     ],
                     "{cli}"
                 );

@@ -67,37 +67,6 @@ impl AcpMode {
         self
     }
 
-    /// The arguments that put `cli`'s own executable in its ACP mode; `None` for the CLIs
-    /// whose ACP agent is another program (Claude Code's `claude-agent-acp`, Codex's
-    /// `codex-acp`), which is given instead.
-    pub fn arguments_of(cli: AgentCli) -> Option<Vec<String>> {
-        match cli {
-            AgentCli::Opencode => Some(vec!["acp".into()]),
-            AgentCli::Copilot => Some(vec!["--acp".into()]),
-            AgentCli::Gemini => Some(vec!["--experimental-acp".into()]),
-            _ => None,
-        }
-    }
-
-    /// For a CLI whose ACP agent is an adapter program of its own: the adapter's command,
-    /// its npm package, and the variable that tells it which executable of the CLI to
-    /// drive (the person's own, so the adapter's bundled copy is never needed).
-    pub fn adapter_of(cli: AgentCli) -> Option<AcpAdapter> {
-        match cli {
-            AgentCli::Claude => Some(AcpAdapter {
-                command: "claude-agent-acp",
-                package: "@agentclientprotocol/claude-agent-acp",
-                executable_env: "CLAUDE_CODE_EXECUTABLE",
-            }),
-            AgentCli::Codex => Some(AcpAdapter {
-                command: "codex-acp",
-                package: "@agentclientprotocol/codex-acp",
-                executable_env: "CODEX_PATH",
-            }),
-            _ => None,
-        }
-    }
-
     fn is_open(&self, session: &str) -> bool {
         self.state
             .open
@@ -113,17 +82,6 @@ impl AcpMode {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .insert(session.to_owned());
     }
-}
-
-/// An ACP agent that drives a CLI which has no ACP mode of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AcpAdapter {
-    /// Its executable's name.
-    pub command: &'static str,
-    /// Its npm package, to install it from.
-    pub package: &'static str,
-    /// The environment variable naming the CLI's executable it drives.
-    pub executable_env: &'static str,
 }
 
 /// What a permission request is answered with when no choice was made.

@@ -43,7 +43,7 @@ use tracing::Instrument as _;
 mod acp_turn;
 mod turn;
 
-pub use acp_turn::{AcpAdapter, AcpMode};
+pub use acp_turn::AcpMode;
 pub use turn::*;
 
 use crate::cache::{ControlView, MessageView};

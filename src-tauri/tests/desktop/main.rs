@@ -49,6 +49,11 @@ async fn onboard_claude(desk: &Desk) {
         support.contains("Permissions") && support.contains("asked of you in Roundtable"),
         "{support}"
     );
+    // And how to drive it over ACP, with what to install for that.
+    assert!(
+        support.contains("Over ACP") && support.contains("claude-agent-acp"),
+        "{support}"
+    );
     desk.click("onboard-claude").await;
     desk.wait("onboard-report").await;
     desk.wait("offboard-claude").await;
