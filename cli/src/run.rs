@@ -19,7 +19,8 @@ pub struct RunArgs {
     /// An agent to run (`user/name`); repeat for more.
     #[arg(long = "agent", required = true)]
     agents: Vec<String>,
-    /// The agent CLI (claude, codex, gemini); by default the one the agent was onboarded on.
+    /// The agent CLI (claude, codex, gemini, opencode, copilot); by default the one the
+    /// agent was onboarded on.
     #[arg(long)]
     cli: Option<String>,
     /// The agent CLI's executable (default: found like `roundtable agents detect` does).
@@ -36,8 +37,8 @@ pub struct RunArgs {
     /// executable.
     #[arg(long)]
     acp: bool,
-    /// With `--acp`: the ACP agent's program, when it is not the one found (any agent
-    /// that speaks ACP; its arguments with `--arg`).
+    /// With `--acp`: the ACP agent's program, when it is not the one found; for an agent
+    /// registered with no CLI, any program that speaks ACP (its arguments with `--arg`).
     #[arg(long, requires = "acp")]
     acp_agent: Option<PathBuf>,
     /// An argument passed to every run of the agent CLI (repeat for more), e.g.
@@ -75,16 +76,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         };
         let onboarded = records.iter().find(|record| &record.handle == handle);
         let cli = match &args.cli {
-            Some(cli) => AgentCli::parse(cli).with_context(|| format!("no agent CLI {cli:?}"))?,
+            Some(cli) => {
+                Some(AgentCli::parse(cli).with_context(|| format!("no agent CLI {cli:?}"))?)
+            }
             None => match (onboarded, bound_cli(&profile.dir)) {
-                (Some(record), _) => record.cli,
-                (None, Some(cli)) => cli,
-                (None, None) => {
-                    bail!("{handle} is not onboarded on an agent CLI: say which with --cli")
-                }
+                (Some(record), _) => Some(record.cli),
+                (None, Some(cli)) => Some(cli),
+                // An ACP agent that is none of the CLIs, whose program is given (below).
+                (None, None) => None,
             },
         };
-        if !cli.runs_headless() && !args.acp {
+        if let Some(cli) = cli
+            && !cli.runs_headless()
+            && !args.acp
+        {
             bail!(
                 "roundtable run cannot drive {} yet: its headless mode could not be tested here; \
                  keep it at its terminal, where its hooks bring it the messages",
@@ -98,23 +103,36 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             handle: handle.clone(),
             roundtable_home: std::env::var_os("ROUNDTABLE_HOME").map(PathBuf::from),
         });
-        let executable = match &args.executable {
-            Some(path) => path.clone(),
-            None => find_executable(&search_dirs(&env), cli.command()).with_context(|| {
-                format!("{cli} is not installed here (or not on PATH): give --executable")
-            })?,
+        let (executable, acp) = match (cli, &args.acp_agent) {
+            (Some(cli), _) => {
+                let executable = match &args.executable {
+                    Some(path) => path.clone(),
+                    None => find_executable(&search_dirs(&env), cli.command()).with_context(
+                        || format!("{cli} is not installed here (or not on PATH): give --executable"),
+                    )?,
+                };
+                let acp = match args.acp {
+                    true => Some(acp_mode(
+                        cli,
+                        args.acp_agent.as_deref(),
+                        &args.extra_args,
+                        &executable,
+                        &env,
+                    )?),
+                    false => None,
+                };
+                (executable, acp)
+            }
+            (None, Some(program)) => (
+                program.clone(),
+                Some(AcpMode::new(program.clone(), args.extra_args.clone())),
+            ),
+            (None, None) => bail!(
+                "{handle} is not onboarded on an agent CLI: say which with --cli, or give the \
+                 ACP agent that answers for it with --acp --acp-agent"
+            ),
         };
         let instructions = std::fs::read_to_string(profile.dir.join("instructions.md")).ok();
-        let acp = match args.acp {
-            true => Some(acp_mode(
-                cli,
-                args.acp_agent.as_deref(),
-                &args.extra_args,
-                &executable,
-                &env,
-            )?),
-            false => None,
-        };
         let settings = RunSettings {
             cli,
             executable,

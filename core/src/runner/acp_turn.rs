@@ -205,7 +205,8 @@ impl Core {
             });
         };
         acp.opened(&session);
-        self.bind_turn_session(settings.cli, room, &session).await;
+        self.bind_turn_session(settings.cli, settings.framework(), room, &session)
+            .await;
         Ok(session)
     }
 
@@ -311,7 +312,7 @@ impl Core {
                     })
                     .collect();
                 if let Err(error) = self
-                    .report_tasks(settings.cli.framework(), session, "plan", tasks, None)
+                    .report_tasks(settings.framework(), session, "plan", tasks, None)
                     .await
                 {
                     tracing::warn!(%error, "the agent's plan could not be reported");

@@ -290,7 +290,7 @@ impl Core {
             self.mark_read(room, last).await?;
             return Ok(Handled::Done);
         }
-        let framework = settings.cli.framework();
+        let framework = settings.framework();
         let bound = {
             let (room, framework) = (room.to_owned(), framework.to_owned());
             self.read(move |cache| cache.room_session(&room, &framework))
@@ -425,7 +425,13 @@ impl Core {
         if let Some(acp) = &settings.acp {
             return self.acp_turn(settings, acp, room, session, prompt).await;
         }
-        let args = command_line(settings, session);
+        let Some(cli) = settings.cli else {
+            return Err(TurnFailure::Spawn(
+                "no agent CLI to start: name one with --cli, or an ACP agent with --acp-agent"
+                    .into(),
+            ));
+        };
+        let args = command_line(cli, settings, session);
         let handle = self.profile().handle.clone();
         let mut command = tokio::process::Command::new(&settings.executable);
         // Its own process group (a Job Object on Windows): ending the turn ends whatever the
@@ -441,7 +447,7 @@ impl Core {
             // agent on this CLI leave it alone.
             .env(AGENT_ENV, &handle)
             .env(ROOM_ENV, room)
-            .envs(command_env(settings))
+            .envs(command_env(cli, settings))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -450,14 +456,14 @@ impl Core {
             .map_err(|error| {
                 TurnFailure::Spawn(format!(
                     "cannot start {} ({}): {error}",
-                    settings.cli,
+                    cli,
                     settings.executable.display()
                 ))
             })?;
         let group = ProcessGroup::of(&child).map_err(|error| {
             TurnFailure::Spawn(format!(
                 "cannot keep {} and what it starts together: {error}",
-                settings.cli
+                cli
             ))
         })?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
@@ -484,9 +490,9 @@ impl Core {
         let mut bound = session.is_some();
         let reading = async {
             while let Ok(Some(line)) = lines.next_line().await {
-                if !bound && let Some(session) = session_of(settings.cli, &line) {
+                if !bound && let Some(session) = session_of(cli, &line) {
                     bound = true;
-                    self.bind_turn_session(settings.cli, room, &session).await;
+                    self.bind_turn_session(Some(cli), cli.framework(), room, &session).await;
                 }
                 output.push_str(&line);
                 output.push('\n');
@@ -515,7 +521,7 @@ impl Core {
         // Ended by itself: what it left running on purpose (Codex's `notify` program, which
         // reports the turn) finishes on its own.
         group.release();
-        let mut turn = parse_turn(settings.cli, &output);
+        let mut turn = parse_turn(cli, &output);
         let failed = !matches!(&status, Ok(status) if status.success());
         if failed && turn.reply.is_none() && turn.error.is_none() {
             let stderr = errors.await.unwrap_or_default();
@@ -525,7 +531,7 @@ impl Core {
             };
             turn.error = Some(format!(
                 "{} ended ({how}) without an answer: {}",
-                settings.cli,
+                cli,
                 stderr.lines().last().unwrap_or("").trim()
             ));
         }
@@ -537,9 +543,17 @@ impl Core {
 
     /// Claims a session the runner started for this agent and binds it to its room, at
     /// once: a runner that dies mid-turn resumes it.
-    async fn bind_turn_session(&self, cli: AgentCli, room: &str, session: &str) {
-        self.claim_session(cli, session).await;
-        let (room, framework, session) = (room.to_owned(), cli.framework(), session.to_owned());
+    async fn bind_turn_session(
+        &self,
+        cli: Option<AgentCli>,
+        framework: &'static str,
+        room: &str,
+        session: &str,
+    ) {
+        if let Some(cli) = cli {
+            self.claim_session(cli, session).await;
+        }
+        let (room, session) = (room.to_owned(), session.to_owned());
         if let Err(error) = self
             .write_job(move |cache| cache.bind_room(&room, framework, &session, now_ms()))
             .await
@@ -626,7 +640,7 @@ not json at all
             Some("copilot exited with 2")
         );
         let settings = RunSettings {
-            cli: AgentCli::Copilot,
+            cli: Some(AgentCli::Copilot),
             executable: "copilot".into(),
             cwd: ".".into(),
             instructions: None,
@@ -636,7 +650,7 @@ not json at all
             first_retry: FIRST_RETRY,
         };
         assert_eq!(
-            command_line(&settings, Some("ee399260-6058")),
+            command_line(settings.cli.unwrap(), &settings, Some("ee399260-6058")),
             [
                 "--output-format",
                 "json",
@@ -655,7 +669,7 @@ not json at all
             }),
             ..settings
         };
-        let line = command_line(&teamed, None);
+        let line = command_line(teamed.cli.unwrap(), &teamed, None);
         let at = line
             .iter()
             .position(|arg| arg == "--additional-mcp-config")
@@ -670,7 +684,7 @@ not json at all
                 "tools": ["*"],
             })
         );
-        assert!(command_env(&teamed).is_empty());
+        assert!(command_env(teamed.cli.unwrap(), &teamed).is_empty());
     }
 
     #[test]
@@ -687,7 +701,7 @@ not json at all
         let turn = parse_turn(AgentCli::Opencode, failed);
         assert_eq!(turn.error.as_deref(), Some("overloaded"));
         let settings = RunSettings {
-            cli: AgentCli::Opencode,
+            cli: Some(AgentCli::Opencode),
             executable: "opencode".into(),
             cwd: ".".into(),
             instructions: None,
@@ -697,7 +711,7 @@ not json at all
             first_retry: FIRST_RETRY,
         };
         assert_eq!(
-            command_line(&settings, Some("ses_1")),
+            command_line(settings.cli.unwrap(), &settings, Some("ses_1")),
             [
                 "run",
                 "--format",
@@ -710,7 +724,7 @@ not json at all
         );
         // Onboarded: its configuration has the server. A team's agent gets it in the
         // configuration OpenCode merges over its files.
-        assert!(command_env(&settings).is_empty());
+        assert!(command_env(settings.cli.unwrap(), &settings).is_empty());
         let teamed = RunSettings {
             mcp: Some(McpServer {
                 roundtable: "/bin/roundtable".into(),
@@ -719,7 +733,7 @@ not json at all
             }),
             ..settings
         };
-        let env = command_env(&teamed);
+        let env = command_env(teamed.cli.unwrap(), &teamed);
         assert_eq!(env[0].0, "OPENCODE_CONFIG_CONTENT");
         let config: Value = serde_json::from_str(&env[0].1).unwrap();
         assert_eq!(
@@ -754,7 +768,7 @@ not json at all
     #[test]
     fn command_lines_resume_the_bound_session_and_leave_the_prompt_to_stdin() {
         let settings = RunSettings {
-            cli: AgentCli::Codex,
+            cli: Some(AgentCli::Codex),
             executable: "codex".into(),
             cwd: ".".into(),
             instructions: None,
@@ -764,7 +778,7 @@ not json at all
             first_retry: FIRST_RETRY,
         };
         assert_eq!(
-            command_line(&settings, Some("t1")),
+            command_line(settings.cli.unwrap(), &settings, Some("t1")),
             [
                 "exec",
                 "resume",
@@ -775,24 +789,24 @@ not json at all
             ]
         );
         let claude = RunSettings {
-            cli: AgentCli::Claude,
+            cli: Some(AgentCli::Claude),
             ..settings.clone()
         };
         assert_eq!(
-            command_line(&claude, None),
+            command_line(claude.cli.unwrap(), &claude, None),
             ["-p", "--output-format", "stream-json", "--verbose"]
         );
         assert_eq!(
-            command_line(&claude, Some("s1"))[4..6],
+            command_line(claude.cli.unwrap(), &claude, Some("s1"))[4..6],
             ["--resume".to_owned(), "s1".to_owned()]
         );
         let gemini = RunSettings {
-            cli: AgentCli::Gemini,
+            cli: Some(AgentCli::Gemini),
             extra_args: vec!["--yolo".into()],
             ..settings
         };
         assert_eq!(
-            command_line(&gemini, Some("g1")),
+            command_line(gemini.cli.unwrap(), &gemini, Some("g1")),
             ["-o", "stream-json", "--resume", "g1", "--yolo"]
         );
         // A team's agent gets Roundtable's MCP server on the command line.
@@ -805,7 +819,7 @@ not json at all
             mcp: Some(mcp.clone()),
             ..claude
         };
-        let line = command_line(&teamed, None);
+        let line = command_line(teamed.cli.unwrap(), &teamed, None);
         assert_eq!(line[1], "--mcp-config");
         let config: Value = serde_json::from_str(&line[2]).unwrap();
         assert_eq!(
@@ -813,10 +827,10 @@ not json at all
             json!(["mcp", "--agent", "dana/x-developer"])
         );
         let codex = RunSettings {
-            cli: AgentCli::Codex,
+            cli: Some(AgentCli::Codex),
             ..teamed
         };
-        let line = command_line(&codex, None);
+        let line = command_line(codex.cli.unwrap(), &codex, None);
         assert_eq!(
             line[..4],
             [

@@ -7,7 +7,9 @@ use super::*;
 /// How an agent is run.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
-    pub cli: AgentCli,
+    /// The agent CLI; `None` for an ACP agent that is none of the CLIs Roundtable knows
+    /// (`acp` then says how to start it).
+    pub cli: Option<AgentCli>,
     /// The agent CLI's executable.
     pub executable: PathBuf,
     /// Where it runs (its project).
@@ -24,6 +26,17 @@ pub struct RunSettings {
     /// The pause before a turn the model's service turned away is tried again
     /// ([`FIRST_RETRY`] by default; each next one four times longer).
     pub first_retry: Duration,
+}
+
+/// The framework a session of an ACP agent that is none of the known CLIs is bound under.
+pub const ACP_FRAMEWORK: &str = "acp";
+
+impl RunSettings {
+    /// The framework the agent's sessions are bound to rooms under: its CLI's, or
+    /// [`ACP_FRAMEWORK`].
+    pub fn framework(&self) -> &'static str {
+        self.cli.map_or(ACP_FRAMEWORK, AgentCli::framework)
+    }
 }
 
 /// How an agent CLI launches `roundtable mcp` for the agent.
@@ -245,9 +258,9 @@ pub fn parse_turn(cli: AgentCli, output: &str) -> Turn {
 }
 
 /// The command line of one turn; the prompt goes on stdin.
-pub fn command_line(settings: &RunSettings, session: Option<&str>) -> Vec<String> {
+pub fn command_line(cli: AgentCli, settings: &RunSettings, session: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
-    match settings.cli {
+    match cli {
         AgentCli::Claude => {
             args.push("-p".into());
             if let Some(mcp) = &settings.mcp {
@@ -310,8 +323,8 @@ pub fn command_line(settings: &RunSettings, session: Option<&str>) -> Vec<String
 
 /// Variables a turn's CLI gets besides the runner's own: Roundtable's MCP server for
 /// OpenCode, which takes no server on its command line.
-pub fn command_env(settings: &RunSettings) -> Vec<(&'static str, String)> {
-    match (settings.cli, &settings.mcp) {
+pub fn command_env(cli: AgentCli, settings: &RunSettings) -> Vec<(&'static str, String)> {
+    match (cli, &settings.mcp) {
         (AgentCli::Opencode, Some(mcp)) => vec![("OPENCODE_CONFIG_CONTENT", mcp.opencode_config())],
         _ => Vec::new(),
     }

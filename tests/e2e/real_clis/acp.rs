@@ -394,3 +394,77 @@ async fn codex_over_its_acp_adapter_answers_in_the_room_plans_asks_its_person_an
     })
     .await;
 }
+
+/// An ACP agent that is none of the CLIs Roundtable knows: an agent registered with no CLI,
+/// run with its ACP program given (here OpenCode's ACP mode, started as an unknown program:
+/// Roundtable reads none of its files for it). It answers in the room with Roundtable's tools,
+/// and its session, bound to the room, is loaded again after the runner is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_agent_roundtable_knows_nothing_of_answers_in_the_room_and_keeps_its_session() {
+    if !real_clis_present() {
+        return;
+    }
+    let hub = Hub::start(&[]).await;
+    let desk = Desk::new();
+    desk.home.signup(&hub, "dana").await;
+    let tools = AcpTools {
+        shell: || Reply::text("no shell here"),
+        plan: |_| Reply::text("no plan here"),
+        edit: |_| Reply::text("no edit here"),
+    };
+    let server = ModelServer::start(journey_script(tools, desk.work.clone())).await;
+    let setup = desk.setup("");
+    agent_clis::prepare_opencode(&server.base_url(), &setup).unwrap();
+    desk.ok(&["agents", "register", "helper"]).await;
+    desk.ok(&["room", "create", "--title", "build", "--member", "dana/helper"])
+        .await;
+    let helper = desk.home.profile("dana.helper");
+    let program = agent_clis::cli_bin_dir().join("opencode");
+    let runner = || {
+        desk.home
+            .command(
+                "dana",
+                &[
+                    "run",
+                    "--agent",
+                    "dana/helper",
+                    "--acp",
+                    "--acp-agent",
+                    &program.display().to_string(),
+                    "--arg",
+                    "acp",
+                ],
+            )
+            .current_dir(&desk.work)
+            .envs(agent_clis::opencode_command(&setup).env)
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let replied = async |text: &str| {
+        eventually("the agent's reply", Duration::from_secs(120), async || {
+            said(&hub, &helper, "build", text).await.then_some(())
+        })
+        .await
+    };
+    let mut running = runner();
+    desk.ok(&["send", "build", "@dana/helper please review the parser (rt-review)"])
+        .await;
+    replied("The parser looks right.").await;
+    let first = server
+        .model_calls()
+        .iter()
+        .filter_map(|exchange| exchange.request.clone())
+        .find(|request| !request.tools.is_empty())
+        .unwrap();
+    assert!(first.offers("roundtable_send_message"), "{:?}", first.tools);
+    let _ = running.start_kill();
+    let _ = running.wait().await;
+    running = runner();
+    desk.ok(&["send", "build", "@dana/helper what did I ask first (rt-first)"])
+        .await;
+    replied("You asked me to review the parser.").await;
+    let _ = running.start_kill();
+    let _ = running.wait().await;
+}
