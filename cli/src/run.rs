@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use roundtable_core::local_agents::acp::AcpRoute;
 use roundtable_core::local_agents::detect::{find_executable, search_dirs};
 use roundtable_core::local_agents::onboarding::onboarded;
-use roundtable_core::local_agents::acp::AcpRoute;
 use roundtable_core::local_agents::{AgentCli, Environment};
 use roundtable_core::runner::{AcpMode, McpServer, RunSettings};
 use roundtable_core::teams::bound_cli;
@@ -107,9 +107,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             (Some(cli), _) => {
                 let executable = match &args.executable {
                     Some(path) => path.clone(),
-                    None => find_executable(&search_dirs(&env), cli.command()).with_context(
-                        || format!("{cli} is not installed here (or not on PATH): give --executable"),
-                    )?,
+                    None => {
+                        find_executable(&search_dirs(&env), cli.command()).with_context(|| {
+                            format!(
+                                "{cli} is not installed here (or not on PATH): give --executable"
+                            )
+                        })?
+                    }
                 };
                 let acp = match args.acp {
                     true => Some(acp_mode(
@@ -206,7 +210,10 @@ fn acp_mode(
                 true => own.iter().map(|arg| (*arg).to_owned()).collect(),
                 false => extra_args.to_vec(),
             };
-            Ok(AcpMode::new(given.unwrap_or(executable).to_owned(), arguments))
+            Ok(AcpMode::new(
+                given.unwrap_or(executable).to_owned(),
+                arguments,
+            ))
         }
         (None, Some(program)) => Ok(AcpMode::new(program.to_owned(), extra_args.to_vec())),
         (None, None) => bail!(

@@ -10,6 +10,7 @@ use roundtable_protocol::bodies::{
     TasksBody,
 };
 use serde::Serialize;
+use serde_json::json;
 
 use crate::cache::{MessageView, PingView};
 use crate::wait_for::{Arrived, WaitFilter};
@@ -200,6 +201,64 @@ impl Core {
             claim: None,
         };
         self.post(&room, "arch", to_body(&body), None).await
+    }
+
+    /// Reports the files a tool call of ours edited, for an agent whose log Roundtable does
+    /// not read (an ACP agent that is none of the CLIs): each file's components in its
+    /// repository's architecture are marked as worked on by us in our home room, the
+    /// architecture defined there first, as the log watcher does for the CLIs it reads. Keys
+    /// come from the session, the tool call and the file, so a report sent again after a
+    /// crash is stored once.
+    pub(crate) async fn report_edited_files(
+        &self,
+        session: &str,
+        tool_call: &str,
+        files: Vec<std::path::PathBuf>,
+    ) -> Result<(), CoreError> {
+        use crate::work::architecture;
+        use crate::work::publish::key;
+        let found = tokio::task::spawn_blocking(move || {
+            files
+                .into_iter()
+                .filter_map(|file| {
+                    let root = architecture::find_repository(&file)?;
+                    Some((architecture::load(&root)?, file))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        if found.is_empty() {
+            return Ok(());
+        }
+        let room = self.home_room().await?;
+        let arch = roundtable_protocol::bodies::EventKind::parse("arch");
+        let cleaned = |body: serde_json::Value| match &arch {
+            Some(kind) => roundtable_protocol::bodies::clean_work_body(kind, body),
+            None => body,
+        };
+        for (architecture, file) in found {
+            let components = architecture.components_of(&file);
+            if components.is_empty() {
+                continue;
+            }
+            let define = match &architecture.source {
+                Some(source) => json!({"define": architecture.components, "source": source}),
+                None => json!({"define": architecture.components}),
+            };
+            let defined = key("d", &[&key("a", &[&architecture.text]), &room]);
+            self.post(&room, "arch", cleaned(define), Some(&defined))
+                .await?;
+            let path = file.display().to_string();
+            for component in components {
+                let status =
+                    json!({"component": component.id, "status": "working", "files": [path]});
+                let reported = key("s", &[session, tool_call, &path, &component.id, &room]);
+                self.post(&room, "arch", cleaned(status), Some(&reported))
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// Claims a component of a room (`claim` true), or releases our claim: others editing it

@@ -148,7 +148,10 @@ async fn trips(client: &mut Client, room: &str, trips: usize, tag: &str) -> Resu
         loop {
             let frame = match client.backlog.pop_front() {
                 Some(frame) => frame,
-                None => match client.recv_within(deadline.saturating_duration_since(Instant::now())).await? {
+                None => match client
+                    .recv_within(deadline.saturating_duration_since(Instant::now()))
+                    .await?
+                {
                     Some(Incoming::Frame(frame)) => frame,
                     Some(Incoming::Closed(code)) => {
                         bail!("the client's connection closed ({code:?})")
@@ -178,12 +181,15 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// The person's client, live in `room` from its head on.
 async fn person(hub: &HubProcess, machine: &Machine, room_title: &str) -> Result<(Client, String)> {
-    let profile = roundtable_core::profile::Profile::load(&machine.home.path().join("profiles"), "dana")?;
+    let profile =
+        roundtable_core::profile::Profile::load(&machine.home.path().join("profiles"), "dana")?;
     let mut client = Client::connect(&hub.ws_url()).await?;
     client.auth(profile.token.expose(), "bench").await?;
     let id = client.id();
     let room = client
-        .ok(ClientFrame::Rooms(roundtable_protocol::client::Rooms { id }))
+        .ok(ClientFrame::Rooms(roundtable_protocol::client::Rooms {
+            id,
+        }))
         .await
         .decode::<roundtable_protocol::server::RoomsOk>()?
         .rooms
@@ -208,7 +214,10 @@ async fn main() -> Result<()> {
         Some(path) => path.clone(),
         None => roundtable_testkit::roundtable_beside_this_binary()?,
     };
-    let clis = args.agent_clis.clone().unwrap_or_else(agent_clis::cli_bin_dir);
+    let clis = args
+        .agent_clis
+        .clone()
+        .unwrap_or_else(agent_clis::cli_bin_dir);
     if !clis.join("opencode").exists() {
         bail!(
             "OpenCode is not in {}: run ./scripts/test.sh once (it installs the agent CLIs), or give --agent-clis",
@@ -228,11 +237,9 @@ async fn main() -> Result<()> {
     setup.bin_dir = clis.clone();
     agent_clis::prepare_opencode(&server.base_url(), &setup)?;
     machine.env = agent_clis::opencode_command(&setup).env;
-    let path = std::env::join_paths(
-        std::iter::once(clis).chain(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        )),
-    )?;
+    let path = std::env::join_paths(std::iter::once(clis).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))?;
     machine
         .env
         .push(("PATH".into(), path.to_string_lossy().into_owned()));
@@ -261,7 +268,14 @@ async fn main() -> Result<()> {
             // A room per way and run: each way resumes its own session.
             let title = format!("{way}-{run}");
             machine
-                .ok(&["room", "create", "--title", &title, "--member", "dana/coder"])
+                .ok(&[
+                    "room",
+                    "create",
+                    "--title",
+                    &title,
+                    "--member",
+                    "dana/coder",
+                ])
                 .await?;
             let (mut client, room) = person(&hub, &machine, &title).await?;
             let mut runner = machine.runner(way == "acp")?;

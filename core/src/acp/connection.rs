@@ -324,7 +324,9 @@ async fn log_stderr(stderr: tokio::process::ChildStderr) {
             .await
         {
             Ok(0) | Err(_) => return,
-            Ok(_) => tracing::debug!(target: "roundtable_core::acp::agent", "{}", String::from_utf8_lossy(&line).trim_end()),
+            Ok(_) => {
+                tracing::debug!(target: "roundtable_core::acp::agent", "{}", String::from_utf8_lossy(&line).trim_end())
+            }
         }
     }
 }

@@ -348,7 +348,11 @@ impl CacheView {
 
     /// Whether a write to `room` with `client_key` was queued here (still in the outbox) or
     /// came back stored (an event of ours in the room carries it).
-    pub(crate) fn holds_client_key(&self, room: &str, client_key: &str) -> Result<bool, CacheError> {
+    pub(crate) fn holds_client_key(
+        &self,
+        room: &str,
+        client_key: &str,
+    ) -> Result<bool, CacheError> {
         let held: bool = self.conn.query_row(
             "SELECT EXISTS (SELECT 1 FROM outbox WHERE client_key = ?2)
                  OR EXISTS (SELECT 1 FROM events WHERE stream = ?1 AND client_key = ?2)",

@@ -971,10 +971,24 @@ fn a_client_key_is_held_once_queued_and_once_stored_in_its_room() {
     let (_dir, mut cache) = open();
     assert!(!cache.holds_client_key("r", "k-queued").unwrap());
     cache
-        .enqueue(OutboxKind::Send, Some("k-queued"), Some("r"), "{}", 1, "o_a")
+        .enqueue(
+            OutboxKind::Send,
+            Some("k-queued"),
+            Some("r"),
+            "{}",
+            1,
+            "o_a",
+        )
         .unwrap();
     assert!(cache.holds_client_key("r", "k-queued").unwrap());
-    let mut stored = event("r", 1, "2026-12-06T10:00:00Z", "p_a", "message", json!({"text": "hi"}));
+    let mut stored = event(
+        "r",
+        1,
+        "2026-12-06T10:00:00Z",
+        "p_a",
+        "message",
+        json!({"text": "hi"}),
+    );
     stored.client_key = Some("k-stored".into());
     cache.apply("p_a", "r", &[stored], None).unwrap();
     assert!(cache.holds_client_key("r", "k-stored").unwrap());

@@ -266,10 +266,7 @@ mod tests {
             "#!/bin/sh\necho 'GitHub Copilot CLI 1.0.102.'\necho \"Run 'copilot update' to check for updates.\"\n",
         );
         // Claude Code's ACP adapter is installed, Codex's is not.
-        executable(
-            &on_path.join("claude-agent-acp"),
-            "#!/bin/sh\nexit 0\n",
-        );
+        executable(&on_path.join("claude-agent-acp"), "#!/bin/sh\nexit 0\n");
         // A CLI Roundtable lists but does not onboard yet.
         executable(
             &home.path().join(".local/bin/cursor-agent"),
@@ -354,7 +351,8 @@ mod tests {
             over_acp(&found[0])
         );
         assert!(
-            over_acp(&found[1]).ends_with("; not installed: npm install -g @agentclientprotocol/codex-acp"),
+            over_acp(&found[1])
+                .ends_with("; not installed: npm install -g @agentclientprotocol/codex-acp"),
             "{}",
             over_acp(&found[1])
         );

@@ -164,7 +164,10 @@ impl AgentCli {
                     "before each model call, and at a turn's end (the turn goes on with them)",
                 ),
                 (Permissions, "asked at its terminal"),
-                (Acp, "its ACP program, given with --acp-agent (not tried here)"),
+                (
+                    Acp,
+                    "its ACP program, given with --acp-agent (not tried here)",
+                ),
             ],
             AgentCli::CursorAgent => &[],
         };

@@ -84,6 +84,24 @@ impl AcpMode {
     }
 }
 
+/// The most tool calls under way a turn keeps the files of, and files per call.
+const MAX_CALLS_HELD: usize = 1024;
+const MAX_FILES_HELD: usize = 256;
+
+/// What the session said in a turn: its reply, and its tool calls under way.
+#[derive(Default)]
+struct Said {
+    reply: String,
+    calls: std::collections::HashMap<String, ToolCallSeen>,
+}
+
+/// A tool call's files and whether it edits them, from all its updates so far.
+#[derive(Default)]
+struct ToolCallSeen {
+    files: Vec<String>,
+    edits: bool,
+}
+
 /// What a permission request is answered with when no choice was made.
 fn cancelled() -> Value {
     json!({"outcome": {"outcome": "cancelled"}})
@@ -244,13 +262,13 @@ impl Core {
         );
         tokio::pin!(prompting);
         let mut changes = self.changes();
-        let mut reply = String::new();
+        let mut said = Said::default();
         let mut cancelled = false;
         let ended = loop {
             tokio::select! {
                 ended = &mut prompting => break ended,
                 Some(update) = updates.recv() => {
-                    self.acp_update(settings, &session, update, &mut reply).await;
+                    self.acp_update(settings, &session, update, &mut said).await;
                 }
                 received = changes.recv(), if !cancelled => {
                     if matches!(received, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
@@ -265,11 +283,10 @@ impl Core {
             }
         };
         while let Ok(update) = updates.try_recv() {
-            self.acp_update(settings, &session, update, &mut reply)
-                .await;
+            self.acp_update(settings, &session, update, &mut said).await;
         }
         agent.stop_listening(&session);
-        let reply = (!reply.trim().is_empty()).then_some(reply);
+        let reply = (!said.reply.trim().is_empty()).then_some(said.reply);
         Ok(match ended {
             Ok(result) => {
                 let TurnEnd { stop_reason, .. } = read_turn_end(&result);
@@ -297,10 +314,10 @@ impl Core {
         settings: &RunSettings,
         session: &str,
         update: Update,
-        reply: &mut String,
+        said: &mut Said,
     ) {
         match update {
-            Update::Message(text) => reply.push_str(&text),
+            Update::Message(text) => said.reply.push_str(&text),
             Update::Plan(items) => {
                 let tasks = items
                     .into_iter()
@@ -316,6 +333,35 @@ impl Core {
                     .await
                 {
                     tracing::warn!(%error, "the agent's plan could not be reported");
+                }
+            }
+            // The files of an agent whose log Roundtable does not read come from ACP: what
+            // a tool call said of them in all its updates, once it completed.
+            Update::ToolCall {
+                id,
+                files,
+                edits,
+                completed,
+            } if settings.cli.and_then(AgentCli::work_framework).is_none() => {
+                // Bounded: an agent that never completes its calls holds no more than this.
+                if said.calls.len() >= MAX_CALLS_HELD && !said.calls.contains_key(&id) {
+                    return;
+                }
+                let call = said.calls.entry(id.clone()).or_default();
+                call.edits |= edits;
+                for file in files {
+                    if call.files.len() < MAX_FILES_HELD && !call.files.contains(&file) {
+                        call.files.push(file);
+                    }
+                }
+                if completed
+                    && let Some(call) = said.calls.remove(&id)
+                    && call.edits
+                {
+                    let files = call.files.into_iter().map(PathBuf::from).collect();
+                    if let Err(error) = self.report_edited_files(session, &id, files).await {
+                        tracing::warn!(%error, "the agent's edits could not be reported");
+                    }
                 }
             }
             Update::ToolCall { .. } | Update::Context { .. } | Update::Other(_) => {}

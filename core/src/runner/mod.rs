@@ -492,7 +492,8 @@ impl Core {
             while let Ok(Some(line)) = lines.next_line().await {
                 if !bound && let Some(session) = session_of(cli, &line) {
                     bound = true;
-                    self.bind_turn_session(Some(cli), cli.framework(), room, &session).await;
+                    self.bind_turn_session(Some(cli), cli.framework(), room, &session)
+                        .await;
                 }
                 output.push_str(&line);
                 output.push('\n');

@@ -78,7 +78,10 @@ async fn open_permission(desk: &Desk) -> Option<(String, Vec<String>)> {
             let options = ping["options"].as_array().into_iter().flatten();
             (
                 ping["ping"].as_str().unwrap().to_owned(),
-                options.filter_map(Value::as_str).map(str::to_owned).collect(),
+                options
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
             )
         })
     })
@@ -113,14 +116,24 @@ async fn acp_journey(
     let path = std::env::join_paths(
         [agent_clis::cli_bin_dir(), agent_clis::acp_bin_dir()]
             .into_iter()
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+            .chain(std::env::split_paths(
+                &std::env::var_os("PATH").unwrap_or_default(),
+            )),
     )
     .unwrap();
     env.push(("PATH".into(), path.to_string_lossy().into_owned()));
     env.push(("ROUNDTABLE_LOG".into(), "roundtable_core=debug,info".into()));
-    desk.ok(&["agents", "onboard", cli, "--name", "coder"]).await;
-    desk.ok(&["room", "create", "--title", "build", "--member", "dana/coder"])
+    desk.ok(&["agents", "onboard", cli, "--name", "coder"])
         .await;
+    desk.ok(&[
+        "room",
+        "create",
+        "--title",
+        "build",
+        "--member",
+        "dana/coder",
+    ])
+    .await;
     let coder = desk.home.profile("dana.coder");
     // The runners' log and the agent's are what a failure shows.
     let runner_log = desk.work.with_file_name("runner.log");
@@ -152,14 +165,21 @@ async fn acp_journey(
         let deadline = Instant::now() + Duration::from_secs(120);
         while !said(&hub, &coder, "build", text).await {
             if Instant::now() > deadline {
-                panic!("the agent never said {text:?} in 120 s. {}", explain().await);
+                panic!(
+                    "the agent never said {text:?} in 120 s. {}",
+                    explain().await
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
     let mut running = runner();
-    desk.ok(&["send", "build", "@dana/coder please review the parser (rt-review)"])
-        .await;
+    desk.ok(&[
+        "send",
+        "build",
+        "@dana/coder please review the parser (rt-review)",
+    ])
+    .await;
     replied("The parser looks right.").await;
     // Roundtable's tools were in the session though no file was edited for them.
     let first = server
@@ -180,16 +200,20 @@ async fn acp_journey(
     desk.ok(&["send", "build", "@dana/coder plan the review (rt-plan)"])
         .await;
     replied("Planned.").await;
-    eventually("the plan on the tasks board", Duration::from_secs(60), async || {
-        let board = json(&desk.ok(&["--json", "tasks"]).await);
-        board["lanes"]
-            .as_array()?
-            .iter()
-            .filter(|lane| lane["agent_handle"] == "dana/coder")
-            .flat_map(|lane| lane["tasks"].as_array().into_iter().flatten())
-            .any(|task| task["title"] == "Review the parser")
-            .then_some(())
-    })
+    eventually(
+        "the plan on the tasks board",
+        Duration::from_secs(60),
+        async || {
+            let board = json(&desk.ok(&["--json", "tasks"]).await);
+            board["lanes"]
+                .as_array()?
+                .iter()
+                .filter(|lane| lane["agent_handle"] == "dana/coder")
+                .flat_map(|lane| lane["tasks"].as_array().into_iter().flatten())
+                .any(|task| task["title"] == "Review the parser")
+                .then_some(())
+        },
+    )
     .await;
 
     // An edit reaches the files of its session (the agent may ask first: the person allows).
@@ -201,7 +225,10 @@ async fn acp_journey(
             desk.ok(&["answer", &ping, allowing(&options)]).await;
         }
         if Instant::now() > deadline {
-            panic!("the agent never said \"Noted.\" in 120 s. {}", explain().await);
+            panic!(
+                "the agent never said \"Noted.\" in 120 s. {}",
+                explain().await
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -210,10 +237,14 @@ async fn acp_journey(
     let framework = roundtable_core::local_agents::AgentCli::parse(cli)
         .unwrap()
         .framework();
-    eventually("the edit among its session's files", Duration::from_secs(30), async || {
-        let scan = json(&desk.ok(&["--json", "scan"]).await);
-        touched(scanned_session(&scan, framework), &notes).then_some(())
-    })
+    eventually(
+        "the edit among its session's files",
+        Duration::from_secs(30),
+        async || {
+            let scan = json(&desk.ok(&["--json", "scan"]).await);
+            touched(scanned_session(&scan, framework), &notes).then_some(())
+        },
+    )
     .await;
 
     // The agent asks before running a command; the person allows it from their CLI.
@@ -232,25 +263,46 @@ async fn acp_journey(
     let _ = running.start_kill();
     let _ = running.wait().await;
     running = runner();
-    desk.ok(&["send", "build", "@dana/coder what did I ask first (rt-first)"])
-        .await;
+    desk.ok(&[
+        "send",
+        "build",
+        "@dana/coder what did I ask first (rt-first)",
+    ])
+    .await;
     replied("You asked me to review the parser.").await;
 
     // Paused, it is not prompted; resumed, it answers what waited.
     desk.ok(&["agents", "pause", "dana/coder"]).await;
     let asked_before = server.model_calls().len();
-    desk.ok(&["send", "build", "@dana/coder after the pause, one more (rt-pause)"])
-        .await;
-    let token = desk.home.profile("dana").token.expose().to_owned();
-    eventually("the agent says it is paused", Duration::from_secs(60), async || {
-        roundtable_e2e::room_bodies(&hub.ws_url(), &token, "build", "status")
-            .await
-            .iter()
-            .any(|body| body["detail"].as_str().unwrap_or_default().contains("paused by"))
-            .then_some(())
-    })
+    desk.ok(&[
+        "send",
+        "build",
+        "@dana/coder after the pause, one more (rt-pause)",
+    ])
     .await;
-    assert_eq!(server.model_calls().len(), asked_before, "prompted while paused");
+    let token = desk.home.profile("dana").token.expose().to_owned();
+    eventually(
+        "the agent says it is paused",
+        Duration::from_secs(60),
+        async || {
+            roundtable_e2e::room_bodies(&hub.ws_url(), &token, "build", "status")
+                .await
+                .iter()
+                .any(|body| {
+                    body["detail"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("paused by")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        server.model_calls().len(),
+        asked_before,
+        "prompted while paused"
+    );
     desk.ok(&["agents", "resume", "dana/coder"]).await;
     replied("Back at it.").await;
     let _ = running.start_kill();
@@ -297,7 +349,8 @@ async fn opencode_over_acp_answers_in_the_room_plans_asks_its_person_and_resumes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_over_its_acp_adapter_answers_in_the_room_plans_asks_its_person_and_resumes_its_session() {
+async fn claude_code_over_its_acp_adapter_answers_in_the_room_plans_asks_its_person_and_resumes_its_session()
+ {
     if !real_clis_present() {
         return;
     }
@@ -344,7 +397,8 @@ async fn claude_code_over_its_acp_adapter_answers_in_the_room_plans_asks_its_per
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_over_its_acp_adapter_answers_in_the_room_plans_asks_its_person_and_resumes_its_session() {
+async fn codex_over_its_acp_adapter_answers_in_the_room_plans_asks_its_person_and_resumes_its_session()
+ {
     if !real_clis_present() {
         return;
     }
@@ -384,7 +438,9 @@ async fn codex_over_its_acp_adapter_answers_in_the_room_plans_asks_its_person_an
         let written = std::fs::read_to_string(&config).unwrap();
         std::fs::write(
             &config,
-            format!("approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n{written}"),
+            format!(
+                "approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n{written}"
+            ),
         )
         .unwrap();
         (
@@ -398,7 +454,8 @@ async fn codex_over_its_acp_adapter_answers_in_the_room_plans_asks_its_person_an
 /// An ACP agent that is none of the CLIs Roundtable knows: an agent registered with no CLI,
 /// run with its ACP program given (here OpenCode's ACP mode, started as an unknown program:
 /// Roundtable reads none of its files for it). It answers in the room with Roundtable's tools,
-/// and its session, bound to the room, is loaded again after the runner is killed.
+/// the file its tool call edits marks its component on the architecture board (from ACP
+/// alone), and its session, bound to the room, is loaded again after the runner is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acp_agent_roundtable_knows_nothing_of_answers_in_the_room_and_keeps_its_session() {
     if !real_clis_present() {
@@ -410,14 +467,34 @@ async fn an_acp_agent_roundtable_knows_nothing_of_answers_in_the_room_and_keeps_
     let tools = AcpTools {
         shell: || Reply::text("no shell here"),
         plan: |_| Reply::text("no plan here"),
-        edit: |_| Reply::text("no edit here"),
+        edit: |file| {
+            Reply::call(
+                "write",
+                serde_json::json!({"filePath": file, "content": "Parser notes\n"}),
+            )
+        },
     };
+    // The project is a repository whose architecture has the notes as a component.
+    std::fs::create_dir_all(desk.work.join(".git")).unwrap();
+    std::fs::create_dir_all(desk.work.join(".roundtable")).unwrap();
+    std::fs::write(
+        desk.work.join(".roundtable/architecture.toml"),
+        "[[components]]\nid = \"notes\"\nname = \"Notes\"\npaths = [\"notes.md\"]\ndepends_on = []\n",
+    )
+    .unwrap();
     let server = ModelServer::start(journey_script(tools, desk.work.clone())).await;
     let setup = desk.setup("");
     agent_clis::prepare_opencode(&server.base_url(), &setup).unwrap();
     desk.ok(&["agents", "register", "helper"]).await;
-    desk.ok(&["room", "create", "--title", "build", "--member", "dana/helper"])
-        .await;
+    desk.ok(&[
+        "room",
+        "create",
+        "--title",
+        "build",
+        "--member",
+        "dana/helper",
+    ])
+    .await;
     let helper = desk.home.profile("dana.helper");
     let program = agent_clis::cli_bin_dir().join("opencode");
     let runner = || {
@@ -449,8 +526,12 @@ async fn an_acp_agent_roundtable_knows_nothing_of_answers_in_the_room_and_keeps_
         .await
     };
     let mut running = runner();
-    desk.ok(&["send", "build", "@dana/helper please review the parser (rt-review)"])
-        .await;
+    desk.ok(&[
+        "send",
+        "build",
+        "@dana/helper please review the parser (rt-review)",
+    ])
+    .await;
     replied("The parser looks right.").await;
     let first = server
         .model_calls()
@@ -459,11 +540,34 @@ async fn an_acp_agent_roundtable_knows_nothing_of_answers_in_the_room_and_keeps_
         .find(|request| !request.tools.is_empty())
         .unwrap();
     assert!(first.offers("roundtable_send_message"), "{:?}", first.tools);
+    desk.ok(&["send", "build", "@dana/helper write the notes (rt-edit)"])
+        .await;
+    replied("Noted.").await;
+    eventually(
+        "the edit on the architecture board",
+        Duration::from_secs(60),
+        async || {
+            let boards = json(&desk.ok(&["--json", "arch"]).await);
+            boards
+                .as_array()?
+                .iter()
+                .flat_map(|board| board["components"].as_array().into_iter().flatten())
+                .filter(|component| component["id"] == "notes")
+                .flat_map(|component| component["agents"].as_array().into_iter().flatten())
+                .any(|agent| agent["handle"] == "dana/helper")
+                .then_some(())
+        },
+    )
+    .await;
     let _ = running.start_kill();
     let _ = running.wait().await;
     running = runner();
-    desk.ok(&["send", "build", "@dana/helper what did I ask first (rt-first)"])
-        .await;
+    desk.ok(&[
+        "send",
+        "build",
+        "@dana/helper what did I ask first (rt-first)",
+    ])
+    .await;
     replied("You asked me to review the parser.").await;
     let _ = running.start_kill();
     let _ = running.wait().await;
