@@ -39,6 +39,16 @@ pub enum HumanAnswer {
     TimedOut { room: String, ping: String },
 }
 
+/// What one turn of an agent spent: its session, model and tokens, from when to when.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnSpent<'a> {
+    pub session: &'a str,
+    pub model: &'a str,
+    pub tokens: &'a crate::work::events::TokenCounts,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
 impl Core {
     /// The agent's home room (the room the hub made for it and its owner): recorded in its
     /// profile when it was registered here, else found among its rooms.
@@ -258,6 +268,46 @@ impl Core {
                     .await?;
             }
         }
+        Ok(())
+    }
+
+    /// Reports what a turn of ours spent, for an agent whose log Roundtable does not read:
+    /// a `usage` event in our home room, priced when the model is one `pricing.toml` knows
+    /// (else unpriced, never free). Keyed by the session and the turn's start, so a report
+    /// sent again after a crash is stored once.
+    pub(crate) async fn report_turn_usage(
+        &self,
+        framework: &str,
+        spent: TurnSpent<'_>,
+    ) -> Result<(), CoreError> {
+        use crate::work::pricing::Pricing;
+        let pricing = Pricing::with_overrides(&Pricing::override_paths()).unwrap_or_else(|error| {
+            tracing::warn!(%error, "a pricing override was refused: the built-in prices are used");
+            Pricing::built_in()
+        });
+        let cost = pricing.cost(spent.model, spent.tokens, &Default::default());
+        let room = self.home_room().await?;
+        let mut body = json!({
+            "session": {"agent": self.me(), "framework": framework, "session_id": spent.session},
+            "model": spent.model,
+            "input": spent.tokens.input,
+            "output": spent.tokens.output,
+            "cache_write": spent.tokens.cache_write(),
+            "cache_read": spent.tokens.cache_read,
+            "from": roundtable_protocol::ts::format_millis(spent.from_ms),
+            "to": roundtable_protocol::ts::format_millis(spent.to_ms),
+        });
+        if let Some(cost) = cost {
+            body["cost_usd"] = json!(cost);
+        }
+        if let Some(kind) = roundtable_protocol::bodies::EventKind::parse("usage") {
+            body = roundtable_protocol::bodies::clean_work_body(&kind, body);
+        }
+        let key = crate::work::publish::key(
+            "u",
+            &[framework, spent.session, &spent.from_ms.to_string(), &room],
+        );
+        self.post(&room, "usage", body, Some(&key)).await?;
         Ok(())
     }
 

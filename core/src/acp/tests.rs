@@ -155,8 +155,44 @@ fn a_turns_end_gives_its_tokens_without_the_cache_in_their_input() {
         (bare.stop_reason.as_str(), bare.tokens),
         ("cancelled", None)
     );
+    // With no total, nothing says whether the input holds the cache's tokens: not read.
     let odd = read_turn_end(&json!({"usage": {"inputTokens": "many", "cachedReadTokens": 5}}));
-    assert_eq!(odd.tokens.unwrap().input, 0);
+    assert_eq!(odd.tokens, None);
+    let unsummed = read_turn_end(&json!({"usage": {
+        "inputTokens": 10, "outputTokens": 5, "totalTokens": 99, "cachedReadTokens": 3}}));
+    assert_eq!(unsummed.tokens, None);
+}
+
+#[test]
+fn an_input_without_the_cache_is_told_by_the_total_and_thoughts_count_once() {
+    // codex-acp 2.6.0: `inputTokens` without the cache's, thoughts inside the output.
+    let codex = read_turn_end(&json!({"stopReason": "end_turn", "usage": {
+        "totalTokens": 1342, "inputTokens": 1100, "cachedReadTokens": 200,
+        "cachedWriteTokens": 0, "outputTokens": 42, "thoughtTokens": 7}}));
+    assert_eq!(
+        codex.tokens,
+        Some(TokenCounts {
+            input: 1100,
+            output: 42,
+            cache_write_5m: 0,
+            cache_write_1h: 0,
+            cache_read: 200
+        })
+    );
+    // Thoughts beside the output, counted in the total: they are output.
+    let beside = read_turn_end(&json!({"usage": {
+        "totalTokens": 160, "inputTokens": 100, "cachedReadTokens": 30,
+        "outputTokens": 20, "thoughtTokens": 10}}));
+    assert_eq!(
+        beside
+            .tokens
+            .map(|tokens| (tokens.input, tokens.output, tokens.cache_read)),
+        Some((100, 30, 30))
+    );
+    // An input said to hold more cache than it has is not read.
+    let short = read_turn_end(&json!({"usage": {
+        "totalTokens": 15, "inputTokens": 10, "outputTokens": 5, "cachedReadTokens": 30}}));
+    assert_eq!(short.tokens, None);
 }
 
 #[test]

@@ -207,8 +207,7 @@ fn files_of(update: &Value, cwd: &str) -> Vec<String> {
 }
 
 /// A turn's end, from `session/prompt`'s result: why it stopped, and the tokens it spent
-/// when the agent says (ACP's `usage`: `inputTokens` counts the cache's tokens too, as
-/// every agent of December 2026 reports it).
+/// when the agent says so in a way that can be read without guessing (see [`turn_tokens`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnEnd {
     pub stop_reason: String,
@@ -216,27 +215,64 @@ pub struct TurnEnd {
 }
 
 pub fn read_turn_end(result: &Value) -> TurnEnd {
-    let usage = &result["usage"];
-    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
-    let tokens = usage.is_object().then(|| {
-        let (cache_read, cache_write) = (count("cachedReadTokens"), count("cachedWriteTokens"));
-        TokenCounts {
-            input: count("inputTokens")
-                .saturating_sub(cache_read)
-                .saturating_sub(cache_write),
-            output: count("outputTokens"),
-            cache_write_5m: cache_write,
-            cache_write_1h: 0,
-            cache_read,
-        }
-    });
     TurnEnd {
         stop_reason: result["stopReason"]
             .as_str()
             .unwrap_or("end_turn")
             .to_owned(),
-        tokens,
+        tokens: turn_tokens(&result["usage"]),
     }
+}
+
+/// A prompt's `usage`, in Roundtable's terms (input without the cache's tokens). Agents
+/// disagree on what ACP's `inputTokens` holds: with the cache's tokens (GitHub Copilot CLI
+/// 1.0.102), or without them (codex-acp 2.6.0, OpenCode); and `thoughtTokens` is inside
+/// `outputTokens` for some, beside it for others. `totalTokens` says which: it is the sum of
+/// what was counted once. With no total, or one that adds up no way, the tokens are not
+/// read (the session stays unpriced rather than priced wrong).
+fn turn_tokens(usage: &Value) -> Option<TokenCounts> {
+    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    let total = usage["totalTokens"].as_u64()?;
+    let (input, output, thought) = (
+        count("inputTokens"),
+        count("outputTokens"),
+        count("thoughtTokens"),
+    );
+    let (cache_read, cache_write) = (count("cachedReadTokens"), count("cachedWriteTokens"));
+    let cached = cache_read.saturating_add(cache_write);
+    let counted = input.saturating_add(output);
+    let (uncached, output) = if total == counted {
+        (input.checked_sub(cached)?, output)
+    } else if total == counted.saturating_add(thought) {
+        (input.checked_sub(cached)?, output.saturating_add(thought))
+    } else if total == counted.saturating_add(cached) {
+        (input, output)
+    } else if total == counted.saturating_add(cached).saturating_add(thought) {
+        (input, output.saturating_add(thought))
+    } else {
+        return None;
+    };
+    Some(TokenCounts {
+        input: uncached,
+        output,
+        cache_write_5m: cache_write,
+        cache_write_1h: 0,
+        cache_read,
+    })
+}
+
+/// The model a session uses, from `session/new`'s or `session/load`'s result: its
+/// `models.currentModelId`, else the current value of its configuration option of the
+/// `model` category.
+pub fn session_model(result: &Value) -> Option<String> {
+    let current = result["models"]["currentModelId"].as_str().or_else(|| {
+        result["configOptions"]
+            .as_array()?
+            .iter()
+            .find(|option| option["category"] == "model")?["currentValue"]
+            .as_str()
+    })?;
+    (!current.is_empty()).then(|| current.to_owned())
 }
 
 /// A permission the agent asks for, as a question for the person.

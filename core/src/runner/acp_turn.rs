@@ -2,11 +2,11 @@
 //! shared by the rooms' turns (started again if it ended), one session per room, a prompt
 //! per batch of messages, and the agent's permission requests asked of its person.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use crate::acp::connection::{AcpAgent, AcpError, AgentRequest, SETUP_PATIENCE};
-use crate::acp::updates::{TurnEnd, Update, read_permission, read_turn_end};
-use crate::agent_work::HumanAnswer;
+use crate::acp::updates::{TurnEnd, Update, read_permission, read_turn_end, session_model};
+use crate::agent_work::{HumanAnswer, TurnSpent};
 
 use super::*;
 
@@ -34,8 +34,8 @@ impl std::fmt::Debug for AcpMode {
 #[derive(Default)]
 struct AcpState {
     agent: tokio::sync::Mutex<Option<Running>>,
-    /// The sessions this agent process made or loaded.
-    open: std::sync::Mutex<HashSet<String>>,
+    /// The sessions this agent process made or loaded, with the model each said it uses.
+    open: std::sync::Mutex<HashMap<String, Option<String>>>,
 }
 
 /// The agent, and what serves its permission requests (ended with it).
@@ -72,17 +72,32 @@ impl AcpMode {
             .open
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .contains(session)
+            .contains_key(session)
     }
 
-    fn opened(&self, session: &str) {
+    /// `session` was made or loaded, with `result` (which may name its model).
+    fn opened(&self, session: &str, result: &Value) {
         self.state
             .open
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(session.to_owned());
+            .insert(session.to_owned(), session_model(result));
+    }
+
+    /// The model `session` said it uses, if it did.
+    fn model_of(&self, session: &str) -> Option<String> {
+        self.state
+            .open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(session)
+            .cloned()
+            .flatten()
     }
 }
+
+/// The model of a session that named none: unpriced.
+const UNKNOWN_MODEL: &str = "unknown";
 
 /// The most tool calls under way a turn keeps the files of, and files per call.
 const MAX_CALLS_HELD: usize = 1024;
@@ -195,8 +210,8 @@ impl Core {
             Some(session) if agent.loads_sessions() => {
                 let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": servers});
                 match agent.request("session/load", params, SETUP_PATIENCE).await {
-                    Ok(_) => {
-                        acp.opened(session);
+                    Ok(loaded) => {
+                        acp.opened(session, &loaded);
                         return Ok(session.to_owned());
                     }
                     Err(error) => {
@@ -222,7 +237,7 @@ impl Core {
                 },
             });
         };
-        acp.opened(&session);
+        acp.opened(&session, &made);
         self.bind_turn_session(settings.cli, settings.framework(), room, &session)
             .await;
         Ok(session)
@@ -255,6 +270,7 @@ impl Core {
             }
         };
         let mut updates = agent.listen(&session, &settings.cwd.display().to_string());
+        let started_ms = now_ms();
         let prompting = agent.request(
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
@@ -289,7 +305,26 @@ impl Core {
         let reply = (!said.reply.trim().is_empty()).then_some(said.reply);
         Ok(match ended {
             Ok(result) => {
-                let TurnEnd { stop_reason, .. } = read_turn_end(&result);
+                let TurnEnd {
+                    stop_reason,
+                    tokens,
+                } = read_turn_end(&result);
+                // The tokens of an agent whose log Roundtable does not read come from ACP.
+                if let Some(tokens) = tokens
+                    && settings.cli.and_then(AgentCli::work_framework).is_none()
+                {
+                    let model = acp.model_of(&session);
+                    let spent = TurnSpent {
+                        session: &session,
+                        model: model.as_deref().unwrap_or(UNKNOWN_MODEL),
+                        tokens: &tokens,
+                        from_ms: started_ms,
+                        to_ms: now_ms(),
+                    };
+                    if let Err(error) = self.report_turn_usage(settings.framework(), spent).await {
+                        tracing::warn!(%error, "the turn's usage could not be reported");
+                    }
+                }
                 let error = match stop_reason.as_str() {
                     "refusal" if reply.is_none() => Some("the agent refused".to_owned()),
                     _ => None,

@@ -559,6 +559,40 @@ async fn an_acp_agent_roundtable_knows_nothing_of_answers_in_the_room_and_keeps_
         },
     )
     .await;
+    // Its turns' tokens, from ACP's `usage`, count as its usage, priced by the model its
+    // sessions named. (OpenCode's ACP counts each turn's last model call only: the figure is
+    // at most what the server sent, never more.)
+    let usage = eventually("the agent's usage", Duration::from_secs(60), async || {
+        let rows = json(&desk.ok(&["--json", "usage", "--by", "agent"]).await);
+        rows.as_array()?
+            .iter()
+            .find(|row| row["group"]["agent"] == "dana/helper")
+            .cloned()
+    })
+    .await;
+    let sent = server
+        .model_calls()
+        .iter()
+        .filter(|exchange| {
+            exchange
+                .request
+                .as_ref()
+                .is_some_and(|r| !r.tools.is_empty())
+        })
+        .filter_map(Exchange::usage)
+        .fold(Usage::default(), |total, usage| total.plus(&usage));
+    let (input, output) = (
+        usage["input"].as_u64().unwrap(),
+        usage["output"].as_u64().unwrap(),
+    );
+    assert!(
+        input > 0 && output > 0 && input <= sent.input && output <= sent.output,
+        "{usage} against {sent:?}"
+    );
+    assert!(
+        usage["cost_usd"].as_f64().unwrap() > 0.0 && usage["unpriced_entries"] == 0,
+        "{usage}"
+    );
     let _ = running.start_kill();
     let _ = running.wait().await;
     running = runner();
