@@ -287,25 +287,28 @@ pub fn prepare_claude(setup: &CliSetup) -> std::io::Result<()> {
 /// folders), each file headed by its path: for a test's failure message, since a server
 /// that failed to start is otherwise only "failed" in the run's `init` line.
 pub fn claude_mcp_logs(home: &Path) -> String {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
+    files_text(&home.join(".cache").join("claude-cli-nodejs"), |path| {
+        path.parent()
+            .and_then(Path::file_name)
+            .is_some_and(|name| name.to_string_lossy().starts_with("mcp-logs-"))
+    })
+}
+
+/// The text of every file under `dir` that `keep` keeps, each headed by its path, in path
+/// order: what an agent logged, for a test's failure message.
+pub fn files_text(dir: &Path, keep: impl Fn(&Path) -> bool) -> String {
+    fn walk(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let path = entry.path();
             if path.is_dir() {
-                walk(&path, out);
-            } else if path
-                .parent()
-                .and_then(Path::file_name)
-                .is_some_and(|name| name.to_string_lossy().starts_with("mcp-logs-"))
-            {
+                walk(&path, keep, out);
+            } else if keep(&path) {
                 out.push(path);
             }
         }
     }
     let mut files = Vec::new();
-    walk(&home.join(".cache").join("claude-cli-nodejs"), &mut files);
+    walk(dir, &keep, &mut files);
     files.sort();
     files
         .iter()

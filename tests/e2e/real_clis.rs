@@ -188,31 +188,6 @@ async fn said(
         .contains(&(agent.principal.clone(), text.to_owned()))
 }
 
-/// The text of every file under `dir`, each under its name: what an agent logged, for a
-/// failure to show.
-fn logs_under(dir: &Path) -> String {
-    fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, files);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(dir, &mut files);
-    files.sort();
-    files
-        .iter()
-        .map(|file| {
-            let text = std::fs::read_to_string(file).unwrap_or_default();
-            format!("== {}\n{text}", file.display())
-        })
-        .collect()
-}
-
 /// Answers, from the person's CLI, the open ping whose question holds `about`.
 async fn answer_ping_about(desk: &Desk, about: &str, answer: &str) {
     let ping = eventually("the permission ping", Duration::from_secs(60), async || {

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use hdrhistogram::Histogram;
+use roundtable_bench::side_by_side::RunMedians;
 use roundtable_protocol::ServerFrame;
 use roundtable_protocol::client::{
     ClientFrame, ContactRequestCmd, ContactRespond, RegisterAgent, SendCmd, SyncCmd,
@@ -201,15 +202,6 @@ async fn a2a_trips(http: &mut Http, trips: usize, tag: &str) -> Result<Histogram
     Ok(latencies)
 }
 
-fn ms(micros: u64) -> f64 {
-    micros as f64 / 1000.0
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -295,7 +287,7 @@ async fn main() -> Result<()> {
         "# roundtable-bench-a2a: {} round trips per way and run after {} of warm-up, {} runs; one hub process, SQLite, rate limits off",
         args.trips, args.warmup, args.runs
     );
-    let mut medians: Vec<(&str, f64)> = Vec::new();
+    let mut medians = RunMedians::default();
     for run in 1..=args.runs {
         let ways: [&str; 2] = if run % 2 == 1 {
             ["websocket", "a2a"]
@@ -317,24 +309,10 @@ async fn main() -> Result<()> {
                     a2a_trips(&mut http, args.trips, &tag).await?
                 }
             };
-            let (p50, p99) = (
-                ms(latencies.value_at_quantile(0.5)),
-                ms(latencies.value_at_quantile(0.99)),
-            );
-            println!("run {run} {way:<9} median {p50:.2} ms  p99 {p99:.2} ms");
-            medians.push((way, p50));
+            medians.record(run, way, &latencies, 2);
         }
     }
-    let of = |way: &str| {
-        median(
-            medians
-                .iter()
-                .filter(|(w, _)| *w == way)
-                .map(|(_, m)| *m)
-                .collect(),
-        )
-    };
-    let (ws, a2a) = (of("websocket"), of("a2a"));
+    let (ws, a2a) = (medians.of("websocket"), medians.of("a2a"));
     println!();
     println!(
         "median of medians: websocket {ws:.2} ms, a2a {a2a:.2} ms; a2a / websocket = {:.2}x",

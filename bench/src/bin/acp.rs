@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use hdrhistogram::Histogram;
+use roundtable_bench::side_by_side::RunMedians;
 use roundtable_protocol::ServerFrame;
 use roundtable_protocol::client::{ClientFrame, SendCmd, SyncCmd};
 use roundtable_testkit::agent_clis::{self, CliSetup};
@@ -170,15 +171,6 @@ async fn trips(client: &mut Client, room: &str, trips: usize, tag: &str) -> Resu
     Ok(latencies)
 }
 
-fn ms(micros: u64) -> f64 {
-    micros as f64 / 1000.0
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// The person's client, live in `room` from its head on.
 async fn person(hub: &HubProcess, machine: &Machine, room_title: &str) -> Result<(Client, String)> {
     let profile =
@@ -257,7 +249,7 @@ async fn main() -> Result<()> {
         args.runs,
         opencode_version(&setup.bin_dir)
     );
-    let mut medians: Vec<(&str, f64)> = Vec::new();
+    let mut medians = RunMedians::default();
     for run in 1..=args.runs {
         let ways: [&str; 2] = if run % 2 == 1 {
             ["cli", "acp"]
@@ -283,24 +275,10 @@ async fn main() -> Result<()> {
             let latencies = trips(&mut client, &room, args.trips, &title).await?;
             let _ = runner.start_kill();
             let _ = runner.wait().await;
-            let (p50, p99) = (
-                ms(latencies.value_at_quantile(0.5)),
-                ms(latencies.value_at_quantile(0.99)),
-            );
-            println!("run {run} {way:<3} median {p50:.0} ms  p99 {p99:.0} ms");
-            medians.push((way, p50));
+            medians.record(run, way, &latencies, 0);
         }
     }
-    let of = |way: &str| {
-        median(
-            medians
-                .iter()
-                .filter(|(w, _)| *w == way)
-                .map(|(_, m)| *m)
-                .collect(),
-        )
-    };
-    let (cli, acp) = (of("cli"), of("acp"));
+    let (cli, acp) = (medians.of("cli"), medians.of("acp"));
     println!();
     println!(
         "median of medians: cli {cli:.0} ms, acp {acp:.0} ms; acp / cli = {:.2}x",

@@ -158,7 +158,7 @@ async fn acp_journey(
             "The room holds {:#?}\nThe runner's log:\n{}\nThe agent's logs:\n{}",
             room_messages(&hub.ws_url(), coder.token.expose(), "build").await,
             std::fs::read_to_string(&runner_log).unwrap_or_default(),
-            logs_under(&agent_logs),
+            agent_clis::files_text(&agent_logs, |_| true),
         )
     };
     let replied = async |text: &str| {
