@@ -252,7 +252,9 @@ ensure_test_postgres() {
     TEST_POSTGRES_DIR="$dir"
     TEST_POSTGRES_STOP=("${as[@]}" "$bin/pg_ctl" -D "$dir/data" -s -m immediate stop)
     trap 'stop_test_postgres' EXIT
-    export ROUNDTABLE_TEST_POSTGRES="postgresql://postgres@localhost:$port/postgres?host=$dir"
+    # The socket directory alone, no TCP host: the server listens on no TCP port, so a
+    # test's listener may get $port, and a client trying localhost first would wait on it.
+    export ROUNDTABLE_TEST_POSTGRES="postgresql://postgres@/postgres?host=$dir&port=$port"
     export ROUNDTABLE_TEST_POSTGRES_BIN="$bin"
 }
 

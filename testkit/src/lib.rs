@@ -33,6 +33,9 @@ pub use wait::{eventually, until};
 /// How long a test waits for something that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// How long a command's reply is waited for while events keep coming before it.
+pub const REPLY_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Hub processes (in this process) of one cluster, sharing a fresh PostgreSQL database,
 /// each on its own port and data directory.
 pub struct TestCluster {
@@ -764,15 +767,37 @@ impl Client {
         }
     }
 
-    /// Waits for the reply to command `id`.
+    /// Waits for the reply to command `id`, keeping the events that come first, within
+    /// [`REPLY_PATIENCE`] however many come.
     pub async fn reply_to(&mut self, id: u64) -> Result<Result<OkReply, ErrReply>> {
+        let deadline = tokio::time::Instant::now() + REPLY_PATIENCE;
+        let mut kept = 0usize;
         loop {
-            match self.recv().await? {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Some(next) = self.recv_within(left.min(PATIENCE)).await? else {
+                let last: Vec<String> = self
+                    .backlog
+                    .iter()
+                    .rev()
+                    .take(5)
+                    .map(|frame| format!("{frame:?}").chars().take(300).collect())
+                    .collect();
+                bail!(
+                    "no reply to {id} within {:?}; {kept} events came meanwhile, the last: {last:#?}",
+                    if left.is_zero() {
+                        REPLY_PATIENCE
+                    } else {
+                        PATIENCE
+                    }
+                );
+            };
+            match next {
                 Incoming::Frame(ServerFrame::Ok(ok)) if ok.re == id => return Ok(Ok(ok)),
                 Incoming::Frame(ServerFrame::Err(err)) if err.re == Some(id) => {
                     return Ok(Err(err));
                 }
                 Incoming::Frame(frame @ (ServerFrame::Evt(_) | ServerFrame::Gap(_))) => {
+                    kept += 1;
                     self.backlog.push_back(frame);
                 }
                 Incoming::Frame(other) => {

@@ -257,7 +257,8 @@ impl PrivateServer {
         );
         let server = PrivateServer {
             url: format!(
-                "postgresql://postgres@localhost:{port}/postgres?host={}",
+                // No TCP host: the server listens on none (see scripts/common.sh).
+                "postgresql://postgres@/postgres?host={}&port={port}",
                 dir.path().display()
             ),
             dir,

@@ -131,6 +131,11 @@ pub enum PostgresError {
     SharedBatch(String),
     #[error("the hub's store cannot start its PostgreSQL runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(
+        "the store address answered no PostgreSQL connection within {0} s: check that its \
+         host and port (or ?host=/socket/dir) are those of the PostgreSQL server"
+    )]
+    NoAnswer(u64),
 }
 
 impl PostgresError {
@@ -154,7 +159,12 @@ impl From<tokio_postgres::Error> for StoreError {
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(error: deadpool_postgres::PoolError) -> StoreError {
-        StoreError::Postgres(PostgresError::Pool(error))
+        StoreError::Postgres(match error {
+            deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Create) => {
+                PostgresError::NoAnswer(CONNECT_WAIT.as_secs())
+            }
+            error => PostgresError::Pool(error),
+        })
     }
 }
 
@@ -233,7 +243,20 @@ fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
+/// How long a new connection may take, from the socket to the server's first "ready":
+/// an address where something else listens (or a server that hangs) otherwise holds the
+/// hub's start, or a reader, for ever.
+const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, StoreError> {
+    pool_waiting(config, size, CONNECT_WAIT)
+}
+
+fn pool_waiting(
+    config: &tokio_postgres::Config,
+    size: usize,
+    connect_wait: std::time::Duration,
+) -> Result<Pool, StoreError> {
     let manager = Manager::from_config(
         config.clone(),
         tls()?,
@@ -243,6 +266,8 @@ fn pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, StoreError
     );
     Pool::builder(manager)
         .max_size(size)
+        .create_timeout(Some(connect_wait))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
         .map_err(|error| StoreError::Postgres(PostgresError::Address(error.to_string())))
 }

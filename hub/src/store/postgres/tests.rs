@@ -166,3 +166,29 @@ fn a_broken_writer_connection_is_replaced_and_the_transaction_in_flight_is_lost_
     tx.commit().unwrap();
     assert_eq!(store.load(4).unwrap().heads.len(), 1);
 }
+
+/// Something else listening at the store's address (a web server, a test's listener on
+/// the port a Unix-socket server left free) accepts and never answers: the connection
+/// fails after its wait instead of holding the hub's start for ever.
+#[test]
+fn an_address_that_accepts_and_never_answers_fails_after_the_connection_wait() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let config: tokio_postgres::Config = format!("postgresql://postgres@127.0.0.1:{port}/postgres")
+        .parse()
+        .unwrap();
+    let io = Io::new().unwrap();
+    let pool = pool_waiting(&config, 1, std::time::Duration::from_millis(300)).unwrap();
+    let error = io.wait(pool.get()).map(drop).map_err(StoreError::from);
+    silent.set_nonblocking(true).unwrap();
+    assert!(
+        silent.accept().is_ok(),
+        "the connection reached the listener"
+    );
+    match error {
+        Err(StoreError::Postgres(PostgresError::NoAnswer(_))) => {}
+        other => panic!("expected no answer, got {other:?}"),
+    }
+    let message = StoreError::Postgres(PostgresError::NoAnswer(10)).to_string();
+    assert!(message.contains("host and port"), "{message}");
+}
