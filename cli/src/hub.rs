@@ -377,7 +377,7 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
     config.allowed_origins = args.allowed_origins;
     config.operator_name = args.operator_name;
     config.a2a_block_max = Duration::from_secs(args.a2a_block_max);
-    config.outbound = roundtable_hub::a2a::outbound::OutboundPolicy {
+    config.outbound = roundtable_hub::outbound_guard::OutboundPolicy {
         allow_hosts: args
             .a2a_outbound_allow
             .iter()

@@ -149,7 +149,7 @@ fn user_token_online(
         handle: handle.to_owned(),
         action,
     };
-    let token = crate::operator::call(&config.data_dir, &request)?;
+    let token = crate::operator_socket::call(&config.data_dir, &request)?;
     Ok((!token.is_empty()).then_some(token))
 }
 

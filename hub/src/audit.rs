@@ -25,7 +25,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::store::AuditRecord;
+use crate::records::AuditRecord;
+pub use crate::records::Via;
 
 /// The most bytes of an entry's `target` kept (cut at a character boundary).
 pub const TARGET_MAX: usize = 128;
@@ -35,44 +36,6 @@ pub const FOLD_WINDOW_MS: i64 = 1000;
 
 /// The "previous hash" of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
-/// The way a command reached the hub: every way runs the same command path and is audited
-/// alike, and the entry says which it was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Via {
-    /// A WebSocket client (the protocol): not written in an entry.
-    #[default]
-    Ws,
-    /// An A2A client, through `/a2a/…`.
-    A2a,
-    /// An MCP client, through `/mcp`.
-    Mcp,
-}
-
-impl Via {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Via::Ws => "ws",
-            Via::A2a => "a2a",
-            Via::Mcp => "mcp",
-        }
-    }
-
-    /// What an entry stores: nothing for the WebSocket.
-    pub fn recorded(self) -> Option<&'static str> {
-        (self != Via::Ws).then_some(self.as_str())
-    }
-
-    /// Reads a stored value back; `None` (and anything unknown) is the WebSocket.
-    pub fn parse(stored: Option<&str>) -> Via {
-        match stored {
-            Some("a2a") => Via::A2a,
-            Some("mcp") => Via::Mcp,
-            _ => Via::Ws,
-        }
-    }
-}
 
 #[derive(Serialize)]
 struct Canonical<'a> {

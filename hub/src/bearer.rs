@@ -15,9 +15,9 @@ use roundtable_protocol::ErrorCode;
 
 use crate::engine::{Caller, Refusal};
 use crate::gateway::Gateway;
-use crate::http::json_error;
+use crate::http_reply::json_error;
 use crate::listener::Peer;
-use crate::store::PrincipalRecord;
+use crate::records::PrincipalRecord;
 
 /// 401 with the scheme to use.
 pub(crate) fn unauthorized(msg: &str) -> Response {
@@ -58,7 +58,7 @@ pub(crate) async fn caller_of(
     if let Some(address) = address
         && let Err(retry_after) = admission.may_authenticate(address, Instant::now())
     {
-        return Err(crate::http::too_many(
+        return Err(crate::http_reply::too_many(
             retry_after,
             "too many failed authentications from this address; wait and retry".into(),
         ));
@@ -81,7 +81,7 @@ pub(crate) fn refusal_response(refusal: &Refusal) -> Response {
         ErrorCode::Unauthorized => unauthorized(&refusal.msg),
         // A stopped agent's token: refused until its owner resumes it.
         ErrorCode::Paused => json_error(StatusCode::FORBIDDEN, refusal.code, refusal.msg.clone()),
-        ErrorCode::RateLimited => crate::http::too_many(
+        ErrorCode::RateLimited => crate::http_reply::too_many(
             Duration::from_millis(refusal.retry_after_ms.unwrap_or(1000)),
             refusal.msg.clone(),
         ),

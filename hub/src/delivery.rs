@@ -21,7 +21,7 @@ use tokio::sync::{Notify, watch};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::engine::{ConnId, Refusal};
-use crate::store::{EventRecord, StreamKey};
+use crate::records::{EventRecord, StreamKey};
 
 /// A committed event on its way to connections.
 #[derive(Debug)]

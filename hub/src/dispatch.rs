@@ -21,9 +21,9 @@ use tracing::{info, warn};
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
 use crate::engine::{ConnId, Refusal, SignupOutcome};
 use crate::metrics::Metrics;
+use crate::records::PrincipalRecord;
 use crate::relay::{Relay, RelaySettings};
 use crate::state::Recipients;
-use crate::store::PrincipalRecord;
 use crate::visibility;
 
 /// One thing to deliver after a commit.
@@ -97,12 +97,12 @@ impl Delivery {
 
 /// What a batch another process committed delivers here, after its position.
 pub fn deliveries_of(
-    committed: &crate::replication::Committed,
+    committed: &crate::records::Committed,
     at: std::time::Instant,
 ) -> Vec<Delivery> {
     let batch = &committed.batch;
     let mut deliveries = vec![Delivery::Position(committed.n)];
-    for (record, recipients) in batch.delivered_events() {
+    for (record, recipients) in crate::replication::delivered_events(batch) {
         deliveries.push(Delivery::Event {
             event: Arc::new(crate::delivery::LiveEvent::new(Arc::new(record), at)),
             recipients,
@@ -415,7 +415,7 @@ impl Dispatcher {
                 recipients,
                 origin,
             } => {
-                if let crate::store::StreamKey::Room(room) = &event.record.stream
+                if let crate::records::StreamKey::Room(room) = &event.record.stream
                     && self.rooms_written.receiver_count() > 0
                 {
                     let _ = self.rooms_written.send(RoomWritten {

@@ -28,9 +28,10 @@ use tracing::error;
 
 use crate::dispatch::{Delivery, DispatchHandle};
 use crate::metrics::Metrics;
+use crate::records::{AuditRecord, StreamKey};
 use crate::store::{
-    AuditQuery, AuditRecord, DirectoryQuery, Flush, HistoryPage, HistoryRange, ReadError,
-    ReadStore, ReplayPage, ReplayPosition, StoreError, StreamKey, StreamPlan, SyncPlan,
+    AuditQuery, DirectoryQuery, Flush, HistoryPage, HistoryRange, ReadError, ReadStore, ReplayPage,
+    ReplayPosition, StoreError, StreamPlan, SyncPlan,
 };
 
 /// Commits counted twice: when they begin (by the writer, before the commit can become
@@ -317,7 +318,7 @@ impl ReadStore for DurableReads {
         &self,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<crate::replication::Committed>, StoreError> {
+    ) -> Result<Vec<crate::records::Committed>, StoreError> {
         self.inner.committed_after(after, limit)
     }
 
@@ -340,7 +341,7 @@ impl ReadStore for DurableReads {
         &self,
         sender: &str,
         client_key: &str,
-    ) -> Result<Option<crate::store::RequestRecord>, StoreError> {
+    ) -> Result<Option<crate::records::RequestRecord>, StoreError> {
         self.durable(|reads| reads.request_holding(sender, client_key))
     }
 
@@ -348,7 +349,7 @@ impl ReadStore for DurableReads {
         &self,
         now_ms: i64,
         limit: usize,
-    ) -> Result<Vec<crate::store::RemoteCallRecord>, StoreError> {
+    ) -> Result<Vec<crate::records::RemoteCallRecord>, StoreError> {
         self.durable(|reads| reads.remote_calls_due(now_ms, limit))
     }
 
@@ -363,7 +364,7 @@ impl ReadStore for DurableReads {
         &self,
         room: &str,
         remote: &str,
-    ) -> Result<Option<crate::store::RemoteThreadRecord>, StoreError> {
+    ) -> Result<Option<crate::records::RemoteThreadRecord>, StoreError> {
         self.durable(|reads| reads.remote_thread(room, remote))
     }
 
@@ -371,7 +372,7 @@ impl ReadStore for DurableReads {
         &self,
         principal: &str,
         device: &str,
-    ) -> Result<Vec<(crate::store::StreamKey, u64)>, StoreError> {
+    ) -> Result<Vec<(crate::records::StreamKey, u64)>, StoreError> {
         self.durable(|reads| reads.device_read_markers(principal, device))
     }
 
@@ -381,7 +382,7 @@ impl ReadStore for DurableReads {
         prefix: &str,
         before: Option<(i64, String)>,
         limit: usize,
-    ) -> Result<Vec<crate::store::EventRecord>, StoreError> {
+    ) -> Result<Vec<crate::records::EventRecord>, StoreError> {
         self.durable(|reads| reads.sent_with_key_prefix(sender, prefix, before.clone(), limit))
     }
 
@@ -488,7 +489,7 @@ mod tests {
             &self,
             _: &str,
             _: &str,
-        ) -> Result<Option<crate::store::RequestRecord>, StoreError> {
+        ) -> Result<Option<crate::records::RequestRecord>, StoreError> {
             Ok(None)
         }
         fn sent_with_key_prefix(
@@ -497,14 +498,14 @@ mod tests {
             _: &str,
             _: Option<(i64, String)>,
             _: usize,
-        ) -> Result<Vec<crate::store::EventRecord>, StoreError> {
+        ) -> Result<Vec<crate::records::EventRecord>, StoreError> {
             Ok(Vec::new())
         }
         fn remote_calls_due(
             &self,
             _: i64,
             _: usize,
-        ) -> Result<Vec<crate::store::RemoteCallRecord>, StoreError> {
+        ) -> Result<Vec<crate::records::RemoteCallRecord>, StoreError> {
             Ok(Vec::new())
         }
         fn remote_credential(
@@ -517,14 +518,14 @@ mod tests {
             &self,
             _: &str,
             _: &str,
-        ) -> Result<Option<crate::store::RemoteThreadRecord>, StoreError> {
+        ) -> Result<Option<crate::records::RemoteThreadRecord>, StoreError> {
             Ok(None)
         }
         fn device_read_markers(
             &self,
             _: &str,
             _: &str,
-        ) -> Result<Vec<(crate::store::StreamKey, u64)>, StoreError> {
+        ) -> Result<Vec<(crate::records::StreamKey, u64)>, StoreError> {
             Ok(Vec::new())
         }
         fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {

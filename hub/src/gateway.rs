@@ -15,16 +15,17 @@ use roundtable_protocol::decode::decode_client_frame;
 use roundtable_protocol::{ErrorCode, handles};
 use tokio::sync::oneshot;
 
+use crate::context::HubContext;
 use crate::engine::{Caller, Command, ConnId, HoldForConsent, Refusal, Reply, Via};
-use crate::session::SessionContext;
-use crate::store::{DirectoryQuery, EventRecord, HistoryRange, PrincipalRecord, ReadError};
+use crate::records::{EventRecord, PrincipalRecord};
+use crate::store::{DirectoryQuery, HistoryRange, ReadError};
 use crate::writer::Request;
 use roundtable_protocol::model::DirectoryEntry;
 
 /// A gateway's way into the hub: every command of one way (`via`) goes through it.
 #[derive(Debug, Clone)]
 pub struct Gateway {
-    context: Arc<SessionContext>,
+    context: Arc<HubContext>,
     via: Via,
     known: Arc<KnownTokens>,
 }
@@ -152,7 +153,7 @@ fn stopping() -> Refusal {
 }
 
 impl Gateway {
-    pub fn new(context: Arc<SessionContext>, via: Via) -> Gateway {
+    pub fn new(context: Arc<HubContext>, via: Via) -> Gateway {
         let known = Arc::new(KnownTokens {
             entries: std::sync::Mutex::new(KnownEntries {
                 by_hash: Default::default(),
@@ -168,7 +169,7 @@ impl Gateway {
         }
     }
 
-    pub fn context(&self) -> &Arc<SessionContext> {
+    pub fn context(&self) -> &Arc<HubContext> {
         &self.context
     }
 
@@ -292,7 +293,7 @@ impl Gateway {
         &self,
         sender: &str,
         client_key: &str,
-    ) -> Result<Option<crate::store::RequestRecord>, Refusal> {
+    ) -> Result<Option<crate::records::RequestRecord>, Refusal> {
         let reader = self.context.reader.clone();
         let (sender, client_key) = (sender.to_owned(), client_key.to_owned());
         match tokio::task::spawn_blocking(move || reader.request_holding(&sender, &client_key))
@@ -468,7 +469,7 @@ impl Gateway {
     pub async fn device_read_markers(
         &self,
         caller: &Caller,
-    ) -> Result<Vec<(crate::store::StreamKey, u64)>, ReadError> {
+    ) -> Result<Vec<(crate::records::StreamKey, u64)>, ReadError> {
         let reader = self.context.reader.clone();
         let (principal, device) = (caller.id.clone(), caller.device.clone());
         tokio::task::spawn_blocking(move || reader.device_read_markers(&principal, &device))

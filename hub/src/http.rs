@@ -5,69 +5,36 @@
 
 use std::sync::Arc;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use roundtable_protocol::client::SignupRequest;
-use roundtable_protocol::server::{AuditHead, Health, HttpError, SignupOk, WellKnown};
+use roundtable_protocol::server::{AuditHead, Health, SignupOk, WellKnown};
 use roundtable_protocol::{ErrorCode, PROTO_VERSION, WS_PATH};
 use tokio::sync::oneshot;
 
 use crate::admission::Turned;
 use crate::browsers::BrowserPolicy;
+use crate::context::HubContext;
 use crate::engine::Refusal;
+use crate::http_reply::{BodyUnread, body_too_slow, json_error, read_body, too_many};
 use crate::listener::Peer;
-use crate::session::{self, SessionContext};
+use crate::session;
 use crate::websocket::{self, PreAuthLimit};
 use crate::writer::Request;
 
 /// The largest signup body read: a handle, a name and an invite code fit many times over.
 const SIGNUP_BODY: usize = 16 * 1024;
 
-/// Time a client has to send a request's body once it is let in (signup, A2A, `/mcp`): a
-/// body that drips in would otherwise hold its connection slot and its task for as long as
-/// the client likes.
-pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Why a request's body was not read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyUnread {
-    /// Past the size the route takes.
-    TooLarge,
-    /// Not all there within [`BODY_TIMEOUT`].
-    TooSlow,
-}
-
-/// A request's body, read whole: at most `max` bytes, within [`BODY_TIMEOUT`].
-pub(crate) async fn read_body(body: Body, max: usize) -> Result<axum::body::Bytes, BodyUnread> {
-    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(_)) => Err(BodyUnread::TooLarge),
-        Err(_) => Err(BodyUnread::TooSlow),
-    }
-}
-
-/// The answer to a body that took too long: 408 `bad_frame`.
-pub(crate) fn body_too_slow() -> Response {
-    json_error(
-        StatusCode::REQUEST_TIMEOUT,
-        ErrorCode::BadFrame,
-        format!(
-            "the body took over {} s to arrive; send it at once",
-            BODY_TIMEOUT.as_secs()
-        ),
-    )
-}
-
 /// The hub's routes; `browsers` guards all of them, unknown paths included.
 pub fn router(
-    context: Arc<SessionContext>,
+    context: Arc<HubContext>,
     browsers: Arc<BrowserPolicy>,
     mcp_streams: crate::mcp::streams::McpStreams,
 ) -> Router {
@@ -103,7 +70,7 @@ async fn keep_browsers_out(
 /// its `auth` is answered; past those limits, or from an address that failed to
 /// authenticate too often, it is refused before the upgrade (503 or 429).
 async fn websocket(
-    State(context): State<Arc<SessionContext>>,
+    State(context): State<Arc<HubContext>>,
     Extension(peer): Extension<Arc<Peer>>,
     mut request: axum::extract::Request,
 ) -> Response {
@@ -155,27 +122,10 @@ async fn websocket(
     switching
 }
 
-/// 429 with `Retry-After` (whole seconds, rounded up) and the protocol's error body.
-pub(crate) fn too_many(retry_after: Duration, msg: String) -> Response {
-    let mut response = json_error(StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited, msg);
-    let seconds = retry_after.as_millis().div_ceil(1000).max(1);
-    response.headers_mut().insert(
-        header::RETRY_AFTER,
-        HeaderValue::from_str(&seconds.to_string()).expect("digits are a valid header value"),
-    );
-    response
-}
-
 fn error_response(refusal: &Refusal) -> Response {
     let status = StatusCode::from_u16(refusal.code.http_status())
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_error(status, refusal.code, refusal.msg.clone())
-}
-
-/// The protocol's HTTP error body, `{"code","msg"}`, with a status of the caller's choosing
-/// (415, 421 have no code of their own).
-pub(crate) fn json_error(status: StatusCode, code: ErrorCode, msg: String) -> Response {
-    (status, axum::Json(HttpError { code, msg })).into_response()
 }
 
 /// `Ok` when the request declares a JSON body: `application/json`, parameters such as
@@ -201,7 +151,7 @@ fn declares_json(headers: &HeaderMap) -> Result<(), String> {
 }
 
 async fn signup(
-    State(context): State<Arc<SessionContext>>,
+    State(context): State<Arc<HubContext>>,
     Extension(peer): Extension<Arc<Peer>>,
     headers: HeaderMap,
     body: Body,
@@ -269,7 +219,7 @@ async fn signup(
 
 /// 200 while the writer and the flush stage run; 503 with `ok: false` once either has
 /// stopped (nothing more would be written or released).
-async fn health(State(context): State<Arc<SessionContext>>) -> Response {
+async fn health(State(context): State<Arc<HubContext>>) -> Response {
     let running = context.threads.running();
     let status = if running {
         StatusCode::OK
@@ -292,7 +242,7 @@ async fn health(State(context): State<Arc<SessionContext>>) -> Response {
 /// The audit log's last durable entry, for `GET /v1/health` (amendment 9): read from the
 /// store once every commit it could be part of is flushed, so a head shown here survives a
 /// crash. Absent when the read fails or takes over two seconds (health answers anyway).
-async fn durable_audit_head(context: &SessionContext) -> Option<AuditHead> {
+async fn durable_audit_head(context: &HubContext) -> Option<AuditHead> {
     let reader = context.reader.clone();
     let read = tokio::task::spawn_blocking(move || reader.audit_head());
     match tokio::time::timeout(std::time::Duration::from_secs(2), read).await {
@@ -305,7 +255,7 @@ async fn durable_audit_head(context: &SessionContext) -> Option<AuditHead> {
     }
 }
 
-async fn well_known(State(context): State<Arc<SessionContext>>) -> Response {
+async fn well_known(State(context): State<Arc<HubContext>>) -> Response {
     axum::Json(WellKnown {
         hub: context.hub_id.clone(),
         proto: vec![PROTO_VERSION],
@@ -314,7 +264,7 @@ async fn well_known(State(context): State<Arc<SessionContext>>) -> Response {
     .into_response()
 }
 
-async fn metrics(State(context): State<Arc<SessionContext>>) -> Response {
+async fn metrics(State(context): State<Arc<HubContext>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         context.metrics.render(),

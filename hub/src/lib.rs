@@ -34,6 +34,7 @@ pub mod browsers;
 pub mod bus;
 pub mod cluster;
 pub mod config;
+pub mod context;
 pub mod delivery;
 pub mod dispatch;
 pub mod durability;
@@ -41,11 +42,17 @@ pub mod embedded;
 pub mod engine;
 pub mod gateway;
 pub mod http;
+pub mod http_reply;
 pub mod ids;
+pub mod layers;
 pub mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod operator;
+pub mod operator_socket;
+pub mod outbound_guard;
+pub mod outbound_lookup;
+pub mod records;
 pub mod relay;
 pub mod replication;
 pub mod sent_keys;
@@ -72,10 +79,10 @@ pub const SOCKET: &str = "hub.sock";
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::context::HubContext;
 use crate::engine::Engine;
 use crate::ids::IdSource;
 use crate::metrics::Metrics;
-use crate::session::SessionContext;
 use crate::store::StoreError;
 use crate::writer::Request;
 
@@ -257,7 +264,7 @@ pub(crate) fn stop_on_panic(thread: &'static str, body: impl FnOnce()) {
 
 /// An opened hub: its store loaded, its writer running, not yet listening.
 pub struct Hub {
-    context: Arc<SessionContext>,
+    context: Arc<HubContext>,
     /// Held until the hub has stopped.
     lock: admin::DataLock,
     /// Set when the hub serves `wss`/`https`.
@@ -372,7 +379,7 @@ impl Hub {
                 announcer,
             },
         );
-        let mut context = SessionContext::new(
+        let mut context = HubContext::new(
             writer,
             dispatch,
             Arc::new(durability::DurableReads::new(reader, watermark.clone())),
@@ -522,7 +529,7 @@ impl Hub {
             let dir = context.config.data_dir.clone();
             let writer = context.writer.clone();
             let task = tokio::spawn(async move {
-                operator::serve(&dir, writer, async {
+                operator_socket::serve(&dir, writer, async {
                     let _ = stopped.await;
                 })
                 .await;

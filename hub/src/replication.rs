@@ -12,59 +12,14 @@
 
 use std::sync::Arc;
 
-use roundtable_protocol::CloseCode;
-use roundtable_protocol::model::Routing;
-use serde::{Deserialize, Serialize};
-
 use crate::ids::TokenHash;
-use crate::state::{Recipient, Recipients};
-use crate::store::{
+use crate::records::{
     AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
-    PrincipalRecord, RequestRecord, RoomRecord, StoreError, StreamKey, TokenRecord, WriteTx,
+    PrincipalRecord, RequestRecord, RoomRecord, StreamKey, TokenRecord,
 };
-
-/// One change a batch wrote: a [`WriteTx`] call, as data. Read markers are left out: no
-/// process keeps them in memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum WriteOp {
-    InsertPrincipal { principal: PrincipalRecord },
-    UpdatePrincipal { principal: PrincipalRecord },
-    InsertToken { token: TokenRecord },
-    RevokeTokens { principal: String },
-    InsertRoom { room: RoomRecord },
-    UpdateRoom { room: RoomRecord },
-    UpsertMember { member: MemberRecord },
-    DeleteMember { room: String, principal: String },
-    AppendEvent { event: EventRecord },
-    UpsertPing { ping: PingRecord },
-    InsertContact { contact: ContactRecord },
-    UpsertRequest { request: RequestRecord },
-    UpsertInvite { invite: InviteRecord },
-    SetControl { control: ControlRecord },
-    DeleteControl { agent: String, room: Option<String> },
-    AppendAudit { entry: AuditRecord },
-}
-
-/// Who receives an event, as the process that stored it saw the room.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "to", rename_all = "snake_case")]
-pub enum SharedRecipients {
-    Room {
-        members: Vec<SharedRecipient>,
-        also_to: Option<SharedRecipient>,
-    },
-    One {
-        principal: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SharedRecipient {
-    pub id: String,
-    pub routing: Routing,
-    pub agent: bool,
-}
+use crate::records::{Committed, SharedBatch, SharedRecipient, SharedRecipients, WriteOp};
+use crate::state::{Recipient, Recipients};
+use crate::store::{StoreError, WriteTx};
 
 impl From<&Recipient> for SharedRecipient {
     fn from(recipient: &Recipient) -> SharedRecipient {
@@ -112,86 +67,22 @@ impl From<&SharedRecipients> for Recipients {
     }
 }
 
-/// An event a batch delivered: the stored event is its [`WriteOp::AppendEvent`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SharedEvent {
-    pub stream: StreamKey,
-    pub seq: u64,
-    pub recipients: SharedRecipients,
-}
-
-/// A device that authenticated: the others close their connection of it (4009).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SharedAuth {
-    pub principal: String,
-    pub device: String,
-}
-
-/// A rate bucket as the batch left it: tokens left, and when they were counted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SharedBucket {
-    pub principal: String,
-    pub tokens: f64,
-    pub at_ms: i64,
-}
-
-/// Everything a committed batch tells the other processes, in its order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SharedBatch {
-    pub ops: Vec<WriteOp>,
-    pub events: Vec<SharedEvent>,
-    /// Principals whose connections close, with the code.
-    pub closes: Vec<(String, u16)>,
-    pub auths: Vec<SharedAuth>,
-    pub buckets: Vec<SharedBucket>,
-}
-
-impl SharedBatch {
-    /// Whether another process has anything to learn from it (a batch of reads and
-    /// refusals only still moves audit heads and buckets, so this is rare).
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-            && self.events.is_empty()
-            && self.closes.is_empty()
-            && self.auths.is_empty()
-            && self.buckets.is_empty()
-    }
-
-    /// The delivered events with their stored records, in order.
-    pub fn delivered_events(&self) -> Vec<(EventRecord, Recipients)> {
-        let mut stored: rustc_hash::FxHashMap<(&StreamKey, u64), &EventRecord> = Default::default();
-        for op in &self.ops {
-            if let WriteOp::AppendEvent { event } = op {
-                stored.insert((&event.stream, event.seq), event);
-            }
+/// The delivered events with their stored records, in order.
+pub fn delivered_events(batch: &SharedBatch) -> Vec<(EventRecord, Recipients)> {
+    let mut stored: rustc_hash::FxHashMap<(&StreamKey, u64), &EventRecord> = Default::default();
+    for op in &batch.ops {
+        if let WriteOp::AppendEvent { event } = op {
+            stored.insert((&event.stream, event.seq), event);
         }
-        self.events
-            .iter()
-            .filter_map(|shared| {
-                let record = stored.get(&(&shared.stream, shared.seq))?;
-                Some(((*record).clone(), Recipients::from(&shared.recipients)))
-            })
-            .collect()
     }
-
-    /// The connections to close (a code no version knows closes as revoked: the safe
-    /// side).
-    pub fn close_codes(&self) -> impl Iterator<Item = (&str, CloseCode)> {
-        self.closes.iter().map(|(principal, code)| {
-            (
-                principal.as_str(),
-                CloseCode::from_code(*code).unwrap_or(CloseCode::TokenRevoked),
-            )
+    batch
+        .events
+        .iter()
+        .filter_map(|shared| {
+            let record = stored.get(&(&shared.stream, shared.seq))?;
+            Some(((*record).clone(), Recipients::from(&shared.recipients)))
         })
-    }
-}
-
-/// A batch another process committed, numbered in the order batches took the lock.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Committed {
-    pub n: u64,
-    pub node: String,
-    pub batch: SharedBatch,
+        .collect()
 }
 
 /// A transaction that also notes each change it writes, to share them (when `recording`:
@@ -220,7 +111,7 @@ impl<'a> RecordingTx<'a> {
 
 impl WriteTx for RecordingTx<'_> {
     /// Nothing to share: no process keeps remote agents' calls or threads in memory.
-    fn remote(&mut self, write: &crate::store::RemoteWrite<'_>) -> Result<u64, StoreError> {
+    fn remote(&mut self, write: &crate::records::RemoteWrite<'_>) -> Result<u64, StoreError> {
         self.inner.remote(write)
     }
 

@@ -11,11 +11,12 @@ use roundtable_protocol::model::{self, PrincipalKind, RequestState, Routing};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ids::TokenHash;
-use crate::sent_keys::SentKeys;
-use crate::store::{
+use crate::records::{
     ContactRecord, ControlRecord, InviteRecord, PingRecord, PrincipalRecord, RequestRecord,
-    RoomRecord, Snapshot, StreamKey, TokenRecord,
+    RoomRecord, StreamKey, TokenRecord,
 };
+use crate::sent_keys::SentKeys;
+use crate::store::Snapshot;
 
 #[derive(Debug, Clone)]
 pub struct RoomState {
@@ -190,8 +191,8 @@ impl HubState {
     /// Applies a change another hub process committed (see [`crate::replication`]), as
     /// its engine applied it to its own memory; `now_ms` dates what time ends (invites,
     /// pings), as [`HubState::from_snapshot`] of a load at that time would.
-    pub fn apply(&mut self, op: &crate::replication::WriteOp, now_ms: i64) {
-        use crate::replication::WriteOp;
+    pub fn apply(&mut self, op: &crate::records::WriteOp, now_ms: i64) {
+        use crate::records::WriteOp;
         match op {
             WriteOp::InsertPrincipal { principal } => {
                 self.handles

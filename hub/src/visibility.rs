@@ -5,7 +5,7 @@
 
 use roundtable_protocol::model::Routing;
 
-use crate::store::EventRecord;
+use crate::records::EventRecord;
 
 /// Whether `agent`, with `routing` in the event's room, sees `event`.
 pub fn agent_sees(event: &EventRecord, agent: &str, routing: Routing) -> bool {
@@ -19,7 +19,7 @@ pub fn agent_sees(event: &EventRecord, agent: &str, routing: Routing) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StreamKey;
+    use crate::records::StreamKey;
 
     fn event(kind: &str, from: &str, mentions: &[&str], pair: bool) -> EventRecord {
         EventRecord {

@@ -47,11 +47,8 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             ca_file,
             insecure,
         } => identity::login(&cx, &hub, token, ca_file, insecure).await,
-        ClientCommand::Agents(AgentsCommand::Detect) => agents::detect(out, &cx.base).await,
-        ClientCommand::Agents(AgentsCommand::Offboard { cli, name }) => {
-            agents::offboard(out, &cx.base, &cx.profile, &cli, &name)
-        }
-        ClientCommand::Team(TeamCommand::Templates) => agents::team_templates(out),
+        ClientCommand::Agents(command) => agents_command(&cx, command).await,
+        ClientCommand::Team(command) => team_command(&cx, command).await,
         ClientCommand::Scan => crate::work::scan(out),
         // The core, with sync options of their own or none.
         ClientCommand::Send { room, text } => {
@@ -90,22 +87,7 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             cx.synced(async |core| messages::rooms(core, out).await)
                 .await
         }
-        ClientCommand::Room(RoomCommand::Create {
-            title,
-            topic,
-            members,
-        }) => {
-            cx.synced(async |core| messages::room_create(core, out, title, topic, members).await)
-                .await
-        }
-        ClientCommand::Room(RoomCommand::Invite { room, handle }) => {
-            cx.synced(async |core| messages::room_invite(core, out, &room, handle).await)
-                .await
-        }
-        ClientCommand::Room(RoomCommand::Leave { room }) => {
-            cx.synced(async |core| messages::room_leave(core, out, &room).await)
-                .await
-        }
+        ClientCommand::Room(command) => room_command(&cx, command).await,
         ClientCommand::History {
             room,
             before,
@@ -153,120 +135,7 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
             cx.synced(async |core| contacts::contact_respond(core, out, request, false).await)
                 .await
         }
-        ClientCommand::Invite(InviteCommand::Create {
-            room,
-            max_uses,
-            expires_in,
-        }) => {
-            cx.synced(async |core| {
-                contacts::invite_create(core, out, room, max_uses, expires_in).await
-            })
-            .await
-        }
-        ClientCommand::Invite(InviteCommand::Redeem { code }) => {
-            cx.synced(async |core| contacts::invite_redeem(core, out, &code).await)
-                .await
-        }
-        ClientCommand::Invite(InviteCommand::List) => {
-            cx.synced(async |core| contacts::invite_list(core, out).await)
-                .await
-        }
-        ClientCommand::Invite(InviteCommand::Revoke { invite }) => {
-            cx.synced(async |core| contacts::invite_revoke(core, out, &invite).await)
-                .await
-        }
-        ClientCommand::Agents(AgentsCommand::Onboard {
-            cli,
-            name,
-            project,
-            description,
-            listen_seconds,
-            permission_wait_seconds,
-            no_task_tools,
-        }) => {
-            let options = OnboardOptions {
-                project,
-                description,
-                settings: HookSettings {
-                    listen_s: listen_seconds,
-                    permission_wait_s: permission_wait_seconds,
-                    listen_unattended: false,
-                },
-                roundtable: None,
-                no_task_tools,
-            };
-            cx.synced(async |core| agents::onboard(core, out, &cli, &name, options).await)
-                .await
-        }
-        ClientCommand::Agents(AgentsCommand::Register {
-            name,
-            description,
-            discoverable,
-        }) => {
-            cx.synced(async |core| {
-                agents::agent_register(core, out, &name, description, discoverable).await
-            })
-            .await
-        }
-        ClientCommand::Agents(AgentsCommand::RegisterRemote {
-            name,
-            card,
-            credential_env,
-            api_key_header,
-            description,
-            discoverable,
-        }) => {
-            let remote = agents::RemoteRegistration {
-                card,
-                credential_env,
-                api_key_header,
-                description,
-                discoverable,
-            };
-            cx.synced(async |core| agents::agent_register_remote(core, out, &name, remote).await)
-                .await
-        }
-        ClientCommand::Agents(AgentsCommand::Pause { agent, room }) => {
-            cx.synced(async |core| {
-                agents::control(core, out, &agent, ControlAction::Pause, room).await
-            })
-            .await
-        }
-        ClientCommand::Agents(AgentsCommand::Resume { agent, room }) => {
-            cx.synced(async |core| {
-                agents::control(core, out, &agent, ControlAction::Resume, room).await
-            })
-            .await
-        }
-        ClientCommand::Agents(AgentsCommand::Stop { agent, room }) => {
-            cx.synced(async |core| {
-                agents::control(core, out, &agent, ControlAction::Stop, room).await
-            })
-            .await
-        }
-        ClientCommand::Agents(AgentsCommand::Rotate { agent }) => {
-            cx.synced(async |core| {
-                agents::agent_token(core, out, &agent, TokenAction::Rotate).await
-            })
-            .await
-        }
-        ClientCommand::Agents(AgentsCommand::Revoke { agent }) => {
-            cx.synced(async |core| {
-                agents::agent_token(core, out, &agent, TokenAction::Revoke).await
-            })
-            .await
-        }
-        ClientCommand::Team(TeamCommand::Create {
-            template,
-            room,
-            cli,
-            role_cli,
-        }) => {
-            cx.synced(async |core| {
-                agents::team_create(core, out, &template, &room, &cli, &role_cli).await
-            })
-            .await
-        }
+        ClientCommand::Invite(command) => invite_command(&cx, command).await,
         ClientCommand::Share { command } => {
             cx.synced(async |core| agents::share(core, out, command).await)
                 .await
@@ -294,6 +163,169 @@ pub async fn run(global: Global, command: ClientCommand) -> Result<(), Failure> 
         ClientCommand::Budget { command } => {
             cx.synced(async |core| crate::work::budget(core, out, command).await)
                 .await
+        }
+    }
+}
+
+/// `roundtable agents …`: this machine's agent CLIs, and the person's agents on the hub.
+async fn agents_command(cx: &Context, command: AgentsCommand) -> Result<(), Failure> {
+    let out = &cx.out;
+    match command {
+        AgentsCommand::Detect => agents::detect(out, &cx.base).await,
+        AgentsCommand::Offboard { cli, name } => {
+            agents::offboard(out, &cx.base, &cx.profile, &cli, &name)
+        }
+        AgentsCommand::Onboard {
+            cli,
+            name,
+            project,
+            description,
+            listen_seconds,
+            permission_wait_seconds,
+            no_task_tools,
+        } => {
+            let options = OnboardOptions {
+                project,
+                description,
+                settings: HookSettings {
+                    listen_s: listen_seconds,
+                    permission_wait_s: permission_wait_seconds,
+                    listen_unattended: false,
+                },
+                roundtable: None,
+                no_task_tools,
+            };
+            cx.synced(async |core| agents::onboard(core, out, &cli, &name, options).await)
+                .await
+        }
+        AgentsCommand::Register {
+            name,
+            description,
+            discoverable,
+        } => {
+            cx.synced(async |core| {
+                agents::agent_register(core, out, &name, description, discoverable).await
+            })
+            .await
+        }
+        AgentsCommand::RegisterRemote {
+            name,
+            card,
+            credential_env,
+            api_key_header,
+            description,
+            discoverable,
+        } => {
+            let remote = agents::RemoteRegistration {
+                card,
+                credential_env,
+                api_key_header,
+                description,
+                discoverable,
+            };
+            cx.synced(async |core| agents::agent_register_remote(core, out, &name, remote).await)
+                .await
+        }
+        AgentsCommand::Pause { agent, room } => {
+            cx.synced(async |core| {
+                agents::control(core, out, &agent, ControlAction::Pause, room).await
+            })
+            .await
+        }
+        AgentsCommand::Resume { agent, room } => {
+            cx.synced(async |core| {
+                agents::control(core, out, &agent, ControlAction::Resume, room).await
+            })
+            .await
+        }
+        AgentsCommand::Stop { agent, room } => {
+            cx.synced(async |core| {
+                agents::control(core, out, &agent, ControlAction::Stop, room).await
+            })
+            .await
+        }
+        AgentsCommand::Rotate { agent } => {
+            cx.synced(async |core| {
+                agents::agent_token(core, out, &agent, TokenAction::Rotate).await
+            })
+            .await
+        }
+        AgentsCommand::Revoke { agent } => {
+            cx.synced(async |core| {
+                agents::agent_token(core, out, &agent, TokenAction::Revoke).await
+            })
+            .await
+        }
+    }
+}
+
+/// `roundtable room …`.
+async fn room_command(cx: &Context, command: RoomCommand) -> Result<(), Failure> {
+    let out = &cx.out;
+    match command {
+        RoomCommand::Create {
+            title,
+            topic,
+            members,
+        } => {
+            cx.synced(async |core| messages::room_create(core, out, title, topic, members).await)
+                .await
+        }
+        RoomCommand::Invite { room, handle } => {
+            cx.synced(async |core| messages::room_invite(core, out, &room, handle).await)
+                .await
+        }
+        RoomCommand::Leave { room } => {
+            cx.synced(async |core| messages::room_leave(core, out, &room).await)
+                .await
+        }
+    }
+}
+
+/// `roundtable invite …`.
+async fn invite_command(cx: &Context, command: InviteCommand) -> Result<(), Failure> {
+    let out = &cx.out;
+    match command {
+        InviteCommand::Create {
+            room,
+            max_uses,
+            expires_in,
+        } => {
+            cx.synced(async |core| {
+                contacts::invite_create(core, out, room, max_uses, expires_in).await
+            })
+            .await
+        }
+        InviteCommand::Redeem { code } => {
+            cx.synced(async |core| contacts::invite_redeem(core, out, &code).await)
+                .await
+        }
+        InviteCommand::List => {
+            cx.synced(async |core| contacts::invite_list(core, out).await)
+                .await
+        }
+        InviteCommand::Revoke { invite } => {
+            cx.synced(async |core| contacts::invite_revoke(core, out, &invite).await)
+                .await
+        }
+    }
+}
+
+/// `roundtable team …`.
+async fn team_command(cx: &Context, command: TeamCommand) -> Result<(), Failure> {
+    let out = &cx.out;
+    match command {
+        TeamCommand::Templates => agents::team_templates(out),
+        TeamCommand::Create {
+            template,
+            room,
+            cli,
+            role_cli,
+        } => {
+            cx.synced(async |core| {
+                agents::team_create(core, out, &template, &room, &cli, &role_cli).await
+            })
+            .await
         }
     }
 }

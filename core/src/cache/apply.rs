@@ -4,6 +4,7 @@
 //! for one write read on one page.
 
 use super::*;
+use roundtable_protocol::model::RequestState;
 
 /// Stores one event and its projections; false when it was already there.
 pub(super) fn apply_event(
@@ -188,24 +189,7 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             creator,
             seq,
         } => {
-            tx.prepare_cached("INSERT INTO rooms (id) VALUES (?1) ON CONFLICT DO NOTHING")?
-                .execute([&room])?;
-            if let Some(title) = title {
-                tx.prepare_cached(
-                    "UPDATE rooms SET title = ?2, title_seq = ?3 WHERE id = ?1 AND title_seq < ?3",
-                )?
-                .execute(params![room, title, seq as i64])?;
-            }
-            if let Some(topic) = topic {
-                tx.prepare_cached(
-                    "UPDATE rooms SET topic = ?2, topic_seq = ?3 WHERE id = ?1 AND topic_seq < ?3",
-                )?
-                .execute(params![room, topic, seq as i64])?;
-            }
-            if let Some(creator) = creator {
-                tx.prepare_cached("UPDATE rooms SET creator = ?2 WHERE id = ?1")?
-                    .execute(params![room, creator])?;
-            }
+            apply_room_fields(tx, room, title, topic, creator, seq)?;
         }
         Write::RoomJoined { room, joined, seq } => {
             tx.prepare_cached(
@@ -253,35 +237,9 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             tasks,
             states,
         } => {
-            let previous = moved_from(
-                tx,
-                "SELECT room FROM tasks WHERE agent = ?1 AND framework = ?2 AND session_id = ?3",
-                params![agent, framework, session_id],
-                &room,
+            moved = apply_tasks(
+                tx, agent, framework, session_id, room, seq, ts_ms, source, tasks, states,
             )?;
-            let replaced = tx.prepare_cached(
-                "INSERT INTO tasks (agent, framework, session_id, room, seq, ts_ms, source, tasks)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (agent, framework, session_id) DO UPDATE SET
-                     room = excluded.room, seq = excluded.seq, ts_ms = excluded.ts_ms,
-                     source = excluded.source, tasks = excluded.tasks
-                 WHERE (excluded.ts_ms, excluded.seq) > (tasks.ts_ms, tasks.seq)",
-            )?
-            .execute(params![
-                agent, framework, session_id, room, seq as i64, ts_ms, source, tasks
-            ])?;
-            if replaced > 0 {
-                moved = previous.map(|room| Change::Tasks { room });
-            }
-            let mut statement = tx.prepare_cached(
-                "INSERT INTO task_states (agent, framework, session_id, task, ts_ms, room, seq, status)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
-            )?;
-            for (task, status) in states {
-                statement.execute(params![
-                    agent, framework, session_id, task, ts_ms, room, seq as i64, status
-                ])?;
-            }
         }
         Write::ComponentsDefined {
             room,
@@ -289,28 +247,7 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             source,
             seq,
         } => {
-            // What this definition replaces: every inferred component it does not name when
-            // it is written; an older inferred definition's when it is inferred (and no
-            // written one holds the room).
-            if source.is_some() && written_here(tx, &room)? {
-                return Ok(None);
-            }
-            let keep = serde_json::to_string(&ids).expect("ids serialize");
-            let older = if source.is_some() {
-                seq as i64
-            } else {
-                i64::MAX
-            };
-            let replaced = "SELECT id FROM components WHERE room = ?1 AND source IS NOT NULL
-                 AND def_seq < ?3 AND id NOT IN (SELECT value FROM json_each(?2))";
-            tx.prepare_cached(&format!(
-                "DELETE FROM component_agents WHERE room = ?1 AND component IN ({replaced})"
-            ))?
-            .execute(params![room, keep, older])?;
-            tx.prepare_cached(&format!(
-                "DELETE FROM components WHERE room = ?1 AND id IN ({replaced})"
-            ))?
-            .execute(params![room, keep, older])?;
+            apply_components_defined(tx, room, ids, source, seq)?;
         }
         Write::ComponentDef {
             room,
@@ -322,34 +259,17 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             source,
             seq,
         } => {
-            // Written components override inferred ones, whatever order the definitions
-            // arrive in: an inferred one is kept out of a room with written ones, and a
-            // written one clears the inferred ones out.
-            // An inferred component of an older definition than the room's (it came late)
-            // is not the repository's any more.
-            if source.is_some() && (written_here(tx, &room)? || newer_inferred(tx, &room, seq)?) {
-                return Ok(None);
-            }
-            tx.prepare_cached(
-                "INSERT INTO components (room, id, name, description, paths, depends_on, def_seq, source)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (room, id) DO UPDATE SET name = excluded.name,
-                     description = excluded.description, paths = excluded.paths,
-                     depends_on = excluded.depends_on, def_seq = excluded.def_seq,
-                     source = excluded.source
-                 WHERE excluded.def_seq > components.def_seq
-                     OR (excluded.source IS NULL AND components.source IS NOT NULL)",
-            )?
-            .execute(params![
+            apply_component_def(
+                tx,
                 room,
                 id,
                 name,
                 description,
                 paths,
                 depends_on,
-                seq as i64,
-                source
-            ])?;
+                source,
+                seq,
+            )?;
         }
         Write::ComponentStatus {
             room,
@@ -362,26 +282,7 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             ts_ms,
             claim,
         } => {
-            tx.prepare_cached(
-                "INSERT INTO components (room, id, status, note, files, status_by, status_seq, status_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (room, id) DO UPDATE SET status = excluded.status, note = excluded.note,
-                     files = excluded.files, status_by = excluded.status_by,
-                     status_seq = excluded.status_seq, status_ms = excluded.status_ms
-                 WHERE excluded.status_seq > components.status_seq",
-            )?
-            .execute(params![room, id, status, note, files, by, seq as i64, ts_ms])?;
-            tx.prepare_cached(
-                "INSERT INTO component_agents (room, component, agent, status, note, files, seq, ts_ms,
-                     claimed)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, 0))
-                 ON CONFLICT (room, component, agent) DO UPDATE SET status = excluded.status,
-                     note = excluded.note, files = excluded.files, seq = excluded.seq,
-                     ts_ms = excluded.ts_ms,
-                     claimed = coalesce(?9, component_agents.claimed)
-                 WHERE excluded.seq > component_agents.seq",
-            )?
-            .execute(params![room, id, by, status, note, files, seq as i64, ts_ms, claim])?;
+            apply_component_status(tx, room, id, status, note, files, by, seq, ts_ms, claim)?;
         }
         Write::Usage {
             room,
@@ -398,26 +299,22 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             from_ms,
             to_ms,
         } => {
-            tx.prepare_cached(
-                "INSERT INTO usage (room, seq, agent, framework, session_id, model, input, output,
-                     cache_write, cache_read, cost_usd, from_ms, to_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING",
-            )?
-            .execute(params![
+            apply_usage(
+                tx,
                 room,
-                seq as i64,
+                seq,
                 agent,
                 framework,
                 session_id,
                 model,
-                input as i64,
-                output as i64,
-                cache_write as i64,
-                cache_read as i64,
+                input,
+                output,
+                cache_write,
+                cache_read,
                 cost_usd,
                 from_ms,
-                to_ms
-            ])?;
+                to_ms,
+            )?;
         }
         Write::Ping {
             room,
@@ -481,24 +378,7 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             state,
             detail,
         } => {
-            let previous = moved_from(
-                tx,
-                "SELECT room FROM agent_status WHERE agent = ?1",
-                params![agent],
-                &room,
-            )?;
-            let replaced = tx
-                .prepare_cached(
-                    "INSERT INTO agent_status (agent, room, seq, ts_ms, state, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (agent) DO UPDATE SET room = excluded.room, seq = excluded.seq,
-                     ts_ms = excluded.ts_ms, state = excluded.state, detail = excluded.detail
-                 WHERE (excluded.ts_ms, excluded.seq) > (agent_status.ts_ms, agent_status.seq)",
-                )?
-                .execute(params![agent, room, seq as i64, ts_ms, state, detail])?;
-            if replaced > 0 {
-                moved = previous.map(|room| Change::Status { room });
-            }
+            moved = apply_agent_status(tx, agent, room, seq, ts_ms, state, detail)?;
         }
         Write::Request {
             id,
@@ -509,21 +389,7 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
             seq,
             ts_ms,
         } => {
-            tx.prepare_cached(
-                "INSERT INTO requests (id, sender, target, state, message, seq, ts_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, seq = excluded.seq
-                 WHERE excluded.seq > requests.seq",
-            )?
-            .execute(params![
-                id,
-                from,
-                to,
-                state.as_str(),
-                message,
-                seq as i64,
-                ts_ms
-            ])?;
+            apply_request(tx, id, from, to, state, message, seq, ts_ms)?;
         }
         Write::Contact {
             principal,
@@ -569,6 +435,305 @@ fn apply_write(tx: &rusqlite::Transaction<'_>, write: Write) -> Result<Option<Ch
         },
     }
     Ok(moved)
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+fn apply_room_fields(
+    tx: &rusqlite::Transaction<'_>,
+    room: String,
+    title: Option<String>,
+    topic: Option<String>,
+    creator: Option<String>,
+    seq: u64,
+) -> Result<(), CacheError> {
+    tx.prepare_cached("INSERT INTO rooms (id) VALUES (?1) ON CONFLICT DO NOTHING")?
+        .execute([&room])?;
+    if let Some(title) = title {
+        tx.prepare_cached(
+            "UPDATE rooms SET title = ?2, title_seq = ?3 WHERE id = ?1 AND title_seq < ?3",
+        )?
+        .execute(params![room, title, seq as i64])?;
+    }
+    if let Some(topic) = topic {
+        tx.prepare_cached(
+            "UPDATE rooms SET topic = ?2, topic_seq = ?3 WHERE id = ?1 AND topic_seq < ?3",
+        )?
+        .execute(params![room, topic, seq as i64])?;
+    }
+    if let Some(creator) = creator {
+        tx.prepare_cached("UPDATE rooms SET creator = ?2 WHERE id = ?1")?
+            .execute(params![room, creator])?;
+    }
+    Ok(())
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+#[allow(clippy::too_many_arguments)]
+fn apply_tasks(
+    tx: &rusqlite::Transaction<'_>,
+    agent: String,
+    framework: String,
+    session_id: String,
+    room: String,
+    seq: u64,
+    ts_ms: i64,
+    source: String,
+    tasks: String,
+    states: Vec<(String, String)>,
+) -> Result<Option<Change>, CacheError> {
+    let mut moved = None;
+    let previous = moved_from(
+        tx,
+        "SELECT room FROM tasks WHERE agent = ?1 AND framework = ?2 AND session_id = ?3",
+        params![agent, framework, session_id],
+        &room,
+    )?;
+    let replaced = tx
+        .prepare_cached(
+            "INSERT INTO tasks (agent, framework, session_id, room, seq, ts_ms, source, tasks)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (agent, framework, session_id) DO UPDATE SET
+             room = excluded.room, seq = excluded.seq, ts_ms = excluded.ts_ms,
+             source = excluded.source, tasks = excluded.tasks
+         WHERE (excluded.ts_ms, excluded.seq) > (tasks.ts_ms, tasks.seq)",
+        )?
+        .execute(params![
+            agent, framework, session_id, room, seq as i64, ts_ms, source, tasks
+        ])?;
+    if replaced > 0 {
+        moved = previous.map(|room| Change::Tasks { room });
+    }
+    let mut statement = tx.prepare_cached(
+        "INSERT INTO task_states (agent, framework, session_id, task, ts_ms, room, seq, status)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
+    )?;
+    for (task, status) in states {
+        statement.execute(params![
+            agent, framework, session_id, task, ts_ms, room, seq as i64, status
+        ])?;
+    }
+    Ok(moved)
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+fn apply_components_defined(
+    tx: &rusqlite::Transaction<'_>,
+    room: String,
+    ids: Vec<String>,
+    source: Option<String>,
+    seq: u64,
+) -> Result<(), CacheError> {
+    // What this definition replaces: every inferred component it does not name when
+    // it is written; an older inferred definition's when it is inferred (and no
+    // written one holds the room).
+    if source.is_some() && written_here(tx, &room)? {
+        return Ok(());
+    }
+    let keep = serde_json::to_string(&ids).expect("ids serialize");
+    let older = if source.is_some() {
+        seq as i64
+    } else {
+        i64::MAX
+    };
+    let replaced = "SELECT id FROM components WHERE room = ?1 AND source IS NOT NULL
+         AND def_seq < ?3 AND id NOT IN (SELECT value FROM json_each(?2))";
+    tx.prepare_cached(&format!(
+        "DELETE FROM component_agents WHERE room = ?1 AND component IN ({replaced})"
+    ))?
+    .execute(params![room, keep, older])?;
+    tx.prepare_cached(&format!(
+        "DELETE FROM components WHERE room = ?1 AND id IN ({replaced})"
+    ))?
+    .execute(params![room, keep, older])?;
+    Ok(())
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+#[allow(clippy::too_many_arguments)]
+fn apply_component_def(
+    tx: &rusqlite::Transaction<'_>,
+    room: String,
+    id: String,
+    name: String,
+    description: Option<String>,
+    paths: String,
+    depends_on: String,
+    source: Option<String>,
+    seq: u64,
+) -> Result<(), CacheError> {
+    // Written components override inferred ones, whatever order the definitions
+    // arrive in: an inferred one is kept out of a room with written ones, and a
+    // written one clears the inferred ones out.
+    // An inferred component of an older definition than the room's (it came late)
+    // is not the repository's any more.
+    if source.is_some() && (written_here(tx, &room)? || newer_inferred(tx, &room, seq)?) {
+        return Ok(());
+    }
+    tx.prepare_cached(
+        "INSERT INTO components (room, id, name, description, paths, depends_on, def_seq, source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (room, id) DO UPDATE SET name = excluded.name,
+             description = excluded.description, paths = excluded.paths,
+             depends_on = excluded.depends_on, def_seq = excluded.def_seq,
+             source = excluded.source
+         WHERE excluded.def_seq > components.def_seq
+             OR (excluded.source IS NULL AND components.source IS NOT NULL)",
+    )?
+    .execute(params![
+        room,
+        id,
+        name,
+        description,
+        paths,
+        depends_on,
+        seq as i64,
+        source
+    ])?;
+    Ok(())
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+#[allow(clippy::too_many_arguments)]
+fn apply_component_status(
+    tx: &rusqlite::Transaction<'_>,
+    room: String,
+    id: String,
+    status: String,
+    note: Option<String>,
+    files: Option<String>,
+    by: String,
+    seq: u64,
+    ts_ms: i64,
+    claim: Option<bool>,
+) -> Result<(), CacheError> {
+    tx.prepare_cached(
+        "INSERT INTO components (room, id, status, note, files, status_by, status_seq, status_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (room, id) DO UPDATE SET status = excluded.status, note = excluded.note,
+             files = excluded.files, status_by = excluded.status_by,
+             status_seq = excluded.status_seq, status_ms = excluded.status_ms
+         WHERE excluded.status_seq > components.status_seq",
+    )?
+    .execute(params![
+        room, id, status, note, files, by, seq as i64, ts_ms
+    ])?;
+    tx.prepare_cached(
+        "INSERT INTO component_agents (room, component, agent, status, note, files, seq, ts_ms,
+             claimed)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, 0))
+         ON CONFLICT (room, component, agent) DO UPDATE SET status = excluded.status,
+             note = excluded.note, files = excluded.files, seq = excluded.seq,
+             ts_ms = excluded.ts_ms,
+             claimed = coalesce(?9, component_agents.claimed)
+         WHERE excluded.seq > component_agents.seq",
+    )?
+    .execute(params![
+        room, id, by, status, note, files, seq as i64, ts_ms, claim
+    ])?;
+    Ok(())
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+#[allow(clippy::too_many_arguments)]
+fn apply_usage(
+    tx: &rusqlite::Transaction<'_>,
+    room: String,
+    seq: u64,
+    agent: String,
+    framework: String,
+    session_id: String,
+    model: String,
+    input: u64,
+    output: u64,
+    cache_write: u64,
+    cache_read: u64,
+    cost_usd: Option<f64>,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<(), CacheError> {
+    tx.prepare_cached(
+        "INSERT INTO usage (room, seq, agent, framework, session_id, model, input, output,
+             cache_write, cache_read, cost_usd, from_ms, to_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING",
+    )?
+    .execute(params![
+        room,
+        seq as i64,
+        agent,
+        framework,
+        session_id,
+        model,
+        input as i64,
+        output as i64,
+        cache_write as i64,
+        cache_read as i64,
+        cost_usd,
+        from_ms,
+        to_ms
+    ])?;
+    Ok(())
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+fn apply_agent_status(
+    tx: &rusqlite::Transaction<'_>,
+    agent: String,
+    room: String,
+    seq: u64,
+    ts_ms: i64,
+    state: String,
+    detail: Option<String>,
+) -> Result<Option<Change>, CacheError> {
+    let mut moved = None;
+    let previous = moved_from(
+        tx,
+        "SELECT room FROM agent_status WHERE agent = ?1",
+        params![agent],
+        &room,
+    )?;
+    let replaced = tx
+        .prepare_cached(
+            "INSERT INTO agent_status (agent, room, seq, ts_ms, state, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (agent) DO UPDATE SET room = excluded.room, seq = excluded.seq,
+             ts_ms = excluded.ts_ms, state = excluded.state, detail = excluded.detail
+         WHERE (excluded.ts_ms, excluded.seq) > (agent_status.ts_ms, agent_status.seq)",
+        )?
+        .execute(params![agent, room, seq as i64, ts_ms, state, detail])?;
+    if replaced > 0 {
+        moved = previous.map(|room| Change::Status { room });
+    }
+    Ok(moved)
+}
+
+/// One `Write`'s fields, as `apply_write` took them apart.
+#[allow(clippy::too_many_arguments)]
+fn apply_request(
+    tx: &rusqlite::Transaction<'_>,
+    id: String,
+    from: String,
+    to: String,
+    state: RequestState,
+    message: Option<String>,
+    seq: u64,
+    ts_ms: i64,
+) -> Result<(), CacheError> {
+    tx.prepare_cached(
+        "INSERT INTO requests (id, sender, target, state, message, seq, ts_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (id) DO UPDATE SET state = excluded.state, seq = excluded.seq
+         WHERE excluded.seq > requests.seq",
+    )?
+    .execute(params![
+        id,
+        from,
+        to,
+        state.as_str(),
+        message,
+        seq as i64,
+        ts_ms
+    ])?;
+    Ok(())
 }
 
 /// Whether a room's components were written (by a person, or an agent's definition) rather

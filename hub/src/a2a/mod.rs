@@ -34,11 +34,11 @@ use roundtable_protocol::model::{DirectoryEntry, PrincipalKind};
 use tower::ServiceExt as _;
 
 use crate::bearer::{caller_of, refusal_response, required_caller};
+use crate::context::HubContext;
 use crate::engine::{Caller, Via};
 use crate::gateway::Gateway;
-use crate::http::json_error;
+use crate::http_reply::{base_url, json_error};
 use crate::listener::Peer;
-use crate::session::SessionContext;
 
 /// The largest request body taken (a message's text is at most 16 KiB; parts and
 /// JSON-RPC around it fit many times).
@@ -102,7 +102,7 @@ pub struct A2aState {
 }
 
 /// The A2A routes, to merge into the hub's router.
-pub fn router(context: Arc<SessionContext>) -> Router {
+pub fn router(context: Arc<HubContext>) -> Router {
     let gateway = Gateway::new(context, Via::A2a);
     let handler = Arc::new(handler::RoomTasks::new(gateway.clone()));
     let endpoint = a2a_server::jsonrpc::jsonrpc_router(handler.clone())
@@ -269,10 +269,10 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
     if declared.is_some_and(|length| length > MAX_BODY) {
         return too_large();
     }
-    let bytes = match crate::http::read_body(body, MAX_BODY).await {
+    let bytes = match crate::http_reply::read_body(body, MAX_BODY).await {
         Ok(bytes) => bytes,
-        Err(crate::http::BodyUnread::TooLarge) => return too_large(),
-        Err(crate::http::BodyUnread::TooSlow) => return crate::http::body_too_slow(),
+        Err(crate::http_reply::BodyUnread::TooLarge) => return too_large(),
+        Err(crate::http_reply::BodyUnread::TooSlow) => return crate::http_reply::body_too_slow(),
     };
     // A new request for the endpoint: the path after the agent's, the client's headers
     // but its own x-roundtable-* ones, and the gate's.
@@ -341,7 +341,7 @@ async fn gate(state: &A2aState, path: &str, rest: &str, request: Request) -> Res
         },
     };
     let mut response = match retry_after {
-        Some(retry_after) => crate::http::too_many(
+        Some(retry_after) => crate::http_reply::too_many(
             retry_after,
             "too many writes; wait for Retry-After and send again with the same messageId".into(),
         ),
@@ -456,32 +456,9 @@ async fn agent_card(state: &A2aState, path: &str, request: Request) -> Response 
     response
 }
 
-/// The URL clients reach the hub at: its configured public address, else the `Host` the
-/// request came with (already checked against the names the hub answers to).
-pub(crate) fn base_url(context: &SessionContext, headers: &HeaderMap) -> String {
-    let scheme = if context.config.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let host = context
-        .config
-        .public_address
-        .clone()
-        .filter(|address| !address.starts_with("unix:"))
-        .or_else(|| {
-            headers
-                .get(header::HOST)
-                .and_then(|host| host.to_str().ok())
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "127.0.0.1".to_owned());
-    format!("{scheme}://{host}")
-}
-
 /// Who runs the hub, for a card's provider: the operator's name when configured, else the
 /// hub's host name.
-fn organization(context: &SessionContext, headers: &HeaderMap) -> String {
+fn organization(context: &HubContext, headers: &HeaderMap) -> String {
     context.config.operator_name.clone().unwrap_or_else(|| {
         let base = base_url(context, headers);
         let host = base

@@ -16,7 +16,7 @@ use a2a::{
 use chrono::{DateTime, TimeZone as _, Utc};
 use serde_json::Value;
 
-use crate::store::{EventRecord, StreamKey};
+use crate::records::{EventRecord, StreamKey};
 
 /// The key of the body field an agent (or the hub) marks an A2A state with.
 pub const EXTENSION_FIELD: &str = "x_a2a";
@@ -375,7 +375,7 @@ impl TaskFold {
 /// refused then, the sender sends again).
 pub fn held_view(
     id: String,
-    request: &crate::store::RequestRecord,
+    request: &crate::records::RequestRecord,
     target: &str,
     parties: Parties<'_>,
 ) -> TaskView {

@@ -13,10 +13,9 @@ use roundtable_protocol::server::{ContactRequestOk, ContactsOk, OkReply};
 
 use super::existence::shown;
 use super::{Caller, ConnId, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, Via, refuse};
+use crate::records::{ContactRecord, HeldMessage, PrincipalRecord, RequestRecord, StreamKey};
 use crate::state::HubState;
-use crate::store::{
-    ContactRecord, HeldMessage, PrincipalRecord, RequestRecord, StreamKey, WriteTx,
-};
+use crate::store::WriteTx;
 
 /// A contact request as `open_request` takes it.
 struct NewRequest {
@@ -72,8 +71,7 @@ pub const DAILY_REQUESTS_AGENT: usize = 10;
 pub const DAILY_REQUESTS_USER: usize = 50;
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
-/// A pending request expires after 14 days.
-pub const REQUEST_LIFETIME_MS: i64 = 14 * 24 * 60 * 60 * 1000;
+pub use crate::records::REQUEST_LIFETIME_MS;
 
 /// Whether a pending request's time is up.
 fn expired(request: &RequestRecord, now_ms: i64) -> bool {

@@ -7,7 +7,7 @@ use roundtable_protocol::ErrorCode;
 use roundtable_protocol::model::PrincipalKind;
 
 use super::{Caller, Engine, ExecError, refuse};
-use crate::store::PrincipalRecord;
+use crate::records::PrincipalRecord;
 
 /// The answer for an agent id that names no agent the caller may see.
 pub(super) const NO_SUCH_AGENT: &str = "no agent you can see has this id";

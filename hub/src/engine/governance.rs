@@ -9,53 +9,10 @@ use roundtable_protocol::server::{AgentTokenOk, OkReply, UserTokenOk};
 use roundtable_protocol::{CloseCode, ErrorCode};
 
 use super::{Caller, Effect, Engine, ExecError, Outcome, Refusal, refuse};
-use crate::store::{ControlRecord, StoreError, StreamKey, TokenRecord, WriteTx};
+use crate::records::{ControlRecord, StreamKey, TokenRecord};
+use crate::store::{StoreError, WriteTx};
 
-/// A token bucket: up to `burst` sends at once, refilled at `per_second`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimit {
-    pub burst: f64,
-    pub per_second: f64,
-}
-
-impl std::str::FromStr for RateLimit {
-    type Err = String;
-
-    /// `BURST/PER_SECOND`, e.g. `20/2`.
-    fn from_str(text: &str) -> Result<RateLimit, String> {
-        let bad = || format!("invalid rate limit {text:?}: write BURST/PER_SECOND, e.g. 20/2");
-        let (burst, rate) = text.split_once('/').ok_or_else(bad)?;
-        let burst: f64 = burst.trim().parse().map_err(|_| bad())?;
-        let per_second: f64 = rate.trim().parse().map_err(|_| bad())?;
-        if !(burst >= 1.0 && per_second > 0.0 && burst.is_finite() && per_second.is_finite()) {
-            return Err(bad());
-        }
-        Ok(RateLimit { burst, per_second })
-    }
-}
-
-/// The limits for agents and for users.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimits {
-    pub agent: RateLimit,
-    pub user: RateLimit,
-}
-
-impl Default for RateLimits {
-    /// The protocol's defaults: agents 20 burst and 2 per second, users 200 and 50.
-    fn default() -> RateLimits {
-        RateLimits {
-            agent: RateLimit {
-                burst: 20.0,
-                per_second: 2.0,
-            },
-            user: RateLimit {
-                burst: 200.0,
-                per_second: 50.0,
-            },
-        }
-    }
-}
+pub use crate::config::{RateLimit, RateLimits};
 
 /// Takes one token from `id`'s bucket (created full), or says how many milliseconds until
 /// one is back.
@@ -474,7 +431,7 @@ impl Engine {
                 if agent.remote.is_some() && !lifted.is_empty() {
                     // A remote agent's calls waiting out the pause are made now.
                     let everywhere = lifted.iter().any(Option::is_none);
-                    tx.remote(&crate::store::RemoteWrite::Wake {
+                    tx.remote(&crate::records::RemoteWrite::Wake {
                         remote: &agent.id,
                         room: if everywhere {
                             None

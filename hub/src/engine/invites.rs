@@ -14,7 +14,8 @@ use roundtable_protocol::server::{InviteCreateOk, InviteRedeemOk, InvitesOk, OkR
 
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, refuse};
 use crate::ids::TokenHash;
-use crate::store::{InviteRecord, RequestRecord, StreamKey, WriteTx};
+use crate::records::{InviteRecord, RequestRecord, StreamKey};
+use crate::store::WriteTx;
 
 use roundtable_protocol::client::{
     INVITE_DEFAULT_EXPIRY_S as DEFAULT_EXPIRY_S, INVITE_MAX_EXPIRY_S as MAX_EXPIRY_S,

@@ -27,10 +27,11 @@ use roundtable_protocol::server::OkReply;
 use roundtable_protocol::{CloseCode, ErrorCode};
 
 use crate::audit::Folding;
-pub use crate::audit::Via;
 use crate::ids::{self, IdSource};
+pub use crate::records::Via;
+use crate::records::{EventRecord, StreamKey};
 use crate::state::HubState;
-use crate::store::{EventRecord, Snapshot, StoreError, StreamKey, WriteTx};
+use crate::store::{Snapshot, StoreError, WriteTx};
 
 pub use contacts::{HoldForConsent, REQUEST_LIFETIME_MS};
 pub use governance::{RateLimit, RateLimits};
@@ -314,7 +315,7 @@ pub struct EngineConfig {
     /// buckets a batch changes are noted, to share them.
     pub shares_buckets: bool,
     /// Which addresses remote agents may have (the SSRF guard's operator settings).
-    pub outbound: crate::a2a::outbound::OutboundPolicy,
+    pub outbound: crate::outbound_guard::OutboundPolicy,
 }
 
 impl Default for EngineConfig {
@@ -324,7 +325,7 @@ impl Default for EngineConfig {
             rate_limits: Some(RateLimits::default()),
             max_agents_per_user: 100,
             shares_buckets: false,
-            outbound: crate::a2a::outbound::OutboundPolicy::default(),
+            outbound: crate::outbound_guard::OutboundPolicy::default(),
         }
     }
 }
@@ -418,7 +419,7 @@ impl Engine {
 
     /// Applies a batch another process of the cluster committed: its changes to the
     /// state, its rate buckets to this process's.
-    pub fn apply_shared(&mut self, batch: &crate::replication::SharedBatch, now_ms: i64) {
+    pub fn apply_shared(&mut self, batch: &crate::records::SharedBatch, now_ms: i64) {
         for op in &batch.ops {
             self.state.apply(op, now_ms);
         }
@@ -429,12 +430,12 @@ impl Engine {
     }
 
     /// The rate buckets this process changed since the last call, as they are now.
-    pub fn take_touched_buckets(&mut self) -> Vec<crate::replication::SharedBucket> {
+    pub fn take_touched_buckets(&mut self) -> Vec<crate::records::SharedBucket> {
         self.touched_buckets
             .drain()
             .filter_map(|principal| {
                 let (tokens, at_ms) = *self.buckets.get(&principal)?;
-                Some(crate::replication::SharedBucket {
+                Some(crate::records::SharedBucket {
                     principal,
                     tokens,
                     at_ms,
@@ -833,7 +834,10 @@ impl Engine {
         })
     }
 
-    fn caller_record(&self, caller: &Caller) -> Result<&crate::store::PrincipalRecord, ExecError> {
+    fn caller_record(
+        &self,
+        caller: &Caller,
+    ) -> Result<&crate::records::PrincipalRecord, ExecError> {
         self.state.principal(&caller.id).ok_or_else(|| {
             ExecError::Refused(Refusal::new(
                 ErrorCode::Unauthorized,
@@ -907,7 +911,7 @@ pub(crate) mod test_support {
             let ops = std::mem::take(&mut tx.ops);
             Box::new(tx).commit().unwrap();
             for op in &ops {
-                if let crate::replication::WriteOp::AppendEvent { event } = op
+                if let crate::records::WriteOp::AppendEvent { event } = op
                     && let Some(key) = &event.client_key
                 {
                     self.keys.push((event.from.clone(), key.clone()));
@@ -918,7 +922,7 @@ pub(crate) mod test_support {
         }
 
         /// The audit log as committed, ascending.
-        pub fn audit_log(&self) -> Vec<crate::store::AuditRecord> {
+        pub fn audit_log(&self) -> Vec<crate::records::AuditRecord> {
             let mut entries = Vec::new();
             crate::store::sqlite::read_audit_log(&self._dir.path().join("hub.sqlite3"), |entry| {
                 entries.push(entry);

@@ -12,9 +12,8 @@ use serde::Deserialize;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Via, refuse};
 use crate::config::SignupMode;
 use crate::ids::{self, TokenHash};
-use crate::store::{
-    MemberRecord, PrincipalRecord, RoomRecord, StoreError, StreamKey, TokenRecord, WriteTx,
-};
+use crate::records::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, TokenRecord};
+use crate::store::{StoreError, WriteTx};
 
 /// A new user and its token (shown once).
 #[derive(Debug)]
@@ -351,11 +350,11 @@ impl Engine {
         let (owner, handle) =
             self.check_new_agent(caller, &register.name, register.description.as_deref())?;
         let card_url =
-            crate::a2a::outbound::check_card_url(&self.config.outbound, &register.card_url)
+            crate::outbound_guard::check_card_url(&self.config.outbound, &register.card_url)
                 .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error)))?
                 .to_string();
         if let Some(credential) = &register.credential {
-            crate::a2a::outbound::check_credential(credential)
+            crate::outbound_guard::check_credential(credential)
                 .map_err(|error| ExecError::Refused(Refusal::new(ErrorCode::BadFrame, error)))?;
         }
         let agent = self.agent_record(
@@ -372,7 +371,7 @@ impl Engine {
         };
         self.add_principal(tx, agent.clone())?;
         if let Some(credential) = &register.credential {
-            tx.remote(&crate::store::RemoteWrite::Credential {
+            tx.remote(&crate::records::RemoteWrite::Credential {
                 principal: &agent.id,
                 credential,
             })?;

@@ -11,7 +11,8 @@ use roundtable_protocol::server::OkReply;
 use serde::{Deserialize, Serialize};
 
 use super::{Caller, Engine, ExecError, Outcome};
-use crate::store::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite, StoreError, WriteTx};
+use crate::records::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite};
+use crate::store::{StoreError, WriteTx};
 
 /// The outbound worker's bookkeeping, run as the hub itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,10 +246,10 @@ impl Engine {
         &self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
-        record: &crate::store::EventRecord,
+        record: &crate::records::EventRecord,
         asker_of_answered: Option<&str>,
     ) -> Result<(), ExecError> {
-        let crate::store::StreamKey::Room(room) = &record.stream else {
+        let crate::records::StreamKey::Room(room) = &record.stream else {
             return Ok(());
         };
         // What a remote agent posts calls no remote agent: two that quote what they are
@@ -304,10 +305,10 @@ impl Engine {
         &self,
         tx: &mut dyn WriteTx,
         now_ms: i64,
-        joined: &crate::store::EventRecord,
+        joined: &crate::records::EventRecord,
         member: &str,
     ) -> Result<(), StoreError> {
-        let crate::store::StreamKey::Room(room) = &joined.stream else {
+        let crate::records::StreamKey::Room(room) = &joined.stream else {
             return Ok(());
         };
         if self

@@ -15,8 +15,9 @@ use super::existence::shown;
 use super::governance::RoomWrite;
 use super::principals::refuse_format_characters;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, refuse};
+use crate::records::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey};
 use crate::state::{Recipient, Recipients};
-use crate::store::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, WriteTx};
+use crate::store::WriteTx;
 
 pub(super) fn check_text(
     value: &Option<String>,

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use super::governance::RoomWrite;
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Reply, refuse};
-use crate::store::{EventRecord, PingRecord, StreamKey, WriteTx};
+use crate::records::{EventRecord, PingRecord, StreamKey};
+use crate::store::WriteTx;
 
 fn duplicate(original: EventRecord) -> Outcome {
     Outcome {

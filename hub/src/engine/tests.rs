@@ -1102,7 +1102,7 @@ fn request_of(outcome: &Outcome) -> roundtable_protocol::model::ContactRequest {
         .request
 }
 
-fn stored_request(fixture: &mut Fixture, id: &str) -> crate::store::RequestRecord {
+fn stored_request(fixture: &mut Fixture, id: &str) -> crate::records::RequestRecord {
     fixture.transaction(|_, tx, _| tx.request(id).unwrap().unwrap())
 }
 
@@ -1133,7 +1133,7 @@ fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
     assert!(
         held.events
             .iter()
-            .all(|event| matches!(event.record.stream, crate::store::StreamKey::Inbox(_))),
+            .all(|event| matches!(event.record.stream, crate::records::StreamKey::Inbox(_))),
         "nothing but inbox notices of the request"
     );
     // The same message again is the same request; another one waits its turn.
@@ -1175,7 +1175,7 @@ fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
         Vec::<String>::new(),
         "the body's own mentions only"
     );
-    let crate::store::StreamKey::Room(room) = &sent[0].stream else {
+    let crate::records::StreamKey::Room(room) = &sent[0].stream else {
         panic!("sent in a room")
     };
     assert!(fixture.engine.state.is_member(room, &reviewer.id));
@@ -1183,7 +1183,7 @@ fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
     let after = stored_request(&mut fixture, &request.id);
     assert_eq!(
         after.held,
-        Some(crate::store::HeldMessage {
+        Some(crate::records::HeldMessage {
             client_key: "a2a:first-key".into(),
             body: None
         }),

@@ -31,11 +31,11 @@ use roundtable_mcp_tools::{OpsSource, ToolError, Tools};
 use roundtable_protocol::ErrorCode;
 
 use crate::bearer::required_caller;
+use crate::context::HubContext;
 use crate::engine::{Refusal, Via};
 use crate::gateway::Gateway;
-use crate::http::json_error;
+use crate::http_reply::json_error;
 use crate::listener::Peer;
-use crate::session::SessionContext;
 use ops::CallerOps;
 use streams::McpStreams;
 
@@ -86,7 +86,7 @@ fn ops_in(extensions: &Extensions) -> Option<Arc<CallerOps>> {
 }
 
 /// The `/mcp` route, to merge into the hub's router.
-pub fn router(context: Arc<SessionContext>, streams: McpStreams) -> Router {
+pub fn router(context: Arc<HubContext>, streams: McpStreams) -> Router {
     let gateway = Gateway::new(context.clone(), Via::Mcp);
     let tools = match streams.state_key() {
         Ok(key) => Tools::over(FromRequest).sealing_with(key),
@@ -261,7 +261,7 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
     let mut caller_on_device = (*caller).clone();
     caller_on_device.device = device;
     let ops = Arc::new(CallerOps {
-        hub_url: crate::a2a::base_url(state.gateway.context(), &parts.headers),
+        hub_url: crate::http_reply::base_url(state.gateway.context(), &parts.headers),
         gateway: state.gateway.clone(),
         caller: Arc::new(caller_on_device),
         principal,
@@ -273,10 +273,12 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
     // within `http::BODY_TIMEOUT`) and checked before rmcp sees it, so a bad one gets a clear
     // 400.
     let body = if parts.method == axum::http::Method::POST {
-        let bytes = match crate::http::read_body(body, MAX_BODY).await {
+        let bytes = match crate::http_reply::read_body(body, MAX_BODY).await {
             Ok(bytes) => bytes,
-            Err(crate::http::BodyUnread::TooLarge) => return too_large(),
-            Err(crate::http::BodyUnread::TooSlow) => return crate::http::body_too_slow(),
+            Err(crate::http_reply::BodyUnread::TooLarge) => return too_large(),
+            Err(crate::http_reply::BodyUnread::TooSlow) => {
+                return crate::http_reply::body_too_slow();
+            }
         };
         let message = match one_message(&bytes) {
             Ok(message) => message,
@@ -287,7 +289,7 @@ async fn gate(State(state): State<Arc<McpState>>, request: Request) -> Response 
         {
             match state.streams.open_sessions(&caller.id, now_ms).await {
                 Ok(open) if open >= streams::SESSIONS_PER_PRINCIPAL => {
-                    return crate::http::too_many(
+                    return crate::http_reply::too_many(
                         Duration::from_secs(60),
                         format!(
                             "you have {open} MCP sessions open: end one you no longer use \

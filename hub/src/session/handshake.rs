@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(super) type Authenticated = (crate::store::PrincipalRecord, String, ConnHandle);
+pub(super) type Authenticated = (crate::records::PrincipalRecord, String, ConnHandle);
 
 /// How an `auth` was refused, and the close code that follows the `err`.
 pub(super) struct AuthRefusal {
@@ -40,7 +40,7 @@ impl AuthRefusal {
 pub(super) async fn authenticate(
     writer: &Arc<ConnWriter>,
     stream: &mut Stream,
-    context: &SessionContext,
+    context: &HubContext,
     conn: ConnId,
     arrival: Arrival,
 ) -> Option<Authenticated> {
@@ -133,7 +133,7 @@ pub(super) enum FirstFrame {
 /// Reads the first frame, which must be a well-formed `auth`.
 pub(super) async fn read_auth(
     stream: &mut Stream,
-    context: &SessionContext,
+    context: &HubContext,
     pre_auth: &PreAuthLimit,
 ) -> Result<roundtable_protocol::client::Auth, FirstFrame> {
     let deadline = tokio::time::Instant::now() + context.config.auth_timeout;
@@ -196,11 +196,11 @@ pub(super) async fn read_auth(
 /// Has the writer check the token; the dispatcher registers the connection when it is
 /// good and the principal has room for one more device.
 pub(super) async fn check_auth(
-    context: &SessionContext,
+    context: &HubContext,
     conn: ConnId,
     writer: &Arc<ConnWriter>,
     auth: roundtable_protocol::client::Auth,
-) -> Result<(crate::store::PrincipalRecord, String, ConnHandle, u64), AuthRefusal> {
+) -> Result<(crate::records::PrincipalRecord, String, ConnHandle, u64), AuthRefusal> {
     let handle = ConnHandle {
         id: conn,
         outbound: Arc::new(OutboundQueue::new(

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -37,8 +37,9 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tracing::{Instrument as _, debug, warn};
 
-use crate::admission::{Admission, UnauthenticatedPermit};
+use crate::admission::UnauthenticatedPermit;
 use crate::config::HubConfig;
+use crate::context::HubContext;
 use crate::delivery::{
     Closing, ConnControl, ConnHandle, DirectWrite, Outbound, OutboundQueue, err_frame, event_frame,
     history_frame, sent_frame, wait_closing,
@@ -47,12 +48,12 @@ use crate::dispatch::DispatchHandle;
 use crate::engine::{Caller, Command, ConnId, Refusal};
 use crate::listener::Peer;
 use crate::metrics::Metrics;
+use crate::records::StreamKey;
 use crate::store::{
-    AuditQuery, DirectoryQuery, HistoryRange, ReadError, ReadStore, ReplayPosition, StreamKey,
-    StreamPlan,
+    AuditQuery, DirectoryQuery, HistoryRange, ReadError, ReplayPosition, StreamPlan,
 };
 use crate::websocket::{PreAuthLimit, Socket};
-use crate::writer::{Request, WriterHandle};
+use crate::writer::Request;
 
 mod handshake;
 mod reader;
@@ -62,84 +63,19 @@ use handshake::authenticate;
 use reader::read_frames;
 use sink::{ConnWriter, SinkState, SinkTask};
 
-/// What every connection shares.
-pub struct SessionContext {
-    pub writer: WriterHandle,
-    pub dispatch: DispatchHandle,
-    pub reader: Arc<dyn ReadStore>,
-    pub config: HubConfig,
-    pub metrics: Arc<Metrics>,
-    pub hub_id: String,
-    pub epoch: String,
-    /// The counts of sockets and failed authentications (see [`crate::admission`]).
-    pub admission: Arc<Admission>,
-    /// The writer and flush threads (for `GET /v1/health`).
-    pub threads: crate::Threads,
-    /// `POST /v1/signup`s per client address, when they are limited.
-    pub signups: Option<std::sync::Mutex<crate::admission::AddressBuckets>>,
-    /// Set when the hub begins to stop: sockets not yet authenticated, and closed ones
-    /// lingering for their peer, end at once.
-    pub stopping: tokio::sync::watch::Sender<bool>,
-    /// In a cluster with a bus: the writer's announcements, until the bus takes them.
-    pub announced: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<u64>>>,
-    next_conn: AtomicU64,
-}
-
-impl std::fmt::Debug for SessionContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionContext").finish_non_exhaustive()
-    }
-}
-
-impl SessionContext {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        writer: WriterHandle,
-        dispatch: DispatchHandle,
-        reader: Arc<dyn ReadStore>,
-        config: HubConfig,
-        metrics: Arc<Metrics>,
-        hub_id: String,
-        epoch: String,
-    ) -> SessionContext {
-        let admission = Admission::new(config.connections);
-        let signups = config.signups_per_hour.map(|per_hour| {
-            let per_hour = per_hour.max(1);
-            std::sync::Mutex::new(crate::admission::AddressBuckets::new(
-                per_hour,
-                Duration::from_secs(3600) / per_hour,
-            ))
-        });
-        SessionContext {
-            writer,
-            dispatch,
-            reader,
-            config,
-            metrics,
-            hub_id,
-            epoch,
-            admission,
-            threads: crate::Threads::default(),
-            signups,
-            stopping: tokio::sync::watch::Sender::new(false),
-            announced: std::sync::Mutex::new(None),
-            next_conn: AtomicU64::new(1),
-        }
-    }
-
-    fn hello(&self) -> String {
-        ServerFrame::Hello(Hello {
-            proto: PROTO_VERSION,
-            hub: self.hub_id.clone(),
-            epoch: self.epoch.clone(),
-            hb_ms: self.config.heartbeat.as_millis() as u64,
-            max_frame: self.config.max_frame as u64,
-            max_queue: self.config.max_queue as u64,
-            replay_max: Some(self.config.replay_max),
-            max_queue_bytes: Some(self.config.max_queue_bytes as u64),
-        })
-        .to_json()
-    }
+/// The `hello` a new connection gets.
+fn hello(context: &HubContext) -> String {
+    ServerFrame::Hello(Hello {
+        proto: PROTO_VERSION,
+        hub: context.hub_id.clone(),
+        epoch: context.epoch.clone(),
+        hb_ms: context.config.heartbeat.as_millis() as u64,
+        max_frame: context.config.max_frame as u64,
+        max_queue: context.config.max_queue as u64,
+        replay_max: Some(context.config.replay_max),
+        max_queue_bytes: Some(context.config.max_queue_bytes as u64),
+    })
+    .to_json()
 }
 
 type Sink = SplitSink<Socket, Message>;
@@ -203,7 +139,7 @@ pub struct Arrival {
 }
 
 /// Serves one upgraded WebSocket until it closes.
-pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival) {
+pub async fn run(socket: Socket, context: Arc<HubContext>, arrival: Arrival) {
     let _open = OpenConnection::new(context.metrics.clone());
     // The connection's count lasts as long as the session.
     let _peer = arrival.peer.clone();
@@ -221,7 +157,7 @@ pub async fn run(socket: Socket, context: Arc<SessionContext>, arrival: Arrival)
         .lock()
         .await
         .sink
-        .send(text(context.hello()))
+        .send(text(hello(&context)))
         .await;
     if hello.is_err() {
         return;
@@ -306,7 +242,7 @@ const PRE_AUTH_LINGER: Duration = Duration::from_secs(5);
 /// frame, until the peer closes too or `limit` passes. Why: a socket closed with bytes unread is reset, and a
 /// reset peer loses whatever it had not read yet, the close frame included (a client that
 /// pipelined requests it was never answered would see a reset instead of 4008).
-async fn linger(stream: &mut Stream, limit: Duration, context: &SessionContext) {
+async fn linger(stream: &mut Stream, limit: Duration, context: &HubContext) {
     let mut stopping = context.stopping.subscribe();
     let drained = async {
         while let Some(Ok(message)) = stream.next().await {

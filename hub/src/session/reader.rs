@@ -8,7 +8,7 @@ use super::*;
 /// connection is closed by the hub.
 pub(super) async fn read_frames(
     stream: &mut Stream,
-    context: &Arc<SessionContext>,
+    context: &Arc<HubContext>,
     caller: &Arc<Caller>,
     handle: &ConnHandle,
 ) {
@@ -100,7 +100,7 @@ pub(super) async fn read_frames(
             // writer; its answer is checked again at every connection.
             ClientFrame::RegisterRemoteAgent(register)
                 if caller.kind == roundtable_protocol::model::PrincipalKind::User
-                    && let Err(error) = crate::a2a::outbound::admit_registration(
+                    && let Err(error) = crate::outbound_lookup::admit_registration(
                         &context.config.outbound,
                         &register,
                     )
@@ -147,7 +147,7 @@ enum Read {
 /// read is recorded in the audit log.
 async fn spawn_read(
     reads: &Arc<Semaphore>,
-    context: &Arc<SessionContext>,
+    context: &Arc<HubContext>,
     caller: &Arc<Caller>,
     handle: &ConnHandle,
     read: Read,
@@ -206,7 +206,7 @@ pub(super) fn count_bad_frame(recent: &mut VecDeque<Instant>, control: &ConnCont
 
 /// Sends a read's refusal to the writer for the audit log.
 pub(super) fn record_refusal(
-    context: &SessionContext,
+    context: &HubContext,
     caller: &Caller,
     action: &'static str,
     reply: &Outbound,
@@ -225,11 +225,7 @@ pub(super) fn record_refusal(
 }
 
 /// `audit`: a user reads the entries of itself and its agents.
-pub(super) async fn serve_audit(
-    context: &SessionContext,
-    caller: &Caller,
-    audit: Audit,
-) -> Outbound {
+pub(super) async fn serve_audit(context: &HubContext, caller: &Caller, audit: Audit) -> Outbound {
     let refuse = |code, msg: String| Outbound::Err {
         re: Some(audit.id),
         refusal: Refusal::new(code, msg),
@@ -294,7 +290,7 @@ pub(super) async fn serve_audit(
 /// `directory`: the principals the caller may see, read off the writer (a search reads
 /// every principal).
 pub(super) async fn serve_directory(
-    context: &SessionContext,
+    context: &HubContext,
     caller: &Caller,
     directory: Directory,
 ) -> Outbound {
@@ -342,7 +338,7 @@ pub(super) const AUDIT_DEFAULT: u32 = 100;
 pub(super) const AUDIT_MAX: u32 = 1000;
 
 pub(super) async fn serve_history(
-    context: &SessionContext,
+    context: &HubContext,
     caller: &Caller,
     history: History,
 ) -> Outbound {

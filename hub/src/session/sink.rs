@@ -139,7 +139,7 @@ pub(super) struct SinkTask {
     /// Watches `control`: the sink stops writing as soon as the connection is to end.
     pub(super) closing: tokio::sync::watch::Receiver<Option<Closing>>,
     pub(super) control: Arc<ConnControl>,
-    pub(super) context: Arc<SessionContext>,
+    pub(super) context: Arc<HubContext>,
     pub(super) caller: Arc<Caller>,
     /// When the recent `bad_frame` answers were written (for the 1008 rule).
     pub(super) bad_frames: VecDeque<Instant>,
@@ -402,7 +402,7 @@ mod tests {
 
     use super::*;
     use crate::delivery::LiveEvent;
-    use crate::store::EventRecord;
+    use crate::records::EventRecord;
 
     /// A sink that takes `capacity` messages, then is not ready; its flush completes only
     /// when told to.

@@ -1,7 +1,7 @@
 //! The suite every storage backend must pass, run against SQLite and PostgreSQL: each
 //! function below takes a fresh backend, and `suite!` makes one `#[test]` of it per backend.
 
-use roundtable_protocol::model::{Discoverable, PrincipalKind, Routing};
+use roundtable_protocol::model::{Discoverable, PrincipalKind, RequestState, Routing};
 
 use super::*;
 use super::{postgres, sqlite};
@@ -761,9 +761,9 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             target: Some("r".into()),
             reason: (n == 2).then(|| "budget reached".into()),
             via: match n {
-                1 => crate::audit::Via::Ws,
-                2 => crate::audit::Via::Mcp,
-                _ => crate::audit::Via::A2a,
+                1 => crate::records::Via::Ws,
+                2 => crate::records::Via::Mcp,
+                _ => crate::records::Via::A2a,
             },
             result: if n == 3 {
                 AuditResult::Err
@@ -888,7 +888,7 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
     assert_eq!(mine[1].reason.as_deref(), Some("budget reached"));
     assert_eq!(
         (mine[0].via, mine[1].via),
-        (crate::audit::Via::Ws, crate::audit::Via::Mcp),
+        (crate::records::Via::Ws, crate::records::Via::Mcp),
         "the way a command came is kept"
     );
     assert_eq!(
@@ -912,7 +912,7 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             AuditResult::Err,
             Some("not_member"),
             Some(4),
-            crate::audit::Via::A2a
+            crate::records::Via::A2a
         )
     );
     assert_eq!(

@@ -18,10 +18,14 @@ pub mod sqlite;
 #[cfg(test)]
 mod conformance;
 
-use roundtable_protocol::client::ControlAction;
-use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
+use roundtable_protocol::model::{PrincipalKind, Routing};
 
 use crate::ids::TokenHash;
+use crate::records::{
+    AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
+    PrincipalRecord, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, RequestRecord, RoomRecord,
+    StreamKey, TokenRecord,
+};
 
 /// A storage failure. The hub answers the affected commands with `internal`, reloads its
 /// memory from the store and goes on.
@@ -104,77 +108,6 @@ pub fn read_audit_log(
     }
 }
 
-/// A stream: a room's log or a principal's inbox.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum StreamKey {
-    Room(String),
-    Inbox(String),
-}
-
-impl StreamKey {
-    /// The key under which the stream's events are stored.
-    pub fn storage_key(&self) -> std::borrow::Cow<'_, str> {
-        match self {
-            StreamKey::Room(room) => std::borrow::Cow::Borrowed(room),
-            StreamKey::Inbox(principal) => std::borrow::Cow::Owned(format!("inbox:{principal}")),
-        }
-    }
-
-    pub fn from_storage_key(key: &str) -> StreamKey {
-        match key.strip_prefix("inbox:") {
-            Some(principal) => StreamKey::Inbox(principal.to_owned()),
-            None => StreamKey::Room(key.to_owned()),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PrincipalRecord {
-    pub id: String,
-    pub kind: PrincipalKind,
-    pub handle: String,
-    pub name: String,
-    /// The owning user, for agents.
-    pub owner: Option<String>,
-    pub discoverable: Discoverable,
-    pub description: Option<String>,
-    /// The agent card, as JSON text.
-    pub card: Option<String>,
-    pub created_ms: i64,
-    /// For an agent another A2A server runs: the address of its A2A card.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remote: Option<String>,
-}
-
-/// A call owed to a remote agent: the event at `(room, seq)` (a message mentioning it, or
-/// an answer to its question) is to be sent to it. `next_ms` is when it may next be tried
-/// (a claim pushes it on); `None` once it is settled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteCallRecord {
-    pub room: String,
-    pub seq: u64,
-    pub remote: String,
-    pub created_ms: i64,
-    pub attempts: u32,
-    pub next_ms: Option<i64>,
-}
-
-/// What a remote agent's conversation in one room has reached: its `contextId`, and the
-/// task that waits for input (with the ping that asks for it, who asked the remote, and the
-/// message that did) while one does.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RemoteThreadRecord {
-    pub room: String,
-    pub remote: String,
-    pub context_id: Option<String>,
-    pub task_id: Option<String>,
-    pub ping: Option<String>,
-    pub asker: Option<String>,
-    pub mention: Option<String>,
-}
-
 /// How a credential's scheme is stored.
 pub(crate) fn credential_scheme(
     scheme: roundtable_protocol::client::RemoteCredentialScheme,
@@ -197,202 +130,6 @@ pub(crate) fn credential_scheme_from(
             detail: format!("scheme {other:?}"),
         }),
     }
-}
-
-/// A change to what the hub keeps for remote agents (see [`WriteTx::remote`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum RemoteWrite<'a> {
-    /// The credential presented to the remote agent, replaced whole.
-    Credential {
-        principal: &'a str,
-        credential: &'a roundtable_protocol::client::RemoteCredential,
-    },
-    /// A call to make; nothing when one exists for the same event and remote.
-    Call(&'a RemoteCallRecord),
-    /// Claims a call that is due at `now_ms` and is the earliest unsettled one of its room
-    /// and remote agent (so that a conversation goes one message at a time, in order, in
-    /// every process): pushes `next_ms` to `until_ms` and counts an attempt, whose number is
-    /// the claim's (0: not due, not its turn, settled or claimed by another).
-    Claim {
-        room: &'a str,
-        seq: u64,
-        remote: &'a str,
-        now_ms: i64,
-        until_ms: i64,
-    },
-    /// Settles a call (`next_ms` `None`) or sets when it is tried again (a renewed lease,
-    /// a retry), while the claim numbered `attempt` is the latest: a lapsed claim's late
-    /// renewal or settlement changes nothing.
-    Settle {
-        room: &'a str,
-        seq: u64,
-        remote: &'a str,
-        attempt: u32,
-        next_ms: Option<i64>,
-    },
-    /// Sets `next_ms` of a call due at `now_ms` and claimed by no one (a paused agent's,
-    /// deferred; a stopped one's, settled).
-    Defer {
-        room: &'a str,
-        seq: u64,
-        remote: &'a str,
-        now_ms: i64,
-        next_ms: Option<i64>,
-    },
-    Thread(&'a RemoteThreadRecord),
-    /// Forgets calls settled and made before `before_ms`.
-    Prune {
-        before_ms: i64,
-    },
-    /// Makes due now the calls of a remote agent (in `room`, or everywhere) that wait for
-    /// their time and were never claimed (a paused agent's, resumed).
-    Wake {
-        remote: &'a str,
-        room: Option<&'a str>,
-        now_ms: i64,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct TokenRecord {
-    pub hash: TokenHash,
-    pub principal: String,
-    pub revoked: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RoomRecord {
-    pub id: String,
-    pub title: Option<String>,
-    pub topic: Option<String>,
-    pub creator: String,
-    pub created_ms: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct MemberRecord {
-    pub room: String,
-    pub principal: String,
-    pub routing: Routing,
-    pub joined_ms: i64,
-}
-
-/// An event as stored.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct EventRecord {
-    pub stream: StreamKey,
-    pub seq: u64,
-    pub id: String,
-    pub ts_ms: i64,
-    pub from: String,
-    pub kind: String,
-    /// The body, as JSON text.
-    pub body: String,
-    pub client_key: Option<String>,
-    /// Principal ids a `message` mentions, for routing to agents.
-    pub mentions: Vec<String>,
-    /// Whether the room had exactly two members when the event was stored (agents then see
-    /// every message).
-    pub pair: bool,
-}
-
-/// A question for a human, and its answer once there is one.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct PingRecord {
-    pub room: String,
-    pub ping: String,
-    pub seq: u64,
-    /// User ids who may answer; empty means any user member.
-    pub to: Vec<String>,
-    pub expires_ms: Option<i64>,
-    /// The principal whose answer won.
-    pub answered_by: Option<String>,
-}
-
-/// An accepted contact; `a < b`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ContactRecord {
-    pub a: String,
-    pub b: String,
-    pub since_ms: i64,
-    /// The request that made it, if any (an invite makes contacts without one).
-    pub request: Option<String>,
-}
-
-/// A contact request and its decision.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RequestRecord {
-    pub id: String,
-    pub from: String,
-    pub to: String,
-    pub state: RequestState,
-    pub message: Option<String>,
-    pub created_ms: i64,
-    pub decided_ms: Option<i64>,
-    /// A message an A2A client sent without consent, held with the request: delivered
-    /// when it is accepted, its body deleted otherwise.
-    #[serde(default)]
-    pub held: Option<HeldMessage>,
-}
-
-/// A message held until its sender has consent (see [`RequestRecord::held`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct HeldMessage {
-    /// The `client_key` it is sent with once accepted (its task's key).
-    pub client_key: String,
-    /// The `message` body, as JSON text, while held; `None` once delivered or dropped.
-    pub body: Option<String>,
-}
-
-/// An invite code (only its hash is kept).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct InviteRecord {
-    pub id: String,
-    pub code_hash: TokenHash,
-    pub creator: String,
-    pub room: Option<String>,
-    pub max_uses: u32,
-    pub uses: u32,
-    pub expires_ms: i64,
-    pub created_ms: i64,
-    /// When its creator withdrew it (`invite_revoke`); a withdrawn invite never redeems.
-    pub revoked_ms: Option<i64>,
-}
-
-/// A pause or stop in force on an agent, in one room or (room `None`) everywhere.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ControlRecord {
-    pub agent: String,
-    pub room: Option<String>,
-    /// `Pause` or `Stop`; a resume deletes the record.
-    pub action: ControlAction,
-    pub by: String,
-    pub ts_ms: i64,
-    /// Why, when the control said.
-    pub reason: Option<String>,
-}
-
-/// One audit log entry.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct AuditRecord {
-    pub n: u64,
-    pub ts_ms: i64,
-    /// The acting principal; empty when unknown (a bad token, a refused signup).
-    pub principal: String,
-    pub action: String,
-    pub target: Option<String>,
-    /// Why, when the command gave a reason (a `control`'s).
-    pub reason: Option<String>,
-    /// How the command came (a gateway or the WebSocket).
-    #[serde(default)]
-    pub via: crate::audit::Via,
-    pub result: AuditResult,
-    pub code: Option<String>,
-    /// How many refusals the entry stands for, when more than one (see
-    /// [`crate::audit::RefusalFolds`]).
-    pub count: Option<u64>,
-    /// Hex SHA-256 chaining this entry to the previous one.
-    pub hash: String,
 }
 
 /// Everything the writer keeps in memory, as loaded at start.
@@ -501,7 +238,7 @@ pub trait WriteTx {
     /// What other hub processes sharing the store committed since this process last
     /// looked, in their commit order; this transaction comes after all of them. Empty for
     /// a store only this process writes.
-    fn others(&mut self) -> Vec<crate::replication::Committed> {
+    fn others(&mut self) -> Vec<crate::records::Committed> {
         Vec::new()
     }
     /// This transaction's place in the order of the batches of every process sharing the
@@ -510,7 +247,7 @@ pub trait WriteTx {
         None
     }
     /// What this batch tells the other processes, written with it at `commit`.
-    fn share(&mut self, _batch: crate::replication::SharedBatch) -> Result<(), StoreError> {
+    fn share(&mut self, _batch: crate::records::SharedBatch) -> Result<(), StoreError> {
         Ok(())
     }
     /// Makes the transaction durable; returns only once it is.
@@ -723,7 +460,7 @@ pub trait ReadStore: Send + Sync {
         &self,
         _after: u64,
         _limit: usize,
-    ) -> Result<Vec<crate::replication::Committed>, StoreError> {
+    ) -> Result<Vec<crate::records::Committed>, StoreError> {
         Ok(Vec::new())
     }
 

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use roundtable_hub::audit::{GENESIS, TARGET_MAX, chain_hash};
-use roundtable_hub::store::AuditRecord;
+use roundtable_hub::records::AuditRecord;
 use roundtable_hub::store::read_audit_log;
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;

@@ -171,7 +171,7 @@ impl ReadStore for PostgresReader {
         &self,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<crate::replication::Committed>, StoreError> {
+    ) -> Result<Vec<crate::records::Committed>, StoreError> {
         self.io.wait(async {
             let client = self.pool.get().await?;
             let statement = client
@@ -220,7 +220,7 @@ impl ReadStore for PostgresReader {
             };
             let mut pending_out = std::collections::HashSet::new();
             let mut pending_in = std::collections::HashSet::new();
-            let lifetime = crate::engine::REQUEST_LIFETIME_MS;
+            let lifetime = crate::records::REQUEST_LIFETIME_MS;
             for row in tx
                 .query(
                     "SELECT sender, target FROM contact_requests WHERE state = 'pending'

@@ -20,9 +20,9 @@ pub(super) struct PostgresTx<'conn> {
 struct ClusterBatch {
     node: String,
     seen: Arc<std::sync::atomic::AtomicU64>,
-    others: Vec<crate::replication::Committed>,
+    others: Vec<crate::records::Committed>,
     position: u64,
-    shared: crate::replication::SharedBatch,
+    shared: crate::records::SharedBatch,
 }
 
 impl<'conn> PostgresTx<'conn> {
@@ -162,11 +162,11 @@ impl<'conn> PostgresTx<'conn> {
 /// Rows of `shared_batches` (`n, node, batch`) as committed batches.
 pub(super) fn committed_from_rows(
     rows: &[Row],
-) -> Result<Vec<crate::replication::Committed>, StoreError> {
+) -> Result<Vec<crate::records::Committed>, StoreError> {
     rows.iter()
         .map(|row| {
             let batch: &str = row.try_get(2)?;
-            Ok(crate::replication::Committed {
+            Ok(crate::records::Committed {
                 n: seq_from(row.try_get(0)?),
                 node: row.try_get(1)?,
                 batch: serde_json::from_str(batch).map_err(|error| {
@@ -581,7 +581,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn others(&mut self) -> Vec<crate::replication::Committed> {
+    fn others(&mut self) -> Vec<crate::records::Committed> {
         self.cluster
             .as_mut()
             .map(|cluster| std::mem::take(&mut cluster.others))
@@ -592,7 +592,7 @@ impl WriteTx for PostgresTx<'_> {
         self.cluster.as_ref().map(|cluster| cluster.position)
     }
 
-    fn share(&mut self, batch: crate::replication::SharedBatch) -> Result<(), StoreError> {
+    fn share(&mut self, batch: crate::records::SharedBatch) -> Result<(), StoreError> {
         if let Some(cluster) = &mut self.cluster {
             cluster.shared = batch;
         }

@@ -13,13 +13,16 @@ use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, Reque
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    AuditQuery, AuditRecord, ContactRecord, ControlRecord, DirectoryQuery, EventRecord, Flush,
-    HistoryPage, HistoryRange, InviteRecord, MemberRecord, PingRecord, PrincipalRecord, ReadError,
-    ReadStore, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, ReplayPage, ReplayPosition,
-    RequestRecord, RoomRecord, Snapshot, Store, StoreError, StreamKey, StreamPlan, SyncPlan,
-    TokenRecord, WriteTx, credential_scheme, credential_scheme_from,
+    AuditQuery, DirectoryQuery, Flush, HistoryPage, HistoryRange, ReadError, ReadStore, ReplayPage,
+    ReplayPosition, Snapshot, Store, StoreError, StreamPlan, SyncPlan, WriteTx, credential_scheme,
+    credential_scheme_from,
 };
 use crate::ids::{IdSource, TokenHash};
+use crate::records::{
+    AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
+    PrincipalRecord, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, RequestRecord, RoomRecord,
+    StreamKey, TokenRecord,
+};
 use crate::sent_keys::SentKeyRecord;
 use crate::visibility;
 

@@ -128,7 +128,7 @@ impl ReadStore for SqliteReader {
                          AND created_ms > ?2 AND (sender = ?1 OR target = ?1)",
                     )
                     .map_err(StoreError::from)?;
-                let lifetime = crate::engine::REQUEST_LIFETIME_MS;
+                let lifetime = crate::records::REQUEST_LIFETIME_MS;
                 let mut rows = statement
                     .query(params![query.viewer, query.now_ms - lifetime])
                     .map_err(StoreError::from)?;

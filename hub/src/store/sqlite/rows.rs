@@ -71,7 +71,7 @@ pub(super) fn request_from_row(row: &rusqlite::Row<'_>) -> Result<RequestRecord,
         held: row
             .get::<_, Option<String>>(7)?
             .map(|client_key| -> rusqlite::Result<_> {
-                Ok(crate::store::HeldMessage {
+                Ok(crate::records::HeldMessage {
                     client_key,
                     body: row.get(8)?,
                 })
@@ -125,7 +125,7 @@ pub(super) fn audit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditR
         hash: row.get(7)?,
         count: row.get::<_, Option<i64>>(8)?.map(|count| count as u64),
         reason: row.get(9)?,
-        via: crate::audit::Via::parse(row.get::<_, Option<String>>(10)?.as_deref()),
+        via: crate::records::Via::parse(row.get::<_, Option<String>>(10)?.as_deref()),
     })
 }
 

@@ -4,7 +4,8 @@
 //! that card says; left alone, the hub would fetch its operator's metadata service or an
 //! internal admin page for anyone who registers one. So every URL is checked before a
 //! request (scheme, and a host written as an address), and every name the hub resolves is
-//! checked again at connect time ([`GuardedResolver`]), so a name that changes its answer
+//! checked again at connect time (the outbound client's resolver, in
+//! [`crate::outbound_lookup`]), so a name that changes its answer
 //! after registration (DNS rebinding) is refused too. Redirects are not followed.
 //!
 //! The operator opens exceptions: hosts named one by one (`--a2a-outbound-allow`), or
@@ -14,7 +15,6 @@
 //! `https`. A credential goes only to the scheme, host and port its card is at.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
 
 use roundtable_protocol::client::{RemoteCredential, RemoteCredentialScheme};
 
@@ -397,67 +397,6 @@ pub fn credential_header(credential: &RemoteCredential) -> (String, String) {
             credential.value.clone(),
         ),
     }
-}
-
-/// Resolves names for the outbound client and refuses those the guard forbids, at every
-/// connection (so a name cannot pass at registration and point inwards later). A client
-/// calls one address, so its resolver knows the transport that address is called over.
-#[derive(Debug, Clone)]
-pub struct GuardedResolver {
-    pub policy: Arc<OutboundPolicy>,
-    pub transport: Transport,
-}
-
-impl reqwest::dns::Resolve for GuardedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let (policy, transport) = (self.policy.clone(), self.transport);
-        let name = name.as_str().to_owned();
-        Box::pin(async move {
-            let addresses: Vec<SocketAddr> =
-                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
-            check_resolved(&policy, &name, &addresses, transport).map_err(
-                |refusal| -> Box<dyn std::error::Error + Send + Sync> { refusal.into() },
-            )?;
-            let addresses: reqwest::dns::Addrs = Box::new(addresses.into_iter());
-            Ok(addresses)
-        })
-    }
-}
-
-/// Checks a registration before it goes to the writer: the credential, the address, then
-/// what the address's name resolves to now (the one check that needs the network, done
-/// off the writer).
-pub async fn admit_registration(
-    policy: &OutboundPolicy,
-    register: &roundtable_protocol::client::RegisterRemoteAgent,
-) -> Result<(), String> {
-    if let Some(credential) = &register.credential {
-        check_credential(credential)?;
-    }
-    admit_card_url(policy, &register.card_url).await
-}
-
-/// Checks a card address: the URL, then what its name resolves to now.
-pub async fn admit_card_url(policy: &OutboundPolicy, text: &str) -> Result<(), String> {
-    let url = check_card_url(policy, text)?;
-    let Some(url::Host::Domain(name)) = url.host() else {
-        return Ok(());
-    };
-    let port = url.port_or_known_default().unwrap_or(443);
-    let lookup = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        tokio::net::lookup_host((name, port)),
-    )
-    .await
-    .map_err(|_| format!("{name} did not resolve within 5 s; check the address"))?
-    .map_err(|error| format!("{name} does not resolve ({error}); check the address"))?;
-    let addresses: Vec<SocketAddr> = lookup.collect();
-    check_resolved(
-        policy,
-        &name.to_ascii_lowercase(),
-        &addresses,
-        Transport::of(&url),
-    )
 }
 
 #[cfg(test)]
