@@ -152,12 +152,10 @@ impl AsyncWrite for Conn {
     }
 }
 
-/// What every request on one connection knows about it (a request extension): where it
-/// comes from, and the count it holds, which a WebSocket takes over.
+/// What every request on one connection knows about it (a request extension): the count it
+/// holds, which a WebSocket takes over.
 #[derive(Debug)]
 pub struct Peer {
-    /// Its TCP address (none on the Unix socket).
-    pub addr: Option<SocketAddr>,
     pub permit: ConnectionPermit,
 }
 
@@ -195,15 +193,15 @@ pub async fn serve(
                 }
             },
         };
-        let (address, addr) = match &accepted {
+        let address = match &accepted {
             Accepted::Tcp(stream, addr) => {
                 // Frames are small and latency matters: never hold them back for Nagle.
                 if let Err(error) = stream.set_nodelay(true) {
                     debug!(%error, "cannot set TCP_NODELAY");
                 }
-                (ClientAddress::of(addr.ip()), Some(*addr))
+                ClientAddress::of(addr.ip())
             }
-            Accepted::Local(_, peer) => (ClientAddress::LocalUser(peer.0), None),
+            Accepted::Local(_, peer) => ClientAddress::LocalUser(peer.0),
         };
         let permit = match admission.connect(address) {
             Ok(permit) => permit,
@@ -215,7 +213,7 @@ pub async fn serve(
                 continue;
             }
         };
-        let peer = Arc::new(Peer { addr, permit });
+        let peer = Arc::new(Peer { permit });
         let serving = serving.clone();
         let connection = serve_connection(
             accepted,

@@ -65,6 +65,7 @@ impl<E> Relay<E> {
     }
 
     /// How many events wait behind a hole.
+    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.held.len()
     }
@@ -87,6 +88,7 @@ impl<E> Relay<E> {
 
     /// The events the database holds for a range [`Relay::fill_due`] asked for (any subset
     /// of a range, in any order, repeats included). Returns what can now be delivered.
+    #[cfg(test)]
     pub fn on_fill(&mut self, events: Vec<(u64, E)>, now_ms: i64) -> Vec<(u64, E)> {
         for (seq, event) in events {
             self.known_head = self.known_head.max(seq);
@@ -99,6 +101,7 @@ impl<E> Relay<E> {
 
     /// The stream's head as the database says now (a resync): events up to it that never
     /// came are a hole to fill at once.
+    #[cfg(test)]
     pub fn on_head(&mut self, head: u64, now_ms: i64) {
         if head > self.known_head {
             self.known_head = head;
@@ -125,6 +128,7 @@ impl<E> Relay<E> {
     }
 
     /// When [`Relay::fill_due`] may next say something (none while nothing is missing).
+    #[cfg(test)]
     pub fn deadline(&self) -> Option<i64> {
         self.hole_since_ms
             .map(|since| since + self.settings.gap_wait_ms)

@@ -151,6 +151,7 @@ pub fn text_of(parts: &[Part]) -> Result<String, &'static str> {
 
 /// The task whose message is `first`, given the room's later events, in order. `now_ms`
 /// decides whether an unanswered task has outlived [`TASK_TTL_MS`].
+#[cfg(test)]
 pub fn task_view(
     id: String,
     first: &EventRecord,
