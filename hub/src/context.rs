@@ -28,7 +28,7 @@ pub struct HubContext {
     /// The counts of sockets and failed authentications (see [`crate::admission`]).
     pub admission: Arc<Admission>,
     /// The writer and flush threads (for `GET /v1/health`).
-    pub threads: crate::Threads,
+    pub threads: crate::threads::Threads,
     /// `POST /v1/signup`s per client address, when they are limited.
     pub signups: Option<std::sync::Mutex<crate::admission::AddressBuckets>>,
     /// Set when the hub begins to stop: sockets not yet authenticated, and closed ones
@@ -73,7 +73,7 @@ impl HubContext {
             hub_id,
             epoch,
             admission,
-            threads: crate::Threads::default(),
+            threads: crate::threads::Threads::default(),
             signups,
             stopping: tokio::sync::watch::Sender::new(false),
             announced: std::sync::Mutex::new(None),

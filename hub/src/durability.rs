@@ -16,7 +16,7 @@
 //! kernel may have dropped the dirty pages): the process stops at once (an embedded hub's
 //! program too: closing the database gracefully would checkpoint that cache into it), and a
 //! restart recovers from what the disk holds. No `ok` for the lost commits was ever sent. A
-//! panic of the flush stage (a bug) stops the hub alone ([`crate::stop_on_panic`]): no read
+//! panic of the flush stage (a bug) stops the hub alone ([`crate::threads::stop_on_panic`]): no read
 //! waiting for what it would have flushed is answered, the watermark is abandoned
 //! ([`Watermark::abandon`]) and they fail.
 
@@ -212,7 +212,7 @@ pub fn start(
     };
     let thread = std::thread::Builder::new()
         .name("roundtable-flush".into())
-        .spawn(move || crate::stop_on_panic("flush", move || stage.run()))
+        .spawn(move || crate::threads::stop_on_panic("flush", move || stage.run()))
         .expect("spawning the flush thread");
     (FlushHandle { queue }, thread)
 }

@@ -393,7 +393,7 @@ pub fn start(
     writer.publish_memory();
     let thread = std::thread::Builder::new()
         .name("roundtable-writer".into())
-        .spawn(move || crate::stop_on_panic("writer", move || writer.run()))
+        .spawn(move || crate::threads::stop_on_panic("writer", move || writer.run()))
         .expect("spawning the writer thread");
     (WriterHandle { requests: sender }, thread)
 }
