@@ -88,14 +88,17 @@ if command -v cargo-nextest >/dev/null; then
     # process in a cluster, docs/scaleout.md). Selected from the whole workspace's build,
     # as above: `-p roundtable-hub` would resolve the workspace crates' features anew and
     # build them again.
+    # The engine's own tests go on PostgreSQL too: their fixture opens the store that
+    # variable names.
     hub_suite='binary_id(roundtable-hub::it) & not test(/^cluster::/)'
     ROUNDTABLE_TEST_HUB_STORE=postgres cargo nextest run --workspace --locked "${host_profile[@]}" \
-        --profile ci -E "$hub_suite"
+        --profile ci -E "($hub_suite) | (binary_id(roundtable-hub) & test(/^engine::/))"
     ROUNDTABLE_TEST_HUB_STORE=cluster cargo nextest run --workspace --locked "${host_profile[@]}" \
         --profile ci -E "$hub_suite"' & not (test(=memory::what_is_decided_leaves_the_writers_memory_and_stays_out_after_a_restart) | test(=bounds::a_principal_past_max_devices_gets_busy_and_1013))'
 else
     cargo test --workspace --locked "${host_profile[@]}"
     ROUNDTABLE_TEST_HUB_STORE=postgres cargo test -p roundtable-hub --test it --locked "${host_profile[@]}"
+    ROUNDTABLE_TEST_HUB_STORE=postgres cargo test -p roundtable-hub --lib --locked "${host_profile[@]}" -- engine::
     ROUNDTABLE_TEST_HUB_STORE=cluster cargo test -p roundtable-hub --test it --locked "${host_profile[@]}" -- \
         --skip cluster:: --skip memory::what_is_decided --skip bounds::a_principal_past_max_devices
 fi

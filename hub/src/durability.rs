@@ -28,10 +28,9 @@ use tracing::error;
 
 use crate::dispatch::{Delivery, DispatchHandle};
 use crate::metrics::Metrics;
-use crate::records::{AuditRecord, StreamKey};
+use crate::records::AuditRecord;
 use crate::store::{
-    AuditQuery, DirectoryQuery, Flush, HistoryPage, HistoryRange, ReadError, ReadStore, ReplayPage,
-    ReplayPosition, StoreError, StreamPlan, SyncPlan,
+    AuditQuery, DirectoryQuery, Flush, ReadError, ReadStore, SnapshotRead, StoreError,
 };
 
 /// Commits counted twice: when they begin (by the writer, before the commit can become
@@ -386,37 +385,14 @@ impl ReadStore for DurableReads {
         self.durable(|reads| reads.sent_with_key_prefix(sender, prefix, before.clone(), limit))
     }
 
-    fn sync_plan(
-        &self,
-        principal: &str,
-        cursors: &dyn Fn(&StreamKey) -> u64,
-        replay_max: u64,
-    ) -> Result<SyncPlan, StoreError> {
-        self.durable(|reads| reads.sync_plan(principal, cursors, replay_max))
+    fn read(&self, read: &mut SnapshotRead<'_>) -> Result<(), ReadError> {
+        self.durable(|reads| reads.read(read))
     }
 
-    /// Not held back: a page reads only events up to the heads of a plan, which was held
-    /// back until they were durable.
-    fn replay_page(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        plan: &[StreamPlan],
-        from: ReplayPosition,
-        max_bytes: usize,
-    ) -> Result<ReplayPage, StoreError> {
-        self.inner
-            .replay_page(principal, is_agent, plan, from, max_bytes)
-    }
-
-    fn history(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        room: &str,
-        range: HistoryRange,
-    ) -> Result<HistoryPage, ReadError> {
-        self.durable(|reads| reads.history(principal, is_agent, room, range))
+    /// Not held back: it reads only what is already durable (a replay's events up to the
+    /// heads of a plan, which was held back until they were).
+    fn read_settled(&self, read: &mut SnapshotRead<'_>) -> Result<(), ReadError> {
+        self.inner.read(read)
     }
 }
 
@@ -430,6 +406,7 @@ mod tests {
 
     use super::*;
     use crate::engine::Refusal;
+    use crate::records::StreamKey;
 
     /// A flush that says when it starts, waits for the test to let it finish, and counts
     /// the flushes.
@@ -531,32 +508,43 @@ mod tests {
         fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
             Ok(Vec::new())
         }
-        fn sync_plan(
-            &self,
-            _: &str,
-            _: &dyn Fn(&StreamKey) -> u64,
-            _: u64,
-        ) -> Result<SyncPlan, StoreError> {
-            Ok(SyncPlan::default())
+        fn read(&self, read: &mut SnapshotRead<'_>) -> Result<(), ReadError> {
+            read(&mut Empty)
         }
-        fn replay_page(
-            &self,
+    }
+
+    /// A snapshot of a store that holds one empty room, with everyone in it.
+    struct Empty;
+
+    impl crate::store::ReadTx for Empty {
+        fn memberships(&mut self, _: &str) -> Result<Vec<crate::store::Membership>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn head(&mut self, _: &StreamKey) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        fn read_markers(&mut self, _: &str) -> Result<Vec<(StreamKey, u64)>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn room_exists(&mut self, _: &str) -> Result<bool, StoreError> {
+            Ok(true)
+        }
+        fn routing(
+            &mut self,
             _: &str,
-            _: bool,
-            _: &[StreamPlan],
-            _: ReplayPosition,
+            _: &str,
+        ) -> Result<Option<roundtable_protocol::model::Routing>, StoreError> {
+            Ok(Some(roundtable_protocol::model::Routing::All))
+        }
+        fn events(
+            &mut self,
+            _: &StreamKey,
+            _: crate::store::SeqRange,
+            _: crate::store::EventOrder,
             _: usize,
-        ) -> Result<ReplayPage, StoreError> {
-            Ok(ReplayPage::default())
-        }
-        fn history(
-            &self,
-            _: &str,
-            _: bool,
-            _: &str,
-            _: HistoryRange,
-        ) -> Result<HistoryPage, ReadError> {
-            Ok(HistoryPage::default())
+            _: &mut dyn FnMut(crate::records::EventRecord) -> bool,
+        ) -> Result<(), StoreError> {
+            Ok(())
         }
     }
 
@@ -566,8 +554,7 @@ mod tests {
         let reads = Arc::new(DurableReads::new(Arc::new(AtOnce), watermark.clone()));
         // Nothing committed: answered at once.
         assert!(
-            reads
-                .history("u", false, "r", range())
+            crate::reads::history(&*reads, user(), "r", range())
                 .unwrap()
                 .events
                 .is_empty()
@@ -581,8 +568,8 @@ mod tests {
                 let answered = answered.clone();
                 std::thread::spawn(move || {
                     match kind {
-                        0 => drop(reads.history("u", false, "r", range()).unwrap()),
-                        1 => drop(reads.sync_plan("u", &|_| 0, 10).unwrap()),
+                        0 => drop(crate::reads::history(&*reads, user(), "r", range()).unwrap()),
+                        1 => drop(crate::reads::sync_plan(&*reads, "u", &|_| 0, 10).unwrap()),
                         _ => drop(reads.audit(&audit_query()).unwrap()),
                     }
                     *lock(&answered) += 1;
@@ -602,8 +589,15 @@ mod tests {
         assert_eq!(*lock(&answered), 3);
     }
 
-    fn range() -> HistoryRange {
-        HistoryRange {
+    fn user() -> crate::reads::Reader<'static> {
+        crate::reads::Reader {
+            principal: "u",
+            is_agent: false,
+        }
+    }
+
+    fn range() -> crate::reads::HistoryRange {
+        crate::reads::HistoryRange {
             before: None,
             after: None,
             limit: 10,

@@ -17,8 +17,9 @@ use tokio::sync::oneshot;
 
 use crate::context::HubContext;
 use crate::engine::{Caller, Command, ConnId, HoldForConsent, Refusal, Reply, Via};
+use crate::reads::{HistoryRange, Reader};
 use crate::records::{EventRecord, PrincipalRecord};
-use crate::store::{DirectoryQuery, HistoryRange, ReadError};
+use crate::store::{DirectoryQuery, ReadError};
 use crate::writer::Request;
 use roundtable_protocol::model::DirectoryEntry;
 
@@ -349,7 +350,11 @@ impl Gateway {
                 max_bytes: self.context.config.page_bytes,
             };
             let page = tokio::task::spawn_blocking(move || {
-                reader.history(&principal, is_agent, &room_id, range)
+                let reading = Reader {
+                    principal: &principal,
+                    is_agent,
+                };
+                crate::reads::history(&*reader, reading, &room_id, range)
             })
             .await
             .map_err(|_| {
@@ -446,23 +451,31 @@ impl Gateway {
         is_agent: bool,
         room: &str,
         range: HistoryRange,
-    ) -> Result<crate::store::HistoryPage, ReadError> {
+    ) -> Result<crate::reads::HistoryPage, ReadError> {
         let reader = self.context.reader.clone();
         let (principal, room) = (caller.id.clone(), room.to_owned());
-        tokio::task::spawn_blocking(move || reader.history(&principal, is_agent, &room, range))
-            .await
-            .map_err(|_| cancelled_read())?
+        tokio::task::spawn_blocking(move || {
+            let reading = Reader {
+                principal: &principal,
+                is_agent,
+            };
+            crate::reads::history(&*reader, reading, &room, range)
+        })
+        .await
+        .map_err(|_| cancelled_read())?
     }
 
     /// The rooms `principal` is in, with their heads and its read markers, as `sync` plans
     /// them.
-    pub async fn sync_plan(&self, principal: &str) -> Result<crate::store::SyncPlan, ReadError> {
+    pub async fn sync_plan(&self, principal: &str) -> Result<crate::reads::SyncPlan, ReadError> {
         let reader = self.context.reader.clone();
         let principal = principal.to_owned();
-        tokio::task::spawn_blocking(move || reader.sync_plan(&principal, &|_| 0, u64::MAX))
-            .await
-            .map_err(|_| cancelled_read())?
-            .map_err(ReadError::Store)
+        tokio::task::spawn_blocking(move || {
+            crate::reads::sync_plan(&*reader, &principal, &|_| 0, u64::MAX)
+        })
+        .await
+        .map_err(|_| cancelled_read())?
+        .map_err(ReadError::Store)
     }
 
     /// The read markers of `caller`'s device, per stream.

@@ -37,7 +37,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("the store", &["store", "test_faults"]),
     (
         "the state and the decisions",
-        &["state", "engine", "replication"],
+        &["state", "engine", "replication", "reads"],
     ),
     (
         "the write pipeline",

@@ -52,6 +52,7 @@ pub(crate) mod operator;
 pub(crate) mod operator_socket;
 pub mod outbound_guard;
 pub(crate) mod outbound_lookup;
+pub(crate) mod reads;
 pub mod records;
 pub(crate) mod relay;
 pub(crate) mod replication;

@@ -860,15 +860,24 @@ impl Engine {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    //! A real SQLite store in a temporary directory, and an engine over it.
+    //! A real store and an engine over it: SQLite in a temporary directory, or a new
+    //! PostgreSQL database when `ROUNDTABLE_TEST_HUB_STORE` is `postgres` (as
+    //! `scripts/test.sh` runs these tests a second time), so the engine's decisions are
+    //! checked on both stores.
 
     use super::*;
-    use crate::store::Store;
-    use crate::store::sqlite::{self, SqliteStore};
+    use crate::store::{ReadStore, Store, postgres, sqlite};
+
+    /// Where a fixture's store keeps its data: it lives as long as the fixture.
+    enum StoreHome {
+        Dir(tempfile::TempDir),
+        Postgres(roundtable_testkit::postgres::TestDatabase),
+    }
 
     pub struct Fixture {
-        pub _dir: tempfile::TempDir,
-        pub store: SqliteStore,
+        home: StoreHome,
+        pub store: Box<dyn Store>,
+        pub reader: Box<dyn ReadStore>,
         pub engine: Engine,
         pub now_ms: i64,
         next_conn: u64,
@@ -882,15 +891,30 @@ pub(crate) mod test_support {
 
     impl Fixture {
         pub fn new() -> Fixture {
-            let dir = tempfile::tempdir().unwrap();
             let mut ids = IdSource::seeded(1);
-            let (mut store, _reader) =
-                sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1_000).unwrap();
+            let on_postgres =
+                std::env::var("ROUNDTABLE_TEST_HUB_STORE").as_deref() == Ok("postgres");
+            let (home, mut store, reader): (_, Box<dyn Store>, Box<dyn ReadStore>) = if on_postgres
+            {
+                let database = roundtable_testkit::postgres::TestDatabase::create();
+                let (store, reader) = postgres::open(&database.url, &mut ids, 1_000).unwrap();
+                (
+                    StoreHome::Postgres(database),
+                    Box::new(store),
+                    Box::new(reader),
+                )
+            } else {
+                let dir = tempfile::tempdir().unwrap();
+                let (store, reader) =
+                    sqlite::open(&dir.path().join("hub.sqlite3"), &mut ids, 1_000).unwrap();
+                (StoreHome::Dir(dir), Box::new(store), Box::new(reader))
+            };
             let snapshot = store.load(1).unwrap();
             let replica = HubState::from_snapshot(store.load(1).unwrap());
             Fixture {
-                _dir: dir,
+                home,
                 store,
+                reader,
                 engine: Engine::new(snapshot, ids),
                 now_ms: 1_800_000_000_000,
                 next_conn: 0,
@@ -924,11 +948,18 @@ pub(crate) mod test_support {
         /// The audit log as committed, ascending.
         pub fn audit_log(&self) -> Vec<crate::records::AuditRecord> {
             let mut entries = Vec::new();
-            crate::store::sqlite::read_audit_log(&self._dir.path().join("hub.sqlite3"), |entry| {
+            let visit = |entry| {
                 entries.push(entry);
                 true
-            })
-            .unwrap();
+            };
+            match &self.home {
+                StoreHome::Dir(dir) => {
+                    sqlite::read_audit_log(&dir.path().join("hub.sqlite3"), visit).unwrap()
+                }
+                StoreHome::Postgres(database) => {
+                    postgres::read_audit_log(&database.url, visit).unwrap()
+                }
+            }
             entries
         }
 

@@ -8,7 +8,6 @@ use serde_json::json;
 use super::Command;
 use super::test_support::Fixture;
 use super::*;
-use crate::store::Store;
 
 fn message(id: u64, room: &str, key: &str, body: serde_json::Value) -> ClientFrame {
     ClientFrame::Send(SendCmd {
@@ -558,15 +557,11 @@ fn ack_ignores_unreadable_streams_and_clamps() {
     fixture
         .run(&dana, ClientFrame::Ack(Ack { id: 1, cursors }))
         .unwrap();
-    let db = rusqlite::Connection::open(fixture._dir.path().join("hub.sqlite3")).unwrap();
-    let rows: Vec<(String, i64)> = db
-        .prepare("SELECT stream, seq FROM acks")
-        .unwrap()
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
+    let markers = fixture
+        .reader
+        .device_read_markers(&dana.id, "test")
         .unwrap();
-    assert_eq!(rows, vec![(dana_room, 2)]);
+    assert_eq!(markers, vec![(StreamKey::Room(dana_room), 2)]);
 }
 
 #[test]
@@ -640,11 +635,11 @@ fn read_markers_never_move_backwards() {
             .run(&dana, ClientFrame::Ack(Ack { id: 1, cursors }))
             .unwrap();
     }
-    let db = rusqlite::Connection::open(fixture._dir.path().join("hub.sqlite3")).unwrap();
-    let seq: i64 = db
-        .query_row("SELECT seq FROM acks", [], |row| row.get(0))
+    let markers = fixture
+        .reader
+        .device_read_markers(&dana.id, "test")
         .unwrap();
-    assert_eq!(seq, 2);
+    assert_eq!(markers, vec![(StreamKey::Room(room), 2)]);
 }
 
 #[test]

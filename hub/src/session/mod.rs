@@ -48,10 +48,9 @@ use crate::dispatch::DispatchHandle;
 use crate::engine::{Caller, Command, ConnId, Refusal};
 use crate::listener::Peer;
 use crate::metrics::Metrics;
+use crate::reads::{HistoryRange, ReplayPosition, StreamPlan};
 use crate::records::StreamKey;
-use crate::store::{
-    AuditQuery, DirectoryQuery, HistoryRange, ReadError, ReplayPosition, StreamPlan,
-};
+use crate::store::{AuditQuery, DirectoryQuery, ReadError};
 use crate::websocket::{PreAuthLimit, Socket};
 use crate::writer::Request;
 

@@ -366,9 +366,14 @@ pub(super) async fn serve_history(
         limit,
         max_bytes: context.config.page_bytes,
     };
-    let read =
-        tokio::task::spawn_blocking(move || reader.history(&principal, is_agent, &room, range))
-            .await;
+    let read = tokio::task::spawn_blocking(move || {
+        let reading = crate::reads::Reader {
+            principal: &principal,
+            is_agent,
+        };
+        crate::reads::history(&*reader, reading, &room, range)
+    })
+    .await;
     match read {
         Ok(Ok(page)) => Outbound::Frame(history_frame(
             history.id,

@@ -290,7 +290,8 @@ impl SinkTask {
         let reader = self.context.reader.clone();
         let replay_max = self.context.config.replay_max;
         let planned = tokio::task::spawn_blocking(move || {
-            reader.sync_plan(
+            crate::reads::sync_plan(
+                &*reader,
                 &principal,
                 &|stream| starts.get(stream).copied().unwrap_or(0),
                 replay_max,
@@ -315,7 +316,11 @@ impl SinkTask {
             let page_bytes = self.context.config.page_bytes;
             let plan = streams.clone();
             let read = tokio::task::spawn_blocking(move || {
-                reader.replay_page(&principal, is_agent, &plan, from, page_bytes)
+                let reading = crate::reads::Reader {
+                    principal: &principal,
+                    is_agent,
+                };
+                crate::reads::replay_page(&*reader, reading, &plan, from, page_bytes)
             })
             .await;
             let Ok(Ok(page)) = read else {

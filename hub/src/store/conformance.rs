@@ -6,6 +6,7 @@ use roundtable_protocol::model::{Discoverable, PrincipalKind, RequestState, Rout
 use super::*;
 use super::{postgres, sqlite};
 use crate::ids::IdSource;
+use crate::reads::{HistoryPage, HistoryRange, ReplayPosition, StoreReads};
 
 fn principal(id: &str, kind: PrincipalKind, owner: Option<&str>) -> PrincipalRecord {
     PrincipalRecord {
@@ -48,7 +49,12 @@ struct Backend {
     reopen: Box<dyn Fn(u64, i64) -> Box<dyn Store>>,
     /// What must outlive the store: its directory, its database.
     _keep: Box<dyn std::any::Any>,
+    /// For a cluster's process: opens another process of the same cluster, by name.
+    peer: Option<Box<OpenPeer>>,
 }
+
+/// Opens another process of a cluster, by its name: its writer store and its reader.
+type OpenPeer = dyn Fn(&str) -> (Box<dyn Store>, Box<dyn ReadStore>);
 
 fn sqlite_backend() -> Backend {
     let dir = tempfile::tempdir().unwrap();
@@ -65,6 +71,7 @@ fn sqlite_backend() -> Backend {
             )
         }),
         _keep: Box::new(dir),
+        peer: None,
     }
 }
 
@@ -83,6 +90,35 @@ fn postgres_backend() -> Backend {
             )
         }),
         _keep: Box::new(database),
+        peer: None,
+    }
+}
+
+/// The process `node` of a cluster of hub processes sharing the database at `url`.
+fn cluster_process(
+    url: &str,
+    node: &str,
+    seed: u64,
+    now_ms: i64,
+) -> (Box<dyn Store>, Box<dyn ReadStore>) {
+    let (store, reader) =
+        postgres::open_as(url, Some(node), &mut IdSource::seeded(seed), now_ms).unwrap();
+    (Box::new(store), Box::new(reader))
+}
+
+/// The process `n1` of a cluster of hub processes sharing one PostgreSQL database.
+fn postgres_cluster_backend() -> Backend {
+    let database = roundtable_testkit::postgres::TestDatabase::create();
+    let (store, reader) = cluster_process(&database.url, "n1", 3, 1);
+    let (reopened, peers) = (database.url.clone(), database.url.clone());
+    Backend {
+        store,
+        reader,
+        reopen: Box::new(move |seed, now_ms| cluster_process(&reopened, "n1", seed, now_ms).0),
+        _keep: Box::new(database),
+        peer: Some(Box::new(move |node: &str| {
+            cluster_process(&peers, node, 4, 1)
+        })),
     }
 }
 
@@ -106,7 +142,12 @@ macro_rules! suite {
             reopening_keeps_the_hub_id_and_epoch,
             the_directory_and_the_audit_log_read_what_was_committed,
             a_sender_s_keyed_events_are_listed_newest_first_by_prefix_in_pages,
-            calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due
+            calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due,
+            read_markers_are_kept_per_device_and_never_move_back,
+            controls_are_set_replaced_and_deleted_per_room,
+            rooms_and_principals_change_in_place_and_a_member_leaves,
+            a_held_message_is_found_by_its_sender_and_key,
+            a_cluster_s_processes_read_each_other_s_batches_in_order
         );
     };
     ($open:path; $($test:ident),* $(,)?) => {
@@ -127,6 +168,11 @@ mod on_sqlite {
 /// database per test.
 mod on_postgres {
     suite!(super::postgres_backend);
+}
+
+/// The same, each store being one process of a cluster.
+mod on_a_postgres_cluster {
+    suite!(super::postgres_cluster_backend);
 }
 
 /// Users `u` and `v`, agent `a` of `u`, room `r` with all three, 6 messages.
@@ -1100,4 +1146,243 @@ fn calls_to_remote_agents_are_claimed_once_settled_and_listed_when_due(mut backe
     assert_eq!(tx.remote(&wake("a", None)).unwrap(), 0);
     tx.commit().unwrap();
     assert_eq!(due(&backend, 300), [6, 5]);
+}
+
+fn read_markers_are_kept_per_device_and_never_move_back(mut backend: Backend) {
+    populate(&mut *backend.store);
+    let room = StreamKey::Room("r".into());
+    let inbox = StreamKey::Inbox("u".into());
+    let mut tx = backend.store.transaction().unwrap();
+    tx.set_ack("u", "laptop", &room, 3).unwrap();
+    tx.set_ack("u", "phone", &room, 5).unwrap();
+    tx.set_ack("u", "laptop", &inbox, 1).unwrap();
+    // Lower than what the device acknowledged: kept as it was.
+    tx.set_ack("u", "phone", &room, 2).unwrap();
+    tx.commit().unwrap();
+    let mut laptop = backend.reader.device_read_markers("u", "laptop").unwrap();
+    laptop.sort();
+    assert_eq!(laptop, [(room.clone(), 3), (inbox, 1)]);
+    assert_eq!(
+        backend.reader.device_read_markers("u", "phone").unwrap(),
+        [(room.clone(), 5)]
+    );
+    assert!(
+        backend
+            .reader
+            .device_read_markers("u", "tablet")
+            .unwrap()
+            .is_empty()
+    );
+    // `sync` reads the highest of the principal's devices.
+    let plan = backend.reader.sync_plan("u", &|_| 0, 100).unwrap();
+    assert!(plan.read_markers.contains(&(room, 5)), "{plan:?}");
+}
+
+fn controls_are_set_replaced_and_deleted_per_room(mut backend: Backend) {
+    populate(&mut *backend.store);
+    let control = |room: Option<&str>, action, by: &str| ControlRecord {
+        agent: "a".into(),
+        room: room.map(str::to_owned),
+        action,
+        by: by.into(),
+        ts_ms: 40,
+        reason: Some("lunch".into()),
+    };
+    use roundtable_protocol::client::ControlAction;
+    let everywhere = control(None, ControlAction::Pause, "u");
+    let mut tx = backend.store.transaction().unwrap();
+    tx.set_control(&everywhere).unwrap();
+    tx.set_control(&control(Some("r"), ControlAction::Pause, "u"))
+        .unwrap();
+    // The room's control again: replaced, not added.
+    tx.set_control(&control(Some("r"), ControlAction::Stop, "v"))
+        .unwrap();
+    tx.commit().unwrap();
+    let mut controls = backend.store.load(1).unwrap().controls;
+    controls.sort_by(|a, b| a.room.cmp(&b.room));
+    assert_eq!(
+        controls,
+        [
+            everywhere.clone(),
+            control(Some("r"), ControlAction::Stop, "v")
+        ]
+    );
+    let mut tx = backend.store.transaction().unwrap();
+    tx.delete_control("a", Some("r")).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(backend.store.load(1).unwrap().controls, [everywhere]);
+    let mut tx = backend.store.transaction().unwrap();
+    tx.delete_control("a", None).unwrap();
+    tx.commit().unwrap();
+    assert!(backend.store.load(1).unwrap().controls.is_empty());
+}
+
+fn rooms_and_principals_change_in_place_and_a_member_leaves(mut backend: Backend) {
+    populate(&mut *backend.store);
+    let mut agent = principal("a", PrincipalKind::Agent, Some("u"));
+    agent.name = "Reviewer".into();
+    agent.discoverable = Discoverable::Public;
+    agent.description = None;
+    agent.card = Some(r#"{"framework":"claude"}"#.into());
+    let room = RoomRecord {
+        id: "r".into(),
+        title: Some("renamed".into()),
+        topic: Some("the release".into()),
+        creator: "u".into(),
+        created_ms: 2,
+    };
+    let mut tx = backend.store.transaction().unwrap();
+    tx.update_principal(&agent).unwrap();
+    tx.update_room(&room).unwrap();
+    tx.delete_member("r", "v").unwrap();
+    tx.commit().unwrap();
+    let snapshot = backend.store.load(1).unwrap();
+    assert_eq!(
+        snapshot.principals.iter().find(|p| p.id == "a"),
+        Some(&agent)
+    );
+    assert_eq!(snapshot.rooms, [room]);
+    let mut members: Vec<&str> = snapshot
+        .members
+        .iter()
+        .map(|m| m.principal.as_str())
+        .collect();
+    members.sort();
+    assert_eq!(members, ["a", "u"]);
+    // Who left reads the room no more, and syncs it no more.
+    assert!(matches!(
+        backend.reader.history(
+            "v",
+            false,
+            "r",
+            HistoryRange {
+                before: None,
+                after: None,
+                limit: 10,
+                max_bytes: 1 << 20,
+            }
+        ),
+        Err(ReadError::NotMember)
+    ));
+    let plan = backend.reader.sync_plan("v", &|_| 0, 100).unwrap();
+    let streams: Vec<&StreamKey> = plan.streams.iter().map(|planned| &planned.stream).collect();
+    assert_eq!(streams, [&StreamKey::Inbox("v".into())]);
+}
+
+fn a_held_message_is_found_by_its_sender_and_key(mut backend: Backend) {
+    populate(&mut *backend.store);
+    let request = RequestRecord {
+        id: "c_1".into(),
+        from: "u".into(),
+        to: "v".into(),
+        state: RequestState::Pending,
+        message: Some("hello".into()),
+        created_ms: 1,
+        decided_ms: None,
+        held: Some(crate::records::HeldMessage {
+            client_key: "u-held-1".into(),
+            body: Some(r#"{"text":"the held one"}"#.into()),
+        }),
+    };
+    let mut tx = backend.store.transaction().unwrap();
+    tx.upsert_request(&request).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        backend.reader.request_holding("u", "u-held-1").unwrap(),
+        Some(request.clone())
+    );
+    assert_eq!(
+        backend.reader.request_holding("u", "u-held-2").unwrap(),
+        None
+    );
+    assert_eq!(
+        backend.reader.request_holding("v", "u-held-1").unwrap(),
+        None
+    );
+    // Accepted, its message sent: the request no longer holds it.
+    let mut accepted = request;
+    accepted.state = RequestState::Accepted;
+    accepted.decided_ms = Some(9);
+    accepted.held = None;
+    let mut tx = backend.store.transaction().unwrap();
+    tx.upsert_request(&accepted).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        backend.reader.request_holding("u", "u-held-1").unwrap(),
+        None
+    );
+}
+
+fn a_cluster_s_processes_read_each_other_s_batches_in_order(mut backend: Backend) {
+    let shared = |id: &str| crate::records::SharedBatch {
+        ops: vec![crate::records::WriteOp::InsertPrincipal {
+            principal: principal(id, PrincipalKind::User, None),
+        }],
+        ..Default::default()
+    };
+    let Some(peer) = &backend.peer else {
+        // A store one hub writes: nothing is shared, and no one is waited for.
+        let mut tx = backend.store.transaction().unwrap();
+        assert_eq!(tx.position(), None);
+        assert!(tx.others().is_empty());
+        tx.insert_principal(&principal("u", PrincipalKind::User, None))
+            .unwrap();
+        tx.share(shared("u")).unwrap();
+        tx.commit().unwrap();
+        assert!(backend.reader.committed_after(0, 10).unwrap().is_empty());
+        backend.reader.record_progress("n2", 1, 5).unwrap();
+        backend
+            .store
+            .wait_for_peers(1, std::time::Duration::from_secs(60));
+        assert_eq!(backend.store.load(1).unwrap().shared_position, 0);
+        return;
+    };
+    let (mut other, other_reader) = peer("n2");
+    backend.store.load(1).unwrap();
+    other.load(1).unwrap();
+    // n1 commits a batch and says what it shares.
+    let mut tx = backend.store.transaction().unwrap();
+    let first = tx.position().expect("a cluster's batch has a position");
+    tx.insert_principal(&principal("u", PrincipalKind::User, None))
+        .unwrap();
+    tx.share(shared("u")).unwrap();
+    tx.commit().unwrap();
+    // n2 reads it, as the fan-out does and as its next batch does, before its own.
+    let committed = other_reader.committed_after(first - 1, 10).unwrap();
+    assert_eq!(committed.len(), 1);
+    assert_eq!((committed[0].n, committed[0].node.as_str()), (first, "n1"));
+    assert_eq!(committed[0].batch.ops, shared("u").ops);
+    let mut tx = other.transaction().unwrap();
+    let others = tx.others();
+    assert_eq!(others.iter().map(|c| c.n).collect::<Vec<_>>(), [first]);
+    let second = tx.position().unwrap();
+    assert_eq!(second, first + 1);
+    tx.insert_principal(&principal("v", PrincipalKind::User, None))
+        .unwrap();
+    tx.share(shared("v")).unwrap();
+    tx.commit().unwrap();
+    let both = backend.reader.committed_after(first - 1, 10).unwrap();
+    assert_eq!(
+        both.iter().map(|c| c.n).collect::<Vec<_>>(),
+        [first, second]
+    );
+    assert_eq!(
+        backend.reader.committed_after(first - 1, 1).unwrap().len(),
+        1
+    );
+    assert_eq!(backend.store.load(1).unwrap().shared_position, second);
+    // n1 waits for n2 to have fanned a batch out: n2 is behind, so the wait runs out…
+    let now_ms = crate::unix_ms();
+    other_reader
+        .record_progress("n2", first - 1, now_ms)
+        .unwrap();
+    let wait = std::time::Duration::from_millis(200);
+    let started = std::time::Instant::now();
+    backend.store.wait_for_peers(first, wait);
+    assert!(started.elapsed() >= wait, "returned while n2 was behind");
+    // …and once n2 says it has, it returns.
+    other_reader.record_progress("n2", first, now_ms).unwrap();
+    backend
+        .store
+        .wait_for_peers(first, std::time::Duration::from_secs(600));
 }

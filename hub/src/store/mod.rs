@@ -7,13 +7,16 @@
 //!   batch of commands (group commit); nothing is visible to readers before `commit`
 //!   returns. `commit` itself may return before the data is durable: the
 //!   [`Flush`] from [`Store::flusher`] makes it so, and the hub lets nothing out before that.
-//! - [`ReadStore`] serves many readers at once (`sync` replay, `history`) from committed
-//!   data only.
+//! - [`ReadStore`] serves many readers at once from committed data only: the directory,
+//!   the audit log, and the snapshots ([`ReadTx`]) `sync` and `history` are read from, whose
+//!   policy is written once, above every backend, in [`crate::reads`].
 //!
 //! `conformance` holds the suite every backend must pass.
 
 pub mod postgres;
 pub mod sqlite;
+
+mod rows;
 
 #[cfg(test)]
 mod conformance;
@@ -254,76 +257,72 @@ pub trait WriteTx {
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 
-/// What `sync` replays, stream by stream, decided from one consistent snapshot; the
-/// events themselves are read afterwards page by page ([`ReadStore::replay_page`]), so a
-/// replay is never held in memory whole.
-#[derive(Debug, Default)]
-pub struct SyncPlan {
-    /// Every readable stream: the rooms the principal is a member of, then its inbox.
-    pub streams: Vec<StreamPlan>,
-    /// The principal's read markers on those streams: the highest seq any of its devices
-    /// acknowledged.
-    pub read_markers: Vec<(StreamKey, u64)>,
-}
-
-#[derive(Debug, Clone)]
-pub struct StreamPlan {
-    pub stream: StreamKey,
-    /// The principal's routing in the room, as of the plan (the inbox: `all`).
-    pub routing: Routing,
-    pub head: u64,
-    /// `(from, to)`, both inclusive.
-    pub gap: Option<(u64, u64)>,
-    /// The replay covers the events after this seq, up to `head`.
-    pub after: u64,
-}
-
-/// Where a replay goes on: a stream of the plan (its index) and the last seq read in it.
+/// The seqs of a stream strictly between `after` and `before`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplayPosition {
-    pub stream: usize,
+pub struct SeqRange {
     pub after: u64,
+    pub before: u64,
 }
 
-impl ReplayPosition {
-    /// The start of a plan's replay.
-    pub fn start(plan: &[StreamPlan]) -> Option<ReplayPosition> {
-        plan.first().map(|first| ReplayPosition {
-            stream: 0,
-            after: first.after,
-        })
+impl SeqRange {
+    /// The seqs strictly between `after` and `before`.
+    pub fn between(after: u64, before: u64) -> SeqRange {
+        SeqRange { after, before }
+    }
+
+    /// The seqs after `after`, up to `head` included.
+    pub fn after_through(after: u64, head: u64) -> SeqRange {
+        SeqRange {
+            after,
+            before: head.saturating_add(1),
+        }
     }
 }
 
-/// One page of a replay.
-#[derive(Debug, Default)]
-pub struct ReplayPage {
-    /// Events with the index of their stream in the plan: streams in plan order, each
-    /// ascending, already filtered by visibility.
-    pub events: Vec<(usize, EventRecord)>,
-    /// Where the next page starts; `None` once the replay is complete.
-    pub next: Option<ReplayPosition>,
+/// The order a stream's events are read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventOrder {
+    Ascending,
+    Descending,
 }
 
-/// What `history` asks for.
-#[derive(Debug, Clone, Copy)]
-pub struct HistoryRange {
-    pub before: Option<u64>,
-    pub after: Option<u64>,
-    pub limit: u32,
-    /// The page stops before its events' bodies pass this many bytes (it always holds at
-    /// least one event when there is one).
-    pub max_bytes: usize,
+/// A room a principal is a member of, as of a read's snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    pub room: String,
+    pub routing: Routing,
+    /// The room's last seq (0: no event yet).
+    pub head: u64,
 }
 
-/// A page of `history`.
-#[derive(Debug, Default)]
-pub struct HistoryPage {
-    /// Ascending `seq`.
-    pub events: Vec<EventRecord>,
-    /// The page was cut short of `limit` by `max_bytes`: more events are in the range.
-    pub more: bool,
+/// One read-only snapshot of committed data: the primitives the hub's reads
+/// ([`crate::reads`]) are written over, the same for every backend. They decide nothing of
+/// what a reader may see: that policy is `reads`'.
+pub trait ReadTx {
+    /// The rooms `principal` is a member of, with its routing in each and the room's head.
+    fn memberships(&mut self, principal: &str) -> Result<Vec<Membership>, StoreError>;
+    /// The last seq of `stream` (0: no event yet).
+    fn head(&mut self, stream: &StreamKey) -> Result<u64, StoreError>;
+    /// The highest seq any device of `principal` acknowledged, per stream.
+    fn read_markers(&mut self, principal: &str) -> Result<Vec<(StreamKey, u64)>, StoreError>;
+    fn room_exists(&mut self, room: &str) -> Result<bool, StoreError>;
+    /// `principal`'s routing in `room`; `None` when it is not a member.
+    fn routing(&mut self, room: &str, principal: &str) -> Result<Option<Routing>, StoreError>;
+    /// Calls `visit` on the events of `stream` in `seqs`, in `order`, at most `limit` of
+    /// them, until it returns false. A backend fetches rows as they are visited, so a read
+    /// that stops early has not fetched the rest.
+    fn events(
+        &mut self,
+        stream: &StreamKey,
+        seqs: SeqRange,
+        order: EventOrder,
+        limit: usize,
+        visit: &mut dyn FnMut(EventRecord) -> bool,
+    ) -> Result<(), StoreError>;
 }
+
+/// A read run in a snapshot ([`ReadStore::read`]).
+pub type SnapshotRead<'a> = dyn FnMut(&mut dyn ReadTx) -> Result<(), ReadError> + 'a;
 
 /// The keys that start with `prefix` are those from `prefix` (inclusive) to this bound
 /// (exclusive): `prefix` with its last character moved on by one.
@@ -531,33 +530,13 @@ pub trait ReadStore: Send + Sync {
     /// `principal` is neither the viewer nor one of its agents.
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError>;
 
-    /// Plans what `principal` may replay: each room it is a member of and its inbox, from
-    /// `cursors` (missing streams start at 0), with rooms gapped past `replay_max`.
-    fn sync_plan(
-        &self,
-        principal: &str,
-        cursors: &dyn Fn(&StreamKey) -> u64,
-        replay_max: u64,
-    ) -> Result<SyncPlan, StoreError>;
+    /// Runs `read` in one read-only snapshot of committed data ([`crate::reads`]' reads).
+    fn read(&self, read: &mut SnapshotRead<'_>) -> Result<(), ReadError>;
 
-    /// The next page of a planned replay, from `from`: events until their bodies pass
-    /// `max_bytes` (or a few thousand rows were read, for an agent that sees few of them).
-    /// Events up to a plan's heads never change, so pages need no common snapshot.
-    fn replay_page(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        plan: &[StreamPlan],
-        from: ReplayPosition,
-        max_bytes: usize,
-    ) -> Result<ReplayPage, StoreError>;
-
-    /// A page of a room's log as `principal` may see it.
-    fn history(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        room: &str,
-        range: HistoryRange,
-    ) -> Result<HistoryPage, ReadError>;
+    /// Runs `read` as [`ReadStore::read`] does, for data already known to be durable (a
+    /// replay's events up to the heads of its plan): a store that holds reads back until
+    /// what they may see is durable does not hold this one.
+    fn read_settled(&self, read: &mut SnapshotRead<'_>) -> Result<(), ReadError> {
+        self.read(read)
+    }
 }

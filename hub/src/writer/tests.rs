@@ -11,12 +11,13 @@ use tokio::sync::Semaphore;
 use super::*;
 use crate::engine::ConnId;
 use crate::ids::IdSource;
+use crate::reads::StoreReads;
 use crate::records::{
     AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
     PrincipalRecord, RequestRecord, RoomRecord, StreamKey, TokenRecord,
 };
 use crate::store::sqlite::{self, SqliteStore};
-use crate::store::{ReadStore, Snapshot, StoreError, WriteTx};
+use crate::store::{Snapshot, StoreError, WriteTx};
 
 /// SQLite whose next commit fails when told to, and which refuses, as PostgreSQL refuses
 /// a NUL in `text`, an event with the client key `refused_key`: at commit, with a
@@ -219,7 +220,7 @@ async fn a_failed_commit_answers_internal_and_loses_nothing_else() {
             &harness.caller.id,
             false,
             &harness.room,
-            crate::store::HistoryRange {
+            crate::reads::HistoryRange {
                 before: None,
                 after: Some(2),
                 limit: 10,

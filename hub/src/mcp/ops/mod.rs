@@ -28,8 +28,9 @@ use serde_json::{Value, json};
 
 use crate::engine::{Caller, Refusal, Reply};
 use crate::gateway::Gateway;
+use crate::reads::HistoryRange;
 use crate::records::{EventRecord, PrincipalRecord, StreamKey};
-use crate::store::{HistoryRange, ReadError};
+use crate::store::ReadError;
 
 mod reading;
 

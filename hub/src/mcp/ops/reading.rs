@@ -28,7 +28,7 @@ impl CallerOps {
         before: Option<u64>,
         limit: u32,
         everything: bool,
-    ) -> Result<crate::store::HistoryPage, ToolError> {
+    ) -> Result<crate::reads::HistoryPage, ToolError> {
         let range = HistoryRange {
             before,
             after,

@@ -16,8 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use roundtable_protocol::client::ControlAction;
-use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
+use roundtable_protocol::model::Routing;
 use sha2::{Digest, Sha256};
 use tokio_postgres::Row;
 
@@ -509,7 +508,7 @@ impl Store for PostgresStore {
                 &[
                     &node,
                     &(crate::unix_ms() - NODE_SILENCE_MS),
-                    &seq_to(position),
+                    &signed(position),
                 ],
             ));
             match behind.and_then(|row| row.try_get::<_, i64>(0)) {
@@ -559,15 +558,10 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         ..Snapshot::default()
     };
     for row in tx
-        .query(
-            "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms,
-                    remote_card_url
-             FROM principals",
-            &[],
-        )
+        .query(&format!("SELECT {PRINCIPAL_COLUMNS} FROM principals"), &[])
         .await?
     {
-        snapshot.principals.push(principal_from_row(&row)?);
+        snapshot.principals.push(principal_from(&row)?);
     }
     // Revoked tokens stay on record but not in memory: unknown and revoked answer alike.
     for row in tx
@@ -578,39 +572,22 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         .await?
     {
         snapshot.tokens.push(TokenRecord {
-            hash: hash_from(&row, 0, "tokens")?,
+            hash: hash_from(row.try_get(0)?, "tokens")?,
             principal: row.try_get(1)?,
             revoked: false,
         });
     }
     for row in tx
-        .query(
-            "SELECT id, title, topic, creator, created_ms FROM rooms",
-            &[],
-        )
+        .query(&format!("SELECT {ROOM_COLUMNS} FROM rooms"), &[])
         .await?
     {
-        snapshot.rooms.push(RoomRecord {
-            id: row.try_get(0)?,
-            title: row.try_get(1)?,
-            topic: row.try_get(2)?,
-            creator: row.try_get(3)?,
-            created_ms: row.try_get(4)?,
-        });
+        snapshot.rooms.push(room_from(&row)?);
     }
     for row in tx
-        .query(
-            "SELECT room, principal, routing, joined_ms FROM members",
-            &[],
-        )
+        .query(&format!("SELECT {MEMBER_COLUMNS} FROM members"), &[])
         .await?
     {
-        snapshot.members.push(MemberRecord {
-            room: row.try_get(0)?,
-            principal: row.try_get(1)?,
-            routing: routing_from(row.try_get(2)?)?,
-            joined_ms: row.try_get(3)?,
-        });
+        snapshot.members.push(member_from(&row)?);
     }
     for row in tx
         .query("SELECT stream, head FROM stream_heads", &[])
@@ -619,7 +596,7 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         let stream: &str = row.try_get(0)?;
         snapshot.heads.push((
             StreamKey::from_storage_key(stream),
-            seq_from(row.try_get(1)?),
+            unsigned(row.try_get(1)?),
         ));
     }
     // The keys are in rooms only (a `send` targets a room).
@@ -637,7 +614,7 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
             sender: row.try_get(0)?,
             client_key: row.try_get(1)?,
             room: row.try_get(2)?,
-            seq: seq_from(row.try_get(3)?),
+            seq: unsigned(row.try_get(3)?),
             ts_ms: row.try_get(4)?,
         });
     }
@@ -652,18 +629,13 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         )
         .await?
     {
-        snapshot.pings.push(ping_from_row(&row)?);
+        snapshot.pings.push(ping_from(&row)?);
     }
     for row in tx
-        .query("SELECT a, b, since_ms, request FROM contacts", &[])
+        .query(&format!("SELECT {CONTACT_COLUMNS} FROM contacts"), &[])
         .await?
     {
-        snapshot.contacts.push(ContactRecord {
-            a: row.try_get(0)?,
-            b: row.try_get(1)?,
-            since_ms: row.try_get(2)?,
-            request: row.try_get(3)?,
-        });
+        snapshot.contacts.push(contact_from(&row)?);
     }
     // Only pending requests; final ones are read when asked for.
     for row in tx
@@ -673,7 +645,7 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         )
         .await?
     {
-        snapshot.requests.push(request_from_row(&row)?);
+        snapshot.requests.push(request_from(&row)?);
     }
     // Only invites that can still be redeemed; the others are read when named.
     for row in tx
@@ -686,7 +658,7 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         )
         .await?
     {
-        snapshot.invites.push(invite_from_row(&row)?);
+        snapshot.invites.push(invite_from(&row)?);
     }
     for row in tx
         .query(
@@ -695,26 +667,9 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         )
         .await?
     {
-        let room: String = row.try_get(1)?;
-        snapshot.controls.push(ControlRecord {
-            agent: row.try_get(0)?,
-            room: (!room.is_empty()).then_some(room),
-            action: match row.try_get::<_, &str>(2)? {
-                "pause" => ControlAction::Pause,
-                "stop" => ControlAction::Stop,
-                other => {
-                    return Err(StoreError::Corrupt {
-                        table: "controls",
-                        detail: format!("action {other:?}"),
-                    });
-                }
-            },
-            by: row.try_get(3)?,
-            ts_ms: row.try_get(4)?,
-            reason: row.try_get(5)?,
-        });
+        snapshot.controls.push(control_from(&row)?);
     }
-    snapshot.shared_position = seq_from(
+    snapshot.shared_position = unsigned(
         tx.query_one("SELECT coalesce(max(n), 0) FROM shared_batches", &[])
             .await?
             .try_get(0)?,
@@ -722,7 +677,7 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
     snapshot.audit_head = tx
         .query_opt("SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1", &[])
         .await?
-        .map(|row| -> Result<_, StoreError> { Ok((seq_from(row.try_get(0)?), row.try_get(1)?)) })
+        .map(|row| -> Result<_, StoreError> { Ok((unsigned(row.try_get(0)?), row.try_get(1)?)) })
         .transpose()?
         .unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned()));
     tx.commit().await?;

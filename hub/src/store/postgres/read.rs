@@ -11,14 +11,9 @@ use tokio_postgres::types::ToSql;
 
 use super::*;
 use crate::store::{
-    AuditQuery, DirectoryFound, DirectoryQuery, HistoryPage, HistoryRange, ReadError, ReadStore,
-    ReplayPage, ReplayPosition, StreamPlan, SyncPlan,
+    AuditQuery, DirectoryQuery, EventOrder, Membership, ReadError, ReadStore, ReadTx, SeqRange,
+    SnapshotRead,
 };
-use crate::visibility;
-
-/// Rows one replay page reads at most: bounds its time for an agent that sees few of a
-/// room's events, as `max_bytes` bounds its memory.
-const REPLAY_PAGE_ROWS: usize = 4096;
 
 /// Rows fetched from a portal at a time.
 const FETCH_ROWS: i32 = 256;
@@ -52,7 +47,7 @@ pub fn read_audit_log(
                 return Ok(());
             }
             for row in &rows {
-                if !visit(audit_from_row(row)?) {
+                if !visit(audit_from(row)?) {
                     return Ok(());
                 }
             }
@@ -85,7 +80,7 @@ fn store_only<T>(result: Result<T, ReadError>, table: &'static str) -> Result<T,
 
 impl PostgresReader {
     /// Runs `work` in a read-only transaction that sees one snapshot of the database.
-    fn read<T>(
+    fn in_transaction<T>(
         &self,
         work: impl AsyncFnOnce(&Transaction<'_>) -> Result<T, ReadError>,
     ) -> Result<T, ReadError> {
@@ -132,19 +127,6 @@ async fn each_row(
     }
 }
 
-async fn head_of(tx: &Transaction<'_>, stream: &StreamKey) -> Result<u64, StoreError> {
-    let statement = tx
-        .prepare_cached("SELECT head FROM stream_heads WHERE stream = $1")
-        .await?;
-    let head = tx
-        .query_opt(&statement, &[&stream.storage_key().as_ref()])
-        .await?;
-    Ok(match head {
-        Some(row) => seq_from(row.try_get(0)?),
-        None => 0,
-    })
-}
-
 impl ReadStore for PostgresReader {
     fn record_progress(&self, node: &str, dispatched: u64, now_ms: i64) -> Result<(), StoreError> {
         self.io.wait(async {
@@ -160,7 +142,7 @@ impl ReadStore for PostgresReader {
                          seen_ms = excluded.seen_ms",
                 )
                 .await?;
-            tx.execute(&statement, &[&node, &seq_to(dispatched), &now_ms])
+            tx.execute(&statement, &[&node, &signed(dispatched), &now_ms])
                 .await?;
             tx.commit().await?;
             Ok(())
@@ -180,21 +162,21 @@ impl ReadStore for PostgresReader {
                 )
                 .await?;
             let rows = client
-                .query(&statement, &[&seq_to(after), &(limit as i64)])
+                .query(&statement, &[&signed(after), &(limit as i64)])
                 .await?;
             super::write::committed_from_rows(&rows)
         })
     }
 
     fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
-        let head = self.read(async |tx| {
+        let head = self.in_transaction(async |tx| {
             let row = tx
                 .query_opt("SELECT n, hash FROM audit ORDER BY n DESC LIMIT 1", &[])
                 .await
                 .map_err(StoreError::from)?;
             Ok(match row {
                 Some(row) => (
-                    seq_from(row.try_get(0).map_err(StoreError::from)?),
+                    unsigned(row.try_get(0).map_err(StoreError::from)?),
                     row.try_get(1).map_err(StoreError::from)?,
                 ),
                 None => (0, crate::audit::GENESIS.to_owned()),
@@ -204,7 +186,7 @@ impl ReadStore for PostgresReader {
     }
 
     fn directory(&self, query: &DirectoryQuery) -> Result<Vec<DirectoryEntry>, StoreError> {
-        let entries = self.read(async |tx| {
+        let entries = self.in_transaction(async |tx| {
             let viewer_owner = tx
                 .query_opt(
                     "SELECT coalesce(owner, id) FROM principals WHERE id = $1",
@@ -265,17 +247,7 @@ impl ReadStore for PostgresReader {
                     if entries.len() >= query.limit {
                         return Ok(false);
                     }
-                    let found = DirectoryFound {
-                        id: row.try_get(0)?,
-                        kind: kind_from(row.try_get(1)?)?,
-                        handle: row.try_get(2)?,
-                        name: row.try_get(3)?,
-                        owner: row.try_get(4)?,
-                        description: row.try_get(5)?,
-                        card: row.try_get(6)?,
-                        kin: row.try_get(7)?,
-                        is_contact: row.try_get(8)?,
-                    };
+                    let found = directory_found_from(row)?;
                     entries.extend(found.entry(query, &pending_out, &pending_in));
                     Ok(true)
                 },
@@ -291,7 +263,7 @@ impl ReadStore for PostgresReader {
         sender: &str,
         client_key: &str,
     ) -> Result<Option<RequestRecord>, StoreError> {
-        let found = self.read(async |tx| {
+        let found = self.in_transaction(async |tx| {
             let sql = format!(
                 "SELECT {REQUEST_COLUMNS} FROM contact_requests \
                  WHERE sender = $1 AND held_key = $2"
@@ -301,7 +273,7 @@ impl ReadStore for PostgresReader {
                 .await
                 .map_err(StoreError::from)?;
             Ok(match row {
-                Some(row) => Some(request_from_row(&row)?),
+                Some(row) => Some(request_from(&row)?),
                 None => None,
             })
         });
@@ -314,7 +286,7 @@ impl ReadStore for PostgresReader {
         limit: usize,
     ) -> Result<Vec<RemoteCallRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let found = self.read(async |tx| {
+        let found = self.in_transaction(async |tx| {
             let rows = tx
                 .query(
                     "SELECT room, seq, remote, created_ms, attempts, next_ms FROM remote_calls AS call
@@ -330,7 +302,7 @@ impl ReadStore for PostgresReader {
             let call = |row: &tokio_postgres::Row| -> Result<RemoteCallRecord, StoreError> {
                 Ok(RemoteCallRecord {
                     room: row.try_get(0)?,
-                    seq: seq_from(row.try_get(1)?),
+                    seq: unsigned(row.try_get(1)?),
                     remote: row.try_get(2)?,
                     created_ms: row.try_get(3)?,
                     attempts: u32::try_from(row.try_get::<_, i64>(4)?).unwrap_or(u32::MAX),
@@ -349,7 +321,7 @@ impl ReadStore for PostgresReader {
         &self,
         principal: &str,
     ) -> Result<Option<roundtable_protocol::client::RemoteCredential>, StoreError> {
-        let found = self.read(async |tx| {
+        let found = self.in_transaction(async |tx| {
             let row = tx
                 .query_opt(
                     "SELECT scheme, header, value FROM remote_credentials WHERE principal = $1",
@@ -374,7 +346,7 @@ impl ReadStore for PostgresReader {
         principal: &str,
         device: &str,
     ) -> Result<Vec<(StreamKey, u64)>, StoreError> {
-        let found = self.read(async |tx| {
+        let found = self.in_transaction(async |tx| {
             let rows = tx
                 .query(
                     "SELECT stream, seq FROM acks WHERE principal = $1 AND device = $2",
@@ -386,7 +358,7 @@ impl ReadStore for PostgresReader {
             for row in rows {
                 let key: &str = row.try_get(0).map_err(StoreError::from)?;
                 let seq: i64 = row.try_get(1).map_err(StoreError::from)?;
-                markers.push((StreamKey::from_storage_key(key), seq_from(seq)));
+                markers.push((StreamKey::from_storage_key(key), unsigned(seq)));
             }
             Ok(markers)
         });
@@ -398,7 +370,7 @@ impl ReadStore for PostgresReader {
         room: &str,
         remote: &str,
     ) -> Result<Option<RemoteThreadRecord>, StoreError> {
-        let found = self.read(async |tx| {
+        let found = self.in_transaction(async |tx| {
             let row = tx
                 .query_opt(
                     "SELECT context_id, task_id, ping, asker, mention FROM remote_threads
@@ -434,7 +406,7 @@ impl ReadStore for PostgresReader {
         let unbounded = before_id.is_empty();
         let limit = limit.min(i64::MAX as usize) as i64;
         let bound = crate::store::key_prefix_bound(prefix);
-        let events = self.read(async |tx| {
+        let events = self.in_transaction(async |tx| {
             let sql = format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE sender = $1 \
                  AND starts_with(client_key, 'a2a:') AND client_key COLLATE \"C\" >= $2 \
@@ -450,7 +422,7 @@ impl ReadStore for PostgresReader {
                     &sender, &prefix, &before_ms, &before_id, &unbounded, &limit, &bound,
                 ],
                 |row| {
-                    events.push(event_from_row(row)?);
+                    events.push(event_from(row)?);
                     Ok(true)
                 },
             )
@@ -461,7 +433,7 @@ impl ReadStore for PostgresReader {
     }
 
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
-        self.read(async |tx| {
+        self.in_transaction(async |tx| {
             let visible: Vec<String> = tx
                 .query(
                     "SELECT id FROM principals WHERE id = $1 OR owner = $1",
@@ -492,210 +464,123 @@ impl ReadStore for PostgresReader {
                 )
                 .await
                 .map_err(StoreError::from)?;
-            Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?)
+            Ok(rows.iter().map(audit_from).collect::<Result<_, _>>()?)
         })
     }
 
-    fn sync_plan(
-        &self,
-        principal: &str,
-        cursors: &dyn Fn(&StreamKey) -> u64,
-        replay_max: u64,
-    ) -> Result<SyncPlan, StoreError> {
-        let plan = self.read(async |tx| {
-            let rooms = tx
-                .query(
-                    "SELECT m.room, m.routing, coalesce(h.head, 0) FROM members m
-                     LEFT JOIN stream_heads h ON h.stream = m.room WHERE m.principal = $1",
-                    &[&principal],
-                )
-                .await
-                .map_err(StoreError::from)?;
-            let mut plan = SyncPlan::default();
-            let mut streams = Vec::with_capacity(rooms.len() + 1);
-            for row in &rooms {
-                let room: String = row.try_get(0).map_err(StoreError::from)?;
-                let routing: &str = row.try_get(1).map_err(StoreError::from)?;
-                let head: i64 = row.try_get(2).map_err(StoreError::from)?;
-                streams.push((
-                    StreamKey::Room(room),
-                    Routing::parse(routing).unwrap_or_default(),
-                    seq_from(head),
-                ));
-            }
-            let inbox = StreamKey::Inbox(principal.to_owned());
-            let inbox_head = head_of(tx, &inbox).await?;
-            streams.push((inbox, Routing::All, inbox_head));
-            for (stream, routing, head) in streams {
-                let mut after = cursors(&stream).min(head);
-                let mut gap = None;
-                if matches!(stream, StreamKey::Room(_)) && head - after > replay_max {
-                    let start = head - replay_max;
-                    gap = Some((after + 1, start));
-                    after = start;
-                }
-                plan.streams.push(StreamPlan {
-                    stream,
-                    routing,
-                    head,
-                    gap,
-                    after,
-                });
-            }
-            for row in tx
-                .query(
-                    "SELECT stream, max(seq) FROM acks WHERE principal = $1 GROUP BY stream",
-                    &[&principal],
-                )
-                .await
-                .map_err(StoreError::from)?
-            {
-                let key: &str = row.try_get(0).map_err(StoreError::from)?;
-                let seq: i64 = row.try_get(1).map_err(StoreError::from)?;
-                let stream = StreamKey::from_storage_key(key);
-                if plan.streams.iter().any(|planned| planned.stream == stream) {
-                    plan.read_markers.push((stream, seq_from(seq)));
-                }
-            }
-            Ok(plan)
-        });
-        store_only(plan, "members")
+    fn read(&self, read: &mut SnapshotRead<'_>) -> Result<(), ReadError> {
+        let mut client = self.io.wait(self.pool.get()).map_err(StoreError::from)?;
+        let tx = self
+            .io
+            .wait(
+                client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start(),
+            )
+            .map_err(StoreError::from)?;
+        // Read only: dropped, not committed, whatever `read` did.
+        read(&mut PostgresReadTx { io: &self.io, tx })
+    }
+}
+
+/// A snapshot: one read-only, repeatable-read transaction on a pooled connection.
+struct PostgresReadTx<'a> {
+    io: &'a Io,
+    tx: Transaction<'a>,
+}
+
+impl ReadTx for PostgresReadTx<'_> {
+    fn memberships(&mut self, principal: &str) -> Result<Vec<Membership>, StoreError> {
+        let rows = self.io.wait(self.tx.query(
+            "SELECT m.room, m.routing, coalesce(h.head, 0) FROM members m
+             LEFT JOIN stream_heads h ON h.stream = m.room WHERE m.principal = $1",
+            &[&principal],
+        ))?;
+        let mut memberships = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let routing: &str = row.try_get(1)?;
+            memberships.push(Membership {
+                room: row.try_get(0)?,
+                routing: Routing::parse(routing).unwrap_or_default(),
+                head: unsigned(row.try_get(2)?),
+            });
+        }
+        Ok(memberships)
     }
 
-    fn replay_page(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        plan: &[StreamPlan],
-        from: ReplayPosition,
-        max_bytes: usize,
-    ) -> Result<ReplayPage, StoreError> {
-        let page = self.read(async |tx| {
-            let mut page = ReplayPage::default();
-            let mut bytes = 0;
-            let mut rows_read = 0;
-            let mut position = from;
-            while let Some(planned) = plan.get(position.stream) {
-                if position.after >= planned.head {
-                    position.stream += 1;
-                    if let Some(next) = plan.get(position.stream) {
-                        position.after = next.after;
-                    }
-                    continue;
-                }
-                if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
-                    page.next = Some(position);
-                    return Ok(page);
-                }
-                let mut exhausted = true;
-                let stream_index = position.stream;
-                let mut last = position.after;
-                each_row(
-                    tx,
-                    &format!(
-                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 \
-                         AND seq <= $3 ORDER BY seq LIMIT $4"
-                    ),
-                    &[
-                        &planned.stream.storage_key().as_ref(),
-                        &seq_to(position.after),
-                        &seq_to(planned.head),
-                        &((REPLAY_PAGE_ROWS - rows_read) as i64),
-                    ],
-                    |row| {
-                        let event = event_from_row(row)?;
-                        rows_read += 1;
-                        last = event.seq;
-                        if !is_agent || visibility::agent_sees(&event, principal, planned.routing) {
-                            bytes += event.body.len();
-                            page.events.push((stream_index, event));
-                        }
-                        if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
-                            exhausted = false;
-                            return Ok(false);
-                        }
-                        Ok(true)
-                    },
-                )
-                .await?;
-                // Fewer rows than asked: nothing more up to the head.
-                position.after = if exhausted { planned.head } else { last };
-            }
-            Ok(page)
-        });
-        store_only(page, "events")
-    }
-
-    fn history(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        room: &str,
-        range: HistoryRange,
-    ) -> Result<HistoryPage, ReadError> {
-        self.read(async |tx| {
-            let exists = tx
-                .query_opt("SELECT 1 FROM rooms WHERE id = $1", &[&room])
-                .await
-                .map_err(StoreError::from)?
-                .is_some();
-            if !exists {
-                return Err(ReadError::NotFound);
-            }
-            let routing = tx
-                .query_opt(
-                    "SELECT routing FROM members WHERE room = $1 AND principal = $2",
-                    &[&room, &principal],
-                )
-                .await
-                .map_err(StoreError::from)?;
-            let Some(routing) = routing else {
-                return Err(ReadError::NotMember);
-            };
-            let routing: &str = routing.try_get(0).map_err(StoreError::from)?;
-            let routing = Routing::parse(routing).unwrap_or_default();
-            let limit = range.limit as usize;
-            let before = seq_to(range.before.unwrap_or(u64::MAX));
-            let (sql, after, ascending) = match range.after {
-                Some(after) => (
-                    format!(
-                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 \
-                         AND seq < $3 ORDER BY seq ASC"
-                    ),
-                    seq_to(after),
-                    true,
-                ),
-                None => (
-                    format!(
-                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 \
-                         AND seq < $3 ORDER BY seq DESC"
-                    ),
-                    0,
-                    false,
-                ),
-            };
-            let mut page = HistoryPage::default();
-            let mut bytes = 0;
-            each_row(tx, &sql, &[&room, &after, &before], |row| {
-                if page.events.len() >= limit {
-                    return Ok(false);
-                }
-                let event = event_from_row(row)?;
-                if !is_agent || visibility::agent_sees(&event, principal, routing) {
-                    if !page.events.is_empty() && bytes + event.body.len() > range.max_bytes {
-                        page.more = true;
-                        return Ok(false);
-                    }
-                    bytes += event.body.len();
-                    page.events.push(event);
-                }
-                Ok(true)
-            })
-            .await?;
-            if !ascending {
-                page.events.reverse();
-            }
-            Ok(page)
+    fn head(&mut self, stream: &StreamKey) -> Result<u64, StoreError> {
+        let head = self.io.wait(self.tx.query_opt(
+            "SELECT head FROM stream_heads WHERE stream = $1",
+            &[&stream.storage_key().as_ref()],
+        ))?;
+        Ok(match head {
+            Some(row) => unsigned(row.try_get(0)?),
+            None => 0,
         })
+    }
+
+    fn read_markers(&mut self, principal: &str) -> Result<Vec<(StreamKey, u64)>, StoreError> {
+        let rows = self.io.wait(self.tx.query(
+            "SELECT stream, max(seq) FROM acks WHERE principal = $1 GROUP BY stream",
+            &[&principal],
+        ))?;
+        let mut markers = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let key: &str = row.try_get(0)?;
+            markers.push((StreamKey::from_storage_key(key), unsigned(row.try_get(1)?)));
+        }
+        Ok(markers)
+    }
+
+    fn room_exists(&mut self, room: &str) -> Result<bool, StoreError> {
+        let row = self.io.wait(
+            self.tx
+                .query_opt("SELECT 1 FROM rooms WHERE id = $1", &[&room]),
+        )?;
+        Ok(row.is_some())
+    }
+
+    fn routing(&mut self, room: &str, principal: &str) -> Result<Option<Routing>, StoreError> {
+        let row = self.io.wait(self.tx.query_opt(
+            "SELECT routing FROM members WHERE room = $1 AND principal = $2",
+            &[&room, &principal],
+        ))?;
+        Ok(match row {
+            Some(row) => Some(Routing::parse(row.try_get(0)?).unwrap_or_default()),
+            None => None,
+        })
+    }
+
+    fn events(
+        &mut self,
+        stream: &StreamKey,
+        seqs: SeqRange,
+        order: EventOrder,
+        limit: usize,
+        visit: &mut dyn FnMut(EventRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        let sql = match order {
+            EventOrder::Ascending => format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 AND seq < $3 \
+                 ORDER BY seq ASC LIMIT $4"
+            ),
+            EventOrder::Descending => format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq > $2 AND seq < $3 \
+                 ORDER BY seq DESC LIMIT $4"
+            ),
+        };
+        self.io.wait(each_row(
+            &self.tx,
+            &sql,
+            &[
+                &stream.storage_key().as_ref(),
+                &signed(seqs.after),
+                &signed(seqs.before),
+                &signed(limit as u64),
+            ],
+            |row| Ok(visit(event_from(row)?)),
+        ))
     }
 }

@@ -1,3 +1,4 @@
+use roundtable_protocol::model::{Discoverable, PrincipalKind};
 use roundtable_testkit::postgres::{TestDatabase, select};
 
 use super::*;

@@ -50,7 +50,7 @@ impl<'conn> PostgresTx<'conn> {
             let statement = tx
                 .prepare_cached("SELECT n, node, batch FROM shared_batches WHERE n > $1 ORDER BY n")
                 .await?;
-            Ok::<_, StoreError>(tx.query(&statement, &[&seq_to(after)]).await?)
+            Ok::<_, StoreError>(tx.query(&statement, &[&signed(after)]).await?)
         })?;
         let others = committed_from_rows(&rows)?;
         let mut position = after;
@@ -106,7 +106,7 @@ impl<'conn> PostgresTx<'conn> {
             .iter()
             .map(|event| event.stream.storage_key().into_owned())
             .collect();
-        let seqs: Vec<i64> = held.iter().map(|event| seq_to(event.seq)).collect();
+        let seqs: Vec<i64> = held.iter().map(|event| signed(event.seq)).collect();
         let ids: Vec<&str> = held.iter().map(|event| event.id.as_str()).collect();
         let times: Vec<i64> = held.iter().map(|event| event.ts_ms).collect();
         let senders: Vec<&str> = held.iter().map(|event| event.from.as_str()).collect();
@@ -167,7 +167,7 @@ pub(super) fn committed_from_rows(
         .map(|row| {
             let batch: &str = row.try_get(2)?;
             Ok(crate::records::Committed {
-                n: seq_from(row.try_get(0)?),
+                n: unsigned(row.try_get(0)?),
                 node: row.try_get(1)?,
                 batch: serde_json::from_str(batch).map_err(|error| {
                     StoreError::Postgres(PostgresError::SharedBatch(error.to_string()))
@@ -292,9 +292,9 @@ impl WriteTx for PostgresTx<'_> {
     ) -> Result<Option<EventRecord>, StoreError> {
         self.query_opt(
             &format!("SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq = $2"),
-            &[&stream.storage_key().as_ref(), &seq_to(seq)],
+            &[&stream.storage_key().as_ref(), &signed(seq)],
         )?
-        .map(|row| event_from_row(&row))
+        .map(|row| event_from(&row))
         .transpose()
     }
 
@@ -303,7 +303,7 @@ impl WriteTx for PostgresTx<'_> {
             &format!("SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE id = $1"),
             &[&id],
         )?
-        .map(|row| request_from_row(&row))
+        .map(|row| request_from(&row))
         .transpose()
     }
 
@@ -315,7 +315,7 @@ impl WriteTx for PostgresTx<'_> {
             &format!("SELECT {INVITE_COLUMNS} FROM invites WHERE code_hash = $1"),
             &[&&code_hash.0[..]],
         )?
-        .map(|row| invite_from_row(&row))
+        .map(|row| invite_from(&row))
         .transpose()
     }
 
@@ -324,7 +324,7 @@ impl WriteTx for PostgresTx<'_> {
             &format!("SELECT {INVITE_COLUMNS} FROM invites WHERE id = $1"),
             &[&id],
         )?
-        .map(|row| invite_from_row(&row))
+        .map(|row| invite_from(&row))
         .transpose()
     }
 
@@ -333,7 +333,7 @@ impl WriteTx for PostgresTx<'_> {
             &format!("SELECT {PING_COLUMNS} FROM pings WHERE room = $1 AND ping = $2"),
             &[&room, &ping],
         )?
-        .map(|row| ping_from_row(&row))
+        .map(|row| ping_from(&row))
         .transpose()
     }
 
@@ -345,7 +345,7 @@ impl WriteTx for PostgresTx<'_> {
             &[
                 &ping.room,
                 &ping.ping,
-                &seq_to(ping.seq),
+                &signed(ping.seq),
                 &ping.to,
                 &ping.expires_ms,
                 &ping.answered_by,
@@ -368,7 +368,7 @@ impl WriteTx for PostgresTx<'_> {
                 &principal,
                 &device,
                 &stream.storage_key().as_ref(),
-                &seq_to(seq),
+                &signed(seq),
             ],
         )?;
         Ok(())
@@ -405,7 +405,7 @@ impl WriteTx for PostgresTx<'_> {
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
                 &[
                     &call.room,
-                    &seq_to(call.seq),
+                    &signed(call.seq),
                     &call.remote,
                     &call.created_ms,
                     &i64::from(call.attempts),
@@ -426,7 +426,7 @@ impl WriteTx for PostgresTx<'_> {
                            WHERE earlier.room = $1 AND earlier.remote = $3
                              AND earlier.seq < $2 AND earlier.next_ms IS NOT NULL)
                      RETURNING attempts",
-                    &[room, &seq_to(*seq), remote, now_ms, until_ms],
+                    &[room, &signed(*seq), remote, now_ms, until_ms],
                 )?;
                 return Ok(match row {
                     Some(row) => row.try_get::<_, i64>(0)?.max(0) as u64,
@@ -443,7 +443,7 @@ impl WriteTx for PostgresTx<'_> {
                 "UPDATE remote_calls SET next_ms = $5
                  WHERE room = $1 AND seq = $2 AND remote = $3 AND attempts = $4
                      AND next_ms IS NOT NULL",
-                &[room, &seq_to(*seq), remote, &i64::from(*attempt), next_ms],
+                &[room, &signed(*seq), remote, &i64::from(*attempt), next_ms],
             )?,
             RemoteWrite::Defer {
                 room,
@@ -454,7 +454,7 @@ impl WriteTx for PostgresTx<'_> {
             } => self.execute(
                 "UPDATE remote_calls SET next_ms = $5
                  WHERE room = $1 AND seq = $2 AND remote = $3 AND next_ms <= $4",
-                &[room, &seq_to(*seq), remote, now_ms, next_ms],
+                &[room, &signed(*seq), remote, now_ms, next_ms],
             )?,
             RemoteWrite::Thread(thread) => self.execute(
                 "INSERT INTO remote_threads (room, remote, context_id, task_id, ping, asker, mention)
@@ -565,7 +565,7 @@ impl WriteTx for PostgresTx<'_> {
             "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash, count, reason, via)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             &[
-                &seq_to(entry.n),
+                &signed(entry.n),
                 &entry.ts_ms,
                 &entry.principal,
                 &entry.action,
@@ -573,7 +573,7 @@ impl WriteTx for PostgresTx<'_> {
                 &audit_result_str(entry.result),
                 &entry.code,
                 &entry.hash,
-                &entry.count.map(seq_to),
+                &entry.count.map(signed),
                 &entry.reason,
                 &entry.via.recorded(),
             ],
@@ -611,7 +611,7 @@ impl WriteTx for PostgresTx<'_> {
         let batch = serde_json::to_string(&cluster.shared)
             .map_err(|error| StoreError::Postgres(PostgresError::SharedBatch(error.to_string())))?;
         let now_ms = crate::unix_ms();
-        let position = seq_to(cluster.position);
+        let position = signed(cluster.position);
         io.wait(async {
             tx.execute(
                 "INSERT INTO shared_batches (n, node, committed_ms, batch) VALUES ($1, $2, $3, $4)",

@@ -8,13 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use roundtable_protocol::client::ControlAction;
-use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
+use roundtable_protocol::model::Routing;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    AuditQuery, DirectoryQuery, Flush, HistoryPage, HistoryRange, ReadError, ReadStore, ReplayPage,
-    ReplayPosition, Snapshot, Store, StoreError, StreamPlan, SyncPlan, WriteTx, credential_scheme,
+    AuditQuery, DirectoryQuery, EventOrder, Flush, Membership, ReadError, ReadStore, ReadTx,
+    SeqRange, Snapshot, SnapshotRead, Store, StoreError, WriteTx, credential_scheme,
     credential_scheme_from,
 };
 use crate::ids::{IdSource, TokenHash};
@@ -24,7 +23,6 @@ use crate::records::{
     StreamKey, TokenRecord,
 };
 use crate::sent_keys::SentKeyRecord;
-use crate::visibility;
 
 mod read;
 mod rows;
@@ -183,32 +181,9 @@ impl Store for SqliteStore {
             ..Snapshot::default()
         };
         {
-            let mut statement = tx.prepare(
-                "SELECT id, kind, handle, name, owner, discoverable, description, card, created_ms,
-                        remote_card_url
-                 FROM principals",
-            )?;
-            let mut rows = statement.query([])?;
-            while let Some(row) = rows.next()? {
-                let discoverable: String = row.get(5)?;
-                snapshot.principals.push(PrincipalRecord {
-                    id: row.get(0)?,
-                    kind: kind_from(&row.get::<_, String>(1)?)?,
-                    handle: row.get(2)?,
-                    name: row.get(3)?,
-                    owner: row.get(4)?,
-                    discoverable: Discoverable::parse(&discoverable).ok_or_else(|| {
-                        StoreError::Corrupt {
-                            table: "principals",
-                            detail: format!("discoverable {discoverable:?}"),
-                        }
-                    })?,
-                    description: row.get(6)?,
-                    card: row.get(7)?,
-                    created_ms: row.get(8)?,
-                    remote: row.get(9)?,
-                });
-            }
+            let mut statement =
+                tx.prepare(&format!("SELECT {PRINCIPAL_COLUMNS} FROM principals"))?;
+            snapshot.principals = decode_all(statement.query([])?, principal_from)?;
         }
         {
             let mut statement =
@@ -220,48 +195,20 @@ impl Store for SqliteStore {
                 )?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
-                let hash: Vec<u8> = row.get(0)?;
-                let hash: [u8; 32] = hash.try_into().map_err(|_| StoreError::Corrupt {
-                    table: "tokens",
-                    detail: "a hash is not 32 bytes".into(),
-                })?;
                 snapshot.tokens.push(TokenRecord {
-                    hash: TokenHash(hash),
+                    hash: hash_from(row.get(0)?, "tokens")?,
                     principal: row.get(1)?,
                     revoked: row.get(2)?,
                 });
             }
         }
         {
-            let mut statement =
-                tx.prepare("SELECT id, title, topic, creator, created_ms FROM rooms")?;
-            let mut rows = statement.query([])?;
-            while let Some(row) = rows.next()? {
-                snapshot.rooms.push(RoomRecord {
-                    id: row.get(0)?,
-                    title: row.get(1)?,
-                    topic: row.get(2)?,
-                    creator: row.get(3)?,
-                    created_ms: row.get(4)?,
-                });
-            }
+            let mut statement = tx.prepare(&format!("SELECT {ROOM_COLUMNS} FROM rooms"))?;
+            snapshot.rooms = decode_all(statement.query([])?, room_from)?;
         }
         {
-            let mut statement =
-                tx.prepare("SELECT room, principal, routing, joined_ms FROM members")?;
-            let mut rows = statement.query([])?;
-            while let Some(row) = rows.next()? {
-                let routing: String = row.get(2)?;
-                snapshot.members.push(MemberRecord {
-                    room: row.get(0)?,
-                    principal: row.get(1)?,
-                    routing: Routing::parse(&routing).ok_or_else(|| StoreError::Corrupt {
-                        table: "members",
-                        detail: format!("routing {routing:?}"),
-                    })?,
-                    joined_ms: row.get(3)?,
-                });
-            }
+            let mut statement = tx.prepare(&format!("SELECT {MEMBER_COLUMNS} FROM members"))?;
+            snapshot.members = decode_all(statement.query([])?, member_from)?;
         }
         {
             let mut head = tx.prepare("SELECT MAX(seq) FROM events WHERE stream = ?1")?;
@@ -316,20 +263,12 @@ impl Store for SqliteStore {
             ))?;
             let mut rows = statement.query([now_ms])?;
             while let Some(row) = rows.next()? {
-                snapshot.pings.push(ping_from_row(row)?);
+                snapshot.pings.push(ping_from(row)?);
             }
         }
         {
-            let mut statement = tx.prepare("SELECT a, b, since_ms, request FROM contacts")?;
-            let mut rows = statement.query([])?;
-            while let Some(row) = rows.next()? {
-                snapshot.contacts.push(ContactRecord {
-                    a: row.get(0)?,
-                    b: row.get(1)?,
-                    since_ms: row.get(2)?,
-                    request: row.get(3)?,
-                });
-            }
+            let mut statement = tx.prepare(&format!("SELECT {CONTACT_COLUMNS} FROM contacts"))?;
+            snapshot.contacts = decode_all(statement.query([])?, contact_from)?;
         }
         {
             // Only pending requests; final ones are read when asked for.
@@ -338,7 +277,7 @@ impl Store for SqliteStore {
             ))?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
-                snapshot.requests.push(request_from_row(row)?);
+                snapshot.requests.push(request_from(row)?);
             }
         }
         {
@@ -350,34 +289,13 @@ impl Store for SqliteStore {
             ))?;
             let mut rows = statement.query([now_ms])?;
             while let Some(row) = rows.next()? {
-                snapshot.invites.push(invite_from_row(row)?);
+                snapshot.invites.push(invite_from(row)?);
             }
         }
         {
             let mut statement =
                 tx.prepare("SELECT agent, room, action, by, ts_ms, reason FROM controls")?;
-            let mut rows = statement.query([])?;
-            while let Some(row) = rows.next()? {
-                let room: String = row.get(1)?;
-                let action: String = row.get(2)?;
-                snapshot.controls.push(ControlRecord {
-                    agent: row.get(0)?,
-                    room: (!room.is_empty()).then_some(room),
-                    action: match action.as_str() {
-                        "pause" => ControlAction::Pause,
-                        "stop" => ControlAction::Stop,
-                        other => {
-                            return Err(StoreError::Corrupt {
-                                table: "controls",
-                                detail: format!("action {other:?}"),
-                            });
-                        }
-                    },
-                    by: row.get(3)?,
-                    ts_ms: row.get(4)?,
-                    reason: row.get(5)?,
-                });
-            }
+            snapshot.controls = decode_all(statement.query([])?, control_from)?;
         }
         snapshot.audit_head = tx
             .query_row(

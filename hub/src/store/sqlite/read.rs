@@ -13,7 +13,7 @@ pub fn read_audit_log(
     let mut statement = conn.prepare(&format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY n"))?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        if !visit(audit_from_row(row)?) {
+        if !visit(audit_from(row)?) {
             break;
         }
     }
@@ -61,20 +61,6 @@ impl SqliteReader {
     }
 }
 
-/// Rows one replay page reads at most: bounds its time for an agent that sees few of a
-/// room's events, as `max_bytes` bounds its memory.
-pub(super) const REPLAY_PAGE_ROWS: usize = 4096;
-
-pub(super) fn head_of(
-    tx: &rusqlite::Transaction<'_>,
-    stream: &StreamKey,
-) -> Result<u64, StoreError> {
-    let seq: Option<i64> = tx
-        .prepare_cached("SELECT MAX(seq) FROM events WHERE stream = ?1")?
-        .query_row([stream.storage_key()], |row| row.get(0))?;
-    Ok(seq.unwrap_or(0) as u64)
-}
-
 impl ReadStore for SqliteReader {
     fn audit_head(&self) -> Result<Option<(u64, String)>, StoreError> {
         let head = self.with_connection(|conn| {
@@ -102,7 +88,6 @@ impl ReadStore for SqliteReader {
         &self,
         query: &DirectoryQuery,
     ) -> Result<Vec<roundtable_protocol::model::DirectoryEntry>, StoreError> {
-        use crate::store::DirectoryFound;
         let result = self.with_connection(|conn| {
             let tx = conn.transaction().map_err(StoreError::from)?;
             let viewer_owner: Option<String> = tx
@@ -169,17 +154,7 @@ impl ReadStore for SqliteReader {
                 let Some(row) = rows.next().map_err(StoreError::from)? else {
                     break;
                 };
-                let found = DirectoryFound {
-                    id: row.get(0).map_err(StoreError::from)?,
-                    kind: kind_from(&row.get::<_, String>(1).map_err(StoreError::from)?)?,
-                    handle: row.get(2).map_err(StoreError::from)?,
-                    name: row.get(3).map_err(StoreError::from)?,
-                    owner: row.get(4).map_err(StoreError::from)?,
-                    description: row.get(5).map_err(StoreError::from)?,
-                    card: row.get(6).map_err(StoreError::from)?,
-                    kin: row.get(7).map_err(StoreError::from)?,
-                    is_contact: row.get(8).map_err(StoreError::from)?,
-                };
+                let found = directory_found_from(row)?;
                 entries.extend(found.entry(query, &pending_out, &pending_in));
             }
             Ok(entries)
@@ -208,7 +183,7 @@ impl ReadStore for SqliteReader {
                 .query(params![sender, client_key])
                 .map_err(StoreError::from)?;
             match rows.next().map_err(StoreError::from)? {
-                Some(row) => Ok(Some(request_from_row(row)?)),
+                Some(row) => Ok(Some(request_from(row)?)),
                 None => Ok(None),
             }
         });
@@ -361,24 +336,17 @@ impl ReadStore for SqliteReader {
             );
             let mut statement = conn.prepare_cached(&sql).map_err(StoreError::from)?;
             let rows = statement
-                .query_map(
-                    params![
-                        sender,
-                        prefix,
-                        crate::store::key_prefix_bound(prefix),
-                        before_ms,
-                        before_id,
-                        unbounded,
-                        limit.min(i64::MAX as usize) as i64
-                    ],
-                    event_from_row,
-                )
+                .query(params![
+                    sender,
+                    prefix,
+                    crate::store::key_prefix_bound(prefix),
+                    before_ms,
+                    before_id,
+                    unbounded,
+                    signed(limit as u64)
+                ])
                 .map_err(StoreError::from)?;
-            let mut events = Vec::new();
-            for row in rows {
-                events.push(row.map_err(StoreError::from)?);
-            }
-            Ok(events)
+            Ok(decode_all(rows, event_from)?)
         });
         result.map_err(|error| match error {
             ReadError::Store(error) => error,
@@ -416,231 +384,120 @@ impl ReadStore for SqliteReader {
                 .collect();
             values.push(rusqlite::types::Value::Integer(query.since_ms.unwrap_or(i64::MIN)));
             values.push(rusqlite::types::Value::Integer(i64::from(query.limit)));
-            let entries = statement
-                .query_map(rusqlite::params_from_iter(values), audit_from_row)
-                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            let rows = statement
+                .query(rusqlite::params_from_iter(values))
                 .map_err(StoreError::from)?;
-            Ok(entries)
+            Ok(decode_all(rows, audit_from)?)
         })
     }
 
-    fn sync_plan(
-        &self,
-        principal: &str,
-        cursors: &dyn Fn(&StreamKey) -> u64,
-        replay_max: u64,
-    ) -> Result<SyncPlan, StoreError> {
-        let result = self.with_connection(|conn| {
-            let tx = conn.transaction().map_err(StoreError::from)?;
-            let rooms: Vec<(String, String)> = tx
-                .prepare_cached("SELECT room, routing FROM members WHERE principal = ?1")
-                .and_then(|mut statement| {
-                    statement
-                        .query_map([principal], |row| Ok((row.get(0)?, row.get(1)?)))?
-                        .collect()
-                })
-                .map_err(StoreError::from)?;
-            let mut plan = SyncPlan::default();
-            let streams = rooms
-                .into_iter()
-                .map(|(room, routing)| {
-                    (
-                        StreamKey::Room(room),
-                        Routing::parse(&routing).unwrap_or_default(),
-                    )
-                })
-                .chain(std::iter::once((
-                    StreamKey::Inbox(principal.to_owned()),
-                    Routing::All,
-                )));
-            for (stream, routing) in streams {
-                let head = head_of(&tx, &stream)?;
-                let mut after = cursors(&stream).min(head);
-                let mut gap = None;
-                if matches!(stream, StreamKey::Room(_)) && head - after > replay_max {
-                    let start = head - replay_max;
-                    gap = Some((after + 1, start));
-                    after = start;
-                }
-                plan.streams.push(StreamPlan {
-                    stream,
-                    routing,
-                    head,
-                    gap,
-                    after,
-                });
-            }
-            let mut markers = tx
-                .prepare_cached(
-                    "SELECT stream, max(seq) FROM acks WHERE principal = ?1 GROUP BY stream",
-                )
-                .map_err(StoreError::from)?;
-            let mut rows = markers.query([principal]).map_err(StoreError::from)?;
-            while let Some(row) = rows.next().map_err(StoreError::from)? {
-                let key: String = row.get(0).map_err(StoreError::from)?;
-                let seq: i64 = row.get(1).map_err(StoreError::from)?;
-                let stream = StreamKey::from_storage_key(&key);
-                if plan.streams.iter().any(|planned| planned.stream == stream) {
-                    plan.read_markers.push((stream, seq as u64));
-                }
-            }
-            drop(rows);
-            drop(markers);
-            Ok(plan)
-        });
-        result.map_err(|error| match error {
-            ReadError::Store(error) => error,
-            other => StoreError::Corrupt {
-                table: "members",
-                detail: other.to_string(),
-            },
-        })
-    }
-
-    fn replay_page(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        plan: &[StreamPlan],
-        from: ReplayPosition,
-        max_bytes: usize,
-    ) -> Result<ReplayPage, StoreError> {
-        let result = self.with_connection(|conn| {
-            let tx = conn.transaction().map_err(StoreError::from)?;
-            let mut page = ReplayPage::default();
-            let mut bytes = 0;
-            let mut rows_read = 0;
-            let mut position = from;
-            while let Some(planned) = plan.get(position.stream) {
-                if position.after >= planned.head {
-                    position.stream += 1;
-                    if let Some(next) = plan.get(position.stream) {
-                        position.after = next.after;
-                    }
-                    continue;
-                }
-                if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
-                    page.next = Some(position);
-                    return Ok(page);
-                }
-                let mut statement = tx
-                    .prepare_cached(&format!(
-                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 \
-                         AND seq <= ?3 ORDER BY seq LIMIT ?4"
-                    ))
-                    .map_err(StoreError::from)?;
-                let mut rows = statement
-                    .query(params![
-                        planned.stream.storage_key(),
-                        position.after as i64,
-                        planned.head as i64,
-                        (REPLAY_PAGE_ROWS - rows_read) as i64
-                    ])
-                    .map_err(StoreError::from)?;
-                let mut exhausted = true;
-                while let Some(row) = rows.next().map_err(StoreError::from)? {
-                    let event = event_from_row(row).map_err(StoreError::from)?;
-                    rows_read += 1;
-                    position.after = event.seq;
-                    if !is_agent || visibility::agent_sees(&event, principal, planned.routing) {
-                        bytes += event.body.len();
-                        page.events.push((position.stream, event));
-                    }
-                    if bytes >= max_bytes || rows_read >= REPLAY_PAGE_ROWS {
-                        exhausted = false;
-                        break;
-                    }
-                }
-                if exhausted {
-                    // Fewer rows than asked: nothing more up to the head.
-                    position.after = planned.head;
-                }
-            }
-            Ok(page)
-        });
-        result.map_err(|error| match error {
-            ReadError::Store(error) => error,
-            other => StoreError::Corrupt {
-                table: "events",
-                detail: other.to_string(),
-            },
-        })
-    }
-
-    fn history(
-        &self,
-        principal: &str,
-        is_agent: bool,
-        room: &str,
-        range: HistoryRange,
-    ) -> Result<HistoryPage, ReadError> {
+    fn read(&self, read: &mut SnapshotRead<'_>) -> Result<(), ReadError> {
         self.with_connection(|conn| {
             let tx = conn.transaction().map_err(StoreError::from)?;
-            let exists: bool = tx
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM rooms WHERE id = ?1)")
-                .and_then(|mut statement| statement.query_row([room], |row| row.get(0)))
-                .map_err(StoreError::from)?;
-            if !exists {
-                return Err(ReadError::NotFound);
-            }
-            let routing: Option<String> = tx
-                .prepare_cached("SELECT routing FROM members WHERE room = ?1 AND principal = ?2")
-                .and_then(|mut statement| {
-                    statement
-                        .query_row([room, principal], |row| row.get(0))
-                        .optional()
-                })
-                .map_err(StoreError::from)?;
-            let Some(routing) = routing else {
-                return Err(ReadError::NotMember);
-            };
-            let routing = Routing::parse(&routing).unwrap_or_default();
-            let limit = range.limit as usize;
-            let (sql, bound, ascending) = match (range.after, range.before) {
-                (Some(after), before) => (
-                    format!(
-                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq ASC"
-                    ),
-                    (after, before.unwrap_or(i64::MAX as u64)),
-                    true,
-                ),
-                (None, before) => (
-                    format!(
-                        "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq DESC"
-                    ),
-                    (0, before.unwrap_or(i64::MAX as u64)),
-                    false,
-                ),
-            };
-            let mut statement = tx.prepare_cached(&sql).map_err(StoreError::from)?;
-            let mut rows = statement
-                .query(params![
-                    room,
-                    bound.0.min(i64::MAX as u64) as i64,
-                    bound.1.min(i64::MAX as u64) as i64
-                ])
-                .map_err(StoreError::from)?;
-            let mut page = HistoryPage::default();
-            let mut bytes = 0;
-            while page.events.len() < limit {
-                let Some(row) = rows.next().map_err(StoreError::from)? else {
-                    break;
-                };
-                let event = event_from_row(row).map_err(StoreError::from)?;
-                if !is_agent || visibility::agent_sees(&event, principal, routing) {
-                    if !page.events.is_empty() && bytes + event.body.len() > range.max_bytes {
-                        page.more = true;
-                        break;
-                    }
-                    bytes += event.body.len();
-                    page.events.push(event);
-                }
-            }
-            if !ascending {
-                page.events.reverse();
-            }
-            Ok(page)
+            read(&mut SqliteReadTx(&tx))
         })
+    }
+}
+
+/// A snapshot: one read transaction on a reader's connection.
+struct SqliteReadTx<'a, 'c>(&'a rusqlite::Transaction<'c>);
+
+impl ReadTx for SqliteReadTx<'_, '_> {
+    fn memberships(&mut self, principal: &str) -> Result<Vec<Membership>, StoreError> {
+        let mut statement = self.0.prepare_cached(
+            "SELECT m.room, m.routing, \
+             (SELECT coalesce(max(e.seq), 0) FROM events e WHERE e.stream = m.room) \
+             FROM members m WHERE m.principal = ?1",
+        )?;
+        let rows = statement.query_map([principal], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut memberships = Vec::new();
+        for row in rows {
+            let (room, routing, head) = row?;
+            memberships.push(Membership {
+                room,
+                routing: Routing::parse(&routing).unwrap_or_default(),
+                head: head.max(0) as u64,
+            });
+        }
+        Ok(memberships)
+    }
+
+    fn head(&mut self, stream: &StreamKey) -> Result<u64, StoreError> {
+        let seq: Option<i64> = self
+            .0
+            .prepare_cached("SELECT max(seq) FROM events WHERE stream = ?1")?
+            .query_row([stream.storage_key()], |row| row.get(0))?;
+        Ok(seq.unwrap_or(0).max(0) as u64)
+    }
+
+    fn read_markers(&mut self, principal: &str) -> Result<Vec<(StreamKey, u64)>, StoreError> {
+        let mut statement = self.0.prepare_cached(
+            "SELECT stream, max(seq) FROM acks WHERE principal = ?1 GROUP BY stream",
+        )?;
+        let rows = statement.query_map([principal], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })?;
+        let mut markers = Vec::new();
+        for row in rows {
+            let (key, seq) = row?;
+            markers.push((StreamKey::from_storage_key(&key), seq.max(0) as u64));
+        }
+        Ok(markers)
+    }
+
+    fn room_exists(&mut self, room: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM rooms WHERE id = ?1)")?
+            .query_row([room], |row| row.get(0))?)
+    }
+
+    fn routing(&mut self, room: &str, principal: &str) -> Result<Option<Routing>, StoreError> {
+        let routing: Option<String> = self
+            .0
+            .prepare_cached("SELECT routing FROM members WHERE room = ?1 AND principal = ?2")?
+            .query_row([room, principal], |row| row.get(0))
+            .optional()?;
+        Ok(routing.map(|routing| Routing::parse(&routing).unwrap_or_default()))
+    }
+
+    fn events(
+        &mut self,
+        stream: &StreamKey,
+        seqs: SeqRange,
+        order: EventOrder,
+        limit: usize,
+        visit: &mut dyn FnMut(EventRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        let sql = match order {
+            EventOrder::Ascending => format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 \
+                 ORDER BY seq ASC LIMIT ?4"
+            ),
+            EventOrder::Descending => format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq > ?2 AND seq < ?3 \
+                 ORDER BY seq DESC LIMIT ?4"
+            ),
+        };
+        let mut statement = self.0.prepare_cached(&sql)?;
+        let mut rows = statement.query(params![
+            stream.storage_key(),
+            signed(seqs.after),
+            signed(seqs.before),
+            signed(limit as u64)
+        ])?;
+        while let Some(row) = rows.next()? {
+            if !visit(event_from(row)?) {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -151,13 +151,11 @@ impl WriteTx for SqliteTx<'_> {
         stream: &StreamKey,
         seq: u64,
     ) -> Result<Option<EventRecord>, StoreError> {
-        Ok(self
-            .tx
-            .prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq = ?2"
-            ))?
-            .query_row(params![stream.storage_key(), seq as i64], event_from_row)
-            .optional()?)
+        let mut statement = self.tx.prepare_cached(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq = ?2"
+        ))?;
+        let mut rows = statement.query(params![stream.storage_key(), signed(seq)])?;
+        rows.next()?.map(event_from).transpose()
     }
 
     fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
@@ -165,7 +163,7 @@ impl WriteTx for SqliteTx<'_> {
             "SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE id = ?1"
         ))?;
         let mut rows = statement.query([id])?;
-        rows.next()?.map(request_from_row).transpose()
+        rows.next()?.map(request_from).transpose()
     }
 
     fn invite_by_code(
@@ -176,7 +174,7 @@ impl WriteTx for SqliteTx<'_> {
             "SELECT {INVITE_COLUMNS} FROM invites WHERE code_hash = ?1"
         ))?;
         let mut rows = statement.query([&code_hash.0[..]])?;
-        rows.next()?.map(invite_from_row).transpose()
+        rows.next()?.map(invite_from).transpose()
     }
 
     fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
@@ -184,7 +182,7 @@ impl WriteTx for SqliteTx<'_> {
             "SELECT {INVITE_COLUMNS} FROM invites WHERE id = ?1"
         ))?;
         let mut rows = statement.query([id])?;
-        rows.next()?.map(invite_from_row).transpose()
+        rows.next()?.map(invite_from).transpose()
     }
 
     fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
@@ -192,7 +190,7 @@ impl WriteTx for SqliteTx<'_> {
             "SELECT {PING_COLUMNS} FROM pings WHERE room = ?1 AND ping = ?2"
         ))?;
         let mut rows = statement.query([room, ping])?;
-        rows.next()?.map(ping_from_row).transpose()
+        rows.next()?.map(ping_from).transpose()
     }
 
     fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
