@@ -19,7 +19,8 @@
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 
-use roundtable_core::hooks::{self, HookContext, HookEvent, HookReply, HookSettings};
+use roundtable_core::hook_settings::HookSettings;
+use roundtable_core::hooks::{self, HookContext, HookEvent, HookReply};
 use roundtable_core::local_agents::AgentCli;
 use roundtable_core::local_agents::detect::{find_executable, search_dirs};
 use roundtable_core::session_claims::SessionClaims;

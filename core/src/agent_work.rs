@@ -44,7 +44,7 @@ pub enum HumanAnswer {
 pub(crate) struct TurnSpent<'a> {
     pub session: &'a str,
     pub model: &'a str,
-    pub tokens: &'a crate::work::events::TokenCounts,
+    pub tokens: &'a crate::log_events::TokenCounts,
     pub from_ms: i64,
     pub to_ms: i64,
 }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::work::events::Framework;
+use crate::log_events::Framework;
 
 /// The claims of one Roundtable home.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -64,112 +64,23 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("what runs a hub", &["embedded", "admin", "layers"]),
 ];
 
+/// The reading of the sources (shared with the core's test of its imports).
+#[cfg(test)]
+#[path = "../../testkit/src/module_imports.rs"]
+mod module_imports;
+
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
     use super::LAYERS;
-
-    /// The code of a source file: comments, and a trailing `#[cfg(test)] mod tests`, cut.
-    fn code(text: &str) -> String {
-        let text = match text.find("#[cfg(test)]\nmod tests") {
-            Some(at) => &text[..at],
-            None => text,
-        };
-        let mut code = String::with_capacity(text.len());
-        for line in text.lines() {
-            let trimmed = line.trim_start();
-            if trimmed.starts_with("//") {
-                continue;
-            }
-            code.push_str(line);
-            code.push('\n');
-        }
-        code
-    }
-
-    /// The `crate::…` modules a piece of code names, grouped imports included.
-    fn named_modules(code: &str, modules: &BTreeSet<&str>) -> BTreeSet<String> {
-        let mut named = BTreeSet::new();
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for item in group[..end].split(',') {
-                    let name: String = item
-                        .trim()
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if modules.contains(name.as_str()) {
-                        named.insert(name);
-                    }
-                }
-                continue;
-            }
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if modules.contains(name.as_str()) {
-                named.insert(name);
-            }
-        }
-        named
-    }
-
-    fn sources(path: &Path, into: &mut Vec<(String, String)>) {
-        if path.is_dir() {
-            let mut entries: Vec<_> = std::fs::read_dir(path)
-                .unwrap()
-                .map(|entry| entry.unwrap().path())
-                .collect();
-            entries.sort();
-            for entry in entries {
-                sources(&entry, into);
-            }
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if name != "tests.rs" && name != "conformance.rs" {
-                let text = std::fs::read_to_string(path).unwrap();
-                into.push((path.display().to_string(), code(&text)));
-            }
-        }
-    }
+    use super::module_imports;
 
     /// Each top-level module and the modules its code imports.
     fn imports() -> BTreeMap<String, BTreeSet<String>> {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut names = BTreeSet::new();
-        for entry in std::fs::read_dir(&src).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-            if name != "lib" {
-                names.insert(name);
-            }
-        }
-        let modules: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let mut graph = BTreeMap::new();
-        for module in &names {
-            let mut files = Vec::new();
-            let dir = src.join(module);
-            if dir.is_dir() {
-                sources(&dir, &mut files);
-            }
-            let file = src.join(format!("{module}.rs"));
-            if file.is_file() {
-                sources(&file, &mut files);
-            }
-            let mut named = BTreeSet::new();
-            for (_, code) in &files {
-                named.extend(named_modules(code, &modules));
-            }
-            named.remove(module);
-            graph.insert(module.clone(), named);
-        }
-        graph
+        module_imports::imports(&src, &["conformance.rs"])
     }
 
     fn layer_of() -> BTreeMap<&'static str, usize> {
@@ -218,51 +129,7 @@ mod tests {
 
     #[test]
     fn the_modules_of_a_layer_import_each_other_without_a_circle() {
-        let graph = imports();
-        // Depth-first, marking the path: reaching a module on it again is a circle.
-        fn visit<'a>(
-            module: &'a str,
-            graph: &'a BTreeMap<String, BTreeSet<String>>,
-            path: &mut Vec<&'a str>,
-            done: &mut BTreeSet<&'a str>,
-        ) -> Option<Vec<String>> {
-            if let Some(at) = path.iter().position(|on| *on == module) {
-                let mut circle: Vec<String> = path[at..].iter().map(|m| (*m).to_owned()).collect();
-                circle.push(module.to_owned());
-                return Some(circle);
-            }
-            if !done.insert(module) {
-                return None;
-            }
-            path.push(module);
-            for next in graph.get(module).into_iter().flatten() {
-                if let Some(circle) = visit(next, graph, path, done) {
-                    return Some(circle);
-                }
-            }
-            path.pop();
-            None
-        }
-        let mut done = BTreeSet::new();
-        for module in graph.keys() {
-            let circle = visit(module, &graph, &mut Vec::new(), &mut done);
-            assert!(circle.is_none(), "an import circle: {circle:?}");
-        }
-    }
-
-    /// The test reads what it should: an upward import and a circle written into code are
-    /// found, the same in a comment or a test module is not.
-    #[test]
-    fn the_reading_finds_imports_in_code_only() {
-        let modules: BTreeSet<&str> = ["store", "engine", "records"].into_iter().collect();
-        let text = "use crate::{engine::Command, records};\n\
-                    // crate::store is only mentioned\n\
-                    #[cfg(test)]\nmod tests { use crate::store; }\n";
-        let named = named_modules(&code(text), &modules);
-        assert_eq!(named.into_iter().collect::<Vec<_>>(), ["engine", "records"]);
-        let called = named_modules(&code("fn f() { crate::store::open(); }\n"), &modules);
-        assert_eq!(called.into_iter().collect::<Vec<_>>(), ["store"]);
-        let commented = named_modules(&code("// use crate::store;\n"), &modules);
-        assert!(commented.is_empty());
+        let circles = module_imports::circles(&imports());
+        assert!(circles.is_empty(), "import circles: {circles:?}");
     }
 }

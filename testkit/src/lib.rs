@@ -22,6 +22,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub mod agent_clis;
 pub mod model_server;
+pub mod module_imports;
 pub mod pki;
 pub mod postgres;
 mod process;

@@ -6,7 +6,7 @@
 //! prompt (the ping withdrawn then), and the boards kept, as the person's own cache then
 //! shows.
 
-use roundtable_core::work::events::TaskStatus;
+use roundtable_core::log_events::TaskStatus;
 use roundtable_protocol::bodies::ComponentStatus;
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! hostile logs are counted and skipped, and the digest says what happened while the
 //! person was away.
 
-use roundtable_core::work::events::TaskStatus;
+use roundtable_core::log_events::TaskStatus;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

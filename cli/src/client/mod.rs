@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use roundtable_core::cache::MessageView;
 use roundtable_core::client::PATIENCE;
-use roundtable_core::hooks::HookSettings;
+use roundtable_core::hook_settings::HookSettings;
 use roundtable_core::local_agents::AgentCli;
 use roundtable_core::local_agents::onboarding::OnboardOptions;
 use roundtable_core::{Core, CoreError, SyncOptions, profile};

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::updates::*;
-use crate::work::events::{TaskStatus, TokenCounts};
+use crate::log_events::{TaskStatus, TokenCounts};
 
 fn update(value: Value) -> Update {
     let params = json!({"sessionId": "ses_1", "update": value});

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::work::events::{TaskItem, TaskStatus, TokenCounts};
+use crate::log_events::{TaskItem, TaskStatus, TokenCounts};
 use crate::work::paths;
 
 /// The ACP version Roundtable speaks.

@@ -1051,13 +1051,13 @@ impl crate::cache::Publishing for Recorder {
     fn price(
         &self,
         _: &str,
-        tokens: &crate::work::events::TokenCounts,
-        _: &crate::work::events::Billing,
+        tokens: &crate::log_events::TokenCounts,
+        _: &crate::log_events::Billing,
     ) -> Option<f64> {
         Some(tokens.input as f64 / 1e6)
     }
 
-    fn publishes(&self, _: crate::work::events::Framework, session_id: &str) -> bool {
+    fn publishes(&self, _: crate::log_events::Framework, session_id: &str) -> bool {
         self.claimed.iter().any(|claimed| claimed == session_id)
     }
 
@@ -1085,7 +1085,7 @@ impl crate::cache::Publishing for Recorder {
 
 #[test]
 fn a_session_claimed_late_is_published_whole_once_then_read_by_read() {
-    use crate::work::events::{Framework, LogEvent, RequestKey, TokenCounts};
+    use crate::log_events::{Framework, LogEvent, RequestKey, TokenCounts};
     let (_dir, mut cache) = open();
     let usage = |offset: u64, message: &str, input: u64| {
         (
@@ -1180,7 +1180,7 @@ fn a_session_claimed_late_is_published_whole_once_then_read_by_read() {
 
 #[test]
 fn log_reads_apply_in_one_batch_and_a_read_from_a_stale_position_is_left_out() {
-    use crate::work::events::{Framework, LogEvent};
+    use crate::log_events::{Framework, LogEvent};
     let (_dir, mut cache) = open();
     let read = |path: &str, from: u64, to: u64, based_on: Option<FilePosition>| LogRead {
         framework: Framework::ClaudeCode,

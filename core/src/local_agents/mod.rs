@@ -102,8 +102,8 @@ impl AgentCli {
     }
 
     /// The framework of its logs, for the CLIs whose logs Roundtable reads.
-    pub fn work_framework(self) -> Option<crate::work::events::Framework> {
-        use crate::work::events::Framework;
+    pub fn work_framework(self) -> Option<crate::log_events::Framework> {
+        use crate::log_events::Framework;
         match self {
             AgentCli::Claude => Some(Framework::ClaudeCode),
             AgentCli::Codex => Some(Framework::Codex),

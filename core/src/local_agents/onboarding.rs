@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::edits::{self, PlannedFile, Undo, Wiring};
 use super::{AgentCli, Environment};
 use crate::agents::AgentSettings;
-use crate::hooks::HookSettings;
+use crate::hook_settings::HookSettings;
 use crate::profile::{Profile, profile_name_for};
 use crate::{Core, CoreError, now_ms};
 

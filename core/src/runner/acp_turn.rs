@@ -153,7 +153,7 @@ impl Core {
             AcpAgent::start(&acp.program, &acp.args, &settings.cwd, &env).await?;
         let agent = Arc::new(agent);
         let wait = Duration::from_secs(
-            crate::hooks::HookSettings::load(&self.profile().dir).permission_wait_s,
+            crate::hook_settings::HookSettings::load(&self.profile().dir).permission_wait_s,
         );
         let serving = tokio::spawn(serve_permissions(
             self.clone(),

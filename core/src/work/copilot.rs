@@ -30,11 +30,11 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::events::{LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
 use super::lenient::{
     Lenient, LenientBool, LenientCount, LenientList, LenientStr, opens_object, timestamp_ms,
 };
 use super::paths;
+use crate::log_events::{LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
 
 /// The log file of a session, in its folder.
 pub const EVENTS_FILE: &str = "events.jsonl";

@@ -11,8 +11,8 @@ use std::io::Read as _;
 use std::path::Path;
 
 use super::copilot::{self, TodoRow};
-use super::events::LogEvent;
 use super::lenient::timestamp_ms;
+use crate::log_events::LogEvent;
 
 /// What identifies the database's content as last committed: equal versions, same content.
 pub fn version(path: &Path) -> std::io::Result<u64> {
@@ -87,7 +87,7 @@ pub fn read_todos(path: &Path, session_id: &str) -> rusqlite::Result<Option<LogE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::work::events::TaskStatus;
+    use crate::log_events::TaskStatus;
     use rusqlite::Connection;
 
     /// The table as Copilot 1.0.102 makes it.

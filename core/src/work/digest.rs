@@ -9,7 +9,7 @@
 
 use roundtable_protocol::bodies::ComponentStatus;
 
-use crate::work::events::TaskStatus;
+use crate::log_events::TaskStatus;
 use serde::Serialize;
 
 use crate::cache::{CacheError, CacheView, PingView, TaskFilter, UsageQuery};

@@ -18,9 +18,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::events::{Framework, TokenCounts};
 use super::pricing::{PriceMemo, Pricing};
 use crate::cache::{CacheError, CacheView, UsageKey, UsageQuery};
+use crate::log_events::{Framework, TokenCounts};
 use crate::{Core, CoreError};
 
 /// Teams: named sets of people (by handle), from the person's `teams.toml`:

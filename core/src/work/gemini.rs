@@ -35,8 +35,8 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::events::{Billing, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
 use super::lenient::{Lenient, LenientCount, LenientList, LenientStr, opens_object, timestamp_ms};
+use crate::log_events::{Billing, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
 
 /// What a chat file says.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -25,7 +25,6 @@ pub mod codex;
 pub mod copilot;
 pub mod copilot_db;
 pub mod digest;
-pub mod events;
 pub mod figures;
 pub mod foreign_db;
 pub mod gemini;

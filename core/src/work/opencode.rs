@@ -23,8 +23,8 @@
 
 use serde::Deserialize;
 
-use super::events::{LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
 use super::lenient::{Lenient, LenientCount, LenientStr, opens_object};
+use crate::log_events::{LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts};
 
 /// A `session` row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -140,7 +140,7 @@ pub fn read_since(path: &Path, since: i64) -> rusqlite::Result<DatabaseRead> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::work::events::LogEvent;
+    use crate::log_events::LogEvent;
 
     /// The tables Roundtable reads, as OpenCode 1.18 declares them.
     const SCHEMA: &str = "

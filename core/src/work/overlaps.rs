@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use roundtable_protocol::bodies::ComponentStatus;
 use serde::Serialize;
 
+pub use crate::cache::Touch;
+
 /// Edits this close together are "at once".
 pub const WINDOW_MS: i64 = 15 * 60 * 1000;
 
@@ -29,20 +31,6 @@ pub const CLAIM_LIFETIME_MS: i64 = 4 * 60 * 60 * 1000;
 /// Whether a claim last renewed at `renewed_ms` still counts at `now_ms`. Pure.
 pub fn claim_counts(renewed_ms: i64, now_ms: i64) -> bool {
     now_ms - renewed_ms <= CLAIM_LIFETIME_MS
-}
-
-/// An agent's latest report on a component of a room.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Touch {
-    pub room: String,
-    pub component: String,
-    /// The agent's id.
-    pub agent: String,
-    pub handle: Option<String>,
-    pub status: ComponentStatus,
-    pub files: Vec<String>,
-    pub ts_ms: i64,
-    pub claimed: bool,
 }
 
 impl Touch {

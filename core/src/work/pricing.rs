@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::events::{Billing, TokenCounts};
+use crate::log_events::{Billing, TokenCounts};
 
 /// The prices that ship with Roundtable.
 pub const BUILT_IN: &str = include_str!("../../data/pricing.toml");

@@ -17,9 +17,9 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::architecture::Architecture;
-use super::events::{Billing, Framework, TaskStatus, TokenCounts};
 use super::pricing::Pricing;
 use crate::cache::{LocalChanges, Publication, Publishing, ReadSpan};
+use crate::log_events::{Billing, Framework, TaskStatus, TokenCounts};
 
 /// An agent of this person whose sessions' work is published.
 #[derive(Debug, Clone, PartialEq)]
@@ -250,7 +250,7 @@ mod tests {
 
     use super::*;
     use crate::cache::{FileTouch, TaskListChange, UsageDelta};
-    use crate::work::events::TaskItem;
+    use crate::log_events::TaskItem;
 
     fn targets(claims: &[(&str, &str)]) -> Targets {
         let claims: HashMap<String, String> = claims

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::events::{Framework, LineOutcome, LogEvent};
 use super::summary::Summary;
 use super::{claude, codex, copilot, gemini, opencode_db};
 use crate::local_agents::Environment;
+use crate::log_events::{Framework, LineOutcome, LogEvent};
 
 /// What kind of log a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

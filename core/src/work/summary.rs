@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use super::events::{Billing, Framework, LogEvent, TaskItem, TokenCounts};
 use super::pricing::{PriceMemo, Pricing};
+use crate::log_events::{Billing, Framework, LogEvent, TaskItem, TokenCounts};
 
 /// One report of a request, as kept for de-duplication.
 #[derive(Debug, Clone, PartialEq)]
@@ -398,7 +398,7 @@ pub struct ScannedTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::work::events::RequestKey;
+    use crate::log_events::RequestKey;
 
     fn usage(message: &str, request: &str, sidechain: bool, output: u64) -> LogEvent {
         LogEvent::Usage {

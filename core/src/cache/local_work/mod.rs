@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Cache, CacheError, CacheView};
-use crate::work::events::{Billing, Framework, LogEvent, TaskItem, TokenCounts};
+use crate::log_events::{Billing, Framework, LogEvent, TaskItem, TokenCounts};
 
 mod reads;
 mod usage;

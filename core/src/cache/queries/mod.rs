@@ -10,12 +10,14 @@ use roundtable_protocol::bodies::{AgentState, ComponentStatus};
 use roundtable_protocol::model::{PrincipalKind, RequestState};
 
 use super::{CacheError, CacheView};
-use crate::work::events::TaskStatus;
+use crate::log_events::TaskStatus;
 
 mod events;
 mod people;
 mod rooms;
 mod work;
+
+pub use work::Touch;
 
 /// A value of a closed set the cache keeps as its wire name (`in_progress`): read back as
 /// the type, or a conversion error naming the column (the cache was written otherwise).

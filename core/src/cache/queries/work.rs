@@ -144,10 +144,7 @@ impl CacheView {
 
     /// Every agent's latest report on a component since `since_ms`, or its claim however
     /// old, in every room: what [`crate::work::overlaps`] looks at.
-    pub fn component_touches(
-        &self,
-        since_ms: i64,
-    ) -> Result<Vec<crate::work::overlaps::Touch>, CacheError> {
+    pub fn component_touches(&self, since_ms: i64) -> Result<Vec<Touch>, CacheError> {
         let mut statement = self.conn.prepare_cached(
             "SELECT c.room, c.component, c.agent, p.handle, c.status, c.files, c.ts_ms, c.claimed
              FROM component_agents c LEFT JOIN principals p ON p.id = c.agent
@@ -155,7 +152,7 @@ impl CacheView {
         )?;
         let touches = statement
             .query_map([since_ms], |row| {
-                Ok(crate::work::overlaps::Touch {
+                Ok(Touch {
                     room: row.get(0)?,
                     component: row.get(1)?,
                     agent: row.get(2)?,
@@ -252,4 +249,19 @@ impl CacheView {
         // Without grouping, an empty table still sums to one row of zeros; drop it.
         Ok(rows.into_iter().filter(|row| row.entries > 0).collect())
     }
+}
+
+/// An agent's latest report on a component of a room, as the overlaps read it
+/// ([`crate::work::overlaps`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Touch {
+    pub room: String,
+    pub component: String,
+    /// The agent's id.
+    pub agent: String,
+    pub handle: Option<String>,
+    pub status: roundtable_protocol::bodies::ComponentStatus,
+    pub files: Vec<String>,
+    pub ts_ms: i64,
+    pub claimed: bool,
 }

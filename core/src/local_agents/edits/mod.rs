@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{AgentCli, Environment, json_text, toml_text};
-use crate::hooks::HookSettings;
+use crate::hook_settings::HookSettings;
 use roundtable_platform::places::Os;
 
 mod claude;

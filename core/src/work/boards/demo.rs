@@ -12,8 +12,8 @@ use super::*;
 use crate::cache::{
     Cache, LocalChanges, LogFileState, LogRead, PrincipalRow, Publication, ReadSpan,
 };
+use crate::log_events::{Billing, LogEvent, TaskItem, TaskStatus, TokenCounts};
 use crate::work::digest::digest;
-use crate::work::events::{Billing, LogEvent, TaskItem, TaskStatus, TokenCounts};
 use crate::work::figures::figures;
 
 /// The demo's "now": 2026-11-30T12:00:00Z. The UI moves every time by the same amount.

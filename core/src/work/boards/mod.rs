@@ -14,7 +14,6 @@ use std::path::Path;
 use roundtable_protocol::bodies::ArchBody;
 use serde::Serialize;
 
-use super::events::Framework;
 use super::figures::{Figure, Grouping, Teams};
 use super::pricing::Pricing;
 use crate::cache::SessionOwner;
@@ -23,6 +22,7 @@ use crate::cache::{
     MessageCount, PingState, PingView, SessionRow, TaskFilter, TaskSession, TaskStateChange,
     TaskView, UsageQuery, UsageSession,
 };
+use crate::log_events::Framework;
 use crate::screens::AgentState;
 use crate::session_claims::SessionClaims;
 use crate::{Core, CoreError, now_ms};

@@ -1,5 +1,5 @@
 use super::*;
-use crate::work::events::{TaskItem, TaskStatus, TokenCounts};
+use crate::log_events::{TaskItem, TaskStatus, TokenCounts};
 use roundtable_protocol::bodies::ComponentStatus;
 
 fn task(title: &str, status: &str, since: i64) -> TaskView {

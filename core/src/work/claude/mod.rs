@@ -37,12 +37,12 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess};
 use serde::{Deserialize, Serialize};
 
-use super::events::{
-    Billing, LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts,
-};
 use super::lenient::{
     Lenient, LenientBool, LenientCount, LenientStr, LenientValue, deserialize_leniently,
     timestamp_ms,
+};
+use crate::log_events::{
+    Billing, LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts,
 };
 
 mod record;

@@ -51,14 +51,14 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::events::{
-    Billing, LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts,
-};
 use super::lenient::{
     Lenient, LenientBool, LenientCount, LenientInt, LenientStr, drain_map, drain_seq,
     is_json_object, is_uuid, opens_object, other_scalars_are_absent, timestamp_ms, uuid_v7_ms,
 };
 use super::paths;
+use crate::log_events::{
+    Billing, LineOutcome, LogEvent, RequestKey, TaskItem, TaskStatus, TokenCounts,
+};
 
 mod calls;
 mod outcomes;

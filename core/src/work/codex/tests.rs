@@ -668,7 +668,7 @@ fn the_service_tier_in_force_bills_each_request_and_a_copy_counts_once() {
     let mut summary = crate::work::summary::Summary::default();
     for _ in 0..2 {
         for event in lines(&rollout).0 {
-            summary.add(crate::work::events::Framework::Codex, event);
+            summary.add(crate::log_events::Framework::Codex, event);
         }
     }
     let total: u64 = summary

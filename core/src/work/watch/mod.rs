@@ -16,12 +16,12 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use super::architecture::{self, Architecture, Loaded};
-use super::events::{Framework, LineOutcome, LogEvent, TaskItem};
 use super::pricing::Pricing;
 use super::publish::{AgentTarget, Targets, WorkPublisher};
 use super::scan::{self, LineParser, LogFile, LogKind};
 use crate::cache::{Cache, CacheError, LogFileState, LogRead, Publishing};
 use crate::local_agents::Environment;
+use crate::log_events::{Framework, LineOutcome, LogEvent, TaskItem};
 use crate::session_claims::SessionClaims;
 use crate::{Change, Core, CoreError, now_ms};
 
@@ -513,8 +513,8 @@ impl<P: Publishing> Publishing for Counted<P> {
     fn price(
         &self,
         model: &str,
-        tokens: &crate::work::events::TokenCounts,
-        billing: &crate::work::events::Billing,
+        tokens: &crate::log_events::TokenCounts,
+        billing: &crate::log_events::Billing,
     ) -> Option<f64> {
         self.inner.price(model, tokens, billing)
     }
@@ -735,7 +735,7 @@ mod copilot_tests {
 
     use super::*;
     use crate::local_agents::Environment;
-    use crate::work::events::TaskStatus;
+    use crate::log_events::TaskStatus;
 
     #[test]
     fn a_copilot_session_is_followed_by_its_log_lines_and_its_databases_version() {
