@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use roundtable_protocol::bodies::ControlBody;
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -45,7 +46,7 @@ pub enum Arrived {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ControlEvent {
     pub seq: u64,
-    pub action: String,
+    pub action: roundtable_protocol::client::ControlAction,
     pub room: Option<String>,
     pub by: String,
     /// Why, when the control said.
@@ -134,14 +135,19 @@ impl Core {
                 let events = self
                     .read(move |cache| cache.inbox_events("control", after))
                     .await?;
+                // A body this version cannot read (a newer hub's action) is left out, as
+                // the projection leaves it out of the controls in force.
                 let controls: Vec<ControlEvent> = events
                     .into_iter()
-                    .map(|(seq, body)| ControlEvent {
-                        seq,
-                        action: body["action"].as_str().unwrap_or_default().to_owned(),
-                        room: body["room"].as_str().map(str::to_owned),
-                        by: body["by"].as_str().unwrap_or_default().to_owned(),
-                        reason: body["reason"].as_str().map(str::to_owned),
+                    .filter_map(|(seq, body)| {
+                        let control: ControlBody = serde_json::from_value(body).ok()?;
+                        Some(ControlEvent {
+                            seq,
+                            action: control.action,
+                            room: control.room,
+                            by: control.by,
+                            reason: control.reason,
+                        })
                     })
                     .collect();
                 Ok((

@@ -13,7 +13,7 @@ use roundtable_core::work::pricing::Pricing;
 use roundtable_core::{Core, now_ms};
 use roundtable_e2e::{Home, Hub, json};
 use roundtable_protocol::ErrorCode;
-use roundtable_protocol::client::Audit;
+use roundtable_protocol::client::{Audit, ControlAction};
 use roundtable_testkit::{eventually, until};
 use serde_json::json as value;
 
@@ -116,7 +116,7 @@ async fn the_usage_event_that_crosses_a_budget_pauses_the_agent_before_the_next_
         panic!("the writer was not told of a control")
     };
     assert_eq!(controls.len(), 1, "{controls:?}");
-    assert_eq!(controls[0].action, "pause");
+    assert_eq!(controls[0].action, ControlAction::Pause);
     let reason = controls[0].reason.clone().unwrap();
     assert!(
         reason.starts_with("budget reached: dana/writer's $0.01 a day ($0.011 spent since "),

@@ -299,7 +299,7 @@ async fn wait_for_wakes_as_soon_as_each_kind_of_event_arrives() {
     let Arrived::Control { controls } = arrived else {
         panic!("{arrived:?}")
     };
-    assert_eq!(controls[0].action, "pause");
+    assert_eq!(controls[0].action, ControlAction::Pause);
     delays.push(("control", delay));
 
     // Each wait woke with its event (a missed wake would have waited out its patience and

@@ -335,10 +335,12 @@ export type ContactsScreen = {
 	requests: ContactRequest[],
 };
 
+export type ControlAction = "pause" | "resume" | "stop";
+
 export type ControlView = {
 	/**  `None`: every room. */
 	room: string | null,
-	action: string,
+	action: ControlAction,
 	by: string,
 	seq: number,
 	/**  Why, when the control said (a budget reached, say). */
@@ -749,7 +751,7 @@ export type SessionView = {
 	/**  Of those, the ones waiting for the person. */
 	questions_waiting: number,
 	/**  Controls in force on the agent (`pause`, `stop`), as far as this machine knows. */
-	controls: string[],
+	controls: ControlAction[],
 	/**  A question waits for the person, or the agent waits for a person or is in error. */
 	needs_you: boolean,
 	/**

@@ -1488,13 +1488,13 @@ fn work_reported_by_anyone_but_the_agent_or_its_owner_stays_off_the_boards() {
 #[test]
 fn controls_we_issue_are_kept_until_a_resume_lifts_them() {
     let (_dir, mut cache) = open();
-    let actions = |cache: &Cache, agent: &str| -> Vec<(Option<String>, String)> {
+    let actions = |cache: &Cache, agent: &str| -> Vec<(Option<String>, ControlAction)> {
         let issued = cache.issued_controls("p_dana").unwrap();
         issued
             .get(agent)
             .into_iter()
             .flatten()
-            .map(|control| (control.room.clone(), control.action.clone()))
+            .map(|control| (control.room.clone(), control.action))
             .collect()
     };
     cache
@@ -1508,20 +1508,23 @@ fn controls_we_issue_are_kept_until_a_resume_lifts_them() {
         .unwrap();
     assert_eq!(
         actions(&cache, "p_bot"),
-        [(None, "pause".into()), (Some("r1".into()), "stop".into())]
+        [
+            (None, ControlAction::Pause),
+            (Some("r1".into()), ControlAction::Stop)
+        ]
     );
     // A resume in one room lifts that room's control only; everywhere, every control.
     cache
         .record_issued_control("p_bot", Some("r1"), ControlAction::Resume, None, 4)
         .unwrap();
-    assert_eq!(actions(&cache, "p_bot"), [(None, "pause".into())]);
+    assert_eq!(actions(&cache, "p_bot"), [(None, ControlAction::Pause)]);
     cache
         .record_issued_control("p_bot", None, ControlAction::Resume, None, 5)
         .unwrap();
     assert!(actions(&cache, "p_bot").is_empty());
     assert_eq!(
         actions(&cache, "p_other"),
-        [(Some("r1".into()), "pause".into())]
+        [(Some("r1".into()), ControlAction::Pause)]
     );
 }
 

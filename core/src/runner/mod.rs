@@ -33,6 +33,7 @@ use std::time::Duration;
 use roundtable_platform::process_group::ProcessGroup;
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::bodies::AgentState;
+use roundtable_protocol::client::ControlAction;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -230,7 +231,7 @@ impl Core {
 
     /// Says once that a control holds the agent's messages in `room`.
     async fn say_held(&self, room: &str, control: &ControlView, waiting: usize) {
-        let action = if control.action == "stop" {
+        let action = if control.action == ControlAction::Stop {
             "stopped"
         } else {
             "paused"
@@ -845,19 +846,19 @@ not json at all
 
     #[test]
     fn a_control_holds_its_room_or_every_room() {
-        let control = |room: Option<&str>, action: &str| ControlView {
+        let control = |room: Option<&str>, action: ControlAction| ControlView {
             room: room.map(str::to_owned),
-            action: action.into(),
+            action,
             by: "p_dana".into(),
             seq: 3,
             reason: None,
         };
-        let everywhere = [control(None, "pause")];
+        let everywhere = [control(None, ControlAction::Pause)];
         assert!(control_in(&everywhere, "r1").is_some());
-        let one_room = [control(Some("r1"), "stop")];
+        let one_room = [control(Some("r1"), ControlAction::Stop)];
         assert!(control_in(&one_room, "r1").is_some());
         assert!(control_in(&one_room, "r2").is_none());
-        assert!(control_in(&[control(None, "resume")], "r1").is_none());
+        assert!(control_in(&[control(None, ControlAction::Resume)], "r1").is_none());
         assert!(control_in(&[], "r1").is_none());
     }
 

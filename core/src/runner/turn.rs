@@ -443,6 +443,6 @@ pub(super) fn retry_pause(first: Duration, attempt: u32) -> Duration {
 pub fn control_in<'c>(controls: &'c [ControlView], room: &str) -> Option<&'c ControlView> {
     controls
         .iter()
-        .filter(|control| control.action != "resume")
+        .filter(|control| control.action != ControlAction::Resume)
         .find(|control| control.room.as_deref().is_none_or(|r| r == room))
 }

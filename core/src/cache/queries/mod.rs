@@ -378,7 +378,7 @@ pub struct RequestView {
 pub struct ControlView {
     /// `None`: every room.
     pub room: Option<String>,
-    pub action: String,
+    pub action: roundtable_protocol::client::ControlAction,
     pub by: String,
     pub seq: u64,
     /// Why, when the control said (a budget reached, say).

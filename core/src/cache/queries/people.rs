@@ -156,7 +156,7 @@ impl CacheView {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
+                closed(row, 2)?,
                 row.get::<_, Option<String>>(3)?,
             ))
         })?;
@@ -229,7 +229,7 @@ impl CacheView {
                 let room: String = row.get(0)?;
                 Ok(ControlView {
                     room: (!room.is_empty()).then_some(room),
-                    action: row.get(1)?,
+                    action: closed(row, 1)?,
                     by: row.get(2)?,
                     seq: row.get::<_, i64>(3)? as u64,
                     reason: row.get(4)?,

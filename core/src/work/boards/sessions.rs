@@ -1,6 +1,8 @@
 //! The sessions board: every agent session known here, live or resting, with its agent,
 //! what it waits for and the controls the person has over it.
 
+use roundtable_protocol::client::ControlAction;
+
 use super::*;
 
 /// One agent session, with what a person acts on.
@@ -33,7 +35,7 @@ pub struct SessionView {
     /// Of those, the ones waiting for the person.
     pub questions_waiting: u64,
     /// Controls in force on the agent (`pause`, `stop`), as far as this machine knows.
-    pub controls: Vec<String>,
+    pub controls: Vec<ControlAction>,
     /// A question waits for the person, or the agent waits for a person or is in error.
     pub needs_you: bool,
     /// Other agents on the components this session's agent edits or claims ("sam/bot is
@@ -323,12 +325,12 @@ pub fn session_board_from(rows: &SessionRows) -> Vec<SessionView> {
 
 /// The actions in force on a session bound to `room` (a pause or stop there, or everywhere),
 /// each once; a session bound to no room answers to the controls that hold everywhere.
-fn controls_on_session(controls: &[ControlView], room: Option<&str>) -> Vec<String> {
-    let mut actions: Vec<String> = controls
+fn controls_on_session(controls: &[ControlView], room: Option<&str>) -> Vec<ControlAction> {
+    let mut actions: Vec<ControlAction> = controls
         .iter()
-        .filter(|control| control.action != "resume")
+        .filter(|control| control.action != ControlAction::Resume)
         .filter(|control| control.room.is_none() || control.room.as_deref() == room)
-        .map(|control| control.action.clone())
+        .map(|control| control.action)
         .collect();
     actions.sort();
     actions.dedup();

@@ -1,6 +1,7 @@
 use super::*;
 use crate::log_events::{TaskItem, TaskStatus, TokenCounts};
 use roundtable_protocol::bodies::ComponentStatus;
+use roundtable_protocol::client::ControlAction;
 
 fn task(title: &str, status: &str, since: i64) -> TaskView {
     TaskView {
@@ -330,22 +331,24 @@ fn rows() -> SessionRows {
             updated_ms: at,
         },
     };
-    let agent =
-        |id: &str, handle: &str, owner: &str, controls: &[(Option<&str>, &str)]| KnownAgent {
-            id: id.into(),
-            handle: Some(handle.into()),
-            owner: Some(owner.into()),
-            controls: controls
-                .iter()
-                .map(|(room, action)| ControlView {
-                    room: room.map(str::to_owned),
-                    action: (*action).to_owned(),
-                    by: "p_dana".into(),
-                    seq: 0,
-                    reason: None,
-                })
-                .collect(),
-        };
+    let agent = |id: &str,
+                 handle: &str,
+                 owner: &str,
+                 controls: &[(Option<&str>, ControlAction)]| KnownAgent {
+        id: id.into(),
+        handle: Some(handle.into()),
+        owner: Some(owner.into()),
+        controls: controls
+            .iter()
+            .map(|(room, action)| ControlView {
+                room: room.map(str::to_owned),
+                action: *action,
+                by: "p_dana".into(),
+                seq: 0,
+                reason: None,
+            })
+            .collect(),
+    };
     SessionRows {
         me: "p_dana".into(),
         me_handle: "dana".into(),
@@ -372,7 +375,10 @@ fn rows() -> SessionRows {
                 "p_writer",
                 "dana/writer",
                 "p_dana",
-                &[(Some("r_parser"), "pause"), (Some("r_other"), "stop")],
+                &[
+                    (Some("r_parser"), ControlAction::Pause),
+                    (Some("r_other"), ControlAction::Stop),
+                ],
             ),
             agent("p_sec", "sam/security", "p_sam", &[]),
         ],
@@ -429,7 +435,7 @@ fn sessions_that_need_the_person_come_first_with_what_they_need() {
     assert_eq!(waiting.bound_room.as_deref(), Some("r_parser"));
     assert_eq!((waiting.questions_asked, waiting.questions_waiting), (2, 1));
     assert_eq!(waiting.messages_last_hour, 4, "in its room only");
-    assert_eq!(waiting.controls, ["pause"]);
+    assert_eq!(waiting.controls, [ControlAction::Pause]);
     assert!(waiting.mine && waiting.needs_you);
     let loose = &board[2];
     assert_eq!(
