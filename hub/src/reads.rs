@@ -7,7 +7,7 @@
 use roundtable_protocol::model::Routing;
 
 use crate::records::{EventRecord, StreamKey};
-use crate::store::{EventOrder, ReadError, ReadStore, ReadTx, SeqRange, StoreError};
+use crate::store::{EventOrder, ReadError, ReadStore, ReadTx, SeqRange, StoreError, store_only};
 use crate::visibility;
 
 /// Rows one replay page reads at most: bounds its time for an agent that sees few of a
@@ -147,17 +147,6 @@ fn in_snapshot<T>(
         store.read(&mut work)?;
     }
     Ok(answer.expect("a snapshot that succeeds ran its read"))
-}
-
-/// A read that can only fail in the store, as a store error.
-fn store_only<T>(result: Result<T, ReadError>, table: &'static str) -> Result<T, StoreError> {
-    result.map_err(|error| match error {
-        ReadError::Store(error) => error,
-        other => StoreError::Corrupt {
-            table,
-            detail: other.to_string(),
-        },
-    })
 }
 
 /// Plans what `principal` may replay: each room it is a member of and its inbox, from

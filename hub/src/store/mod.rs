@@ -349,6 +349,21 @@ pub enum ReadError {
     Store(#[from] StoreError),
 }
 
+/// A read that can only fail in the store, as a store error (a refusal such a read never
+/// makes would say the store is corrupt: `table`).
+pub(crate) fn store_only<T>(
+    result: Result<T, ReadError>,
+    table: &'static str,
+) -> Result<T, StoreError> {
+    result.map_err(|error| match error {
+        ReadError::Store(error) => error,
+        other => StoreError::Corrupt {
+            table,
+            detail: other.to_string(),
+        },
+    })
+}
+
 /// What `audit` asks for.
 #[derive(Debug, Clone)]
 pub struct AuditQuery {

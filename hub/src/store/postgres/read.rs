@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 use super::*;
 use crate::store::{
     AuditQuery, DirectoryQuery, EventOrder, Membership, ReadError, ReadStore, ReadTx, SeqRange,
-    SnapshotRead,
+    SnapshotRead, store_only,
 };
 
 /// Rows fetched from a portal at a time.
@@ -65,17 +65,6 @@ impl std::fmt::Debug for PostgresReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PostgresReader")
     }
-}
-
-/// A read that may be refused for a reason other than the store.
-fn store_only<T>(result: Result<T, ReadError>, table: &'static str) -> Result<T, StoreError> {
-    result.map_err(|error| match error {
-        ReadError::Store(error) => error,
-        other => StoreError::Corrupt {
-            table,
-            detail: other.to_string(),
-        },
-    })
 }
 
 impl PostgresReader {

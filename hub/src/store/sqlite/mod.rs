@@ -14,7 +14,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use super::{
     AuditQuery, DirectoryQuery, EventOrder, Flush, Membership, ReadError, ReadStore, ReadTx,
     SeqRange, Snapshot, SnapshotRead, Store, StoreError, WriteTx, credential_scheme,
-    credential_scheme_from,
+    credential_scheme_from, store_only,
 };
 use crate::ids::{IdSource, TokenHash};
 use crate::records::{

@@ -74,14 +74,7 @@ impl ReadStore for SqliteReader {
                 .map_err(StoreError::from)?;
             Ok(head.unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned())))
         });
-        match head {
-            Ok(head) => Ok(Some(head)),
-            Err(ReadError::Store(error)) => Err(error),
-            Err(other) => Err(StoreError::Corrupt {
-                table: "audit",
-                detail: other.to_string(),
-            }),
-        }
+        store_only(head, "audit").map(Some)
     }
 
     fn directory(
@@ -159,13 +152,7 @@ impl ReadStore for SqliteReader {
             }
             Ok(entries)
         });
-        result.map_err(|error| match error {
-            ReadError::Store(error) => error,
-            other => StoreError::Corrupt {
-                table: "principals",
-                detail: other.to_string(),
-            },
-        })
+        store_only(result, "principals")
     }
 
     fn request_holding(
@@ -187,13 +174,7 @@ impl ReadStore for SqliteReader {
                 None => Ok(None),
             }
         });
-        result.map_err(|error| match error {
-            ReadError::Store(error) => error,
-            other => StoreError::Corrupt {
-                table: "contact_requests",
-                detail: other.to_string(),
-            },
-        })
+        store_only(result, "contact_requests")
     }
 
     fn remote_calls_due(
@@ -348,13 +329,7 @@ impl ReadStore for SqliteReader {
                 .map_err(StoreError::from)?;
             Ok(decode_all(rows, event_from)?)
         });
-        result.map_err(|error| match error {
-            ReadError::Store(error) => error,
-            other => StoreError::Corrupt {
-                table: "events",
-                detail: other.to_string(),
-            },
-        })
+        store_only(result, "events")
     }
 
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
@@ -499,15 +474,4 @@ impl ReadTx for SqliteReadTx<'_, '_> {
         }
         Ok(())
     }
-}
-
-/// A read that can only fail in the store, as a store error.
-fn store_only<T>(result: Result<T, ReadError>, table: &'static str) -> Result<T, StoreError> {
-    result.map_err(|error| match error {
-        ReadError::Store(error) => error,
-        other => StoreError::Corrupt {
-            table,
-            detail: other.to_string(),
-        },
-    })
 }
