@@ -886,7 +886,7 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
 
     // Stopped by its owner: the open stream ends, and requests get 403 until a resume.
     let stream = subscribe(addr, scout.token.clone(), task.clone());
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stream_opened(&world.hub).await;
     let control = |action| {
         ClientFrame::Control(roundtable_protocol::client::Control {
             id: 9,
@@ -927,8 +927,7 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
 
     // Its token revoked: the stream ends, and the token is refused from then on.
     let stream = subscribe(addr, scout.token.clone(), task.clone());
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(metric(&world.hub, "roundtable_a2a_streams").await, 1);
+    stream_opened(&world.hub).await;
     let id = dana.id();
     dana.ok(ClientFrame::AgentToken(
         roundtable_protocol::client::AgentToken {
@@ -955,6 +954,17 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
         turned_away + 1
     );
     assert!(metric(&world.hub, "roundtable_a2a_requests_total").await >= 4);
+}
+
+/// Waits until the one stream the test opened is open on the hub: counted in its gauge,
+/// which the hub does as it subscribes the stream to what ends it.
+async fn stream_opened(hub: &TestHub) {
+    roundtable_testkit::until(
+        "the stream is open",
+        std::time::Duration::from_secs(30),
+        async || metric(hub, "roundtable_a2a_streams").await == 1,
+    )
+    .await;
 }
 
 /// A value of the hub's `/metrics`.
