@@ -17,14 +17,15 @@ ensure_rust
 
 if ! on_macos && [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
     echo "no display here (DISPLAY and WAYLAND_DISPLAY are unset): running the hub instead of the desktop app" >&2
-    cargo build --release --locked -p roundtable-cli
-    exec ./target/release/roundtable hub "$@"
+    cargo build --profile app --locked -p roundtable-cli
+    exec ./target/app/roundtable hub "$@"
 fi
 
 on_macos || ensure_packages "${DESKTOP_PACKAGES[@]}"
 ensure_node
 ensure_ui_packages
 (cd ui && npm run --silent build)
-# The app runs `roundtable` (beside it) for the agents it onboards.
-cargo build --release --locked -p roundtable-cli -p roundtable-desktop
-exec ./target/release/roundtable-desktop
+# The app runs `roundtable` (beside it) for the agents it onboards. `--profile app`: built in a
+# third of the time `--release` takes (Cargo.toml says how).
+cargo build --profile app --locked -p roundtable-cli -p roundtable-desktop
+exec ./target/app/roundtable-desktop

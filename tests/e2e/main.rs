@@ -5,6 +5,7 @@ mod a2a_clients;
 mod a2a_outbound;
 mod agents;
 mod budgets;
+mod build_settings;
 mod cli;
 mod convergence;
 mod crashes;
