@@ -2,6 +2,7 @@
 //! pays one relaxed add per event.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -74,6 +75,8 @@ pub struct Metrics {
     pub a2a_turned_away: AtomicU64,
     /// A2A streams open (SendStreamingMessage, SubscribeToTask).
     pub a2a_streams: AtomicU64,
+    /// MCP `wait_for_messages` calls that found nothing yet and wait for a message.
+    pub mcp_waits: AtomicU64,
     pub writer_queue_latency: Histogram,
     pub commit_latency: Histogram,
     pub flush_wait_latency: Histogram,
@@ -187,6 +190,12 @@ impl Metrics {
             "Open A2A streams (SendStreamingMessage, SubscribeToTask).",
             &self.a2a_streams,
         );
+        counter(
+            "roundtable_mcp_waits",
+            "gauge",
+            "MCP wait_for_messages calls waiting for a message.",
+            &self.mcp_waits,
+        );
         self.writer_queue_latency.render(
             &mut out,
             "roundtable_writer_queue_seconds",
@@ -213,6 +222,26 @@ impl Metrics {
             "Time from commit to the event's frame being written to a connection.",
         );
         out
+    }
+}
+
+/// One unit of a gauge, counted while this lives: what a test waits on instead of sleeping
+/// ("the stream is open", "the call is waiting").
+pub(crate) struct GaugeUnit {
+    metrics: Arc<Metrics>,
+    gauge: fn(&Metrics) -> &AtomicU64,
+}
+
+impl GaugeUnit {
+    pub(crate) fn hold(metrics: Arc<Metrics>, gauge: fn(&Metrics) -> &AtomicU64) -> GaugeUnit {
+        gauge(&metrics).fetch_add(1, Ordering::Relaxed);
+        GaugeUnit { metrics, gauge }
+    }
+}
+
+impl Drop for GaugeUnit {
+    fn drop(&mut self) {
+        (self.gauge)(&self.metrics).fetch_sub(1, Ordering::Relaxed);
     }
 }
 

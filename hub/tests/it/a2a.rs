@@ -11,7 +11,7 @@ use roundtable_protocol::server::{Event, RegisterAgentOk};
 use roundtable_testkit::{Client, RawResponse, TestHub, http_raw};
 use serde_json::{Value, json};
 
-use crate::support::{fingerprint, login, request_contact, respond, sync};
+use crate::support::{fingerprint, login, metric, request_contact, respond, sync};
 
 async fn register(
     owner: &mut Client,
@@ -938,7 +938,7 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
     ))
     .await;
     ended(stream).await;
-    let turned_away = metric(&world.hub, "roundtable_a2a_turned_away_total").await;
+    let turned_away = metric(world.hub.addr, "roundtable_a2a_turned_away_total").await;
     let revoked = rpc(
         addr,
         "/a2a/dana/reviewer",
@@ -948,12 +948,12 @@ async fn stopping_or_revoking_a_caller_closes_its_open_streams_at_once() {
     )
     .await;
     assert_eq!(revoked.status, 401);
-    assert_eq!(metric(&world.hub, "roundtable_a2a_streams").await, 0);
+    assert_eq!(metric(world.hub.addr, "roundtable_a2a_streams").await, 0);
     assert_eq!(
-        metric(&world.hub, "roundtable_a2a_turned_away_total").await,
+        metric(world.hub.addr, "roundtable_a2a_turned_away_total").await,
         turned_away + 1
     );
-    assert!(metric(&world.hub, "roundtable_a2a_requests_total").await >= 4);
+    assert!(metric(world.hub.addr, "roundtable_a2a_requests_total").await >= 4);
 }
 
 /// Waits until the one stream the test opened is open on the hub: counted in its gauge,
@@ -962,21 +962,9 @@ async fn stream_opened(hub: &TestHub) {
     roundtable_testkit::until(
         "the stream is open",
         std::time::Duration::from_secs(30),
-        async || metric(hub, "roundtable_a2a_streams").await == 1,
+        async || metric(hub.addr, "roundtable_a2a_streams").await == 1,
     )
     .await;
-}
-
-/// A value of the hub's `/metrics`.
-async fn metric(hub: &TestHub, name: &str) -> u64 {
-    let text = http_raw(hub.addr, "GET", "/metrics", &[], None)
-        .await
-        .unwrap()
-        .body;
-    text.lines()
-        .find_map(|line| line.strip_prefix(&format!("{name} ")))
-        .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use roundtable_protocol::server::RegisterAgentOk;
 use roundtable_testkit::{Client, RawResponse, TestHub, http_raw};
 use serde_json::{Value, json};
 
-use crate::support::{agent, fingerprint, login, room, say, sync};
+use crate::support::{agent, fingerprint, login, metric, room, say, sync};
 
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 const JSON: (&str, &str) = ("Content-Type", "application/json");
@@ -266,7 +266,11 @@ async fn an_agent_with_only_its_token_reads_sends_and_waits_through_its_tools() 
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once it has found nothing and waits (its gauge), the message comes.
+    roundtable_testkit::until("the call waits", Duration::from_secs(30), async || {
+        metric(addr, "roundtable_mcp_waits").await == 1
+    })
+    .await;
     say(
         &mut world.dana,
         &world.room,

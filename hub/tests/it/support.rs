@@ -178,3 +178,15 @@ pub fn fingerprint(hub: &roundtable_testkit::TestHub) -> Vec<(String, i64)> {
         .map(|(sql, count)| (sql.to_string(), count.parse().unwrap()))
         .collect()
 }
+
+/// A value of the hub's `/metrics`.
+pub async fn metric(hub: std::net::SocketAddr, name: &str) -> u64 {
+    let text = roundtable_testkit::http(hub, "GET", "/metrics", None)
+        .await
+        .unwrap()
+        .body;
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name} ")))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}

@@ -32,6 +32,7 @@ use sha2::{Digest, Sha256};
 use super::task::{self, EXTENSION_FIELD, Parties, TaskView};
 use crate::engine::{Caller, HoldForConsent, Refusal, Reply};
 use crate::gateway::Gateway;
+use crate::metrics::GaugeUnit;
 use crate::records::{EventRecord, StreamKey};
 use crate::store::ReadError;
 
@@ -220,26 +221,6 @@ impl RoomTasks {
                 .ok_or_else(missing)?
                 .to_owned(),
         })
-    }
-}
-
-/// An open stream, in the `roundtable_a2a_streams` gauge while it lives.
-struct OpenStream(Arc<crate::metrics::Metrics>);
-
-impl OpenStream {
-    fn new(metrics: Arc<crate::metrics::Metrics>) -> OpenStream {
-        metrics
-            .a2a_streams
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        OpenStream(metrics)
-    }
-}
-
-impl Drop for OpenStream {
-    fn drop(&mut self) {
-        self.0
-            .a2a_streams
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -187,7 +187,7 @@ impl RoomTasks {
     ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let handler = self.clone();
         let context = self.gateway.context();
-        let open = OpenStream::new(context.metrics.clone());
+        let open = GaugeUnit::hold(context.metrics.clone(), |metrics| &metrics.a2a_streams);
         let ends = Ends {
             stopping: context.stopping.subscribe(),
             closes: crate::a2a::take_closes().unwrap_or_else(|| context.dispatch.watch_closes()),

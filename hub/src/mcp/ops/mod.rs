@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::engine::{Caller, Refusal, Reply};
 use crate::gateway::Gateway;
+use crate::metrics::GaugeUnit;
 use crate::reads::HistoryRange;
 use crate::records::{EventRecord, PrincipalRecord, StreamKey};
 use crate::store::ReadError;
@@ -475,6 +476,8 @@ impl HubOps for CallerOps {
                     .collect());
             }
             let rooms = self.read_markers().await?.into_keys().collect();
+            // Counted waiting (`roundtable_mcp_waits`) until a message or the deadline.
+            let _waiting = GaugeUnit::hold(context.metrics.clone(), |metrics| &metrics.mcp_waits);
             if !woken(&mut watch, &mut closes, self.me(), &rooms, deadline).await? {
                 return Ok(Vec::new());
             }
