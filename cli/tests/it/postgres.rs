@@ -167,6 +167,8 @@ async fn a_cluster_loses_nothing_acknowledged_through_database_restarts() {
     let room = room.room.id;
     drop(owner);
 
+    // Every acknowledgement counted, so that each restart comes while sends flow.
+    let acked_so_far = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let senders: Vec<_> = hubs
         .iter()
         .enumerate()
@@ -174,6 +176,7 @@ async fn a_cluster_loses_nothing_acknowledged_through_database_restarts() {
             let url = hub.ws_url();
             let token = user.token.clone();
             let room = room.clone();
+            let acked_so_far = acked_so_far.clone();
             tokio::spawn(async move {
                 let mut acked = Vec::new();
                 let mut retryable = 0;
@@ -201,6 +204,7 @@ async fn a_cluster_loses_nothing_acknowledged_through_database_restarts() {
                             let sent: SendOk = ok.decode().unwrap();
                             assert_eq!(sent.event.body["text"], key.as_str());
                             acked.push((key, sent.event.seq));
+                            acked_so_far.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         }
                         Ok(Err(err)) => {
                             assert!(
@@ -220,9 +224,19 @@ async fn a_cluster_loses_nothing_acknowledged_through_database_restarts() {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Each restart once sends flow: a few acknowledged since the start, or the last restart.
+    let acked_now = || acked_so_far.load(std::sync::atomic::Ordering::Relaxed);
+    let flowing = async |since: usize| {
+        roundtable_testkit::until(
+            "sends are acknowledged",
+            Duration::from_secs(60),
+            async || acked_now() >= since + 30,
+        )
+        .await;
+    };
+    flowing(0).await;
     server.restart("immediate");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    flowing(acked_now()).await;
     server.restart("fast");
     let mut acked = Vec::new();
     let mut retryable = 0;
