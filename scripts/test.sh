@@ -135,7 +135,7 @@ trap 'kill "$macos_check" 2>/dev/null || true; stop_test_postgres' EXIT
 # - `independent::`: its client is the tests' Linux Python, not a Windows program.
 env INSTA_WORKSPACE_ROOT="$WINDOWS_WORKSPACE" python3 scripts/windows/run_tests.py \
     --artifacts target/windows-artifacts.json \
-    roundtable-platform,roundtable-protocol,roundtable-hub,roundtable-core,roundtable-cli,roundtable-e2e:cli:: -- \
+    roundtable-platform,roundtable-protocol,roundtable-engine,roundtable-hub,roundtable-core,roundtable-cli,roundtable-e2e:cli:: -- \
     --skip postgres --skip cluster:: --skip cluster_crash:: --skip independent::
 phase "Windows: the tests under Wine"
 # The app's Windows executable and the CLI from that build (debug, as the Linux package's

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use roundtable_hub::browsers::Origin;
 use roundtable_hub::config::{ConnectionLimits, TlsFiles};
-use roundtable_hub::engine::{RateLimit, RateLimits};
+use roundtable_hub::config::{RateLimit, RateLimits};
 use roundtable_hub::{Hub, HubConfig, SignupMode, StoreLocation, admin};
 use roundtable_protocol::client::TokenAction;
 use roundtable_protocol::defaults;
@@ -377,7 +377,7 @@ async fn serve(mut config: HubConfig, args: ServeArgs) -> Result<()> {
     config.allowed_origins = args.allowed_origins;
     config.operator_name = args.operator_name;
     config.a2a_block_max = Duration::from_secs(args.a2a_block_max);
-    config.outbound = roundtable_hub::outbound_guard::OutboundPolicy {
+    config.outbound = roundtable_hub::config::OutboundPolicy {
         allow_hosts: args
             .a2a_outbound_allow
             .iter()

@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use roundtable_hub::engine::{Caller, Command, ConnId, Engine, EngineConfig, Via, prepare_send};
-use roundtable_hub::ids::IdSource;
+use roundtable_engine::ids::IdSource;
+use roundtable_engine::{Caller, Command, ConnId, Engine, EngineConfig, Via, prepare_send};
 use roundtable_hub::store::Store;
 use roundtable_hub::store::sqlite;
 use roundtable_protocol::client::{ClientFrame, RegisterAgent, RoomCreate, SendCmd, SignupRequest};
@@ -75,7 +75,7 @@ fn main() {
                     })),
                 )
                 .unwrap();
-            let roundtable_hub::engine::Reply::Ok(ok) = outcome.reply else {
+            let roundtable_engine::Reply::Ok(ok) = outcome.reply else {
                 panic!()
             };
             let agent: roundtable_protocol::server::RegisterAgentOk = ok.decode().unwrap();
@@ -101,7 +101,7 @@ fn main() {
                 })),
             )
             .unwrap();
-        let roundtable_hub::engine::Reply::Ok(ok) = outcome.reply else {
+        let roundtable_engine::Reply::Ok(ok) = outcome.reply else {
             panic!()
         };
         let room: roundtable_protocol::server::RoomOk = ok.decode().unwrap();

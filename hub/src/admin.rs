@@ -8,12 +8,12 @@ use std::fs::File;
 
 use roundtable_protocol::client::{SignupRequest, TokenAction};
 
-use crate::audit::{BrokenLink, ChainCheck};
 use crate::config::{HubConfig, SignupMode};
-use crate::engine::{Engine, EngineConfig, ExecError, SignupOutcome};
-use crate::ids::IdSource;
 use crate::store::StoreError;
 use crate::{HubError, unix_ms};
+use roundtable_engine::audit::{BrokenLink, ChainCheck};
+use roundtable_engine::ids::IdSource;
+use roundtable_engine::{Engine, EngineConfig, ExecError, SignupOutcome};
 
 /// How often, and how long apart, a held data directory is tried again before it counts
 /// as another hub's.
@@ -113,9 +113,9 @@ fn with_engine<T>(
     let done = match change(&mut engine, &mut *tx, now) {
         Ok(done) => done,
         Err(ExecError::Refused(refusal)) => return Err(AdminError::Refused(refusal.msg)),
-        Err(ExecError::Store(error)) => return Err(error.into()),
+        Err(ExecError::Store(error)) => return Err(StoreError::from(error).into()),
     };
-    tx.commit()?;
+    tx.commit().map_err(StoreError::from)?;
     Ok(done)
 }
 

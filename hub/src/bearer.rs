@@ -13,11 +13,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use roundtable_protocol::ErrorCode;
 
-use crate::engine::{Caller, Refusal};
 use crate::gateway::Gateway;
 use crate::http_reply::json_error;
 use crate::listener::Peer;
-use crate::records::PrincipalRecord;
+use roundtable_engine::records::PrincipalRecord;
+use roundtable_engine::{Caller, Refusal};
 
 /// 401 with the scheme to use.
 pub(crate) fn unauthorized(msg: &str) -> Response {

@@ -45,7 +45,7 @@ enum Step {
 /// batch past `next` means the ones before it were pruned.
 fn next_step(
     next: u64,
-    committed: &[crate::records::Committed],
+    committed: &[roundtable_engine::records::Committed],
     node: &str,
     own_may_go: bool,
 ) -> Step {
@@ -156,7 +156,7 @@ pub fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{Committed, SharedBatch};
+    use roundtable_engine::records::{Committed, SharedBatch};
 
     fn batches(from: u64, nodes: &[&str]) -> Vec<Committed> {
         nodes

@@ -7,43 +7,8 @@ use std::time::Duration;
 use roundtable_protocol::defaults;
 
 use crate::browsers::Origin;
-
-/// Who may create users over `POST /v1/signup`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SignupMode {
-    /// Anyone.
-    #[default]
-    Open,
-    /// Only with a valid invite code.
-    Invite,
-    /// Nobody: the operator creates users on the hub's machine.
-    Closed,
-}
-
-impl SignupMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SignupMode::Open => "open",
-            SignupMode::Invite => "invite",
-            SignupMode::Closed => "closed",
-        }
-    }
-}
-
-impl std::str::FromStr for SignupMode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<SignupMode, String> {
-        match text {
-            "open" => Ok(SignupMode::Open),
-            "invite" => Ok(SignupMode::Invite),
-            "closed" => Ok(SignupMode::Closed),
-            other => Err(format!(
-                "unknown signup mode {other:?}: use open, invite or closed"
-            )),
-        }
-    }
-}
+pub use roundtable_engine::outbound_guard::OutboundPolicy;
+pub use roundtable_engine::settings::{RateLimit, RateLimits, SignupMode};
 
 /// Where the hub keeps its data.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -168,7 +133,7 @@ pub struct HubConfig {
     /// the task still working (the client then polls or subscribes).
     pub a2a_block_max: Duration,
     /// Which addresses remote A2A agents may have (the SSRF guard's exceptions).
-    pub outbound: crate::outbound_guard::OutboundPolicy,
+    pub outbound: roundtable_engine::outbound_guard::OutboundPolicy,
     /// How long the hub keeps trying a call to a remote agent before it posts that the
     /// call timed out.
     pub outbound_ttl: Duration,
@@ -249,7 +214,7 @@ impl HubConfig {
             tls: None,
             operator_name: None,
             a2a_block_max: Duration::from_secs(300),
-            outbound: crate::outbound_guard::OutboundPolicy::default(),
+            outbound: roundtable_engine::outbound_guard::OutboundPolicy::default(),
             outbound_ttl: Duration::from_secs(3600),
             outbound_lease: Duration::from_secs(60),
         }
@@ -264,52 +229,6 @@ impl HubConfig {
     /// The database file inside `data_dir`.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("hub.sqlite3")
-    }
-}
-
-/// A token bucket: up to `burst` sends at once, refilled at `per_second`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimit {
-    pub burst: f64,
-    pub per_second: f64,
-}
-
-impl std::str::FromStr for RateLimit {
-    type Err = String;
-
-    /// `BURST/PER_SECOND`, e.g. `20/2`.
-    fn from_str(text: &str) -> Result<RateLimit, String> {
-        let bad = || format!("invalid rate limit {text:?}: write BURST/PER_SECOND, e.g. 20/2");
-        let (burst, rate) = text.split_once('/').ok_or_else(bad)?;
-        let burst: f64 = burst.trim().parse().map_err(|_| bad())?;
-        let per_second: f64 = rate.trim().parse().map_err(|_| bad())?;
-        if !(burst >= 1.0 && per_second > 0.0 && burst.is_finite() && per_second.is_finite()) {
-            return Err(bad());
-        }
-        Ok(RateLimit { burst, per_second })
-    }
-}
-
-/// The limits for agents and for users.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimits {
-    pub agent: RateLimit,
-    pub user: RateLimit,
-}
-
-impl Default for RateLimits {
-    /// The protocol's defaults: agents 20 burst and 2 per second, users 200 and 50.
-    fn default() -> RateLimits {
-        RateLimits {
-            agent: RateLimit {
-                burst: 20.0,
-                per_second: 2.0,
-            },
-            user: RateLimit {
-                burst: 200.0,
-                per_second: 50.0,
-            },
-        }
     }
 }
 

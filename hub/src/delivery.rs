@@ -20,8 +20,8 @@ use roundtable_protocol::server::ErrReply;
 use tokio::sync::{Notify, watch};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-use crate::engine::{ConnId, Refusal};
-use crate::records::{EventRecord, StreamKey};
+use roundtable_engine::records::{EventRecord, StreamKey};
+use roundtable_engine::{ConnId, Refusal};
 
 /// A committed event on its way to connections.
 #[derive(Debug)]

@@ -19,12 +19,12 @@ use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tracing::{info, warn};
 
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
-use crate::engine::{ConnId, Refusal, SignupOutcome};
 use crate::metrics::Metrics;
-use crate::records::PrincipalRecord;
 use crate::relay::{Relay, RelaySettings};
-use crate::state::Recipients;
-use crate::visibility;
+use roundtable_engine::records::PrincipalRecord;
+use roundtable_engine::state::Recipients;
+use roundtable_engine::visibility;
+use roundtable_engine::{ConnId, Refusal, SignupOutcome};
 
 /// One thing to deliver after a commit.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ pub enum Delivery {
         origin: Option<ConnId>,
     },
     /// Something to do to connections (close those of a principal).
-    Effect(crate::engine::Effect),
+    Effect(roundtable_engine::Effect),
     /// An authentication: register the connection if it succeeded, then answer.
     Auth {
         conn: ConnHandle,
@@ -75,8 +75,8 @@ pub enum Delivery {
 #[derive(Debug)]
 pub enum Answer {
     Call {
-        reply: oneshot::Sender<Result<crate::engine::Reply, Refusal>>,
-        result: Result<crate::engine::Reply, Refusal>,
+        reply: oneshot::Sender<Result<roundtable_engine::Reply, Refusal>>,
+        result: Result<roundtable_engine::Reply, Refusal>,
     },
     Principal {
         reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
@@ -97,12 +97,12 @@ impl Delivery {
 
 /// What a batch another process committed delivers here, after its position.
 pub fn deliveries_of(
-    committed: &crate::records::Committed,
+    committed: &roundtable_engine::records::Committed,
     at: std::time::Instant,
 ) -> Vec<Delivery> {
     let batch = &committed.batch;
     let mut deliveries = vec![Delivery::Position(committed.n)];
-    for (record, recipients) in crate::replication::delivered_events(batch) {
+    for (record, recipients) in roundtable_engine::replication::delivered_events(batch) {
         deliveries.push(Delivery::Event {
             event: Arc::new(crate::delivery::LiveEvent::new(Arc::new(record), at)),
             recipients,
@@ -116,7 +116,7 @@ pub fn deliveries_of(
         });
     }
     for (principal, code) in batch.close_codes() {
-        deliveries.push(Delivery::Effect(crate::engine::Effect::Close {
+        deliveries.push(Delivery::Effect(roundtable_engine::Effect::Close {
             principal: principal.to_owned(),
             code,
         }));
@@ -373,7 +373,8 @@ impl Dispatcher {
         // revoker that has its `ok` finds the old token refused everywhere in this process.
         if self.closed.receiver_count() > 0 {
             for delivery in &deliveries {
-                if let Delivery::Effect(crate::engine::Effect::Close { principal, code }) = delivery
+                if let Delivery::Effect(roundtable_engine::Effect::Close { principal, code }) =
+                    delivery
                 {
                     let _ = self.closed.send(PrincipalClosed {
                         principal: Arc::from(principal.as_str()),
@@ -415,7 +416,7 @@ impl Dispatcher {
                 recipients,
                 origin,
             } => {
-                if let crate::records::StreamKey::Room(room) = &event.record.stream
+                if let roundtable_engine::records::StreamKey::Room(room) = &event.record.stream
                     && self.rooms_written.receiver_count() > 0
                 {
                     let _ = self.rooms_written.send(RoomWritten {
@@ -443,7 +444,7 @@ impl Dispatcher {
                     }
                 }
             }
-            Delivery::Effect(crate::engine::Effect::Close { principal, code }) => {
+            Delivery::Effect(roundtable_engine::Effect::Close { principal, code }) => {
                 for id in self
                     .by_principal
                     .get(principal.as_str())

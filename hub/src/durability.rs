@@ -28,10 +28,10 @@ use tracing::error;
 
 use crate::dispatch::{Delivery, DispatchHandle};
 use crate::metrics::Metrics;
-use crate::records::AuditRecord;
 use crate::store::{
     AuditQuery, DirectoryQuery, Flush, ReadError, ReadStore, SnapshotRead, StoreError,
 };
+use roundtable_engine::records::AuditRecord;
 
 /// Commits counted twice: when they begin (by the writer, before the commit can become
 /// visible) and when they are durable (by the flush stage).
@@ -317,7 +317,7 @@ impl ReadStore for DurableReads {
         &self,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<crate::records::Committed>, StoreError> {
+    ) -> Result<Vec<roundtable_engine::records::Committed>, StoreError> {
         self.inner.committed_after(after, limit)
     }
 
@@ -340,7 +340,7 @@ impl ReadStore for DurableReads {
         &self,
         sender: &str,
         client_key: &str,
-    ) -> Result<Option<crate::records::RequestRecord>, StoreError> {
+    ) -> Result<Option<roundtable_engine::records::RequestRecord>, StoreError> {
         self.durable(|reads| reads.request_holding(sender, client_key))
     }
 
@@ -348,7 +348,7 @@ impl ReadStore for DurableReads {
         &self,
         now_ms: i64,
         limit: usize,
-    ) -> Result<Vec<crate::records::RemoteCallRecord>, StoreError> {
+    ) -> Result<Vec<roundtable_engine::records::RemoteCallRecord>, StoreError> {
         self.durable(|reads| reads.remote_calls_due(now_ms, limit))
     }
 
@@ -363,7 +363,7 @@ impl ReadStore for DurableReads {
         &self,
         room: &str,
         remote: &str,
-    ) -> Result<Option<crate::records::RemoteThreadRecord>, StoreError> {
+    ) -> Result<Option<roundtable_engine::records::RemoteThreadRecord>, StoreError> {
         self.durable(|reads| reads.remote_thread(room, remote))
     }
 
@@ -371,7 +371,7 @@ impl ReadStore for DurableReads {
         &self,
         principal: &str,
         device: &str,
-    ) -> Result<Vec<(crate::records::StreamKey, u64)>, StoreError> {
+    ) -> Result<Vec<(roundtable_engine::records::StreamKey, u64)>, StoreError> {
         self.durable(|reads| reads.device_read_markers(principal, device))
     }
 
@@ -381,7 +381,7 @@ impl ReadStore for DurableReads {
         prefix: &str,
         before: Option<(i64, String)>,
         limit: usize,
-    ) -> Result<Vec<crate::records::EventRecord>, StoreError> {
+    ) -> Result<Vec<roundtable_engine::records::EventRecord>, StoreError> {
         self.durable(|reads| reads.sent_with_key_prefix(sender, prefix, before.clone(), limit))
     }
 
@@ -405,8 +405,8 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
-    use crate::engine::Refusal;
-    use crate::records::StreamKey;
+    use roundtable_engine::Refusal;
+    use roundtable_engine::records::StreamKey;
 
     /// A flush that says when it starts, waits for the test to let it finish, and counts
     /// the flushes.
@@ -430,7 +430,7 @@ mod tests {
     /// A signup answer, as the writer hands one over: it is observable when it is sent.
     fn signup_answer() -> (
         Delivery,
-        oneshot::Receiver<Result<crate::engine::SignupOutcome, Refusal>>,
+        oneshot::Receiver<Result<roundtable_engine::SignupOutcome, Refusal>>,
     ) {
         let (reply, answered) = oneshot::channel();
         let delivery = Delivery::Signup {
@@ -466,7 +466,7 @@ mod tests {
             &self,
             _: &str,
             _: &str,
-        ) -> Result<Option<crate::records::RequestRecord>, StoreError> {
+        ) -> Result<Option<roundtable_engine::records::RequestRecord>, StoreError> {
             Ok(None)
         }
         fn sent_with_key_prefix(
@@ -475,14 +475,14 @@ mod tests {
             _: &str,
             _: Option<(i64, String)>,
             _: usize,
-        ) -> Result<Vec<crate::records::EventRecord>, StoreError> {
+        ) -> Result<Vec<roundtable_engine::records::EventRecord>, StoreError> {
             Ok(Vec::new())
         }
         fn remote_calls_due(
             &self,
             _: i64,
             _: usize,
-        ) -> Result<Vec<crate::records::RemoteCallRecord>, StoreError> {
+        ) -> Result<Vec<roundtable_engine::records::RemoteCallRecord>, StoreError> {
             Ok(Vec::new())
         }
         fn remote_credential(
@@ -495,14 +495,14 @@ mod tests {
             &self,
             _: &str,
             _: &str,
-        ) -> Result<Option<crate::records::RemoteThreadRecord>, StoreError> {
+        ) -> Result<Option<roundtable_engine::records::RemoteThreadRecord>, StoreError> {
             Ok(None)
         }
         fn device_read_markers(
             &self,
             _: &str,
             _: &str,
-        ) -> Result<Vec<(crate::records::StreamKey, u64)>, StoreError> {
+        ) -> Result<Vec<(roundtable_engine::records::StreamKey, u64)>, StoreError> {
             Ok(Vec::new())
         }
         fn audit(&self, _: &AuditQuery) -> Result<Vec<AuditRecord>, ReadError> {
@@ -542,7 +542,7 @@ mod tests {
             _: crate::store::SeqRange,
             _: crate::store::EventOrder,
             _: usize,
-            _: &mut dyn FnMut(crate::records::EventRecord) -> bool,
+            _: &mut dyn FnMut(roundtable_engine::records::EventRecord) -> bool,
         ) -> Result<(), StoreError> {
             Ok(())
         }

@@ -16,11 +16,11 @@ use roundtable_protocol::{ErrorCode, handles};
 use tokio::sync::oneshot;
 
 use crate::context::HubContext;
-use crate::engine::{Caller, Command, ConnId, HoldForConsent, Refusal, Reply, Via};
 use crate::reads::{HistoryRange, Reader};
-use crate::records::{EventRecord, PrincipalRecord};
 use crate::store::{DirectoryQuery, ReadError};
 use crate::writer::Request;
+use roundtable_engine::records::{EventRecord, PrincipalRecord};
+use roundtable_engine::{Caller, Command, ConnId, HoldForConsent, Refusal, Reply, Via};
 use roundtable_protocol::model::DirectoryEntry;
 
 /// A gateway's way into the hub: every command of one way (`via`) goes through it.
@@ -44,7 +44,10 @@ struct KnownTokens {
 
 #[derive(Debug)]
 struct KnownEntries {
-    by_hash: rustc_hash::FxHashMap<crate::ids::TokenHash, (PrincipalRecord, std::time::Instant)>,
+    by_hash: rustc_hash::FxHashMap<
+        roundtable_engine::ids::TokenHash,
+        (PrincipalRecord, std::time::Instant),
+    >,
     closes: tokio::sync::broadcast::Receiver<crate::dispatch::PrincipalClosed>,
     /// How many closes were seen, and the last few: a token checked by the writer is not
     /// remembered if its principal was closed since the check began.
@@ -69,7 +72,7 @@ impl KnownTokens {
     }
 
     /// The principal of a token accepted lately and not closed since.
-    fn get(&self, hash: &crate::ids::TokenHash) -> Option<PrincipalRecord> {
+    fn get(&self, hash: &roundtable_engine::ids::TokenHash) -> Option<PrincipalRecord> {
         let mut entries = self.lock();
         entries.forget_closed();
         match entries.by_hash.get(hash) {
@@ -87,7 +90,7 @@ impl KnownTokens {
 
     /// Remembers a token the writer accepted after `mark`, unless its principal was closed
     /// since (or too many closes came to tell).
-    fn put(&self, hash: crate::ids::TokenHash, principal: PrincipalRecord, mark: u64) {
+    fn put(&self, hash: roundtable_engine::ids::TokenHash, principal: PrincipalRecord, mark: u64) {
         let mut entries = self.lock();
         entries.forget_closed();
         // Every close since `mark` is still in the ring (none, or the ring reaches back).
@@ -181,7 +184,7 @@ impl Gateway {
         &self,
         token: &str,
     ) -> Result<(Arc<Caller>, PrincipalRecord), Refusal> {
-        let hash = crate::ids::TokenHash::of(token);
+        let hash = roundtable_engine::ids::TokenHash::of(token);
         // One of several hub processes checks every token with its writer, which applies the
         // others' batches first: another process's revocation may reach this one's
         // dispatcher later than its `ok` reaches the revoker.
@@ -260,10 +263,10 @@ impl Gateway {
     pub async fn remote(
         &self,
         caller: &Arc<Caller>,
-        command: crate::engine::RemoteCommand,
-    ) -> Result<crate::engine::ClaimReply, Refusal> {
+        command: roundtable_engine::RemoteCommand,
+    ) -> Result<roundtable_engine::ClaimReply, Refusal> {
         match self.call(caller, Command::Remote(command)).await? {
-            Reply::Ok(ok) => crate::engine::ClaimReply::of(&ok).ok_or_else(|| {
+            Reply::Ok(ok) => roundtable_engine::ClaimReply::of(&ok).ok_or_else(|| {
                 Refusal::new(
                     ErrorCode::Internal,
                     "a remote call's bookkeeping answered oddly",
@@ -294,7 +297,7 @@ impl Gateway {
         &self,
         sender: &str,
         client_key: &str,
-    ) -> Result<Option<crate::records::RequestRecord>, Refusal> {
+    ) -> Result<Option<roundtable_engine::records::RequestRecord>, Refusal> {
         let reader = self.context.reader.clone();
         let (sender, client_key) = (sender.to_owned(), client_key.to_owned());
         match tokio::task::spawn_blocking(move || reader.request_holding(&sender, &client_key))
@@ -482,7 +485,7 @@ impl Gateway {
     pub async fn device_read_markers(
         &self,
         caller: &Caller,
-    ) -> Result<Vec<(crate::records::StreamKey, u64)>, ReadError> {
+    ) -> Result<Vec<(roundtable_engine::records::StreamKey, u64)>, ReadError> {
         let reader = self.context.reader.clone();
         let (principal, device) = (caller.id.clone(), caller.device.clone());
         tokio::task::spawn_blocking(move || reader.device_read_markers(&principal, &device))
@@ -587,8 +590,8 @@ mod tests {
     fn a_close_forgets_its_principal_s_tokens_at_the_next_look() {
         let (known, closes) = known();
         let (dana, erin) = (
-            crate::ids::TokenHash::of("rt_dana"),
-            crate::ids::TokenHash::of("rt_erin"),
+            roundtable_engine::ids::TokenHash::of("rt_dana"),
+            roundtable_engine::ids::TokenHash::of("rt_erin"),
         );
         let mark = known.mark();
         known.put(dana, principal("p_dana"), mark);
@@ -605,12 +608,16 @@ mod tests {
     #[test]
     fn a_token_checked_while_its_principal_was_closed_is_not_remembered() {
         let (known, closes) = known();
-        let hash = crate::ids::TokenHash::of("rt_dana");
+        let hash = roundtable_engine::ids::TokenHash::of("rt_dana");
         let mark = known.mark();
         // The writer accepted it; the revocation lands before the answer is remembered,
         // and someone else's look drains it first.
         close(&closes, "p_dana");
-        assert!(known.get(&crate::ids::TokenHash::of("rt_other")).is_none());
+        assert!(
+            known
+                .get(&roundtable_engine::ids::TokenHash::of("rt_other"))
+                .is_none()
+        );
         known.put(hash, principal("p_dana"), mark);
         assert!(known.get(&hash).is_none());
         // Closes missed altogether (the channel lagged): nothing is trusted either.

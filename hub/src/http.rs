@@ -22,12 +22,12 @@ use tokio::sync::oneshot;
 use crate::admission::Turned;
 use crate::browsers::BrowserPolicy;
 use crate::context::HubContext;
-use crate::engine::Refusal;
 use crate::http_reply::{BodyUnread, body_too_slow, json_error, read_body, too_many};
 use crate::listener::Peer;
 use crate::session;
 use crate::websocket::{self, PreAuthLimit};
 use crate::writer::Request;
+use roundtable_engine::Refusal;
 
 /// The largest signup body read: a handle, a name and an invite code fit many times over.
 const SIGNUP_BODY: usize = 16 * 1024;

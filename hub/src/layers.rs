@@ -6,6 +6,11 @@
 //! one layer import each other without a circle. A new module gets a place in [`LAYERS`]
 //! or the test fails.
 //!
+//! Below every layer is the engine, a crate of its own (`roundtable-engine`): the command
+//! logic, the records, ids, the state, the audit chain, visibility, the retry keys and the
+//! SSRF guard's pure checks. The compiler keeps it from importing the hub; the test here
+//! keeps it from depending on anything that does I/O ([`ENGINE_DEPENDENCIES`]).
+//!
 //! What counts is code: `crate::module` paths outside comments and outside test modules
 //! (`#[cfg(test)] mod tests`, `tests.rs`, the store's `conformance.rs`). The crate root
 //! (`lib.rs`: [`crate::Hub`]) is above every layer; the test does not see imports of its
@@ -15,29 +20,22 @@
 /// Bottom to top.
 pub const LAYERS: &[(&str, &[&str])] = &[
     (
-        "leaves: ids, counters, settings, the store's records, pure checks",
+        "leaves: counters, settings, pure checks",
         &[
-            "ids",
             "metrics",
             "relay",
             "browsers",
-            "outbound_guard",
-            "records",
             "config",
             "operator",
-            "sent_keys",
             "bus",
             "threads",
+            "admission",
         ],
-    ),
-    (
-        "policies over records",
-        &["audit", "visibility", "admission"],
     ),
     ("the store", &["store", "test_faults"]),
     (
-        "the state and the decisions",
-        &["state", "engine", "replication", "reads"],
+        "the reads over the store, and the engine's tests on it",
+        &["reads", "engine"],
     ),
     (
         "the write pipeline",
@@ -62,6 +60,21 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("what runs a hub", &["embedded", "admin", "layers"]),
+];
+
+/// Everything the engine may depend on: none does I/O (no async runtime, HTTP client,
+/// database driver, nor `workspace-hack`, which would bring them all in). A new dependency
+/// that does none either is added here, with thought.
+pub const ENGINE_DEPENDENCIES: &[&str] = &[
+    "roundtable-protocol",
+    "base64",
+    "rand",
+    "rustc-hash",
+    "serde",
+    "serde_json",
+    "sha2",
+    "tracing",
+    "url",
 ];
 
 /// The reading of the sources (shared with the core's test of its imports).
@@ -131,5 +144,41 @@ mod tests {
     fn the_modules_of_a_layer_import_each_other_without_a_circle() {
         let circles = module_imports::circles(&imports());
         assert!(circles.is_empty(), "import circles: {circles:?}");
+    }
+
+    /// The dependencies of every kind `Cargo.toml` gives the engine (normal, dev, build, per
+    /// target): the names of the entries of its dependency tables.
+    fn engine_dependencies() -> Vec<String> {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).expect("engine/Cargo.toml");
+        let mut in_dependencies = false;
+        let mut names = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_dependencies = line.trim_matches(['[', ']']).ends_with("dependencies");
+            } else if in_dependencies && !line.is_empty() && !line.starts_with('#') {
+                let name = line.split(['=', '.']).next().unwrap_or_default().trim();
+                names.push(name.trim_matches('"').to_owned());
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn the_engine_depends_on_nothing_that_does_io() {
+        let names = engine_dependencies();
+        assert!(
+            names.iter().any(|name| name == "roundtable-protocol"),
+            "engine/Cargo.toml was not read: {names:?}"
+        );
+        let unknown: Vec<&String> = names
+            .iter()
+            .filter(|name| !super::ENGINE_DEPENDENCIES.contains(&name.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "the engine does no I/O, but depends on {unknown:?}: if none of them does I/O \
+             either, add it to ENGINE_DEPENDENCIES in hub/src/layers.rs"
+        );
     }
 }

@@ -28,7 +28,6 @@
 pub(crate) mod a2a;
 pub mod admin;
 pub(crate) mod admission;
-pub mod audit;
 pub(crate) mod bearer;
 pub mod browsers;
 pub(crate) mod bus;
@@ -39,32 +38,26 @@ pub(crate) mod delivery;
 pub(crate) mod dispatch;
 pub(crate) mod durability;
 pub mod embedded;
-pub mod engine;
+#[cfg(test)]
+mod engine;
 pub(crate) mod gateway;
 pub(crate) mod http;
 pub(crate) mod http_reply;
-pub mod ids;
 pub mod layers;
 pub(crate) mod listener;
 pub mod mcp;
 pub(crate) mod metrics;
 pub(crate) mod operator;
 pub(crate) mod operator_socket;
-pub mod outbound_guard;
 pub(crate) mod outbound_lookup;
 pub(crate) mod reads;
-pub mod records;
 pub(crate) mod relay;
-pub(crate) mod replication;
-pub(crate) mod sent_keys;
 pub(crate) mod session;
-pub(crate) mod state;
 pub mod store;
 #[cfg(test)]
 mod test_faults;
 mod threads;
 pub mod tls;
-pub(crate) mod visibility;
 pub(crate) mod websocket;
 pub(crate) mod writer;
 
@@ -81,11 +74,11 @@ use tokio::net::TcpListener;
 use tracing::info;
 
 use crate::context::HubContext;
-use crate::engine::Engine;
-use crate::ids::IdSource;
 use crate::metrics::Metrics;
 use crate::store::StoreError;
 use crate::writer::Request;
+use roundtable_engine::Engine;
+use roundtable_engine::ids::IdSource;
 pub use threads::{HubFailure, Threads};
 
 /// Why the hub could not start or stopped abnormally.
@@ -190,7 +183,7 @@ impl Hub {
         let engine = Engine::with_config(
             snapshot,
             ids,
-            engine::EngineConfig {
+            roundtable_engine::EngineConfig {
                 public_address: config
                     .public_address
                     .clone()

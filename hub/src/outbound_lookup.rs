@@ -1,12 +1,12 @@
 //! The SSRF guard's checks that need the network: resolving a card's name at registration,
 //! and at every connection of the outbound client. The checks themselves are pure and sit
-//! low in the hub ([`crate::outbound_guard`]), where the engine and the configuration
+//! low in the hub ([`roundtable_engine::outbound_guard`]), where the engine and the configuration
 //! reach them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::outbound_guard::{
+use roundtable_engine::outbound_guard::{
     OutboundPolicy, Transport, check_card_url, check_credential, check_resolved,
 };
 

@@ -6,9 +6,9 @@
 
 use roundtable_protocol::model::Routing;
 
-use crate::records::{EventRecord, StreamKey};
 use crate::store::{EventOrder, ReadError, ReadStore, ReadTx, SeqRange, StoreError, store_only};
-use crate::visibility;
+use roundtable_engine::records::{EventRecord, StreamKey};
+use roundtable_engine::visibility;
 
 /// Rows one replay page reads at most: bounds its time for an agent that sees few of a
 /// room's events, as `max_bytes` bounds its memory.

@@ -45,6 +45,7 @@ fn the_app_profile_optimises_packages_the_build_has() {
     }
     for hot in [
         "roundtable-hub",
+        "roundtable-engine",
         "roundtable-core",
         "libsqlite3-sys",
         "tokio",

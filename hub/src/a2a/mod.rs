@@ -35,10 +35,10 @@ use tower::ServiceExt as _;
 
 use crate::bearer::{caller_of, refusal_response, required_caller};
 use crate::context::HubContext;
-use crate::engine::{Caller, Via};
 use crate::gateway::Gateway;
 use crate::http_reply::{base_url, json_error};
 use crate::listener::Peer;
+use roundtable_engine::{Caller, Via};
 
 /// The largest request body taken (a message's text is at most 16 KiB; parts and
 /// JSON-RPC around it fit many times).

@@ -16,7 +16,7 @@ use a2a::{
 use chrono::{DateTime, TimeZone as _, Utc};
 use serde_json::Value;
 
-use crate::records::{EventRecord, StreamKey};
+use roundtable_engine::records::{EventRecord, StreamKey};
 
 /// The key of the body field an agent (or the hub) marks an A2A state with.
 pub const EXTENSION_FIELD: &str = "x_a2a";
@@ -376,7 +376,7 @@ impl TaskFold {
 /// refused then, the sender sends again).
 pub fn held_view(
     id: String,
-    request: &crate::records::RequestRecord,
+    request: &roundtable_engine::records::RequestRecord,
     target: &str,
     parties: Parties<'_>,
 ) -> TaskView {

@@ -5,9 +5,11 @@ use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;
 use serde_json::json;
 
-use super::Command;
+use roundtable_engine::records::{EventRecord, StreamKey};
+use roundtable_engine::*;
+use roundtable_engine::{Caller, Command};
+
 use super::test_support::Fixture;
-use super::*;
 
 fn message(id: u64, room: &str, key: &str, body: serde_json::Value) -> ClientFrame {
     ClientFrame::Send(SendCmd {
@@ -156,7 +158,7 @@ fn a_gateway_caller_meets_the_websocket_rules_and_its_entries_say_how_it_came() 
         "refusals are audited with their way (sends that succeed are not audited)"
     );
     // The chain with gateway entries in it verifies.
-    let mut check = crate::audit::ChainCheck::new();
+    let mut check = roundtable_engine::audit::ChainCheck::new();
     assert!(entries.iter().all(|entry| check.feed(entry)));
     assert!(check.finish().is_ok());
     // A failed authentication over a gateway is audited with its way too.
@@ -249,7 +251,7 @@ fn a_key_is_remembered_across_a_reload_until_its_retention_ends() {
 
     // Past the retention the key is free again once the writer's housekeeping, every
     // minute, has walked every shard: the retry is a new message.
-    fixture.now_ms = sent_at + crate::sent_keys::RETENTION_MS;
+    fixture.now_ms = sent_at + roundtable_engine::sent_keys::RETENTION_MS;
     for _ in 0..60 {
         fixture.now_ms += 60 * 1000;
         fixture.housekeeping();
@@ -599,7 +601,7 @@ fn an_event_goes_to_the_members_of_the_moment_it_was_stored() {
         (message, leave)
     });
     let members = |event: &NewEvent| match &event.recipients {
-        crate::state::Recipients::Room { members, also_to } => {
+        roundtable_engine::state::Recipients::Room { members, also_to } => {
             let mut ids: Vec<String> = members
                 .iter()
                 .chain(also_to.iter())
@@ -608,7 +610,7 @@ fn an_event_goes_to_the_members_of_the_moment_it_was_stored() {
             ids.sort();
             ids
         }
-        crate::state::Recipients::One(principal) => vec![principal.to_string()],
+        roundtable_engine::state::Recipients::One(principal) => vec![principal.to_string()],
     };
     let mut both = vec![dana.id.clone(), writer.id.clone()];
     both.sort();
@@ -1097,7 +1099,7 @@ fn request_of(outcome: &Outcome) -> roundtable_protocol::model::ContactRequest {
         .request
 }
 
-fn stored_request(fixture: &mut Fixture, id: &str) -> crate::records::RequestRecord {
+fn stored_request(fixture: &mut Fixture, id: &str) -> roundtable_engine::records::RequestRecord {
     fixture.transaction(|_, tx, _| tx.request(id).unwrap().unwrap())
 }
 
@@ -1126,9 +1128,10 @@ fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
     );
     assert!(note.ends_with('…'));
     assert!(
-        held.events
-            .iter()
-            .all(|event| matches!(event.record.stream, crate::records::StreamKey::Inbox(_))),
+        held.events.iter().all(|event| matches!(
+            event.record.stream,
+            roundtable_engine::records::StreamKey::Inbox(_)
+        )),
         "nothing but inbox notices of the request"
     );
     // The same message again is the same request; another one waits its turn.
@@ -1170,7 +1173,7 @@ fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
         Vec::<String>::new(),
         "the body's own mentions only"
     );
-    let crate::records::StreamKey::Room(room) = &sent[0].stream else {
+    let roundtable_engine::records::StreamKey::Room(room) = &sent[0].stream else {
         panic!("sent in a room")
     };
     assert!(fixture.engine.state.is_member(room, &reviewer.id));
@@ -1178,7 +1181,7 @@ fn a_message_without_consent_is_held_with_one_request_and_sent_once_accepted() {
     let after = stored_request(&mut fixture, &request.id);
     assert_eq!(
         after.held,
-        Some(crate::records::HeldMessage {
+        Some(roundtable_engine::records::HeldMessage {
             client_key: "a2a:first-key".into(),
             body: None
         }),
@@ -1247,7 +1250,7 @@ fn contact_requests_are_limited_per_day_agents_tighter_than_users() {
     let dana = fixture.signup("dana");
     let scout = register(&mut fixture, &dana, "scout");
     let mut made = 0;
-    for n in 0..contacts::DAILY_REQUESTS_AGENT + 1 {
+    for n in 0..DAILY_REQUESTS_AGENT + 1 {
         let other = fixture.signup(&format!("target{n}"));
         make_public(&mut fixture, &other, None);
         let asked = fixture.run(
@@ -1266,7 +1269,7 @@ fn contact_requests_are_limited_per_day_agents_tighter_than_users() {
             }
         }
     }
-    assert_eq!(made, contacts::DAILY_REQUESTS_AGENT);
+    assert_eq!(made, DAILY_REQUESTS_AGENT);
     // A day later, there is room again.
     fixture.now_ms += 24 * 3600 * 1000;
     let other = fixture.signup("late");

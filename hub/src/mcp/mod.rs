@@ -32,11 +32,11 @@ use roundtable_protocol::ErrorCode;
 
 use crate::bearer::required_caller;
 use crate::context::HubContext;
-use crate::engine::{Refusal, Via};
 use crate::gateway::Gateway;
 use crate::http_reply::json_error;
 use crate::listener::Peer;
 use ops::CallerOps;
+use roundtable_engine::{Refusal, Via};
 use streams::McpStreams;
 
 /// The path.

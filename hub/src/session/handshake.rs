@@ -3,7 +3,11 @@
 
 use super::*;
 
-pub(super) type Authenticated = (crate::records::PrincipalRecord, String, ConnHandle);
+pub(super) type Authenticated = (
+    roundtable_engine::records::PrincipalRecord,
+    String,
+    ConnHandle,
+);
 
 /// How an `auth` was refused, and the close code that follows the `err`.
 pub(super) struct AuthRefusal {
@@ -69,7 +73,7 @@ pub(super) async fn authenticate(
                     action: "auth",
                     target: None,
                     refusal: refused.refusal.clone(),
-                    via: crate::engine::Via::Ws,
+                    via: roundtable_engine::Via::Ws,
                 }));
             Some(Err(refused))
         }
@@ -200,7 +204,15 @@ pub(super) async fn check_auth(
     conn: ConnId,
     writer: &Arc<ConnWriter>,
     auth: roundtable_protocol::client::Auth,
-) -> Result<(crate::records::PrincipalRecord, String, ConnHandle, u64), AuthRefusal> {
+) -> Result<
+    (
+        roundtable_engine::records::PrincipalRecord,
+        String,
+        ConnHandle,
+        u64,
+    ),
+    AuthRefusal,
+> {
     let handle = ConnHandle {
         id: conn,
         outbound: Arc::new(OutboundQueue::new(

@@ -45,14 +45,14 @@ use crate::delivery::{
     history_frame, sent_frame, wait_closing,
 };
 use crate::dispatch::DispatchHandle;
-use crate::engine::{Caller, Command, ConnId, Refusal};
 use crate::listener::Peer;
 use crate::metrics::Metrics;
 use crate::reads::{HistoryRange, ReplayPosition, StreamPlan};
-use crate::records::StreamKey;
 use crate::store::{AuditQuery, DirectoryQuery, ReadError};
 use crate::websocket::{PreAuthLimit, Socket};
 use crate::writer::Request;
+use roundtable_engine::records::StreamKey;
+use roundtable_engine::{Caller, Command, ConnId, Refusal};
 
 mod handshake;
 mod reader;
@@ -185,7 +185,7 @@ pub async fn run(socket: Socket, context: Arc<HubContext>, arrival: Arrival) {
         kind: principal.kind,
         device,
         conn,
-        via: crate::engine::Via::Ws,
+        via: roundtable_engine::Via::Ws,
     });
     let control = handle.control.clone();
     let sink_task = tokio::spawn(

@@ -264,7 +264,10 @@ pub(super) async fn serve_audit(context: &HubContext, caller: &Caller, audit: Au
     let reader = context.reader.clone();
     match tokio::task::spawn_blocking(move || reader.audit(&query)).await {
         Ok(Ok(entries)) => {
-            let entries = entries.iter().map(crate::audit::wire_entry).collect();
+            let entries = entries
+                .iter()
+                .map(roundtable_engine::audit::wire_entry)
+                .collect();
             Outbound::Frame(
                 ServerFrame::Ok(OkReply::with(audit.id, &AuditOk { entries })).to_json(),
             )

@@ -407,7 +407,7 @@ mod tests {
 
     use super::*;
     use crate::delivery::LiveEvent;
-    use crate::records::EventRecord;
+    use roundtable_engine::records::EventRecord;
 
     /// A sink that takes `capacity` messages, then is not ready; its flush completes only
     /// when told to.

@@ -5,8 +5,9 @@ use roundtable_protocol::model::{Discoverable, PrincipalKind, RequestState, Rout
 
 use super::*;
 use super::{postgres, sqlite};
-use crate::ids::IdSource;
 use crate::reads::{HistoryPage, HistoryRange, ReplayPosition, StoreReads};
+use roundtable_engine::ids::{IdSource, TokenHash};
+use roundtable_engine::records::*;
 
 fn principal(id: &str, kind: PrincipalKind, owner: Option<&str>) -> PrincipalRecord {
     PrincipalRecord {
@@ -393,7 +394,7 @@ fn events_are_found_by_position_inside_and_after_the_transaction(mut backend: Ba
 
 fn the_keys_of_recent_room_events_load_with_the_snapshot(mut backend: Backend) {
     populate(&mut *backend.store);
-    let retention = crate::sent_keys::RETENTION_MS;
+    let retention = roundtable_engine::sent_keys::RETENTION_MS;
     // Events carry ts 1001..=1006: all within the retention a moment later…
     let mut keys = backend.store.load(2_000).unwrap().sent_keys;
     keys.sort_by_key(|key| key.seq);
@@ -788,7 +789,7 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
     populate(&mut *backend.store);
     assert_eq!(
         backend.reader.audit_head().unwrap(),
-        Some((0, crate::audit::GENESIS.to_owned()))
+        Some((0, roundtable_engine::audit::GENESIS.to_owned()))
     );
     let mut tx = backend.store.transaction().unwrap();
     tx.insert_contact(&ContactRecord {
@@ -807,9 +808,9 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             target: Some("r".into()),
             reason: (n == 2).then(|| "budget reached".into()),
             via: match n {
-                1 => crate::records::Via::Ws,
-                2 => crate::records::Via::Mcp,
-                _ => crate::records::Via::A2a,
+                1 => roundtable_engine::records::Via::Ws,
+                2 => roundtable_engine::records::Via::Mcp,
+                _ => roundtable_engine::records::Via::A2a,
             },
             result: if n == 3 {
                 AuditResult::Err
@@ -934,7 +935,10 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
     assert_eq!(mine[1].reason.as_deref(), Some("budget reached"));
     assert_eq!(
         (mine[0].via, mine[1].via),
-        (crate::records::Via::Ws, crate::records::Via::Mcp),
+        (
+            roundtable_engine::records::Via::Ws,
+            roundtable_engine::records::Via::Mcp
+        ),
         "the way a command came is kept"
     );
     assert_eq!(
@@ -958,7 +962,7 @@ fn the_directory_and_the_audit_log_read_what_was_committed(mut backend: Backend)
             AuditResult::Err,
             Some("not_member"),
             Some(4),
-            crate::records::Via::A2a
+            roundtable_engine::records::Via::A2a
         )
     );
     assert_eq!(
@@ -1279,7 +1283,7 @@ fn a_held_message_is_found_by_its_sender_and_key(mut backend: Backend) {
         message: Some("hello".into()),
         created_ms: 1,
         decided_ms: None,
-        held: Some(crate::records::HeldMessage {
+        held: Some(roundtable_engine::records::HeldMessage {
             client_key: "u-held-1".into(),
             body: Some(r#"{"text":"the held one"}"#.into()),
         }),
@@ -1314,8 +1318,8 @@ fn a_held_message_is_found_by_its_sender_and_key(mut backend: Backend) {
 }
 
 fn a_cluster_s_processes_read_each_other_s_batches_in_order(mut backend: Backend) {
-    let shared = |id: &str| crate::records::SharedBatch {
-        ops: vec![crate::records::WriteOp::InsertPrincipal {
+    let shared = |id: &str| roundtable_engine::records::SharedBatch {
+        ops: vec![roundtable_engine::records::WriteOp::InsertPrincipal {
             principal: principal(id, PrincipalKind::User, None),
         }],
         ..Default::default()

@@ -21,13 +21,12 @@ mod rows;
 #[cfg(test)]
 mod conformance;
 
+pub use roundtable_engine::store::{Snapshot, WriteError, WriteTx};
+
 use roundtable_protocol::model::{PrincipalKind, Routing};
 
-use crate::ids::TokenHash;
-use crate::records::{
-    AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
-    PrincipalRecord, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, RequestRecord, RoomRecord,
-    StreamKey, TokenRecord,
+use roundtable_engine::records::{
+    AuditRecord, EventRecord, RemoteCallRecord, RemoteThreadRecord, RequestRecord, StreamKey,
 };
 
 /// A storage failure. The hub answers the affected commands with `internal`, reloads its
@@ -50,6 +49,28 @@ pub enum StoreError {
     /// The hub failed before what was read was durable: it is not answered.
     #[error("the hub stopped before this read could be answered")]
     Stopped,
+    /// A failure of another kind a store raised under a write.
+    #[error(transparent)]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<WriteError> for StoreError {
+    /// A write's failure, back from the engine as the store raised it: the store's own
+    /// error, or its database driver's, so that [`StoreError::refuses_value`] can tell.
+    fn from(error: WriteError) -> StoreError {
+        let error = match error.downcast::<StoreError>() {
+            Ok(error) => return error,
+            Err(error) => error,
+        };
+        let error = match error.downcast::<rusqlite::Error>() {
+            Ok(error) => return StoreError::Sqlite(error),
+            Err(error) => error,
+        };
+        match error.downcast::<postgres::PostgresError>() {
+            Ok(error) => StoreError::Postgres(error),
+            Err(error) => StoreError::Backend(error.into_inner()),
+        }
+    }
 }
 
 impl StoreError {
@@ -77,7 +98,7 @@ pub type Opened = (Box<dyn Store>, std::sync::Arc<dyn ReadStore>);
 /// the readers. `ids` mints the hub id and epoch of a new one.
 pub fn open(
     config: &crate::HubConfig,
-    ids: &mut crate::ids::IdSource,
+    ids: &mut roundtable_engine::ids::IdSource,
     now_ms: i64,
 ) -> Result<Opened, StoreError> {
     Ok(match &config.store {
@@ -135,40 +156,6 @@ pub(crate) fn credential_scheme_from(
     }
 }
 
-/// Everything the writer keeps in memory, as loaded at start.
-#[derive(Debug, Default)]
-pub struct Snapshot {
-    pub hub_id: String,
-    pub epoch: String,
-    pub principals: Vec<PrincipalRecord>,
-    /// Live tokens only: the memory forgets a revoked token (unknown and revoked answer
-    /// alike).
-    pub tokens: Vec<TokenRecord>,
-    pub rooms: Vec<RoomRecord>,
-    pub members: Vec<MemberRecord>,
-    /// The head `seq` of every stream that has events.
-    pub heads: Vec<(StreamKey, u64)>,
-    /// Pings that can still be answered (neither answered nor expired at `load`'s
-    /// `now_ms`); the others are read with [`WriteTx::ping`] when named.
-    pub pings: Vec<PingRecord>,
-    pub contacts: Vec<ContactRecord>,
-    /// Pending requests; final ones are read with [`WriteTx::request`].
-    pub requests: Vec<RequestRecord>,
-    /// Invites that can still be redeemed (neither withdrawn, used up nor expired at
-    /// `now_ms`); the others are read with [`WriteTx::invite_by_code`] and
-    /// [`WriteTx::invite`].
-    pub invites: Vec<InviteRecord>,
-    pub controls: Vec<ControlRecord>,
-    /// The last audit entry's `n` and hash (0 and 64 zeros for an empty log).
-    pub audit_head: (u64, String),
-    /// The `client_key`s of room events younger than the retention
-    /// ([`crate::sent_keys::RETENTION_MS`] before `now_ms` given to `load`).
-    pub sent_keys: Vec<crate::sent_keys::SentKeyRecord>,
-    /// For a store several hub processes share: the last shared batch this snapshot
-    /// includes (see [`crate::replication`]); 0 otherwise.
-    pub shared_position: u64,
-}
-
 /// The writer's handle on durable storage.
 pub trait Store: Send {
     /// Reads everything the command logic keeps in memory; `now_ms` dates the retention of
@@ -193,68 +180,6 @@ pub trait Store: Send {
 /// Makes every commit that has returned durable (see [`Store::flusher`]).
 pub trait Flush: Send {
     fn flush(&mut self) -> std::io::Result<()>;
-}
-
-/// One write transaction (a batch of commands).
-pub trait WriteTx {
-    fn insert_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError>;
-    fn update_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError>;
-    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError>;
-    /// Marks every live token of `principal` revoked.
-    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError>;
-    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError>;
-    fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError>;
-    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError>;
-    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError>;
-    fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError>;
-    /// The event at `seq` of `stream`, if stored (also within this transaction).
-    fn event_at(&mut self, stream: &StreamKey, seq: u64)
-    -> Result<Option<EventRecord>, StoreError>;
-    /// A contact request, whatever its state (only pending ones are kept in memory).
-    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError>;
-    /// The invite whose code hashes to `code_hash`, whatever its state (only redeemable ones
-    /// are kept in memory).
-    fn invite_by_code(&mut self, code_hash: &TokenHash)
-    -> Result<Option<InviteRecord>, StoreError>;
-    /// An invite by id, whatever its state.
-    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError>;
-    /// A ping, answered or expired too (only open ones are kept in memory).
-    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError>;
-    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError>;
-    fn set_ack(
-        &mut self,
-        principal: &str,
-        device: &str,
-        stream: &StreamKey,
-        seq: u64,
-    ) -> Result<(), StoreError>;
-    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError>;
-    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError>;
-    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError>;
-    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError>;
-    /// Deletes the control of `agent` in `room` (`None`: the all-rooms one).
-    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError>;
-    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError>;
-    /// Writes what the hub keeps for remote agents. Returns how many rows changed, and for
-    /// a claim the number of the attempt it took (0: it did not take).
-    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, StoreError>;
-    /// What other hub processes sharing the store committed since this process last
-    /// looked, in their commit order; this transaction comes after all of them. Empty for
-    /// a store only this process writes.
-    fn others(&mut self) -> Vec<crate::records::Committed> {
-        Vec::new()
-    }
-    /// This transaction's place in the order of the batches of every process sharing the
-    /// store (`None`: only this process writes it).
-    fn position(&self) -> Option<u64> {
-        None
-    }
-    /// What this batch tells the other processes, written with it at `commit`.
-    fn share(&mut self, _batch: crate::records::SharedBatch) -> Result<(), StoreError> {
-        Ok(())
-    }
-    /// Makes the transaction durable; returns only once it is.
-    fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 
 /// The seqs of a stream strictly between `after` and `before`.
@@ -469,12 +394,12 @@ pub trait ReadStore: Send + Sync {
     }
 
     /// The batches every process of a cluster committed after the `after`th, ascending, at
-    /// most `limit` (see [`crate::replication`]); none for a store one hub writes.
+    /// most `limit` (see [`roundtable_engine::replication`]); none for a store one hub writes.
     fn committed_after(
         &self,
         _after: u64,
         _limit: usize,
-    ) -> Result<Vec<crate::records::Committed>, StoreError> {
+    ) -> Result<Vec<roundtable_engine::records::Committed>, StoreError> {
         Ok(Vec::new())
     }
 

@@ -6,8 +6,8 @@ use roundtable_protocol::client::ControlAction;
 use roundtable_protocol::model::{AuditResult, Discoverable, PrincipalKind, RequestState, Routing};
 
 use super::{DirectoryFound, StoreError};
-use crate::ids::TokenHash;
-use crate::records::{
+use roundtable_engine::ids::TokenHash;
+use roundtable_engine::records::{
     AuditRecord, ContactRecord, ControlRecord, EventRecord, HeldMessage, InviteRecord,
     MemberRecord, PingRecord, PrincipalRecord, RequestRecord, RoomRecord, StreamKey,
 };
@@ -235,7 +235,7 @@ pub(crate) fn audit_from(row: &impl Columns) -> Result<AuditRecord, StoreError> 
         hash: row.text(7)?,
         count: row.optional_integer(8)?.map(unsigned),
         reason: row.optional_text(9)?,
-        via: crate::records::Via::parse(row.optional_text(10)?.as_deref()),
+        via: roundtable_engine::records::Via::parse(row.optional_text(10)?.as_deref()),
     })
 }
 

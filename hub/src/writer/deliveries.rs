@@ -105,7 +105,7 @@ impl Writer {
     pub(super) fn outcome_deliveries(
         &self,
         events: Vec<NewEvent>,
-        effects: Vec<crate::engine::Effect>,
+        effects: Vec<roundtable_engine::Effect>,
         committed: Instant,
         out: &mut Vec<Delivery>,
     ) {
@@ -131,9 +131,9 @@ impl Writer {
 /// What a committed batch tells the other processes of a cluster: its changes, and what
 /// it delivers to everyone (events, closes, authenticated devices).
 pub(super) fn shared_batch(
-    ops: Vec<crate::records::WriteOp>,
+    ops: Vec<roundtable_engine::records::WriteOp>,
     pending: &[Pending],
-    buckets: Vec<crate::records::SharedBucket>,
+    buckets: Vec<roundtable_engine::records::SharedBucket>,
 ) -> SharedBatch {
     let mut shared = SharedBatch {
         ops,
@@ -142,7 +142,7 @@ pub(super) fn shared_batch(
     };
     let mut events = |events: &[NewEvent]| {
         for event in events {
-            shared.events.push(crate::records::SharedEvent {
+            shared.events.push(roundtable_engine::records::SharedEvent {
                 stream: event.record.stream.clone(),
                 seq: event.record.seq,
                 recipients: (&event.recipients).into(),
@@ -173,7 +173,7 @@ pub(super) fn shared_batch(
                 device,
                 result: Ok(principal),
                 ..
-            } => auths.push(crate::records::SharedAuth {
+            } => auths.push(roundtable_engine::records::SharedAuth {
                 principal: principal.id.clone(),
                 device: device.clone(),
             }),
@@ -189,7 +189,7 @@ pub(super) fn shared_batch(
     shared
 }
 
-pub(super) fn close_of(effect: &crate::engine::Effect) -> (String, u16) {
-    let crate::engine::Effect::Close { principal, code } = effect;
+pub(super) fn close_of(effect: &roundtable_engine::Effect) -> (String, u16) {
+    let roundtable_engine::Effect::Close { principal, code } = effect;
     (principal.clone(), code.code())
 }

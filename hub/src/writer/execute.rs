@@ -33,7 +33,7 @@ impl ExecContext<'_> {
             Some(tx) => match self.engine.authenticate(tx, now, token, via) {
                 Ok(result) => result,
                 Err(error) => {
-                    state.failure = Some(error);
+                    state.failure = Some(error.into());
                     Err(internal())
                 }
             },
@@ -146,7 +146,7 @@ impl ExecContext<'_> {
                         refused.via,
                     )
                 {
-                    state.failure = Some(error);
+                    state.failure = Some(error.into());
                 }
                 state.pending.push(Pending::Refused(refused));
             }

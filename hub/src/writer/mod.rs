@@ -24,14 +24,14 @@ use crate::config::SignupMode;
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
 use crate::dispatch::Delivery;
 use crate::durability::{FlushHandle, Flushing, Watermark};
-use crate::engine::{
+use crate::metrics::Metrics;
+use crate::store::{Store, WriteTx as _};
+use roundtable_engine::records::PrincipalRecord;
+use roundtable_engine::records::SharedBatch;
+use roundtable_engine::replication::RecordingTx;
+use roundtable_engine::{
     Caller, Command, Engine, ExecError, NewEvent, Refusal, Reply, SignupOutcome, Via,
 };
-use crate::metrics::Metrics;
-use crate::records::PrincipalRecord;
-use crate::records::SharedBatch;
-use crate::replication::RecordingTx;
-use crate::store::{Store, WriteTx as _};
 
 mod deliveries;
 mod execute;
@@ -72,7 +72,7 @@ pub enum Request {
     /// way it came); no connection is registered.
     Authenticate {
         token: String,
-        via: crate::engine::Via,
+        via: roundtable_engine::Via,
         reply: oneshot::Sender<Result<PrincipalRecord, Refusal>>,
     },
     /// `POST /v1/signup`.
@@ -99,7 +99,7 @@ pub struct RefusalToRecord {
     pub action: &'static str,
     pub target: Option<String>,
     pub refusal: Refusal,
-    pub via: crate::engine::Via,
+    pub via: roundtable_engine::Via,
 }
 
 /// How often the writer expires what time ends (contact requests after 14 days) and walks a
@@ -135,7 +135,7 @@ fn answer<T>(
         Some(Ok(outcome)) => Ok(outcome),
         Some(Err(ExecError::Refused(refusal))) => Err(refusal),
         Some(Err(ExecError::Store(error))) => {
-            *failure = Some(error);
+            *failure = Some(error.into());
             Err(internal())
         }
         None => Err(internal()),
@@ -175,7 +175,7 @@ enum Pending {
         command: Command,
         submitted: Instant,
         permit: OwnedSemaphorePermit,
-        result: Result<crate::engine::Outcome, Refusal>,
+        result: Result<roundtable_engine::Outcome, Refusal>,
     },
     Auth {
         token: String,
@@ -194,7 +194,7 @@ enum Pending {
         command: Command,
         submitted: Instant,
         reply: oneshot::Sender<Result<Reply, Refusal>>,
-        result: Result<crate::engine::Outcome, Refusal>,
+        result: Result<roundtable_engine::Outcome, Refusal>,
     },
     Authenticated {
         token: String,
@@ -205,7 +205,7 @@ enum Pending {
     Operator {
         request: crate::operator::OperatorRequest,
         reply: oneshot::Sender<Result<Option<String>, Refusal>>,
-        result: Result<(Option<String>, crate::engine::Effect), Refusal>,
+        result: Result<(Option<String>, roundtable_engine::Effect), Refusal>,
     },
     /// A refusal recorded in the audit log (nothing to answer).
     Refused(RefusalToRecord),
@@ -490,7 +490,7 @@ impl Writer {
             context.engine.forget_expired(now);
             match context.engine.expire_requests(tx, now) {
                 Ok(events) => state.pending.push(Pending::Events(events)),
-                Err(ExecError::Store(error)) => state.failure = Some(error),
+                Err(ExecError::Store(error)) => state.failure = Some(error.into()),
                 Err(ExecError::Refused(_)) => {}
             }
         }
@@ -526,7 +526,7 @@ impl Writer {
                 .engine
                 .close_refusal_folds(tx, now_ms(), state.shutdown)
         {
-            state.failure = Some(error);
+            state.failure = Some(error.into());
         }
         let buckets = self.engine.take_touched_buckets();
         let BatchState {
@@ -542,7 +542,7 @@ impl Writer {
             let shared = shared_batch(std::mem::take(&mut tx.ops), &pending, buckets);
             closes = !shared.closes.is_empty();
             if let Err(error) = tx.share(shared) {
-                failure = Some(error);
+                failure = Some(error.into());
             }
         }
         // Numbered before the commit can become visible to readers (see `DurableReads`).
@@ -558,7 +558,7 @@ impl Writer {
                         announcer.announce(n);
                     }
                 }
-                Err(error) => failure = Some(error),
+                Err(error) => failure = Some(error.into()),
             }
         }
         drop(tx);

@@ -9,15 +9,15 @@ use roundtable_protocol::model::PrincipalKind;
 use tokio::sync::Semaphore;
 
 use super::*;
-use crate::engine::ConnId;
-use crate::ids::IdSource;
 use crate::reads::StoreReads;
-use crate::records::{
+use crate::store::sqlite::{self, SqliteStore};
+use crate::store::{Snapshot, StoreError, WriteError, WriteTx};
+use roundtable_engine::ConnId;
+use roundtable_engine::ids::IdSource;
+use roundtable_engine::records::{
     AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
     PrincipalRecord, RequestRecord, RoomRecord, StreamKey, TokenRecord,
 };
-use crate::store::sqlite::{self, SqliteStore};
-use crate::store::{Snapshot, StoreError, WriteTx};
 
 /// SQLite whose next commit fails when told to, and which refuses, as PostgreSQL refuses
 /// a NUL in `text`, an event with the client key `refused_key`: at commit, with a
@@ -56,94 +56,99 @@ impl Store for FlakyStore {
 }
 
 impl WriteTx for FlakyTx<'_> {
-    fn remote(&mut self, w: &crate::records::RemoteWrite<'_>) -> Result<u64, StoreError> {
+    fn remote(
+        &mut self,
+        w: &roundtable_engine::records::RemoteWrite<'_>,
+    ) -> Result<u64, WriteError> {
         self.inner.remote(w)
     }
-    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), WriteError> {
         self.inner.insert_principal(p)
     }
-    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), WriteError> {
         self.inner.update_principal(p)
     }
-    fn insert_token(&mut self, t: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+    fn insert_token(&mut self, t: &TokenRecord, now_ms: i64) -> Result<(), WriteError> {
         self.inner.insert_token(t, now_ms)
     }
-    fn revoke_tokens(&mut self, p: &str, now_ms: i64) -> Result<(), StoreError> {
+    fn revoke_tokens(&mut self, p: &str, now_ms: i64) -> Result<(), WriteError> {
         self.inner.revoke_tokens(p, now_ms)
     }
-    fn insert_room(&mut self, r: &RoomRecord) -> Result<(), StoreError> {
+    fn insert_room(&mut self, r: &RoomRecord) -> Result<(), WriteError> {
         self.inner.insert_room(r)
     }
-    fn update_room(&mut self, r: &RoomRecord) -> Result<(), StoreError> {
+    fn update_room(&mut self, r: &RoomRecord) -> Result<(), WriteError> {
         self.inner.update_room(r)
     }
-    fn upsert_member(&mut self, m: &MemberRecord) -> Result<(), StoreError> {
+    fn upsert_member(&mut self, m: &MemberRecord) -> Result<(), WriteError> {
         self.inner.upsert_member(m)
     }
-    fn delete_member(&mut self, r: &str, p: &str) -> Result<(), StoreError> {
+    fn delete_member(&mut self, r: &str, p: &str) -> Result<(), WriteError> {
         self.inner.delete_member(r, p)
     }
-    fn append_event(&mut self, e: &EventRecord) -> Result<(), StoreError> {
+    fn append_event(&mut self, e: &EventRecord) -> Result<(), WriteError> {
         if self.refused_key.is_some() && e.client_key.as_deref() == self.refused_key {
             self.holds_refused = true;
         }
         self.inner.append_event(e)
     }
-    fn event_at(&mut self, s: &StreamKey, q: u64) -> Result<Option<EventRecord>, StoreError> {
+    fn event_at(&mut self, s: &StreamKey, q: u64) -> Result<Option<EventRecord>, WriteError> {
         self.inner.event_at(s, q)
     }
-    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, WriteError> {
         self.inner.request(id)
     }
     fn invite_by_code(
         &mut self,
-        hash: &crate::ids::TokenHash,
-    ) -> Result<Option<InviteRecord>, StoreError> {
+        hash: &roundtable_engine::ids::TokenHash,
+    ) -> Result<Option<InviteRecord>, WriteError> {
         self.inner.invite_by_code(hash)
     }
-    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, WriteError> {
         self.inner.invite(id)
     }
-    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, WriteError> {
         self.inner.ping(room, ping)
     }
-    fn upsert_ping(&mut self, p: &PingRecord) -> Result<(), StoreError> {
+    fn upsert_ping(&mut self, p: &PingRecord) -> Result<(), WriteError> {
         self.inner.upsert_ping(p)
     }
-    fn set_ack(&mut self, p: &str, d: &str, s: &StreamKey, q: u64) -> Result<(), StoreError> {
+    fn set_ack(&mut self, p: &str, d: &str, s: &StreamKey, q: u64) -> Result<(), WriteError> {
         self.inner.set_ack(p, d, s, q)
     }
-    fn insert_contact(&mut self, c: &ContactRecord) -> Result<(), StoreError> {
+    fn insert_contact(&mut self, c: &ContactRecord) -> Result<(), WriteError> {
         self.inner.insert_contact(c)
     }
-    fn upsert_request(&mut self, r: &RequestRecord) -> Result<(), StoreError> {
+    fn upsert_request(&mut self, r: &RequestRecord) -> Result<(), WriteError> {
         self.inner.upsert_request(r)
     }
-    fn upsert_invite(&mut self, i: &InviteRecord) -> Result<(), StoreError> {
+    fn upsert_invite(&mut self, i: &InviteRecord) -> Result<(), WriteError> {
         self.inner.upsert_invite(i)
     }
-    fn set_control(&mut self, c: &ControlRecord) -> Result<(), StoreError> {
+    fn set_control(&mut self, c: &ControlRecord) -> Result<(), WriteError> {
         self.inner.set_control(c)
     }
-    fn delete_control(&mut self, a: &str, r: Option<&str>) -> Result<(), StoreError> {
+    fn delete_control(&mut self, a: &str, r: Option<&str>) -> Result<(), WriteError> {
         self.inner.delete_control(a, r)
     }
-    fn append_audit(&mut self, e: &AuditRecord) -> Result<(), StoreError> {
+    fn append_audit(&mut self, e: &AuditRecord) -> Result<(), WriteError> {
         self.inner.append_audit(e)
     }
-    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+    fn commit(self: Box<Self>) -> Result<(), WriteError> {
         if self.holds_refused {
             return Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_TOOBIG),
                 Some("injected: a value the store refuses".into()),
-            )));
+            ))
+            .into());
         }
         if self.fail {
             // Dropping the inner transaction rolls it back, as a failed fsync would.
             return Err(StoreError::Corrupt {
                 table: "events",
                 detail: "injected commit failure".into(),
-            });
+            }
+            .into());
         }
         self.inner.commit()
     }
@@ -256,16 +261,16 @@ impl Harness {
     fn start(mut store: Box<dyn Store>) -> Harness {
         let ids = IdSource::seeded(7);
         // Rate limits that a command charged twice would run out of: a burst of four.
-        let limits = crate::engine::RateLimits {
-            user: crate::engine::RateLimit {
+        let limits = roundtable_engine::RateLimits {
+            user: roundtable_engine::RateLimit {
                 burst: 4.0,
                 per_second: 0.0001,
             },
-            ..crate::engine::RateLimits::default()
+            ..roundtable_engine::RateLimits::default()
         };
-        let config = crate::engine::EngineConfig {
+        let config = roundtable_engine::EngineConfig {
             rate_limits: Some(limits),
-            ..crate::engine::EngineConfig::default()
+            ..roundtable_engine::EngineConfig::default()
         };
         let mut engine = Engine::with_config(store.load(1).unwrap(), ids, config);
         let mut tx = store.transaction().unwrap();
@@ -287,7 +292,7 @@ impl Harness {
             kind: PrincipalKind::User,
             device: "d".into(),
             conn: ConnId(1),
-            via: crate::engine::Via::Ws,
+            via: roundtable_engine::Via::Ws,
         };
         let created = engine
             .execute(

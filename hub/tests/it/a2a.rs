@@ -592,11 +592,11 @@ async fn hostile_requests_get_exact_refusals_no_5xx_and_are_audited() {
 #[tokio::test]
 async fn a_rate_limited_writer_gets_429_with_retry_after_and_its_message_id_still_works() {
     let hub = TestHub::start_with(|config| {
-        let slow = roundtable_hub::engine::RateLimit {
+        let slow = roundtable_engine::RateLimit {
             burst: 4.0,
             per_second: 1.0,
         };
-        config.rate_limits = Some(roundtable_hub::engine::RateLimits {
+        config.rate_limits = Some(roundtable_engine::RateLimits {
             agent: slow,
             user: slow,
         });

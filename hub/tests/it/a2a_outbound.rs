@@ -600,7 +600,7 @@ async fn the_guard_refuses_inner_addresses_and_tokens_at_registration() {
                 let addresses: Vec<_> = addresses.collect();
                 !addresses.is_empty()
                     && addresses.iter().all(|address| {
-                        roundtable_hub::outbound_guard::forbidden(address.ip()).is_some()
+                        roundtable_engine::outbound_guard::forbidden(address.ip()).is_some()
                     })
             })
             .unwrap_or(false);

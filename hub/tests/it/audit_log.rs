@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use roundtable_hub::audit::{GENESIS, TARGET_MAX, chain_hash};
-use roundtable_hub::records::AuditRecord;
+use roundtable_engine::audit::{GENESIS, TARGET_MAX, chain_hash};
+use roundtable_engine::records::AuditRecord;
 use roundtable_hub::store::read_audit_log;
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::*;

@@ -7,7 +7,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use roundtable_hub::engine::RateLimits;
+use roundtable_engine::RateLimits;
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::{
     Auth, ClientFrame, ClientInfo, History, RegisterAgent, RoomCreate, RoomUpdate, SendCmd,

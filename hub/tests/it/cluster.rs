@@ -269,7 +269,7 @@ async fn a_key_raced_on_two_hubs_is_stored_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_holds_across_hubs() {
     let cluster = TestCluster::start(3, |config| {
-        config.rate_limits = Some(roundtable_hub::engine::RateLimits {
+        config.rate_limits = Some(roundtable_engine::RateLimits {
             agent: "10/1".parse().unwrap(),
             user: "1000/1000".parse().unwrap(),
         });

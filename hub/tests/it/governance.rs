@@ -206,7 +206,7 @@ async fn a_revoked_token_stops_working_at_once_and_a_rotated_one_is_replaced() {
 #[tokio::test]
 async fn sends_past_the_rate_limit_are_refused_with_a_delay_never_dropped() {
     let hub = TestHub::start_with(|config| {
-        config.rate_limits = Some(roundtable_hub::engine::RateLimits {
+        config.rate_limits = Some(roundtable_engine::RateLimits {
             agent: "5/1".parse().unwrap(),
             user: "200/50".parse().unwrap(),
         })

@@ -208,7 +208,7 @@ async fn directory_handles(client: &mut Client, query: Option<&str>) -> Vec<Stri
 #[tokio::test]
 async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
     let hub = TestHub::start_with(|config| {
-        config.rate_limits = Some(roundtable_hub::engine::RateLimits {
+        config.rate_limits = Some(roundtable_engine::RateLimits {
             // Every write an agent makes draws a token, refused ones too: room for the
             // agents' forbidden attempts below; the burst is made by a fresh agent.
             agent: "30/0.2".parse().unwrap(),

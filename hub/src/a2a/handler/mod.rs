@@ -30,11 +30,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::task::{self, EXTENSION_FIELD, Parties, TaskView};
-use crate::engine::{Caller, HoldForConsent, Refusal, Reply};
 use crate::gateway::Gateway;
 use crate::metrics::GaugeUnit;
-use crate::records::{EventRecord, StreamKey};
 use crate::store::ReadError;
+use roundtable_engine::records::{EventRecord, StreamKey};
+use roundtable_engine::{Caller, HoldForConsent, Refusal, Reply};
 
 mod reading;
 mod sending;
@@ -199,7 +199,7 @@ impl RoomTasks {
             Some("agent") => PrincipalKind::Agent,
             _ => return Err(missing()),
         };
-        let principal = crate::records::PrincipalRecord {
+        let principal = roundtable_engine::records::PrincipalRecord {
             id: id.to_owned(),
             kind,
             handle: param(params, super::PRINCIPAL_HANDLE)

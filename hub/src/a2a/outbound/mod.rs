@@ -34,16 +34,18 @@ use roundtable_protocol::limits;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::outbound_guard::{
-    OutboundPolicy, Transport, check_card_url, credential_header, same_origin,
-};
 use answer::{Answer, Fold};
 use client::{plain, remote_error, tls_config, without_queries};
+use roundtable_engine::outbound_guard::{
+    OutboundPolicy, Transport, check_card_url, credential_header, same_origin,
+};
 
 use crate::context::HubContext;
-use crate::engine::{CallParties, Caller, RemoteClaim, RemoteCommand, Via};
 use crate::gateway::Gateway;
-use crate::records::{EventRecord, PrincipalRecord, RemoteCallRecord, RemoteThreadRecord};
+use roundtable_engine::records::{
+    EventRecord, PrincipalRecord, RemoteCallRecord, RemoteThreadRecord,
+};
+use roundtable_engine::{CallParties, Caller, RemoteClaim, RemoteCommand, Via};
 
 /// Calls made at once by one process.
 const CALLS_AT_ONCE: usize = 16;

@@ -26,12 +26,12 @@ use roundtable_protocol::server::{ContactRequestOk, RoomOk, RoomsOk};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::engine::{Caller, Refusal, Reply};
 use crate::gateway::Gateway;
 use crate::metrics::GaugeUnit;
 use crate::reads::HistoryRange;
-use crate::records::{EventRecord, PrincipalRecord, StreamKey};
 use crate::store::ReadError;
+use roundtable_engine::records::{EventRecord, PrincipalRecord, StreamKey};
+use roundtable_engine::{Caller, Refusal, Reply};
 
 mod reading;
 

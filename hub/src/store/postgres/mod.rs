@@ -21,15 +21,16 @@ use sha2::{Digest, Sha256};
 use tokio_postgres::Row;
 
 use super::{
-    Flush, Snapshot, Store, StoreError, WriteTx, credential_scheme, credential_scheme_from,
+    Flush, Snapshot, Store, StoreError, WriteError, WriteTx, credential_scheme,
+    credential_scheme_from,
 };
-use crate::ids::{IdSource, TokenHash};
-use crate::records::{
+use roundtable_engine::ids::{IdSource, TokenHash};
+use roundtable_engine::records::{
     AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
     PrincipalRecord, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, RequestRecord, RoomRecord,
     StreamKey, TokenRecord,
 };
-use crate::sent_keys::SentKeyRecord;
+use roundtable_engine::sent_keys::SentKeyRecord;
 
 mod read;
 mod rows;
@@ -75,7 +76,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 const NODE_SILENCE_MS: i64 = 3_000;
 
 /// The `pg_advisory_xact_lock` key every batch of a cluster's processes takes first
-/// ("rtbatchs"): one batch at a time, in one order (see [`crate::replication`]).
+/// ("rtbatchs"): one batch at a time, in one order (see [`roundtable_engine::replication`]).
 const BATCH_LOCK: i64 = 0x7274_6261_7463_6873;
 
 /// How long shared batches are kept: a process that fell further behind reloads.
@@ -600,7 +601,7 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         ));
     }
     // The keys are in rooms only (a `send` targets a room).
-    let cutoff = now_ms.saturating_sub(crate::sent_keys::RETENTION_MS);
+    let cutoff = now_ms.saturating_sub(roundtable_engine::sent_keys::RETENTION_MS);
     for row in tx
         .query(
             "SELECT sender, client_key, stream, seq, ts_ms FROM events
@@ -679,7 +680,7 @@ async fn load(client: &mut deadpool_postgres::Object, now_ms: i64) -> Result<Sna
         .await?
         .map(|row| -> Result<_, StoreError> { Ok((unsigned(row.try_get(0)?), row.try_get(1)?)) })
         .transpose()?
-        .unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned()));
+        .unwrap_or_else(|| (0, roundtable_engine::audit::GENESIS.to_owned()));
     tx.commit().await?;
     Ok(snapshot)
 }

@@ -142,7 +142,7 @@ impl ReadStore for PostgresReader {
         &self,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<crate::records::Committed>, StoreError> {
+    ) -> Result<Vec<roundtable_engine::records::Committed>, StoreError> {
         self.io.wait(async {
             let client = self.pool.get().await?;
             let statement = client
@@ -168,7 +168,7 @@ impl ReadStore for PostgresReader {
                     unsigned(row.try_get(0).map_err(StoreError::from)?),
                     row.try_get(1).map_err(StoreError::from)?,
                 ),
-                None => (0, crate::audit::GENESIS.to_owned()),
+                None => (0, roundtable_engine::audit::GENESIS.to_owned()),
             })
         });
         store_only(head, "audit").map(Some)
@@ -191,7 +191,7 @@ impl ReadStore for PostgresReader {
             };
             let mut pending_out = std::collections::HashSet::new();
             let mut pending_in = std::collections::HashSet::new();
-            let lifetime = crate::records::REQUEST_LIFETIME_MS;
+            let lifetime = roundtable_engine::records::REQUEST_LIFETIME_MS;
             for row in tx
                 .query(
                     "SELECT sender, target FROM contact_requests WHERE state = 'pending'

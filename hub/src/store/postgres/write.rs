@@ -20,9 +20,9 @@ pub(super) struct PostgresTx<'conn> {
 struct ClusterBatch {
     node: String,
     seen: Arc<std::sync::atomic::AtomicU64>,
-    others: Vec<crate::records::Committed>,
+    others: Vec<roundtable_engine::records::Committed>,
     position: u64,
-    shared: crate::records::SharedBatch,
+    shared: roundtable_engine::records::SharedBatch,
 }
 
 impl<'conn> PostgresTx<'conn> {
@@ -162,11 +162,11 @@ impl<'conn> PostgresTx<'conn> {
 /// Rows of `shared_batches` (`n, node, batch`) as committed batches.
 pub(super) fn committed_from_rows(
     rows: &[Row],
-) -> Result<Vec<crate::records::Committed>, StoreError> {
+) -> Result<Vec<roundtable_engine::records::Committed>, StoreError> {
     rows.iter()
         .map(|row| {
             let batch: &str = row.try_get(2)?;
-            Ok(crate::records::Committed {
+            Ok(roundtable_engine::records::Committed {
                 n: unsigned(row.try_get(0)?),
                 node: row.try_get(1)?,
                 batch: serde_json::from_str(batch).map_err(|error| {
@@ -178,7 +178,7 @@ pub(super) fn committed_from_rows(
 }
 
 impl WriteTx for PostgresTx<'_> {
-    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO principals
                  (id, kind, handle, name, owner, discoverable, description, card, created_ms,
@@ -200,7 +200,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), WriteError> {
         self.execute(
             "UPDATE principals SET name = $2, discoverable = $3, description = $4, card = $5
              WHERE id = $1",
@@ -215,7 +215,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO tokens (hash, principal, created_ms, revoked_ms) VALUES ($1, $2, $3, $4)",
             &[
@@ -228,7 +228,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError> {
+    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), WriteError> {
         self.execute(
             "UPDATE tokens SET revoked_ms = $2 WHERE principal = $1 AND revoked_ms IS NULL",
             &[&principal, &now_ms],
@@ -236,7 +236,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO rooms (id, title, topic, creator, created_ms) VALUES ($1, $2, $3, $4, $5)",
             &[
@@ -250,7 +250,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+    fn update_room(&mut self, room: &RoomRecord) -> Result<(), WriteError> {
         self.execute(
             "UPDATE rooms SET title = $2, topic = $3 WHERE id = $1",
             &[&room.id, &room.title, &room.topic],
@@ -258,7 +258,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError> {
+    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO members (room, principal, routing, joined_ms) VALUES ($1, $2, $3, $4)
              ON CONFLICT (room, principal) DO UPDATE SET routing = excluded.routing",
@@ -272,7 +272,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError> {
+    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), WriteError> {
         self.execute(
             "DELETE FROM members WHERE room = $1 AND principal = $2",
             &[&room, &principal],
@@ -280,7 +280,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
+    fn append_event(&mut self, event: &EventRecord) -> Result<(), WriteError> {
         self.held.push(event.clone());
         Ok(())
     }
@@ -289,55 +289,60 @@ impl WriteTx for PostgresTx<'_> {
         &mut self,
         stream: &StreamKey,
         seq: u64,
-    ) -> Result<Option<EventRecord>, StoreError> {
+    ) -> Result<Option<EventRecord>, WriteError> {
         self.query_opt(
             &format!("SELECT {EVENT_COLUMNS} FROM events WHERE stream = $1 AND seq = $2"),
             &[&stream.storage_key().as_ref(), &signed(seq)],
         )?
         .map(|row| event_from(&row))
         .transpose()
+        .map_err(WriteError::from)
     }
 
-    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, WriteError> {
         self.query_opt(
             &format!("SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE id = $1"),
             &[&id],
         )?
         .map(|row| request_from(&row))
         .transpose()
+        .map_err(WriteError::from)
     }
 
     fn invite_by_code(
         &mut self,
         code_hash: &TokenHash,
-    ) -> Result<Option<InviteRecord>, StoreError> {
+    ) -> Result<Option<InviteRecord>, WriteError> {
         self.query_opt(
             &format!("SELECT {INVITE_COLUMNS} FROM invites WHERE code_hash = $1"),
             &[&&code_hash.0[..]],
         )?
         .map(|row| invite_from(&row))
         .transpose()
+        .map_err(WriteError::from)
     }
 
-    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, WriteError> {
         self.query_opt(
             &format!("SELECT {INVITE_COLUMNS} FROM invites WHERE id = $1"),
             &[&id],
         )?
         .map(|row| invite_from(&row))
         .transpose()
+        .map_err(WriteError::from)
     }
 
-    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, WriteError> {
         self.query_opt(
             &format!("SELECT {PING_COLUMNS} FROM pings WHERE room = $1 AND ping = $2"),
             &[&room, &ping],
         )?
         .map(|row| ping_from(&row))
         .transpose()
+        .map_err(WriteError::from)
     }
 
-    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
+    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO pings (room, ping, seq, recipients, expires_ms, answered_by)
              VALUES ($1, $2, $3, $4, $5, $6)
@@ -360,7 +365,7 @@ impl WriteTx for PostgresTx<'_> {
         device: &str,
         stream: &StreamKey,
         seq: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO acks (principal, device, stream, seq) VALUES ($1, $2, $3, $4)
              ON CONFLICT (principal, device, stream) DO UPDATE SET seq = greatest(acks.seq, excluded.seq)",
@@ -374,7 +379,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError> {
+    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO contacts (a, b, since_ms, request) VALUES ($1, $2, $3, $4)
              ON CONFLICT (a, b) DO NOTHING",
@@ -383,7 +388,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, StoreError> {
+    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, WriteError> {
         let changed = match write {
             RemoteWrite::Credential {
                 principal,
@@ -490,7 +495,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(changed)
     }
 
-    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
+    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO contact_requests
              (id, sender, target, state, message, created_ms, decided_ms, held_key, held_body)
@@ -513,7 +518,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
+    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO invites
                  (id, code_hash, creator, room, max_uses, uses, expires_ms, created_ms, revoked_ms)
@@ -534,7 +539,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
+    fn set_control(&mut self, control: &ControlRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO controls (agent, room, action, by_id, ts_ms, reason)
              VALUES ($1, $2, $3, $4, $5, $6)
@@ -552,7 +557,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError> {
+    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), WriteError> {
         self.execute(
             "DELETE FROM controls WHERE agent = $1 AND room = $2",
             &[&agent, &room.unwrap_or("")],
@@ -560,7 +565,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
+    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), WriteError> {
         self.execute(
             "INSERT INTO audit (n, ts_ms, principal, action, target, result, code, hash, count, reason, via)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -581,7 +586,7 @@ impl WriteTx for PostgresTx<'_> {
         Ok(())
     }
 
-    fn others(&mut self) -> Vec<crate::records::Committed> {
+    fn others(&mut self) -> Vec<roundtable_engine::records::Committed> {
         self.cluster
             .as_mut()
             .map(|cluster| std::mem::take(&mut cluster.others))
@@ -592,14 +597,14 @@ impl WriteTx for PostgresTx<'_> {
         self.cluster.as_ref().map(|cluster| cluster.position)
     }
 
-    fn share(&mut self, batch: crate::records::SharedBatch) -> Result<(), StoreError> {
+    fn share(&mut self, batch: roundtable_engine::records::SharedBatch) -> Result<(), WriteError> {
         if let Some(cluster) = &mut self.cluster {
             cluster.shared = batch;
         }
         Ok(())
     }
 
-    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+    fn commit(mut self: Box<Self>) -> Result<(), WriteError> {
         self.write_held()?;
         let PostgresTx {
             io, tx, cluster, ..

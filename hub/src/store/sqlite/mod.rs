@@ -13,16 +13,16 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 
 use super::{
     AuditQuery, DirectoryQuery, EventOrder, Flush, Membership, ReadError, ReadStore, ReadTx,
-    SeqRange, Snapshot, SnapshotRead, Store, StoreError, WriteTx, credential_scheme,
+    SeqRange, Snapshot, SnapshotRead, Store, StoreError, WriteError, WriteTx, credential_scheme,
     credential_scheme_from, store_only,
 };
-use crate::ids::{IdSource, TokenHash};
-use crate::records::{
+use roundtable_engine::ids::{IdSource, TokenHash};
+use roundtable_engine::records::{
     AuditRecord, ContactRecord, ControlRecord, EventRecord, InviteRecord, MemberRecord, PingRecord,
     PrincipalRecord, RemoteCallRecord, RemoteThreadRecord, RemoteWrite, RequestRecord, RoomRecord,
     StreamKey, TokenRecord,
 };
-use crate::sent_keys::SentKeyRecord;
+use roundtable_engine::sent_keys::SentKeyRecord;
 
 mod read;
 mod rows;
@@ -232,7 +232,7 @@ impl Store for SqliteStore {
         {
             // Each room's events from the newest back to the retention: the keys are in
             // rooms only (a `send` targets a room), and seq order is commit order.
-            let cutoff = now_ms.saturating_sub(crate::sent_keys::RETENTION_MS);
+            let cutoff = now_ms.saturating_sub(roundtable_engine::sent_keys::RETENTION_MS);
             let mut statement = tx.prepare(
                 "SELECT sender, client_key, seq, ts_ms FROM events WHERE stream = ?1 ORDER BY seq DESC",
             )?;
@@ -304,7 +304,7 @@ impl Store for SqliteStore {
                 |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?)),
             )
             .optional()?
-            .unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned()));
+            .unwrap_or_else(|| (0, roundtable_engine::audit::GENESIS.to_owned()));
         drop(tx);
         Ok(snapshot)
     }

@@ -72,7 +72,7 @@ impl ReadStore for SqliteReader {
                 })
                 .optional()
                 .map_err(StoreError::from)?;
-            Ok(head.unwrap_or_else(|| (0, crate::audit::GENESIS.to_owned())))
+            Ok(head.unwrap_or_else(|| (0, roundtable_engine::audit::GENESIS.to_owned())))
         });
         store_only(head, "audit").map(Some)
     }
@@ -106,7 +106,7 @@ impl ReadStore for SqliteReader {
                          AND created_ms > ?2 AND (sender = ?1 OR target = ?1)",
                     )
                     .map_err(StoreError::from)?;
-                let lifetime = crate::records::REQUEST_LIFETIME_MS;
+                let lifetime = roundtable_engine::records::REQUEST_LIFETIME_MS;
                 let mut rows = statement
                     .query(params![query.viewer, query.now_ms - lifetime])
                     .map_err(StoreError::from)?;

@@ -112,8 +112,8 @@ fn a_schema_3_database_keeps_its_invites_usable_after_the_upgrade() {
 fn a_schema_4_audit_log_still_verifies_after_the_upgrade_and_extends() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hub.sqlite3");
-    let first = crate::audit::next_entry(
-        &(0, crate::audit::GENESIS.to_owned()),
+    let first = roundtable_engine::audit::next_entry(
+        &(0, roundtable_engine::audit::GENESIS.to_owned()),
         5,
         "p_dana",
         "room_create",
@@ -134,7 +134,7 @@ fn a_schema_4_audit_log_still_verifies_after_the_upgrade_and_extends() {
     let (mut store, reader) = open(&path, &mut IdSource::seeded(4), 10).unwrap();
     let head = store.load(10).unwrap().audit_head;
     assert_eq!(head, (1, first.hash.clone()));
-    let folded = crate::audit::next_entry(
+    let folded = roundtable_engine::audit::next_entry(
         &head,
         6,
         "p_eve",
@@ -147,7 +147,7 @@ fn a_schema_4_audit_log_still_verifies_after_the_upgrade_and_extends() {
     tx.append_audit(&folded).unwrap();
     tx.commit().unwrap();
     assert_eq!(reader.audit_head().unwrap(), Some((2, folded.hash.clone())));
-    let mut check = crate::audit::ChainCheck::expecting(1, &first.hash);
+    let mut check = roundtable_engine::audit::ChainCheck::expecting(1, &first.hash);
     read_audit_log(&path, |entry| check.feed(&entry)).unwrap();
     assert_eq!(check.finish(), Ok((2, folded.hash.clone())));
     let mut entries = Vec::new();

@@ -19,7 +19,7 @@ pub(super) const APPEND_EVENT: &str =
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 impl WriteTx for SqliteTx<'_> {
-    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+    fn insert_principal(&mut self, p: &PrincipalRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO principals
@@ -42,7 +42,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), StoreError> {
+    fn update_principal(&mut self, p: &PrincipalRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "UPDATE principals SET name = ?2, discoverable = ?3, description = ?4, card = ?5
@@ -58,7 +58,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO tokens (hash, principal, created_ms, revoked_ms) VALUES (?1, ?2, ?3, ?4)",
@@ -72,7 +72,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError> {
+    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "UPDATE tokens SET revoked_ms = ?2 WHERE principal = ?1 AND revoked_ms IS NULL",
@@ -81,7 +81,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO rooms (id, title, topic, creator, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -96,14 +96,14 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+    fn update_room(&mut self, room: &RoomRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached("UPDATE rooms SET title = ?2, topic = ?3 WHERE id = ?1")?
             .execute(params![room.id, room.title, room.topic])?;
         Ok(())
     }
 
-    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError> {
+    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO members (room, principal, routing, joined_ms) VALUES (?1, ?2, ?3, ?4)
@@ -118,14 +118,14 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError> {
+    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), WriteError> {
         self.tx
             .prepare_cached("DELETE FROM members WHERE room = ?1 AND principal = ?2")?
             .execute(params![room, principal])?;
         Ok(())
     }
 
-    fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
+    fn append_event(&mut self, event: &EventRecord) -> Result<(), WriteError> {
         let mentions = (!event.mentions.is_empty()).then(|| event.mentions.join(" "));
         let append = match &mut self.append {
             Some(append) => append,
@@ -150,50 +150,65 @@ impl WriteTx for SqliteTx<'_> {
         &mut self,
         stream: &StreamKey,
         seq: u64,
-    ) -> Result<Option<EventRecord>, StoreError> {
+    ) -> Result<Option<EventRecord>, WriteError> {
         let mut statement = self.tx.prepare_cached(&format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE stream = ?1 AND seq = ?2"
         ))?;
         let mut rows = statement.query(params![stream.storage_key(), signed(seq)])?;
-        rows.next()?.map(event_from).transpose()
+        rows.next()?
+            .map(event_from)
+            .transpose()
+            .map_err(WriteError::from)
     }
 
-    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, WriteError> {
         let mut statement = self.tx.prepare_cached(&format!(
             "SELECT {REQUEST_COLUMNS} FROM contact_requests WHERE id = ?1"
         ))?;
         let mut rows = statement.query([id])?;
-        rows.next()?.map(request_from).transpose()
+        rows.next()?
+            .map(request_from)
+            .transpose()
+            .map_err(WriteError::from)
     }
 
     fn invite_by_code(
         &mut self,
         code_hash: &TokenHash,
-    ) -> Result<Option<InviteRecord>, StoreError> {
+    ) -> Result<Option<InviteRecord>, WriteError> {
         let mut statement = self.tx.prepare_cached(&format!(
             "SELECT {INVITE_COLUMNS} FROM invites WHERE code_hash = ?1"
         ))?;
         let mut rows = statement.query([&code_hash.0[..]])?;
-        rows.next()?.map(invite_from).transpose()
+        rows.next()?
+            .map(invite_from)
+            .transpose()
+            .map_err(WriteError::from)
     }
 
-    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, WriteError> {
         let mut statement = self.tx.prepare_cached(&format!(
             "SELECT {INVITE_COLUMNS} FROM invites WHERE id = ?1"
         ))?;
         let mut rows = statement.query([id])?;
-        rows.next()?.map(invite_from).transpose()
+        rows.next()?
+            .map(invite_from)
+            .transpose()
+            .map_err(WriteError::from)
     }
 
-    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, WriteError> {
         let mut statement = self.tx.prepare_cached(&format!(
             "SELECT {PING_COLUMNS} FROM pings WHERE room = ?1 AND ping = ?2"
         ))?;
         let mut rows = statement.query([room, ping])?;
-        rows.next()?.map(ping_from).transpose()
+        rows.next()?
+            .map(ping_from)
+            .transpose()
+            .map_err(WriteError::from)
     }
 
-    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
+    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), WriteError> {
         let recipients = serde_json::to_string(&ping.to).expect("strings serialize");
         self.tx
             .prepare_cached(
@@ -218,7 +233,7 @@ impl WriteTx for SqliteTx<'_> {
         device: &str,
         stream: &StreamKey,
         seq: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO acks (principal, device, stream, seq) VALUES (?1, ?2, ?3, ?4)
@@ -228,7 +243,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError> {
+    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO contacts (a, b, since_ms, request) VALUES (?1, ?2, ?3, ?4)
@@ -243,7 +258,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, StoreError> {
+    fn remote(&mut self, write: &RemoteWrite<'_>) -> Result<u64, WriteError> {
         let changed = match write {
             RemoteWrite::Credential {
                 principal,
@@ -368,7 +383,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(changed as u64)
     }
 
-    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
+    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO contact_requests
@@ -392,7 +407,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
+    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO invites
@@ -414,7 +429,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
+    fn set_control(&mut self, control: &ControlRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO controls (agent, room, action, by, ts_ms, reason)
@@ -433,14 +448,14 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError> {
+    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), WriteError> {
         self.tx
             .prepare_cached("DELETE FROM controls WHERE agent = ?1 AND room = ?2")?
             .execute(params![agent, room.unwrap_or("")])?;
         Ok(())
     }
 
-    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
+    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), WriteError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO audit
@@ -463,7 +478,7 @@ impl WriteTx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+    fn commit(self: Box<Self>) -> Result<(), WriteError> {
         let SqliteTx { append, tx, .. } = *self;
         drop(append);
         tx.commit()?;

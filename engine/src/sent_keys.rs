@@ -239,7 +239,7 @@ impl SentKeys {
         }
     }
 
-    /// Forgets keys older than the retention, walking at most [`SHARDS_PER_PRUNE`] shards
+    /// Forgets keys older than the retention, walking at most `SHARDS_PER_PRUNE` shards
     /// not walked in the last hour. A key is kept at least [`RETENTION_MS`], and forgotten
     /// within an hour after if this is called every few minutes.
     pub fn prune(&mut self, now_ms: i64) {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Caller, Engine, ExecError, Outcome};
 use crate::records::{RemoteCallRecord, RemoteThreadRecord, RemoteWrite};
-use crate::store::{StoreError, WriteTx};
+use crate::store::{WriteError, WriteTx};
 
 /// The outbound worker's bookkeeping, run as the hub itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -307,7 +307,7 @@ impl Engine {
         now_ms: i64,
         joined: &crate::records::EventRecord,
         member: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), WriteError> {
         let crate::records::StreamKey::Room(room) = &joined.stream else {
             return Ok(());
         };

@@ -10,10 +10,10 @@ use roundtable_protocol::server::{OkReply, ProfileOk, RegisterAgentOk, RegisterR
 use serde::Deserialize;
 
 use super::{Caller, Engine, ExecError, NewEvent, Outcome, Refusal, Via, refuse};
-use crate::config::SignupMode;
 use crate::ids::{self, TokenHash};
 use crate::records::{MemberRecord, PrincipalRecord, RoomRecord, StreamKey, TokenRecord};
-use crate::store::{StoreError, WriteTx};
+use crate::settings::SignupMode;
+use crate::store::{WriteError, WriteTx};
 
 /// A new user and its token (shown once).
 #[derive(Debug)]
@@ -86,7 +86,7 @@ impl Engine {
         now_ms: i64,
         token: &str,
         via: Via,
-    ) -> Result<Result<PrincipalRecord, Refusal>, StoreError> {
+    ) -> Result<Result<PrincipalRecord, Refusal>, WriteError> {
         let result = self.find_token(token);
         if let Err(refusal) = &result {
             self.audit_refusal(tx, now_ms, "", "auth", None, refusal, via)?;

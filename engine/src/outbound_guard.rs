@@ -5,7 +5,7 @@
 //! internal admin page for anyone who registers one. So every URL is checked before a
 //! request (scheme, and a host written as an address), and every name the hub resolves is
 //! checked again at connect time (the outbound client's resolver, in
-//! [`crate::outbound_lookup`]), so a name that changes its answer
+//! the hub's `outbound_lookup`), so a name that changes its answer
 //! after registration (DNS rebinding) is refused too. Redirects are not followed.
 //!
 //! The operator opens exceptions: hosts named one by one (`--a2a-outbound-allow`), or

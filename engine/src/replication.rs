@@ -19,7 +19,7 @@ use crate::records::{
 };
 use crate::records::{Committed, SharedBatch, SharedRecipient, SharedRecipients, WriteOp};
 use crate::state::{Recipient, Recipients};
-use crate::store::{StoreError, WriteTx};
+use crate::store::{WriteError, WriteTx};
 
 impl From<&Recipient> for SharedRecipient {
     fn from(recipient: &Recipient) -> SharedRecipient {
@@ -111,11 +111,11 @@ impl<'a> RecordingTx<'a> {
 
 impl WriteTx for RecordingTx<'_> {
     /// Nothing to share: no process keeps remote agents' calls or threads in memory.
-    fn remote(&mut self, write: &crate::records::RemoteWrite<'_>) -> Result<u64, StoreError> {
+    fn remote(&mut self, write: &crate::records::RemoteWrite<'_>) -> Result<u64, WriteError> {
         self.inner.remote(write)
     }
 
-    fn insert_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError> {
+    fn insert_principal(&mut self, principal: &PrincipalRecord) -> Result<(), WriteError> {
         self.inner.insert_principal(principal)?;
         self.note(|| WriteOp::InsertPrincipal {
             principal: principal.clone(),
@@ -123,7 +123,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn update_principal(&mut self, principal: &PrincipalRecord) -> Result<(), StoreError> {
+    fn update_principal(&mut self, principal: &PrincipalRecord) -> Result<(), WriteError> {
         self.inner.update_principal(principal)?;
         self.note(|| WriteOp::UpdatePrincipal {
             principal: principal.clone(),
@@ -131,7 +131,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), StoreError> {
+    fn insert_token(&mut self, token: &TokenRecord, now_ms: i64) -> Result<(), WriteError> {
         self.inner.insert_token(token, now_ms)?;
         self.note(|| WriteOp::InsertToken {
             token: token.clone(),
@@ -139,7 +139,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), StoreError> {
+    fn revoke_tokens(&mut self, principal: &str, now_ms: i64) -> Result<(), WriteError> {
         self.inner.revoke_tokens(principal, now_ms)?;
         self.note(|| WriteOp::RevokeTokens {
             principal: principal.to_owned(),
@@ -147,19 +147,19 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+    fn insert_room(&mut self, room: &RoomRecord) -> Result<(), WriteError> {
         self.inner.insert_room(room)?;
         self.note(|| WriteOp::InsertRoom { room: room.clone() });
         Ok(())
     }
 
-    fn update_room(&mut self, room: &RoomRecord) -> Result<(), StoreError> {
+    fn update_room(&mut self, room: &RoomRecord) -> Result<(), WriteError> {
         self.inner.update_room(room)?;
         self.note(|| WriteOp::UpdateRoom { room: room.clone() });
         Ok(())
     }
 
-    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), StoreError> {
+    fn upsert_member(&mut self, member: &MemberRecord) -> Result<(), WriteError> {
         self.inner.upsert_member(member)?;
         self.note(|| WriteOp::UpsertMember {
             member: member.clone(),
@@ -167,7 +167,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), StoreError> {
+    fn delete_member(&mut self, room: &str, principal: &str) -> Result<(), WriteError> {
         self.inner.delete_member(room, principal)?;
         self.note(|| WriteOp::DeleteMember {
             room: room.to_owned(),
@@ -176,7 +176,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn append_event(&mut self, event: &EventRecord) -> Result<(), StoreError> {
+    fn append_event(&mut self, event: &EventRecord) -> Result<(), WriteError> {
         self.inner.append_event(event)?;
         self.note(|| WriteOp::AppendEvent {
             event: event.clone(),
@@ -188,30 +188,30 @@ impl WriteTx for RecordingTx<'_> {
         &mut self,
         stream: &StreamKey,
         seq: u64,
-    ) -> Result<Option<EventRecord>, StoreError> {
+    ) -> Result<Option<EventRecord>, WriteError> {
         self.inner.event_at(stream, seq)
     }
 
-    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+    fn request(&mut self, id: &str) -> Result<Option<RequestRecord>, WriteError> {
         self.inner.request(id)
     }
 
     fn invite_by_code(
         &mut self,
         code_hash: &TokenHash,
-    ) -> Result<Option<InviteRecord>, StoreError> {
+    ) -> Result<Option<InviteRecord>, WriteError> {
         self.inner.invite_by_code(code_hash)
     }
 
-    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, StoreError> {
+    fn invite(&mut self, id: &str) -> Result<Option<InviteRecord>, WriteError> {
         self.inner.invite(id)
     }
 
-    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, StoreError> {
+    fn ping(&mut self, room: &str, ping: &str) -> Result<Option<PingRecord>, WriteError> {
         self.inner.ping(room, ping)
     }
 
-    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), StoreError> {
+    fn upsert_ping(&mut self, ping: &PingRecord) -> Result<(), WriteError> {
         self.inner.upsert_ping(ping)?;
         self.note(|| WriteOp::UpsertPing { ping: ping.clone() });
         Ok(())
@@ -223,11 +223,11 @@ impl WriteTx for RecordingTx<'_> {
         device: &str,
         stream: &StreamKey,
         seq: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), WriteError> {
         self.inner.set_ack(principal, device, stream, seq)
     }
 
-    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), StoreError> {
+    fn insert_contact(&mut self, contact: &ContactRecord) -> Result<(), WriteError> {
         self.inner.insert_contact(contact)?;
         self.note(|| WriteOp::InsertContact {
             contact: contact.clone(),
@@ -235,7 +235,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), StoreError> {
+    fn upsert_request(&mut self, request: &RequestRecord) -> Result<(), WriteError> {
         self.inner.upsert_request(request)?;
         self.note(|| WriteOp::UpsertRequest {
             request: request.clone(),
@@ -243,7 +243,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), StoreError> {
+    fn upsert_invite(&mut self, invite: &InviteRecord) -> Result<(), WriteError> {
         self.inner.upsert_invite(invite)?;
         self.note(|| WriteOp::UpsertInvite {
             invite: invite.clone(),
@@ -251,7 +251,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn set_control(&mut self, control: &ControlRecord) -> Result<(), StoreError> {
+    fn set_control(&mut self, control: &ControlRecord) -> Result<(), WriteError> {
         self.inner.set_control(control)?;
         self.note(|| WriteOp::SetControl {
             control: control.clone(),
@@ -259,7 +259,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), StoreError> {
+    fn delete_control(&mut self, agent: &str, room: Option<&str>) -> Result<(), WriteError> {
         self.inner.delete_control(agent, room)?;
         self.note(|| WriteOp::DeleteControl {
             agent: agent.to_owned(),
@@ -268,7 +268,7 @@ impl WriteTx for RecordingTx<'_> {
         Ok(())
     }
 
-    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), StoreError> {
+    fn append_audit(&mut self, entry: &AuditRecord) -> Result<(), WriteError> {
         self.inner.append_audit(entry)?;
         self.note(|| WriteOp::AppendAudit {
             entry: entry.clone(),
@@ -284,11 +284,11 @@ impl WriteTx for RecordingTx<'_> {
         self.inner.position()
     }
 
-    fn share(&mut self, batch: SharedBatch) -> Result<(), StoreError> {
+    fn share(&mut self, batch: SharedBatch) -> Result<(), WriteError> {
         self.inner.share(batch)
     }
 
-    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+    fn commit(self: Box<Self>) -> Result<(), WriteError> {
         self.inner.commit()
     }
 }

@@ -10,9 +10,9 @@ use roundtable_protocol::{CloseCode, ErrorCode};
 
 use super::{Caller, Effect, Engine, ExecError, Outcome, Refusal, refuse};
 use crate::records::{ControlRecord, StreamKey, TokenRecord};
-use crate::store::{StoreError, WriteTx};
+use crate::store::{WriteError, WriteTx};
 
-pub use crate::config::{RateLimit, RateLimits};
+pub use crate::settings::{RateLimit, RateLimits};
 
 /// Takes one token from `id`'s bucket (created full), or says how many milliseconds until
 /// one is back.
@@ -146,7 +146,7 @@ impl Engine {
         now_ms: i64,
         principal: &str,
         action: TokenAction,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<String>, WriteError> {
         tx.revoke_tokens(principal, now_ms)?;
         self.state.revoke_tokens_of(principal);
         match action {

@@ -121,7 +121,7 @@ pub struct RemoteThreadRecord {
     pub mention: Option<String>,
 }
 
-/// A change to what the hub keeps for remote agents (see [`WriteTx::remote`]).
+/// A change to what the hub keeps for remote agents (see [`WriteTx::remote`](crate::store::WriteTx::remote)).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RemoteWrite<'a> {
     /// The credential presented to the remote agent, replaced whole.
@@ -321,7 +321,7 @@ pub struct AuditRecord {
     pub hash: String,
 }
 
-/// One change a batch wrote: a [`WriteTx`] call, as data. Read markers are left out: no
+/// One change a batch wrote: a [`WriteTx`](crate::store::WriteTx) call, as data. Read markers are left out: no
 /// process keeps them in memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
