@@ -80,6 +80,8 @@ pub struct HubConfig {
     /// their commits on, so they need not wait for the next poll.
     pub bus: Option<String>,
     pub signup: SignupMode,
+    /// The time the hub decides by (the system's; tests move it forward rather than wait).
+    pub clock: crate::clock::Clock,
     /// Heartbeat period announced in `hello`; a connection silent for twice this is closed.
     pub heartbeat: Duration,
     /// Largest accepted frame in bytes; a larger one closes the connection with 1009.
@@ -194,6 +196,7 @@ impl HubConfig {
             cluster_poll: Duration::from_millis(20),
             bus: None,
             signup: SignupMode::Open,
+            clock: Default::default(),
             heartbeat: Duration::from_millis(defaults::HB_MS),
             max_frame: defaults::MAX_FRAME,
             max_queue: defaults::MAX_QUEUE,

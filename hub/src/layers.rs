@@ -30,6 +30,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "bus",
             "threads",
             "admission",
+            "clock",
         ],
     ),
     ("the store", &["store", "test_faults"]),

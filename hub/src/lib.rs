@@ -31,6 +31,7 @@ pub(crate) mod admission;
 pub(crate) mod bearer;
 pub mod browsers;
 pub(crate) mod bus;
+pub mod clock;
 pub(crate) mod cluster;
 pub mod config;
 pub(crate) mod context;
@@ -170,12 +171,12 @@ impl Hub {
         // The process's TLS provider for HTTP clients built without a configuration of
         // their own (the A2A crates'): ring, as everywhere in the hub.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let (mut store, reader) = store::open(&config, &mut ids, unix_ms())?;
+        let (mut store, reader) = store::open(&config, &mut ids, config.clock.now_ms())?;
         #[cfg(test)]
         {
             store = test_faults::store(&config.data_dir, store);
         }
-        let snapshot = store.load(unix_ms())?;
+        let snapshot = store.load(config.clock.now_ms())?;
         let shared_position = snapshot.shared_position;
         let hub_id = snapshot.hub_id.clone();
         let epoch = snapshot.epoch.clone();
@@ -224,6 +225,7 @@ impl Hub {
                 signup: config.signup,
                 max_batch: config.max_batch,
                 announcer,
+                clock: config.clock.clone(),
             },
         );
         let mut context = HubContext::new(

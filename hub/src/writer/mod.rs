@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use roundtable_protocol::ErrorCode;
 use roundtable_protocol::client::SignupRequest;
@@ -20,6 +20,7 @@ use roundtable_protocol::server::ServerFrame;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tracing::{error, info};
 
+use crate::clock::Clock;
 use crate::config::SignupMode;
 use crate::delivery::{ConnHandle, LiveEvent, Outbound};
 use crate::dispatch::Delivery;
@@ -157,12 +158,6 @@ fn unstorable() -> Refusal {
         "the hub's store cannot keep a value of this command (a character or a value it \
          refuses); nothing was written: change the command rather than retry it as it is",
     )
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64)
 }
 
 /// A request as its batch executed it: the request, kept until the batch commits, and its
@@ -349,6 +344,7 @@ struct Writer {
     max_batch: usize,
     requests: crossbeam_channel::Receiver<Request>,
     announcer: Option<crate::bus::Announcer>,
+    clock: Clock,
 }
 
 /// The writer's settings.
@@ -359,6 +355,8 @@ pub struct WriterConfig {
     pub max_batch: usize,
     /// In a cluster with a bus: where committed batches are announced.
     pub announcer: Option<crate::bus::Announcer>,
+    /// The time the engine decides by.
+    pub clock: Clock,
 }
 
 /// Starts the writer thread. It stops after a `Shutdown` request, or once every handle is
@@ -376,6 +374,7 @@ pub fn start(
         signup,
         max_batch,
         announcer,
+        clock,
     } = config;
     let (sender, receiver) = crossbeam_channel::unbounded();
     let writer = Writer {
@@ -388,6 +387,7 @@ pub fn start(
         max_batch,
         requests: receiver,
         announcer,
+        clock,
     };
     // Before the hub answers anything, so the gauges are right from the first request.
     writer.publish_memory();
@@ -406,7 +406,7 @@ impl Writer {
             // Wake when a window of folded refusals closes, to write its audit entry.
             let wake = match self.engine.next_refusal_fold_ms() {
                 Some(close_ms) => {
-                    let wait_ms = (close_ms - now_ms()).max(0) as u64;
+                    let wait_ms = (close_ms - self.clock.now_ms()).max(0) as u64;
                     housekeeping_due.min(Instant::now() + Duration::from_millis(wait_ms))
                 }
                 None => housekeeping_due,
@@ -452,7 +452,8 @@ impl Writer {
     /// refused is answered `bad_frame`, the others as if nothing had happened. Any other
     /// failure answers the whole batch `internal` (retryable: nothing was written).
     fn process_as(&mut self, batch: Vec<Request>, housekeeping: bool, batching: Batching) -> bool {
-        let mut now = now_ms();
+        let clock = self.clock.clone();
+        let mut now = clock.now_ms();
         self.engine.begin_batch();
         let mut state = BatchState {
             pending: Vec::with_capacity(batch.len() + 1),
@@ -507,7 +508,7 @@ impl Writer {
             crossbeam_channel::select! {
                 recv(self.requests) -> request => {
                     let Ok(request) = request else { break };
-                    now = now_ms();
+                    now = clock.now_ms();
                     context.execute(writing(&mut tx), now, request, &mut state);
                     while state.pending.len() < self.max_batch
                         && let Ok(request) = self.requests.try_recv()
@@ -522,9 +523,10 @@ impl Writer {
         // hub stops, so nothing counted is lost to a clean shutdown).
         if state.failure.is_none()
             && let Some((tx, _)) = tx.as_mut()
-            && let Err(error) = context
-                .engine
-                .close_refusal_folds(tx, now_ms(), state.shutdown)
+            && let Err(error) =
+                context
+                    .engine
+                    .close_refusal_folds(tx, clock.now_ms(), state.shutdown)
         {
             state.failure = Some(error.into());
         }
@@ -652,7 +654,7 @@ impl Writer {
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
         loop {
-            match self.store.load(now_ms()) {
+            match self.store.load(self.clock.now_ms()) {
                 Ok(snapshot) => {
                     self.engine.reload(snapshot);
                     return;

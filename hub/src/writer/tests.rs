@@ -329,6 +329,7 @@ impl Harness {
                 signup: SignupMode::Open,
                 max_batch: 64,
                 announcer: None,
+                clock: Default::default(),
             },
         );
         Harness {

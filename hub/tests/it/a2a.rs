@@ -640,7 +640,9 @@ async fn a_rate_limited_writer_gets_429_with_retry_after_and_its_message_id_stil
     };
     assert_eq!(stored(&hub), n as i64, "the limited message was not stored");
     // After Retry-After, the same messageId goes through, once.
-    tokio::time::sleep(std::time::Duration::from_secs(retry)).await;
+    hub.config
+        .clock
+        .advance(std::time::Duration::from_secs(retry));
     let retried = send(format!("burst-{n}")).await;
     assert_eq!(retried.status, 200, "{}", retried.body);
     assert_eq!(

@@ -115,7 +115,7 @@ async fn a_flood_of_refusals_is_one_entry_a_second_with_a_count() {
     );
 
     // A lone refusal later is written at once, on its own.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    hub.config.clock.advance(Duration::from_millis(1100));
     let id = eve.id();
     eve.err(roundtable_testkit::message(
         id,

@@ -262,7 +262,9 @@ async fn sends_past_the_rate_limit_are_refused_with_a_delay_never_dropped() {
     assert!(dup.dup);
     assert_eq!(dup.event, accepted[2]);
     // After the delay, the refused send goes through.
-    tokio::time::sleep(std::time::Duration::from_millis(wait + 20)).await;
+    hub.config
+        .clock
+        .advance(std::time::Duration::from_millis(wait + 20));
     let id = writer_client.id();
     writer_client
         .ok(message(id, &home, "burst-key-005", "one too many"))

@@ -731,7 +731,7 @@ async fn every_forbidden_attempt_is_refused_exactly_and_writes_nothing() {
         .await
         .decode()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    suite.hub.config.clock.advance(Duration::from_millis(1100));
     for (case, who, frame, code) in [
         (
             "an expired invite",
