@@ -541,7 +541,9 @@ mod tests {
     /// what a pasted code or link is, and which terms an invite may have.
     #[test]
     fn the_uis_invite_verdicts_are_the_cores_own() {
-        use roundtable_protocol::client::{INVITE_MAX_EXPIRY_S, INVITE_MAX_USES};
+        use roundtable_protocol::client::{
+            INVITE_DEFAULT_EXPIRY_S, INVITE_MAX_EXPIRY_S, INVITE_MAX_USES,
+        };
         let pasted = [
             "TEAMHUB42",
             "  TEAMHUB42\n",
@@ -594,6 +596,7 @@ mod tests {
             &serde_json::json!({
                 "max_uses": INVITE_MAX_USES,
                 "max_expiry_s": INVITE_MAX_EXPIRY_S,
+                "default_expiry_s": INVITE_DEFAULT_EXPIRY_S,
                 "codes": codes,
                 "terms": terms,
             }),

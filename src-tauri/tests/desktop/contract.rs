@@ -130,6 +130,7 @@ async fn the_fakes_contract_holds_on_the_real_app() {
             "helper",
             "invite",
             "plans",
+            "roomInvite",
             "withBob"
         ]
     );

@@ -73,6 +73,9 @@ export function inviteCodeVerdict(codeOrLink: string): Verdict<string> {
   return known ? fromTable(known.outcome) : inviteCodeFallback(codeOrLink);
 }
 
+/** How long an invite lasts when its maker does not say (the protocol's default). */
+export const INVITE_DEFAULT_EXPIRY_S: number = invites.default_expiry_s;
+
 export function inviteTermsFallback(uses: number | null, expiresInS: number | null): Verdict<null> {
   if (uses !== null && !(uses >= 1 && uses <= invites.max_uses)) {
     return invalid(`an invite can be used 1 to ${invites.max_uses} times`);

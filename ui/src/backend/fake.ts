@@ -56,6 +56,7 @@ import {
   budgetVerdict,
   decided,
   hubAddressVerdict,
+  INVITE_DEFAULT_EXPIRY_S,
   inviteCodeVerdict,
   inviteTermsVerdict,
   linkVerdict,
@@ -444,9 +445,9 @@ export class FakeBackend implements Backend {
     this.world.invites.push({
       id,
       room,
+      // The hub's default: one use (held to it by the contract's invite scenario).
       uses_left: uses ?? 1,
-      // The hub's default: seven days.
-      expires_at: new Date(now + (expiresHours ?? 7 * 24) * 3_600_000).toISOString(),
+      expires_at: new Date(now + (expiresHours === null ? INVITE_DEFAULT_EXPIRY_S : expiresHours * 3_600) * 1_000).toISOString(),
       created_at: new Date(now).toISOString(),
     });
     this.refusedCodes.set(code, "This is your own invite: send it to the teammate you made it for.");

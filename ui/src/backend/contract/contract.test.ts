@@ -83,7 +83,7 @@ describe("the contract, on the fake backend", () => {
       act(world, (steps[progress.actAt] as { act: string }).act);
       from = progress.actAt + 1;
     }
-    expect(Object.keys(bindings).sort()).toEqual(["bob", "botRequest", "code", "first", "helper", "invite", "plans", "withBob"]);
+    expect(Object.keys(bindings).sort()).toEqual(["bob", "botRequest", "code", "first", "helper", "invite", "plans", "roomInvite", "withBob"]);
   });
 });
 
