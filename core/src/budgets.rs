@@ -178,6 +178,17 @@ pub enum BudgetLevel {
 }
 
 impl BudgetLevel {
+    /// The level of a spend that is `share` of its budget.
+    pub fn of(share: f64) -> BudgetLevel {
+        if share >= 1.0 {
+            BudgetLevel::Reached
+        } else if share >= WARN_AT {
+            BudgetLevel::Near
+        } else {
+            BudgetLevel::Under
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             BudgetLevel::Under => "under",
@@ -245,13 +256,7 @@ pub fn budget_states(budgets: &[Budget], rows: &[CostRow], now_ms: i64) -> Vec<B
             }
             by_agent.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             let share = spent_usd / budget.usd;
-            let level = if share >= 1.0 {
-                BudgetLevel::Reached
-            } else if share >= WARN_AT {
-                BudgetLevel::Near
-            } else {
-                BudgetLevel::Under
-            };
+            let level = BudgetLevel::of(share);
             BudgetState {
                 budget: budget.clone(),
                 period_start,
@@ -499,16 +504,24 @@ pub fn check_budget(budget: &Budget) -> Result<(), CoreError> {
     Ok(())
 }
 
+/// The budget as it is kept, set by the person whose handle is `my_handle`: its name
+/// trimmed, an agent named alone taken as one of theirs (`writer` is `dana/writer`), and
+/// checked.
+pub fn budget_to_keep(mut budget: Budget, my_handle: &str) -> Result<Budget, CoreError> {
+    budget.name = budget.name.trim().to_owned();
+    if budget.scope == BudgetScope::Agent && !budget.name.contains('/') {
+        // One of ours, by its name alone.
+        budget.name = format!("{my_handle}/{}", budget.name);
+    }
+    check_budget(&budget)?;
+    Ok(budget)
+}
+
 impl Core {
     /// Sets a budget (replacing the one of the same scope, name and period). What keeping
     /// the old one did this period is forgotten: the new amount is kept afresh.
-    pub async fn set_budget(&self, mut budget: Budget, now_ms: i64) -> Result<Budget, CoreError> {
-        budget.name = budget.name.trim().to_owned();
-        if budget.scope == BudgetScope::Agent && !budget.name.contains('/') {
-            // One of ours, by its name alone.
-            budget.name = format!("{}/{}", self.profile().handle, budget.name);
-        }
-        check_budget(&budget)?;
+    pub async fn set_budget(&self, budget: Budget, now_ms: i64) -> Result<Budget, CoreError> {
+        let budget = budget_to_keep(budget, &self.profile().handle)?;
         let kept = budget.clone();
         self.write_job(move |cache| cache.set_budget(&kept, now_ms))
             .await?;
@@ -710,6 +723,84 @@ mod tests {
     use super::*;
 
     const DEC_2_2026_NOON: i64 = 1_796_212_800_000;
+
+    /// The window's in-memory backend takes from here (`ui/src/backend/fixtures/budgets.json`)
+    /// which budgets are kept and as what, where a period starts and what a share is.
+    #[test]
+    fn the_uis_budget_verdicts_are_the_cores_own() {
+        let me = "dana";
+        let asked = |scope: &str, name: &str, period: &str, usd: f64| Budget {
+            scope: crate::wire(scope),
+            name: name.to_owned(),
+            period: crate::wire(period),
+            usd,
+        };
+        let long_team = "t".repeat(65);
+        let budgets = [
+            asked("agent", "helper", "day", 5.0),
+            asked("agent", " helper ", "week", 5.0),
+            asked("agent", "dana/helper", "day", 7.5),
+            asked("agent", "sam/security", "month", 12.5),
+            asked("agent", "helper", "day", 0.0),
+            asked("agent", "helper", "day", -1.0),
+            asked("agent", "helper", "day", MAX_USD),
+            asked("agent", "helper", "day", MAX_USD + 1.0),
+            asked("agent", "Bad Name!", "day", 5.0),
+            asked("agent", "dana/", "day", 5.0),
+            asked("agent", "a/b/c", "day", 5.0),
+            asked("agent", "", "day", 5.0),
+            asked("person", "sam", "week", 20.0),
+            asked("person", "not/a person", "day", 5.0),
+            asked("person", "dana/helper", "day", 5.0),
+            asked("person", "Sam", "day", 5.0),
+            asked("person", "  ", "day", 5.0),
+            asked("team", "core", "month", 200.0),
+            asked("team", "Core Team", "month", 200.0),
+            asked("team", &long_team, "month", 200.0),
+            asked("team", "", "month", 200.0),
+        ];
+        let cases: Vec<_> = budgets
+            .into_iter()
+            .map(|budget| {
+                serde_json::json!({
+                    "budget": budget.clone(),
+                    "outcome": crate::ui_outcome(budget_to_keep(budget, me)),
+                })
+            })
+            .collect();
+        // Noon on a Wednesday, a Monday's first millisecond, a Sunday's last, a new year's day.
+        let moments = [
+            DEC_2_2026_NOON,
+            1_795_996_800_000,
+            1_796_601_599_999,
+            1_798_761_600_000,
+        ];
+        let periods: Vec<_> = moments
+            .into_iter()
+            .map(|now_ms| {
+                serde_json::json!({
+                    "now_ms": now_ms,
+                    "day": BudgetPeriod::Day.start_day(now_ms),
+                    "week": BudgetPeriod::Week.start_day(now_ms),
+                    "month": BudgetPeriod::Month.start_day(now_ms),
+                })
+            })
+            .collect();
+        let levels: Vec<_> = [0.0, 0.5, 0.79, WARN_AT, 0.99, 1.0, 1.5]
+            .into_iter()
+            .map(|share| serde_json::json!({ "share": share, "level": BudgetLevel::of(share) }))
+            .collect();
+        crate::keep_ui_fixture(
+            "budgets.json",
+            &serde_json::json!({
+                "me": me,
+                "cases": cases,
+                "periods": periods,
+                "levels": levels,
+            }),
+            "budget_verdicts",
+        );
+    }
 
     fn row(day: &str, agent: &str, person: &str, teams: &[&str], cost: f64) -> CostRow {
         CostRow {

@@ -289,6 +289,51 @@ pub fn tls_config(extra_ca: Option<&std::path::Path>) -> Result<Arc<ClientConfig
 mod tests {
     use super::*;
 
+    /// The window's in-memory backend takes from here (`ui/src/backend/fixtures/hub-addresses.json`)
+    /// what a typed hub address is, and whether the app would reach it without TLS.
+    #[test]
+    fn the_uis_hub_address_verdicts_are_the_cores_own() {
+        let typed = [
+            "127.0.0.1:7300",
+            "localhost:7300",
+            "[::1]:7300",
+            "hub.example.com:443",
+            "hub.example.com",
+            "ws://192.168.1.20:7300",
+            "192.168.1.20:7300",
+            "http://hub.example.com:8080/v1/ws",
+            "wss://hub.example.com",
+            "https://hub.example.com:8443",
+            " wss://hub.example.com ",
+            "unix:/home/dana/hub.sock",
+            "unix:relative.sock",
+            "ftp://hub.example.com",
+            "hub.example.com:port",
+            "",
+            "wss://",
+            "ws://192.168.1.20:7300#sha256=00",
+        ];
+        let mut cases = Vec::new();
+        for address in typed {
+            for insecure in [false, true] {
+                let reached = HubAddress::parse(address).and_then(|parsed| {
+                    parsed.check_plain(insecure)?;
+                    Ok(serde_json::json!({ "authority": parsed.authority, "host": parsed.host, "tls": parsed.tls }))
+                });
+                cases.push(serde_json::json!({
+                    "address": address,
+                    "insecure": insecure,
+                    "outcome": crate::ui_outcome(reached.map_err(crate::CoreError::Invalid)),
+                }));
+            }
+        }
+        crate::keep_ui_fixture(
+            "hub-addresses.json",
+            &serde_json::json!({ "cases": cases }),
+            "hub_address_verdicts",
+        );
+    }
+
     #[test]
     fn parses_what_people_type() {
         let plain = HubAddress::parse("127.0.0.1:7300").unwrap();

@@ -740,6 +740,39 @@ pub(crate) fn wire<T: serde::de::DeserializeOwned>(name: &str) -> T {
         .unwrap_or_else(|error| panic!("{name:?} is not a wire name: {error}"))
 }
 
+/// Keeps `ui/src/backend/fixtures/FILE` equal to `value`: the window's in-memory backend
+/// (`ui/src/backend/fake.ts`) reads there what the core decides, instead of deciding it again
+/// in TypeScript. Fails when the file differs, saying how to write it anew
+/// (`UPDATE_UI_FIXTURES=1` and the test's `filter`), which writes it instead.
+#[cfg(test)]
+pub(crate) fn keep_ui_fixture(file: &str, value: &serde_json::Value, filter: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ui/src/backend/fixtures")
+        .join(file);
+    let text = serde_json::to_string_pretty(value).unwrap() + "\n";
+    if std::env::var_os("UPDATE_UI_FIXTURES").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == text,
+        "{} is not what the core decides: run `UPDATE_UI_FIXTURES=1 cargo test -p roundtable-core {filter}` and commit it",
+        path.display()
+    );
+}
+
+/// What a check decided, as the window's fixtures hold it: `{"ok": VALUE}`, or `{"error":
+/// {"code", "message"}}` as the error would cross IPC.
+#[cfg(test)]
+pub(crate) fn ui_outcome<T: serde::Serialize>(result: Result<T, CoreError>) -> serde_json::Value {
+    match result {
+        Ok(value) => serde_json::json!({ "ok": value }),
+        Err(error) => serde_json::json!({ "error": ErrorReport::from(&error) }),
+    }
+}
+
 /// The public agent logs tests run over (`../shared/fixtures/agent-logs` beside the
 /// checkout, or `ROUNDTABLE_AGENT_LOGS`), the folder `sub` of them. Missing, a test over them
 /// fails saying what to do, unless `ROUNDTABLE_SKIP_SHARED_LOGS=1` says to skip it (`None`):

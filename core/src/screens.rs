@@ -224,6 +224,26 @@ pub fn invite_code(code_or_link: &str) -> Result<&str, CoreError> {
     Ok(code)
 }
 
+/// Checks how often an invite may be used and how long it lasts (`None`: the hub's
+/// defaults), before it is asked for.
+pub fn check_invite_terms(
+    max_uses: Option<u32>,
+    expires_in_s: Option<u64>,
+) -> Result<(), CoreError> {
+    use roundtable_protocol::client::{INVITE_MAX_EXPIRY_S, INVITE_MAX_USES};
+    if max_uses.is_some_and(|uses| !(1..=INVITE_MAX_USES).contains(&uses)) {
+        return Err(CoreError::Invalid(format!(
+            "an invite can be used 1 to {INVITE_MAX_USES} times"
+        )));
+    }
+    if expires_in_s.is_some_and(|expiry| !(1..=INVITE_MAX_EXPIRY_S).contains(&expiry)) {
+        return Err(CoreError::Invalid(
+            "an invite can last up to 90 days; choose a shorter expiry".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 impl Core {
     /// The latest `limit` messages of a room before `before` (all the latest, with ours still
     /// waiting, when `None`), each with the states of its mentions.
@@ -441,17 +461,7 @@ impl Core {
         max_uses: Option<u32>,
         expires_in_s: Option<u64>,
     ) -> Result<InviteCreated, CoreError> {
-        use roundtable_protocol::client::{INVITE_MAX_EXPIRY_S, INVITE_MAX_USES};
-        if max_uses.is_some_and(|uses| !(1..=INVITE_MAX_USES).contains(&uses)) {
-            return Err(CoreError::Invalid(format!(
-                "an invite can be used 1 to {INVITE_MAX_USES} times"
-            )));
-        }
-        if expires_in_s.is_some_and(|expiry| !(1..=INVITE_MAX_EXPIRY_S).contains(&expiry)) {
-            return Err(CoreError::Invalid(
-                "an invite can last up to 90 days; choose a shorter expiry".to_owned(),
-            ));
-        }
+        check_invite_terms(max_uses, expires_in_s)?;
         let reply = self
             .call(
                 InviteCreate {
@@ -526,6 +536,73 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The window's in-memory backend takes from here (`ui/src/backend/fixtures/invites.json`)
+    /// what a pasted code or link is, and which terms an invite may have.
+    #[test]
+    fn the_uis_invite_verdicts_are_the_cores_own() {
+        use roundtable_protocol::client::{
+            INVITE_DEFAULT_EXPIRY_S, INVITE_MAX_EXPIRY_S, INVITE_MAX_USES,
+        };
+        let pasted = [
+            "TEAMHUB42",
+            "  TEAMHUB42\n",
+            "nosuchcode42",
+            "a-b_C9",
+            "roundtable://invite/nosuchcode42?hub=unix:/nowhere",
+            "roundtable://invite/TEAMHUB42#later",
+            "roundtable://invite/TEAMHUB42",
+            "roundtable://invite/",
+            "roundtable://invite/?hub=wss://hub.example.com",
+            "not a code!",
+            "",
+            "code/with/slashes",
+            "https://hub.example.com/invite/TEAMHUB42",
+        ];
+        let codes: Vec<_> = pasted
+            .iter()
+            .map(|text| {
+                serde_json::json!({ "input": text, "outcome": crate::ui_outcome(invite_code(text)) })
+            })
+            .collect();
+        let uses = [
+            None,
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(INVITE_MAX_USES),
+            Some(INVITE_MAX_USES + 1),
+        ];
+        let expiries = [
+            None,
+            Some(0),
+            Some(3600),
+            Some(24 * 3600),
+            Some(INVITE_MAX_EXPIRY_S),
+            Some(INVITE_MAX_EXPIRY_S + 3600),
+        ];
+        let mut terms = Vec::new();
+        for uses in uses {
+            for expires_in_s in expiries {
+                terms.push(serde_json::json!({
+                    "uses": uses,
+                    "expires_in_s": expires_in_s,
+                    "outcome": crate::ui_outcome(check_invite_terms(uses, expires_in_s)),
+                }));
+            }
+        }
+        crate::keep_ui_fixture(
+            "invites.json",
+            &serde_json::json!({
+                "max_uses": INVITE_MAX_USES,
+                "max_expiry_s": INVITE_MAX_EXPIRY_S,
+                "default_expiry_s": INVITE_DEFAULT_EXPIRY_S,
+                "codes": codes,
+                "terms": terms,
+            }),
+            "invite_verdicts",
+        );
+    }
 
     fn message(delivery: Delivery, seq: Option<u64>, ts_ms: i64) -> MessageView {
         MessageView {

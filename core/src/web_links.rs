@@ -71,6 +71,39 @@ fn mail_link(url: &url::Url) -> String {
 mod tests {
     use super::*;
 
+    /// The window's in-memory backend takes from here (`ui/src/backend/fixtures/links.json`)
+    /// which links open, and as what.
+    #[test]
+    fn the_uis_link_verdicts_are_the_cores_own() {
+        let links = [
+            "https://example.com",
+            "http://example.com/a?b=c#d",
+            "HTTPS://Example.com/Path",
+            "mailto:dana@example.com",
+            "mailto:dana@example.com?subject=hi&cc=eve@example.com&body=yes",
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "roundtable://invite/TEAMHUB42",
+            "ftp://example.com/file",
+            "https://",
+            "http:///path",
+            "example.com",
+            "/relative/path",
+            "",
+            "https://example.com/a b",
+            "https://exa\nmple.com",
+        ];
+        let cases: Vec<_> = links
+            .iter()
+            .map(|url| serde_json::json!({ "url": url, "outcome": crate::ui_outcome(checked_link(url)) }))
+            .collect();
+        crate::keep_ui_fixture(
+            "links.json",
+            &serde_json::json!({ "cases": cases }),
+            "link_verdicts",
+        );
+    }
+
     #[test]
     fn web_and_mail_links_open_normalized() {
         assert_eq!(

@@ -20,6 +20,13 @@ use crate::{Core, CoreError, now_ms};
 
 const RECORD: &str = "onboarding.json";
 
+/// Checks the name a person gives an agent (its handle's second half, `dana/NAME`), before
+/// anything is registered or edited.
+pub fn check_agent_name(name: &str) -> Result<(), CoreError> {
+    roundtable_protocol::handles::validate_segment(name, "agent name")
+        .map_err(|error| CoreError::Invalid(error.to_string()))
+}
+
 /// What onboarding did, kept in the agent's profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OnboardRecord {
@@ -224,8 +231,7 @@ impl Core {
                 edits::EditError::Unsupported(cli).to_string(),
             ));
         }
-        roundtable_protocol::handles::validate_segment(name, "agent name")
-            .map_err(|error| CoreError::Invalid(error.to_string()))?;
+        check_agent_name(name)?;
         let handle = format!("{}/{name}", self.profile().handle);
         let base = self.profile().base().to_path_buf();
         let project = options.project.clone();
@@ -421,4 +427,44 @@ pub fn offboard(profiles: &Path, cli: AgentCli, handle: &str) -> Result<Report, 
         unchanged: false,
         changes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window's in-memory backend takes its verdict on agent names from here
+    /// (`ui/src/backend/fixtures/agent-names.json`), names as a person might type them.
+    #[test]
+    fn the_uis_agent_name_verdicts_are_the_cores_own() {
+        let longest = "w".repeat(32);
+        let too_long = "w".repeat(33);
+        let names = [
+            "helper",
+            "writer",
+            "re-view_2",
+            "0x",
+            &longest,
+            "w",
+            "",
+            &too_long,
+            "Bad Name!",
+            "Writer",
+            "-writer",
+            "_writer",
+            "re view",
+            "dana/writer",
+            "naïve",
+            "writer.",
+        ];
+        let cases: Vec<_> = names
+            .iter()
+            .map(|name| serde_json::json!({ "name": name, "outcome": crate::ui_outcome(check_agent_name(name)) }))
+            .collect();
+        crate::keep_ui_fixture(
+            "agent-names.json",
+            &serde_json::json!({ "cases": cases }),
+            "agent_name_verdicts",
+        );
+    }
 }

@@ -212,8 +212,6 @@ mod tests {
     /// The window's demo data lists each CLI as the core does.
     #[test]
     fn the_uis_agent_clis_are_the_cores_own() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../ui/src/backend/fixtures/agent-clis.json");
         let clis: Vec<_> = AgentCli::ALL
             .iter()
             .map(|cli| {
@@ -223,16 +221,6 @@ mod tests {
                 })
             })
             .collect();
-        let text = serde_json::to_string_pretty(&clis).unwrap() + "\n";
-        if std::env::var_os("UPDATE_UI_FIXTURES").is_some() {
-            std::fs::write(&path, &text).unwrap();
-            return;
-        }
-        let written = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            written == text,
-            "{} is not the core's list: run `UPDATE_UI_FIXTURES=1 cargo test -p roundtable-core agent_clis` and commit it",
-            path.display()
-        );
+        crate::keep_ui_fixture("agent-clis.json", &json!(clis), "agent_clis");
     }
 }

@@ -123,7 +123,15 @@ async fn the_fakes_contract_holds_on_the_real_app() {
     assert_eq!(
         bound,
         [
-            "bob", "code", "first", "helper", "invite", "plans", "withBob"
+            "bob",
+            "botRequest",
+            "code",
+            "first",
+            "helper",
+            "invite",
+            "plans",
+            "roomInvite",
+            "withBob"
         ]
     );
     desk.finish().await;

@@ -30,6 +30,11 @@ export function supportOf(cli: AgentCli): Support[] {
   return (agentClis.find((known) => known.cli === cli)?.support ?? []) as Support[];
 }
 
+/** Whether Roundtable onboards `cli` at all, as the core says (`fixtures/agent-clis.json`). */
+export function isSupported(cli: AgentCli): boolean {
+  return agentClis.find((known) => known.cli === cli)?.supported ?? false;
+}
+
 export type FakeRoom = {
   id: string;
   title: string | null;

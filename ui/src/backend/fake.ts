@@ -7,6 +7,12 @@
  * `CoreChanged` after every write, and it refuses what the hub refuses with an `ErrorReport`
  * code. Tests reach into `world` to set up a case and use `emitChanged`, `emitOpenTarget`
  * and `failNext` to play the core's part.
+ *
+ * What the core decides about what a person types (agent names, invite codes and terms,
+ * budgets, links, hub addresses) is not decided here: `fake-rules.ts` reads the core's own
+ * verdicts. What the hub decides (consent, who may request or answer whom, what is a
+ * conflict) needs a hub to decide, so it stays here, as little of it as the views need, and
+ * the contract's scenarios (contract/scenarios.json) hold it to the real app's answers.
  */
 import type {
   AgentCli,
@@ -44,7 +50,19 @@ import type {
   WatchState,
 } from "../bindings";
 import { type AnyCode, BackendError, type Backend, type Unsubscribe } from "./backend";
-import { DANA, EMBEDDED_HUB, NETWORK_HUB, emptyWorld, member, type FakeRoom, type FakeWorld } from "./fake-world";
+import {
+  agentNameVerdict,
+  budgetLevel,
+  budgetVerdict,
+  decided,
+  hubAddressVerdict,
+  INVITE_DEFAULT_EXPIRY_S,
+  inviteCodeVerdict,
+  inviteTermsVerdict,
+  linkVerdict,
+  periodStart,
+} from "./fake-rules";
+import { DANA, EMBEDDED_HUB, NETWORK_HUB, emptyWorld, isSupported, member, type FakeRoom, type FakeWorld } from "./fake-world";
 
 export type FakeOptions = {
   world?: FakeWorld;
@@ -71,8 +89,6 @@ const NO_CHANGE: CoreChanged = {
   everything: false,
 };
 
-/** `^[a-z0-9][a-z0-9_-]{1,31}$`, the hub's rule for a handle segment. */
-const SEGMENT = /^[a-z0-9][a-z0-9_-]{1,31}$/;
 const MENTION = /@([a-z0-9_\-/]+)/g;
 
 function copy<T>(value: T): T {
@@ -152,17 +168,12 @@ export class FakeBackend implements Backend {
 
   async onboardAgent(cli: AgentCli, name: string, project: string | null): Promise<Report> {
     this.enter("onboardAgent", [cli, name, project]);
-    // In the core's order: the name is checked before anything is looked up.
-    if (!SEGMENT.test(name)) {
-      throw new BackendError(
-        "invalid",
-        `Agent name "${name}" must be 2 to 32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit.`,
-      );
-    }
+    // In the core's order: the CLI must be one Roundtable supports, then the name is checked
+    // (as the core says: fake-rules.ts), before anything is looked up.
+    if (!isSupported(cli)) throw new BackendError("invalid", `${cli} is not supported yet.`);
+    name = name.trim();
+    decided(agentNameVerdict(name));
     const detected = this.detectedCli(cli);
-    if (!detected.supported) {
-      throw new BackendError("invalid", `${detected.name} is detected but not supported yet.`);
-    }
     const me = this.requireMe();
     const handle = `${me.handle}/${name}`;
     if (detected.onboarded && detected.handle === handle) {
@@ -364,6 +375,8 @@ export class FakeBackend implements Backend {
 
   async requestContact(handle: string, message: string | null): Promise<null> {
     this.enter("requestContact", [handle, message]);
+    // The hub's rules (hub/src/engine/contacts.rs), held to it by the contract's consent
+    // scenario: not oneself, someone who exists, not a contact already, one request at a time.
     const me = this.requireMe();
     if (handle === me.handle) throw new BackendError("conflict", "That is you: you need no contact request.");
     const entry = this.world.directory.find((candidate) => candidate.handle === handle);
@@ -423,20 +436,18 @@ export class FakeBackend implements Backend {
 
   async createInvite(room: string | null, uses: number | null, expiresHours: number | null): Promise<InviteCreated> {
     this.enter("createInvite", [room, uses, expiresHours]);
+    // As the app does: the terms are the core's to check (in seconds), the room the hub's.
+    decided(inviteTermsVerdict(uses, expiresHours === null ? null : expiresHours * 3_600));
     if (room !== null) this.room(room);
-    if (uses !== null && (uses < 1 || uses > 1000)) throw new BackendError("invalid", "An invite can be used 1 to 1000 times.");
-    if (expiresHours !== null && (expiresHours < 1 || expiresHours > 90 * 24)) {
-      throw new BackendError("invalid", "An invite can last up to 90 days; choose a shorter expiry.");
-    }
     const id = `invite-${this.freshId()}`;
     const code = `CODE${this.nextId * 7919}`;
     const now = this.now();
     this.world.invites.push({
       id,
       room,
+      // The hub's default: one use (held to it by the contract's invite scenario).
       uses_left: uses ?? 1,
-      // The hub's default: seven days.
-      expires_at: new Date(now + (expiresHours ?? 7 * 24) * 3_600_000).toISOString(),
+      expires_at: new Date(now + (expiresHours === null ? INVITE_DEFAULT_EXPIRY_S : expiresHours * 3_600) * 1_000).toISOString(),
       created_at: new Date(now).toISOString(),
     });
     this.refusedCodes.set(code, "This is your own invite: send it to the teammate you made it for.");
@@ -464,10 +475,7 @@ export class FakeBackend implements Backend {
 
   async redeemInvite(codeOrLink: string): Promise<Redeemed> {
     this.enter("redeemInvite", [codeOrLink]);
-    const code = inviteCode(codeOrLink);
-    if (!/^[A-Za-z0-9_-]+$/.test(code)) {
-      throw new BackendError("invalid", `${JSON.stringify(codeOrLink.trim())} is not an invite: paste the code or the whole roundtable://invite/… link`);
-    }
+    const code = decided(inviteCodeVerdict(codeOrLink));
     const refused = this.refusedCodes.get(code);
     if (refused !== undefined) throw new BackendError("conflict", refused);
     const invite = this.world.redeemable[code];
@@ -596,7 +604,7 @@ export class FakeBackend implements Backend {
         period_start: start,
         spent_usd: spent,
         share,
-        level: share >= 1 ? "reached" : share >= 0.8 ? "near" : "under",
+        level: budgetLevel(share),
         unpriced_entries: rows.reduce((sum, row) => sum + row.unpriced_entries, 0),
         agents: [...byAgent.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([agent]) => agent),
       };
@@ -607,26 +615,7 @@ export class FakeBackend implements Backend {
   async setBudget(budget: Budget): Promise<Budget> {
     this.enter("setBudget", [budget]);
     const me = this.requireMe();
-    let name = budget.name.trim();
-    if (budget.scope === "agent" && !name.includes("/")) name = `${me.handle}/${name}`;
-    const usd = budget.usd ?? Number.NaN;
-    if (!(Number.isFinite(usd) && usd > 0 && usd <= 1_000_000)) {
-      throw new BackendError("invalid", "A budget is a positive number of dollars up to 1000000, e.g. 5 or 12.50.");
-    }
-    const handle = /^[a-z0-9][a-z0-9_-]{1,31}$/;
-    const valid =
-      budget.scope === "agent"
-        ? name.split("/").length === 2 && name.split("/").every((part) => handle.test(part))
-        : budget.scope === "person"
-          ? handle.test(name)
-          : name !== "" && name.length <= 64;
-    if (!valid) {
-      throw new BackendError(
-        "invalid",
-        budget.scope === "agent" ? `${JSON.stringify(name)} is not an agent's handle: write person/agent.` : `${JSON.stringify(name)} is not a person's handle.`,
-      );
-    }
-    const kept: Budget = { ...budget, name };
+    const kept = decided(budgetVerdict(budget, me.handle));
     this.world.budgets = [
       ...this.world.budgets.filter((other) => !(other.scope === kept.scope && other.name === kept.name && other.period === kept.period)),
       kept,
@@ -675,16 +664,10 @@ export class FakeBackend implements Backend {
 
   async connectRemote(address: string, how: RemoteLogin, insecure: boolean): Promise<AppState> {
     this.enter("connectRemote", [address, how, insecure]);
-    // As the core reads it: wss:// and https:// are TLS; host:port and ws:// or http:// are not.
-    const parsed = /^(?:(wss|https|ws|http):\/\/)?([^\s:/]+)(?::\d+)?(?:\/\S*)?$/.exec(address.trim());
-    if (parsed === null) {
-      throw new BackendError("invalid", "Write the hub address as host:port, for example hub.example.com:443.");
-    }
-    const tls = parsed[1] === "wss" || parsed[1] === "https";
-    const host = parsed[2] ?? "";
-    if (!tls && !insecure && host !== "localhost" && !host.startsWith("127.")) {
-      throw new BackendError("invalid", `${address.trim()} is not on this machine and has no TLS: tick "No TLS: a hub on my own network" only for a network you trust.`);
-    }
+    // In the app's order: an invite's code, then the address (and whether it may go without
+    // TLS), both as the core reads them; then the hub is asked.
+    if (how.kind === "invite") decided(inviteCodeVerdict(how.code));
+    decided(hubAddressVerdict(address, insecure));
     this.world.hub_mode = "remote";
     this.world.hub_address = address.trim();
     if (how.kind === "token") this.world.me = { ...DANA };
@@ -729,17 +712,8 @@ export class FakeBackend implements Backend {
 
   async openLink(url: string): Promise<void> {
     this.enter("openLink", [url]);
-    // As the core does: only an absolute http, https or mailto URL leaves the app.
-    let parsed: URL | null;
-    try {
-      parsed = new URL(url);
-    } catch {
-      parsed = null;
-    }
-    if (parsed === null || !["http:", "https:", "mailto:"].includes(parsed.protocol)) {
-      throw new BackendError("invalid", `${JSON.stringify(url)} is not a web or mail link: only http, https and mailto links open.`);
-    }
-    this.world.openedLinks.push(url);
+    // As the core does: only web and mail links leave the app, as it normalizes them.
+    this.world.openedLinks.push(decided(linkVerdict(url)));
   }
 
   // ---- internals -----------------------------------------------------------------------
@@ -796,7 +770,10 @@ export class FakeBackend implements Backend {
     return found;
   }
 
-  /** A member for `handle`, if I may bring them in: mine, or a contact's (or a contact). */
+  /**
+   * A member for `handle`, if I may bring them in: mine, or a contact (the hub's consent rule,
+   * held to it by the contract's consent scenario).
+   */
   private reachable(handle: string): MemberView {
     const entry = this.world.directory.find((candidate) => candidate.handle === handle);
     if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
@@ -890,27 +867,5 @@ export class FakeBackend implements Backend {
       advance("done");
       this.changed({ rooms: true });
     }, 3_000);
-  }
-}
-
-/** The code in `roundtable://invite/CODE?hub=ADDR`, or the input itself when it is a bare code. */
-export function inviteCode(codeOrLink: string): string {
-  const trimmed = codeOrLink.trim();
-  const link = /^roundtable:\/\/invite\/([^?#/]+)/.exec(trimmed);
-  return link ? decodeURIComponent(link[1]!) : trimmed;
-}
-
-/** The first UTC day of the budget period holding `nowMs`, as the core counts it. */
-function periodStart(period: BudgetPeriod, nowMs: number): string {
-  const day = Math.floor(nowMs / 86_400_000);
-  const text = (days: number) => new Date(days * 86_400_000).toISOString().slice(0, 10);
-  switch (period) {
-    case "day":
-      return text(day);
-    case "week":
-      // 1970-01-01 was a Thursday.
-      return text(day - ((((day + 3) % 7) + 7) % 7));
-    case "month":
-      return `${text(day).slice(0, 7)}-01`;
   }
 }

@@ -579,20 +579,7 @@ fn demo_boards() -> Value {
 
 #[test]
 fn the_uis_demo_boards_are_the_cores_own() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../ui/src/backend/fixtures/boards.json");
-    let boards = serde_json::to_string_pretty(&demo_boards()).unwrap() + "\n";
-    if std::env::var_os("UPDATE_UI_FIXTURES").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &boards).unwrap();
-        return;
-    }
-    let written = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        written == boards,
-        "{} is not what the core makes of the demo world: run `UPDATE_UI_FIXTURES=1 cargo test -p roundtable-core demo` and commit it",
-        path.display()
-    );
+    crate::keep_ui_fixture("boards.json", &demo_boards(), "demo");
 }
 
 #[test]

@@ -1,11 +1,35 @@
 import { describe, expect, it } from "vitest";
-import type { AgentView, DirectoryView } from "../../bindings";
+import { type AgentCli, type AgentView, type Detected, type DirectoryView, commands } from "../../bindings";
 import { FakeBackend } from "../fake";
-import { emptyWorld, type FakeWorld } from "../fake-world";
+import { emptyWorld, supportOf, type FakeWorld } from "../fake-world";
 import scenarios from "./scenarios.json";
-import { type Bindings, type Step, matches, positionalCall, runSteps } from "./runner";
+import { ARGUMENTS, type Bindings, type Step, matches, positionalCall, runSteps } from "./runner";
 
 const steps = scenarios as Step[];
+
+/**
+ * The machine the desktop test runs the app on: the project's fake claude, codex and gemini
+ * on `PATH` (tests/fixtures/agent-clis), none onboarded.
+ */
+function testMachineClis(): Detected[] {
+  const installed = (cli: AgentCli, name: string, config: string[]): Detected => ({
+    cli,
+    name,
+    path: `/work/tests/fixtures/agent-clis/${cli}`,
+    version: null,
+    supported: true,
+    support: supportOf(cli),
+    config,
+    logs: [],
+    onboarded: false,
+    handle: null,
+  });
+  return [
+    installed("claude", "Claude Code", ["~/.claude.json"]),
+    installed("codex", "Codex", ["~/.codex/config.toml"]),
+    installed("gemini", "Gemini CLI", ["~/.gemini/settings.json"]),
+  ];
+}
 
 /** The acts of the scenarios, played on the fake's world as the hub would record them. */
 function act(world: FakeWorld, name: string): void {
@@ -47,6 +71,7 @@ function act(world: FakeWorld, name: string): void {
 describe("the contract, on the fake backend", () => {
   it("holds for every scenario, in order", async () => {
     const world = emptyWorld();
+    world.detected = testMachineClis();
     const backend = new FakeBackend({ world, now: () => 1_700_000_000_000 });
     let bindings: Bindings = {};
     let from = 0;
@@ -58,7 +83,19 @@ describe("the contract, on the fake backend", () => {
       act(world, (steps[progress.actAt] as { act: string }).act);
       from = progress.actAt + 1;
     }
-    expect(Object.keys(bindings).sort()).toEqual(["bob", "code", "first", "helper", "invite", "plans", "withBob"]);
+    expect(Object.keys(bindings).sort()).toEqual(["bob", "botRequest", "code", "first", "helper", "invite", "plans", "roomInvite", "withBob"]);
+  });
+});
+
+describe("the contract's reach", () => {
+  it("names every command the app has, but the benchmark's clock", () => {
+    const generated = Object.keys(commands).filter((command) => command !== "startedAtMs");
+    expect(Object.keys(ARGUMENTS).sort()).toEqual(generated.sort());
+  });
+
+  it("calls every command at least once", () => {
+    const called = new Set(steps.flatMap((step) => ("call" in step ? [step.call] : [])));
+    expect(Object.keys(ARGUMENTS).filter((command) => !called.has(command))).toEqual([]);
   });
 });
 

@@ -3,8 +3,9 @@
  * list of calls with the outcome each must have, run by this one runner against the
  * in-memory `FakeBackend` (contract.test.ts) and, in a real WebKit webview through
  * WebDriver, against the desktop app's own commands (src-tauri/tests/desktop/contract.rs).
- * A rule the fake re-implements (consent, invite codes, mentions…) that drifts from the core
- * fails one side or the other.
+ * A rule the fake keeps because only a hub can decide it (consent, conflicts, mentions…)
+ * that drifts from the hub fails one side or the other; contract.test.ts fails when a
+ * command is called by no step.
  *
  * A step either calls a `Backend` method with named arguments (the names of the generated
  * commands, so the app can be invoked with them as they are) or is an `act`: something
@@ -15,6 +16,8 @@
  * anything and binds it, `"$name"` stands for what was bound. `until` steps are tried again until they match or patience runs out, since
  * the app answers reads from a cache that sync fills a moment later.
  */
+
+import type { Backend } from "../backend";
 
 export type Pattern = null | boolean | number | string | Pattern[] | { [field: string]: Pattern };
 
@@ -48,12 +51,18 @@ export type Patience = { totalMs: number; pauseMs: number };
 
 export const PATIENCE: Patience = { totalMs: 20_000, pauseMs: 100 };
 
+/** The `Backend`'s methods that are commands of the app (the two subscriptions are events). */
+export type BackendCommand = Exclude<keyof Backend, "onChanged" | "onOpenTarget">;
+
 /**
  * The arguments of each method, in the order the `Backend` takes them: the fake is called
  * positionally, the app by name, so a step naming an argument wrongly fails on both sides.
+ * Every command is here (the type says so), and contract.test.ts fails when one is called
+ * by no scenario.
  */
-export const ARGUMENTS: Record<string, readonly string[]> = {
+export const ARGUMENTS: Record<BackendCommand, readonly string[]> = {
   appState: [],
+  detectAgents: [],
   rooms: [],
   roomMessages: ["room", "beforeSeq", "limit"],
   sendMessage: ["room", "text"],
@@ -77,6 +86,19 @@ export const ARGUMENTS: Record<string, readonly string[]> = {
   budgets: [],
   setBudget: ["budget"],
   removeBudget: ["scope", "name", "period"],
+  agentToken: ["agent", "action"],
+  taskBoard: [],
+  architecture: [],
+  componentHistory: ["room", "component"],
+  costs: ["sinceMs"],
+  sessions: [],
+  away: [],
+  markLooked: [],
+  workScan: [],
+  connectRemote: ["address", "how", "insecure"],
+  useEmbedded: [],
+  shareOnNetwork: ["on"],
+  takeStartTarget: [],
   openLink: ["url"],
 };
 
@@ -198,7 +220,7 @@ export async function runSteps(
       continue;
     }
     if ("act" in step) return { bindings, actAt: index, failure: null };
-    const names = ARGUMENTS[step.call];
+    const names = ARGUMENTS[step.call as BackendCommand] as readonly string[] | undefined;
     const given = Object.keys(step.args);
     if (!names || names.length !== given.length || names.some((name, at) => given[at] !== name)) {
       return {
@@ -223,7 +245,7 @@ export async function runSteps(
 /** Calls on a `Backend`-shaped object: its methods take the arguments in `ARGUMENTS` order. */
 export function positionalCall(target: object): Call {
   return (method, args) => {
-    const names = ARGUMENTS[method];
+    const names = ARGUMENTS[method as BackendCommand] as readonly string[] | undefined;
     const fn = (target as Record<string, unknown>)[method];
     if (!names || typeof fn !== "function") return Promise.reject(new Error(`no method ${method}`));
     return (fn as (...values: unknown[]) => Promise<unknown>).apply(target, names.map((name) => args[name]));

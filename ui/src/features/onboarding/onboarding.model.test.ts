@@ -84,9 +84,9 @@ describe("onboarding model", () => {
   it("shows the core's error on the CLI's row and as a toast", async () => {
     const { model, toasts } = setup();
     await model.scan();
-    model.names.claude = "Writer!";
+    model.names.claude = "Bad Name!";
     expect(await model.onboard("claude")).toBe(false);
-    expect(model.failures.claude).toContain("must be 2 to 32 characters");
+    expect(model.failures.claude).toBe(`agent name "Bad Name!" must start with a lower-case letter or a digit`);
     expect(toasts.items.map((toast) => toast.code)).toEqual(["invalid"]);
     expect(model.busy.claude).toBeUndefined();
     expect(model.outcome).toBeNull();
