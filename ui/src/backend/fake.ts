@@ -11,8 +11,15 @@
  * What the core decides about what a person types (agent names, invite codes and terms,
  * budgets, links, hub addresses) is not decided here: `fake-rules.ts` reads the core's own
  * verdicts. What the hub decides (consent, who may request or answer whom, what is a
- * conflict) needs a hub to decide, so it stays here, as little of it as the views need, and
- * the contract's scenarios (contract/scenarios.json) hold it to the real app's answers.
+ * conflict) needs a hub to decide, so it stays in the fake, as little of it as the views
+ * need, and the contract's scenarios (contract/scenarios.json) hold it to the real app's
+ * answers.
+ *
+ * This file is the `Backend` itself, the app and its hub, rooms, questions and boards. Two
+ * sides live beside it, each handed the same world, clock and ids (`FakeCore`, in
+ * fake-core.ts): the people (directory, contacts, invites, and the hub's consent) in
+ * fake-people.ts, the agents (onboarding, controls, tokens) in fake-agents.ts. Every
+ * command still enters here, so `calls` and `failNext` see them all.
  */
 import type {
   AgentCli,
@@ -33,6 +40,7 @@ import type {
   DirectoryView,
   InviteCreated,
   InviteView,
+  Me,
   MemberView,
   MentionView,
   OpenTarget,
@@ -50,19 +58,11 @@ import type {
   WatchState,
 } from "../bindings";
 import { type AnyCode, BackendError, type Backend, type Unsubscribe } from "./backend";
-import {
-  agentNameVerdict,
-  budgetLevel,
-  budgetVerdict,
-  decided,
-  hubAddressVerdict,
-  INVITE_DEFAULT_EXPIRY_S,
-  inviteCodeVerdict,
-  inviteTermsVerdict,
-  linkVerdict,
-  periodStart,
-} from "./fake-rules";
-import { DANA, EMBEDDED_HUB, NETWORK_HUB, emptyWorld, isSupported, member, type FakeRoom, type FakeWorld } from "./fake-world";
+import { FakeAgents } from "./fake-agents";
+import { copy, type FakeCore } from "./fake-core";
+import { FakePeople } from "./fake-people";
+import { budgetLevel, budgetVerdict, decided, hubAddressVerdict, inviteCodeVerdict, linkVerdict, periodStart } from "./fake-rules";
+import { DANA, EMBEDDED_HUB, NETWORK_HUB, emptyWorld, member, type FakeRoom, type FakeWorld } from "./fake-world";
 
 export type FakeOptions = {
   world?: FakeWorld;
@@ -91,10 +91,6 @@ const NO_CHANGE: CoreChanged = {
 
 const MENTION = /@([a-z0-9_\-/]+)/g;
 
-function copy<T>(value: T): T {
-  return structuredClone(value);
-}
-
 export class FakeBackend implements Backend {
   readonly world: FakeWorld;
   /** Every command called, in order, with its arguments. */
@@ -107,15 +103,25 @@ export class FakeBackend implements Backend {
   private readonly failures = new Map<CommandName, BackendError>();
   private nextId = 1;
   private nextOutbox = 100;
-  /** Codes the hub refuses with `conflict` (one's own invite, one used up), and why. */
-  private readonly refusedCodes = new Map<string, string>();
-  /** Every invite this person made, withdrawn or not. */
-  private readonly inviteIds = new Set<string>();
+  /** The directory, contacts and invites, with the hub's consent (fake-people.ts). */
+  private readonly people: FakePeople;
+  /** The agent CLIs found, the person's agents, their controls and tokens (fake-agents.ts). */
+  private readonly myAgents: FakeAgents;
 
   constructor(options: FakeOptions = {}) {
     this.world = options.world ?? emptyWorld();
     this.now = options.now ?? (() => Date.now());
     this.schedule = options.schedule;
+    const core: FakeCore = {
+      world: this.world,
+      now: () => this.now(),
+      freshId: () => this.freshId(),
+      changed: (change) => this.changed(change),
+      requireMe: () => this.requireMe(),
+      room: (id) => this.room(id),
+    };
+    this.people = new FakePeople(core);
+    this.myAgents = new FakeAgents(core);
   }
 
   // ---- test controls -------------------------------------------------------------------
@@ -163,75 +169,17 @@ export class FakeBackend implements Backend {
 
   async detectAgents(): Promise<Detected[]> {
     this.enter("detectAgents", []);
-    return copy(this.world.detected);
+    return this.myAgents.detectAgents();
   }
 
   async onboardAgent(cli: AgentCli, name: string, project: string | null): Promise<Report> {
     this.enter("onboardAgent", [cli, name, project]);
-    // In the core's order: the CLI must be one Roundtable supports, then the name is checked
-    // (as the core says: fake-rules.ts), before anything is looked up.
-    if (!isSupported(cli)) throw new BackendError("invalid", `${cli} is not supported yet.`);
-    name = name.trim();
-    decided(agentNameVerdict(name));
-    const detected = this.detectedCli(cli);
-    const me = this.requireMe();
-    const handle = `${me.handle}/${name}`;
-    if (detected.onboarded && detected.handle === handle) {
-      return { cli, handle, profile: this.profilePath(handle), unchanged: true, changes: [] };
-    }
-    detected.onboarded = true;
-    detected.handle = handle;
-    const id = `agent-${this.freshId()}`;
-    this.world.agents.push({
-      id,
-      handle,
-      name,
-      cli,
-      state: "idle",
-      detail: null,
-      room: null,
-      since_ms: this.now(),
-      controls: [],
-    });
-    this.world.directory.push({ id, kind: "agent", handle, name, description: detected.name, owner: me.id, contact: "kin" });
-    this.changed({ agents: true });
-    return copy({
-      cli,
-      handle,
-      profile: this.profilePath(handle),
-      unchanged: false,
-      changes: detected.config.map((path) => ({
-        path,
-        added: [`"roundtable": { "command": "roundtable", "args": ["mcp", "--agent", "${handle}"] }`],
-        removed: [],
-        backup: `${path}.roundtable-backup`,
-      })),
-    });
+    return this.myAgents.onboardAgent(cli, name);
   }
 
   async offboardAgent(cli: AgentCli, handle: string): Promise<Report> {
     this.enter("offboardAgent", [cli, handle]);
-    const detected = this.world.detected.find((candidate) => candidate.cli === cli);
-    if (!detected || !detected.onboarded || detected.handle !== handle) {
-      // As the core does: nothing recorded for this agent on this CLI, nothing to undo.
-      return { cli, handle, profile: handle.replace("/", "."), unchanged: true, changes: [] };
-    }
-    detected.onboarded = false;
-    detected.handle = null;
-    this.world.agents = this.world.agents.filter((agent) => agent.handle !== handle);
-    this.changed({ agents: true });
-    return copy({
-      cli,
-      handle,
-      profile: this.profilePath(handle),
-      unchanged: false,
-      changes: detected.config.map((path) => ({
-        path,
-        added: [],
-        removed: [`"roundtable": { "command": "roundtable", "args": ["mcp", "--agent", "${handle}"] }`],
-        backup: `${path}.roundtable-backup`,
-      })),
-    });
+    return this.myAgents.offboardAgent(cli, handle);
   }
 
   async rooms(): Promise<RoomView[]> {
@@ -287,7 +235,7 @@ export class FakeBackend implements Backend {
     this.enter("createRoom", [title, members]);
     const me = this.requireMe();
     const id = `room-${this.freshId()}`;
-    const resolved = members.filter((handle) => handle !== me.handle).map((handle) => this.reachable(handle));
+    const resolved = members.filter((handle) => handle !== me.handle).map((handle) => this.people.reachable(handle));
     this.world.rooms.push({
       id,
       title: title.trim() === "" ? null : title.trim(),
@@ -304,7 +252,7 @@ export class FakeBackend implements Backend {
   async inviteToRoom(room: string, handle: string): Promise<null> {
     this.enter("inviteToRoom", [room, handle]);
     const found = this.room(room);
-    const invited = this.reachable(handle.replace(/^@/, ""));
+    const invited = this.people.reachable(handle.replace(/^@/, ""));
     // As the hub does: inviting a member again changes nothing and is no error.
     if (found.members.some((member) => member.id === invited.id)) return null;
     found.members.push(invited);
@@ -322,12 +270,7 @@ export class FakeBackend implements Backend {
 
   async directory(query: string): Promise<DirectoryView[]> {
     this.enter("directory", [query]);
-    const needle = query.trim().toLowerCase();
-    return copy(
-      this.world.directory.filter(
-        (entry) => needle === "" || entry.handle.includes(needle) || entry.name.toLowerCase().includes(needle),
-      ),
-    );
+    return this.people.directory(query);
   }
 
   async pings(all: boolean): Promise<PingView[]> {
@@ -370,195 +313,52 @@ export class FakeBackend implements Backend {
 
   async contacts(): Promise<ContactsScreen> {
     this.enter("contacts", []);
-    return copy({ contacts: this.world.contacts, requests: this.world.requests });
+    return this.people.contacts();
   }
 
   async requestContact(handle: string, message: string | null): Promise<null> {
     this.enter("requestContact", [handle, message]);
-    // The hub's rules (hub/src/engine/contacts.rs), held to it by the contract's consent
-    // scenario: not oneself, someone who exists, not a contact already, one request at a time.
-    const me = this.requireMe();
-    if (handle === me.handle) throw new BackendError("conflict", "That is you: you need no contact request.");
-    const entry = this.world.directory.find((candidate) => candidate.handle === handle);
-    if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
-    if (entry.contact === "accepted" || entry.contact === "kin") {
-      throw new BackendError("conflict", `${handle} is already a contact.`);
-    }
-    if (entry.contact === "pending_out" || entry.contact === "pending_in") {
-      throw new BackendError("conflict", `A contact request between you and ${handle} is already waiting.`);
-    }
-    entry.contact = "pending_out";
-    this.world.requests.push({
-      id: `request-${this.freshId()}`,
-      from: me.id,
-      from_handle: me.handle,
-      to: entry.id,
-      to_handle: entry.handle,
-      state: "pending",
-      message,
-      ts_ms: this.now(),
-      incoming: false,
-    });
-    this.changed({ contacts: true });
-    return null;
+    return this.people.requestContact(handle, message);
   }
 
   async respondContact(request: string, accept: boolean): Promise<null> {
     this.enter("respondContact", [request, accept]);
-    const found = this.world.requests.find((candidate) => candidate.id === request);
-    if (!found) throw new BackendError("not_found", "This request no longer exists.");
-    // As the hub does: who may decide first, then whether it is still to decide.
-    if (!found.incoming && accept) throw new BackendError("forbidden", `Only ${found.to_handle} can accept this request.`);
-    if (found.state !== "pending") throw new BackendError("conflict", `This request was already ${found.state}.`);
-    if (!found.incoming) {
-      // One's own request can be withdrawn, never accepted.
-      found.state = "cancelled";
-      const entry = this.world.directory.find((candidate) => candidate.id === found.to);
-      if (entry) entry.contact = "none";
-      this.changed({ contacts: true });
-      return null;
-    }
-    found.state = accept ? "accepted" : "rejected";
-    const entry = this.world.directory.find((candidate) => candidate.id === found.from);
-    if (entry) entry.contact = accept ? "accepted" : "none";
-    if (accept) {
-      this.world.contacts.push({
-        principal: found.from,
-        handle: found.from_handle,
-        name: entry?.name ?? null,
-        kind: entry?.kind ?? null,
-        since_ms: this.now(),
-      });
-    }
-    this.changed({ contacts: true });
-    return null;
+    return this.people.respondContact(request, accept);
   }
 
   async createInvite(room: string | null, uses: number | null, expiresHours: number | null): Promise<InviteCreated> {
     this.enter("createInvite", [room, uses, expiresHours]);
-    // As the app does: the terms are the core's to check (in seconds), the room the hub's.
-    decided(inviteTermsVerdict(uses, expiresHours === null ? null : expiresHours * 3_600));
-    if (room !== null) this.room(room);
-    const id = `invite-${this.freshId()}`;
-    const code = `CODE${this.nextId * 7919}`;
-    const now = this.now();
-    this.world.invites.push({
-      id,
-      room,
-      // The hub's default: one use (held to it by the contract's invite scenario).
-      uses_left: uses ?? 1,
-      expires_at: new Date(now + (expiresHours === null ? INVITE_DEFAULT_EXPIRY_S : expiresHours * 3_600) * 1_000).toISOString(),
-      created_at: new Date(now).toISOString(),
-    });
-    this.refusedCodes.set(code, "This is your own invite: send it to the teammate you made it for.");
-    this.inviteIds.add(id);
-    this.changed({ contacts: true });
-    return { code, link: `roundtable://invite/${code}?hub=${this.inviteHub()}`, invite: id };
+    return this.people.createInvite(room, uses, expiresHours);
   }
 
   async invites(): Promise<InviteView[]> {
     this.enter("invites", []);
-    return copy(this.world.invites);
+    return this.people.invites();
   }
 
   async revokeInvite(invite: string): Promise<null> {
     this.enter("revokeInvite", [invite]);
-    if (invite.trim() === "") throw new BackendError("invalid", "Name the invite to withdraw.");
-    const known = this.inviteIds.has(invite) || this.world.invites.some((candidate) => candidate.id === invite);
-    if (!known) throw new BackendError("not_found", "There is no such invite.");
-    this.inviteIds.add(invite);
-    // As the hub does: withdrawing an invite twice is no error.
-    this.world.invites = this.world.invites.filter((candidate) => candidate.id !== invite);
-    this.changed({ contacts: true });
-    return null;
+    return this.people.revokeInvite(invite);
   }
 
   async redeemInvite(codeOrLink: string): Promise<Redeemed> {
     this.enter("redeemInvite", [codeOrLink]);
-    const code = decided(inviteCodeVerdict(codeOrLink));
-    const refused = this.refusedCodes.get(code);
-    if (refused !== undefined) throw new BackendError("conflict", refused);
-    const invite = this.world.redeemable[code];
-    if (!invite) {
-      throw new BackendError("not_found", "This invite is unknown, used up or expired. Ask for a new link.");
-    }
-    const me = this.requireMe();
-    delete this.world.redeemable[code];
-    this.refusedCodes.set(code, "This invite was used up. Ask for a new link.");
-    // As the hub does: the redeemer and the creator become contacts (unless they are), and
-    // the redeemer joins the invite's room (unless a member).
-    const creator = this.world.directory.find((candidate) => candidate.id === invite.creator);
-    if (creator && creator.contact !== "kin" && creator.contact !== "accepted") {
-      creator.contact = "accepted";
-      this.world.contacts.push({
-        principal: creator.id,
-        handle: creator.handle,
-        name: creator.name,
-        kind: creator.kind,
-        since_ms: this.now(),
-      });
-    }
-    const room = invite.room === null ? null : this.room(invite.room);
-    if (room && !room.members.some((candidate) => candidate.id === me.id)) {
-      room.members.push(member(me.id, me.handle, "user"));
-    }
-    this.changed({ contacts: true, rooms: room !== null });
-    return { room: invite.room } satisfies Redeemed;
+    return this.people.redeemInvite(codeOrLink);
   }
 
   async agents(): Promise<AgentView[]> {
     this.enter("agents", []);
-    return copy(this.world.agents);
+    return this.myAgents.agents();
   }
 
   async controlAgent(agent: string, action: AgentControl, room: string | null): Promise<null> {
     this.enter("controlAgent", [agent, action, room]);
-    const found = this.agent(agent);
-    const me = this.requireMe();
-    if (room !== null) this.room(room);
-    // As the core records it: one control per room (null: everywhere); a resume lifts what
-    // it covers, everywhere lifts them all.
-    // One control per room: everywhere replaces the everywhere one (a resume everywhere lifts all).
-    const others =
-      room === null
-        ? action === "resume"
-          ? []
-          : found.controls.filter((control) => control.room !== null)
-        : found.controls.filter((control) => control.room !== room);
-    found.controls = action === "resume" ? others : [...others, { room, action, by: me.id, seq: this.nextId++, reason: null }];
-    const inForce = (at: string | null) =>
-      [...new Set(found.controls.filter((control) => control.room === null || control.room === at).map((control) => control.action))].sort();
-    found.state = found.controls.some((control) => control.action === "stop" && control.room === null)
-      ? "stopped"
-      : found.state === "stopped"
-        ? "idle"
-        : found.state;
-    for (const session of this.world.boards.sessions) {
-      if (session.agent !== agent) continue;
-      session.controls = inForce(session.bound_room);
-      if (session.controls.includes("stop")) session.state = "stopped";
-      else if (session.state === "stopped") session.state = "idle";
-    }
-    this.changed({ agents: true });
-    return null;
+    return this.myAgents.controlAgent(agent, action, room);
   }
 
   async agentToken(agent: string, action: TokenChangeKind): Promise<TokenChanged> {
     this.enter("agentToken", [agent, action]);
-    const found = this.agent(agent);
-    this.requireMe();
-    this.changed({ agents: true });
-    if (action === "revoke") {
-      found.state = "stopped";
-      found.detail = "Token revoked: onboard it again to give it a new one.";
-      return { agent: found.handle, revoked: true, saved_in: null, token: null };
-    }
-    // Onboarded here: its profile takes the new token. Otherwise the token is handed back
-    // once, for wherever the agent runs.
-    if (found.cli !== null) {
-      return { agent: found.handle, revoked: false, saved_in: found.handle.replaceAll("/", "."), token: null };
-    }
-    return { agent: found.handle, revoked: false, saved_in: null, token: `rt_fake_${found.name}_${this.freshId()}` };
+    return this.myAgents.agentToken(agent, action);
   }
 
   async taskBoard(): Promise<TaskBoard> {
@@ -718,12 +518,6 @@ export class FakeBackend implements Backend {
 
   // ---- internals -----------------------------------------------------------------------
 
-  /** Where invite links send teammates: as the hub's public address names it. */
-  private inviteHub(): string {
-    if (this.world.hub_mode === "embedded" && this.world.network_address !== null) return this.world.network_address;
-    return this.world.hub_address;
-  }
-
   private enter(command: CommandName, args: unknown[]): void {
     this.calls.push({ command, args });
     const failure = this.failures.get(command);
@@ -742,48 +536,16 @@ export class FakeBackend implements Backend {
     return this.nextId++;
   }
 
-  private requireMe() {
+  private requireMe(): Me {
     const me = this.world.me;
     if (!me) throw new BackendError("profile", "Connect to a hub in Settings first.");
     return me;
-  }
-
-  private profilePath(handle: string): string {
-    return `~/.config/roundtable/agents/${handle.replace("/", "_")}.toml`;
-  }
-
-  private detectedCli(cli: AgentCli): Detected {
-    const found = this.world.detected.find((candidate) => candidate.cli === cli);
-    if (!found) throw new BackendError("not_found", `${cli} is not installed on this machine. Install it, then scan again.`);
-    return found;
   }
 
   private room(id: string): FakeRoom {
     const found = this.world.rooms.find((room) => room.id === id);
     if (!found) throw new BackendError("not_found", "This room does not exist or you are no longer a member.");
     return found;
-  }
-
-  private agent(id: string): AgentView {
-    const found = this.world.agents.find((agent) => agent.id === id);
-    if (!found) throw new BackendError("not_found", "This agent is gone. Refresh the Agents view.");
-    return found;
-  }
-
-  /**
-   * A member for `handle`, if I may bring them in: mine, or a contact (the hub's consent rule,
-   * held to it by the contract's consent scenario).
-   */
-  private reachable(handle: string): MemberView {
-    const entry = this.world.directory.find((candidate) => candidate.handle === handle);
-    if (!entry) throw new BackendError("not_found", `No one is called ${handle} on this hub. Check the spelling.`);
-    if (entry.contact !== "kin" && entry.contact !== "accepted") {
-      throw new BackendError(
-        "no_consent",
-        `${handle} is not a contact yet. Send a contact request from Contacts, or share an invite link.`,
-      );
-    }
-    return member(entry.id, entry.handle, entry.kind === "agent" ? "agent" : "user");
   }
 
   private head(room: FakeRoom): number {
