@@ -77,6 +77,11 @@ pub struct Metrics {
     pub a2a_streams: AtomicU64,
     /// MCP `wait_for_messages` calls that found nothing yet and wait for a message.
     pub mcp_waits: AtomicU64,
+    /// Looks of the outbound A2A worker at the calls due to remote agents, ended.
+    pub a2a_outbound_looks: AtomicU64,
+    /// Calls the outbound A2A worker made to remote agents: messages sent (not the notices
+    /// of a join, nor calls settled without one).
+    pub a2a_outbound_calls: AtomicU64,
     pub writer_queue_latency: Histogram,
     pub commit_latency: Histogram,
     pub flush_wait_latency: Histogram,
@@ -195,6 +200,18 @@ impl Metrics {
             "gauge",
             "MCP wait_for_messages calls waiting for a message.",
             &self.mcp_waits,
+        );
+        counter(
+            "roundtable_a2a_outbound_looks_total",
+            "counter",
+            "Looks of the outbound A2A worker at the calls due to remote agents.",
+            &self.a2a_outbound_looks,
+        );
+        counter(
+            "roundtable_a2a_outbound_calls_total",
+            "counter",
+            "Calls made to remote agents (messages sent).",
+            &self.a2a_outbound_calls,
         );
         self.writer_queue_latency.render(
             &mut out,

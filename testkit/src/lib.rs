@@ -179,6 +179,13 @@ impl TestHub {
         }
     }
 
+    /// The address of each process of this hub: this one, then the others of its cluster.
+    pub fn processes(&self) -> Vec<SocketAddr> {
+        std::iter::once(self.addr)
+            .chain(self.peers.iter().map(|peer| peer.addr))
+            .collect()
+    }
+
     /// The WebSocket URL of the process whose turn it is (this one, but in a cluster).
     fn next_ws_url(&self) -> String {
         let turn =

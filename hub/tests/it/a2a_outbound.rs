@@ -22,10 +22,10 @@ use roundtable_protocol::client::{
 };
 use roundtable_protocol::model::Discoverable;
 use roundtable_protocol::server::{Event, RegisterRemoteAgentOk};
-use roundtable_testkit::{Client, Incoming, TestHub};
+use roundtable_testkit::{Client, Incoming, TestHub, until};
 use serde_json::{Value, json};
 
-use crate::support::{invite, room, say};
+use crate::support::{invite, metric, room, say};
 
 /// What the remote server saw.
 #[derive(Default)]
@@ -278,6 +278,36 @@ async fn answer(dana: &mut Client, room: &str, key: &str, ping: &Value, text: &s
     .await;
 }
 
+/// The calls the hub's processes have made to remote agents, once each has looked at the
+/// calls due twice more: the second of those looks began after this was called, so a call
+/// due by then would have been made. What a negative check waits on, rather than a
+/// time in which nothing happened.
+async fn calls_made_once_looked(hub: &TestHub) -> u64 {
+    const LOOKS: &str = "roundtable_a2a_outbound_looks_total";
+    const CALLS: &str = "roundtable_a2a_outbound_calls_total";
+    let mut started = 0;
+    for process in hub.processes() {
+        let looked = metric(process, LOOKS).await;
+        until(
+            "the outbound worker looks at the calls due twice more",
+            Duration::from_secs(20),
+            async || metric(process, LOOKS).await >= looked + 2,
+        )
+        .await;
+        started += metric(process, CALLS).await;
+    }
+    started
+}
+
+/// The attempts made at the call the mention at `seq` of `room` owes a remote agent;
+/// `None` when it owes none (written with the event, so known once it is stored).
+fn owed_call_attempts(hub: &TestHub, room: &str, seq: u64) -> Option<i64> {
+    let rows = hub.select(&format!(
+        "SELECT attempts FROM remote_calls WHERE room = '{room}' AND seq = {seq}"
+    ));
+    rows.first().map(|row| row[0].parse().unwrap())
+}
+
 /// Replays what there is, so that what follows arrives live.
 async fn live(client: &mut Client) {
     crate::support::sync(client, &[]).await;
@@ -492,8 +522,15 @@ async fn a_stopped_or_paused_remote_agent_is_not_called() {
             reason: None,
         }))
         .await;
-        mentions.push(say(&mut dana, &room, key, text).await.seq);
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let mention = say(&mut dana, &room, key, text).await.seq;
+        mentions.push(mention);
+        assert_eq!(calls_made_once_looked(&hub).await, 0, "{action:?}: called");
+        // Stopped, nothing is owed; paused, the call is owed and waits, untried.
+        let owed = owed_call_attempts(&hub, &room, mention);
+        match action {
+            ControlAction::Stop => assert_eq!(owed, None, "owed while stopped"),
+            _ => assert_eq!(owed, Some(0), "{action:?}: not owed, or tried"),
+        }
         assert!(remote.messages().is_empty(), "{action:?}: called");
         let id = dana.id();
         dana.ok(ClientFrame::Control(Control {
@@ -728,7 +765,7 @@ async fn remote_agents_quoting_each_other_do_not_call_each_other() {
             answered.insert(event.from);
         }
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(calls_made_once_looked(&hub).await, 2);
     assert_eq!(remote.messages().len(), 2, "{:?}", remote.messages());
 }
 

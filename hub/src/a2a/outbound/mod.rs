@@ -19,6 +19,7 @@ mod conversation;
 mod posting;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -245,6 +246,10 @@ impl Worker {
                 self.prune().await;
             }
             self.look(&mut calls).await;
+            context
+                .metrics
+                .a2a_outbound_looks
+                .fetch_add(1, Ordering::Relaxed);
             tokio::select! {
                 _ = rooms.recv() => {
                     // Many writes make one look (a busy hub with no remote agents reads the
@@ -424,6 +429,7 @@ impl Worker {
         }
         // The lease is renewed while the call runs, answer or failure posted, so it is not
         // taken up by another process meanwhile; if it is lost, this attempt stops.
+        (self.gateway.context().metrics.a2a_outbound_calls).fetch_add(1, Ordering::Relaxed);
         tokio::select! {
             () = self.make(&held, &event, &parties, expires_ms) => {}
             () = self.renew_lease(&held) => {}
