@@ -143,6 +143,19 @@ async fn mention(client: &mut Client, room: &str, key: &str, text: &str) -> Even
     say(client, room, key, "message", json!({ "text": text })).await
 }
 
+/// The calls the hub's outbound worker has made to remote agents (tried, answered or not).
+async fn calls_made(hub: &HubProcess) -> u64 {
+    let metrics = roundtable_testkit::http(hub.addr, "GET", "/metrics", None)
+        .await
+        .unwrap()
+        .body;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("roundtable_a2a_outbound_calls_total "))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no calls counted in {metrics}"))
+}
+
 /// The room's events from `from` of `kind`, read until there are `count` (within 30 s).
 async fn answers(
     client: &mut Client,
@@ -269,7 +282,13 @@ async fn a_call_owed_when_the_hub_is_killed_is_made_once_after_it_restarts() {
     let hub = HubProcess::start_on(&roundtable_bin(), data.path(), &listen, &flags).await;
     let (mut dana, token, echo, room) = dana_and_echo(&hub, &card_url).await;
     let mention = mention(&mut dana, &room, "mention-0003", "@dana/echo still there").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The hub dies once it has tried the call, which failed (no one is listening).
+    roundtable_testkit::until(
+        "a call to the remote agent while it is down",
+        Duration::from_secs(30),
+        async || calls_made(&hub).await >= 1,
+    )
+    .await;
     hub.kill().await;
 
     let echo_server = EchoServer::start(Some(port)).await;
@@ -289,10 +308,20 @@ async fn a_call_owed_when_the_hub_is_killed_is_made_once_after_it_restarts() {
     assert_eq!(replies.len(), 1, "the owed call was not made");
     assert_eq!(replies[0].body["text"], "echo: @dana/echo still there");
     assert_eq!(replies[0].body["reply_to"], json!(mention.id));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let again = wait_for(&mut dana, &room, &echo, "message", 2, Duration::ZERO).await;
-    assert_eq!(again.len(), 1, "answered twice");
-    assert_eq!(echo_server.messages().len(), 1);
+    // A mention after it is called once the calls before it of the same room and agent are
+    // settled: a second answer to the first would come before its answer.
+    let after = self::mention(&mut dana, &room, "mention-0004", "@dana/echo and now").await;
+    let replies = answers(&mut dana, &room, &echo, "message", 2).await;
+    let answered: Vec<&Value> = replies
+        .iter()
+        .map(|reply| &reply.body["reply_to"])
+        .collect();
+    assert_eq!(
+        answered,
+        [&json!(mention.id), &json!(after.id)],
+        "answered twice"
+    );
+    assert_eq!(echo_server.messages().len(), 2);
     hub.terminate().await;
 }
 

@@ -437,9 +437,13 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
     assert!(took < Duration::from_secs(30), "{took:?}");
     // A person at the session types while it listens: the listening ends then, and their
     // prompt goes through (Claude Code writes it to the transcript at once).
+    let listened = listening_statuses(&hub, &machine).await;
     let listening = hook("Stop");
     let person = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        until("the hook listens", async || {
+            listening_statuses(&hub, &machine).await > listened
+        })
+        .await;
         std::fs::write(
             &transcript,
             concat!(
@@ -491,9 +495,13 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
         "the id a reply answers with: {reply}"
     );
     // One that arrives while the hook listens blocks the stop as well.
+    let listened = listening_statuses(&hub, &machine).await;
     let listening = hook("Stop");
     let writer = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        until("the hook listens", async || {
+            listening_statuses(&hub, &machine).await > listened
+        })
+        .await;
         machine
             .ok("dana", &["send", "work", "@dana/writer and the parser"])
             .await;
@@ -1144,6 +1152,16 @@ async fn writer_unread(writer: &roundtable_core::Core, limit: u32) -> usize {
         .await
         .unwrap()
         .len()
+}
+
+/// How often the writer has said it listens for messages, in its home room.
+async fn listening_statuses(hub: &Hub, machine: &Machine) -> usize {
+    let token = machine.home.profile("dana").token.expose().to_owned();
+    roundtable_e2e::room_bodies(&hub.ws_url(), &token, "dana/writer", "status")
+        .await
+        .iter()
+        .filter(|body| body["detail"] == roundtable_core::hooks::LISTENING)
+        .count()
 }
 
 async fn writer_statuses(hub: &Hub, machine: &Machine) -> Vec<(String, String)> {

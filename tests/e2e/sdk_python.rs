@@ -151,15 +151,23 @@ async fn the_readme_agent_answers_each_mention_once_across_a_hub_sigkill() {
         ask(&mut person, n).await;
     }
     answered(&mut person, 6).await;
-    // A moment more: nothing is answered twice.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // One more: the agent answers in order, so a second answer to any question before it
+    // would come before this one's.
+    ask(&mut person, 6).await;
+    roundtable_testkit::until("the last answer", Duration::from_secs(20), async || {
+        log(&mut person, &room)
+            .await
+            .iter()
+            .any(|(_, _, text)| text == "you asked: q6")
+    })
+    .await;
     let replies: Vec<String> = log(&mut person, &room)
         .await
         .into_iter()
         .map(|(_, _, text)| text)
         .filter(|text| text.starts_with("you asked:"))
         .collect();
-    let expected: Vec<String> = (0..6).map(|n| format!("you asked: q{n}")).collect();
+    let expected: Vec<String> = (0..7).map(|n| format!("you asked: q{n}")).collect();
     assert_eq!(replies, expected, "each question answered once, in order");
     agent.kill().await.unwrap();
     hub.terminate().await;

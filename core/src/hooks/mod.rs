@@ -67,6 +67,10 @@ const WRITE_PATIENCE: Duration = Duration::from_secs(3);
 /// to catch up before it answers from what the cache holds (the hub is slow or down).
 pub const CATCH_UP_PATIENCE: Duration = Duration::from_millis(2500);
 
+/// The status of an agent whose turn ended and that listens for messages to it (a
+/// mention, a reply) until the person types or its window closes.
+pub const LISTENING: &str = "listening for messages";
+
 /// How often a listening hook looks at its transcript for the person's typing.
 const TYPING_CHECK: Duration = Duration::from_millis(100);
 
@@ -488,6 +492,8 @@ impl Core {
         let filter = crate::wait_for::WaitFilter::MessagesFor {
             principal: self.me().to_owned(),
         };
+        // Said once the transcript's end is known: the person's typing from here on ends it.
+        self.status_now(AgentState::Idle, LISTENING).await;
         // Waiting marks nothing read: only the branch that hands the messages over
         // does, so a person typing at the same moment loses none of them.
         Ok(tokio::select! {
