@@ -11,7 +11,7 @@ use roundtable_core::client::PATIENCE;
 use roundtable_core::{Core, CoreError, Delivered, SyncOptions, profile};
 use roundtable_mcp_tools::{HubOps, HumanAnswer, Ping, Sent, Shown, ToolError, Tools};
 use roundtable_protocol::bodies::{AgentState, ComponentDef, ComponentStatus, Task};
-use roundtable_protocol::client::{ContactRequestCmd, Directory, RoomCreate, RoomInvite};
+use roundtable_protocol::client::{Directory, RoomCreate, RoomInvite};
 use roundtable_protocol::model::DirectoryEntry;
 use serde_json::{Value, json};
 
@@ -81,14 +81,13 @@ impl HubOps for CoreOps {
         handle: String,
         message: Option<String>,
     ) -> Result<Shown, ToolError> {
+        self.core.synced(PATIENCE).await.map_err(tool_error)?;
         let asked = self
-            .call(ContactRequestCmd {
-                id: 0,
-                to: handle,
-                message,
-            })
-            .await?;
-        Ok(Shown::of(&asked.request))
+            .core
+            .request_contact(&handle, message, PATIENCE)
+            .await
+            .map_err(tool_error)?;
+        Ok(Shown::of(&asked))
     }
 
     async fn list_rooms(&self) -> Result<Shown, ToolError> {

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use roundtable_protocol::client::{
-    Contacts, Directory, InviteCreate, InviteRedeem, InviteRevoke, Invites,
+    ContactRequestCmd, Contacts, Directory, InviteCreate, InviteRedeem, InviteRevoke, Invites,
 };
 use roundtable_protocol::model::{ContactRelation, PrincipalKind};
 use serde::{Deserialize, Serialize};
@@ -334,6 +334,43 @@ impl Core {
                 contact: entry.contact,
             })
             .collect())
+    }
+
+    /// Asks `handle` (a person or an agent; a leading `@` is dropped) to become a contact,
+    /// waiting `patience` for the hub. The hub names who was asked by id alone, so they are
+    /// remembered by the handle they were asked by: the request shows it, where it would
+    /// show an id, until the hub tells more of them (once they are a contact).
+    pub async fn request_contact(
+        &self,
+        handle: &str,
+        message: Option<String>,
+        patience: std::time::Duration,
+    ) -> Result<roundtable_protocol::model::ContactRequest, CoreError> {
+        let handle = handle.trim().trim_start_matches('@').to_owned();
+        let asked = self
+            .call(
+                ContactRequestCmd {
+                    id: 0,
+                    to: handle.clone(),
+                    message,
+                },
+                patience,
+            )
+            .await?;
+        let asked_whom = crate::cache::PrincipalRow {
+            id: asked.request.to.clone(),
+            kind: match handle.contains('/') {
+                true => PrincipalKind::Agent,
+                false => PrincipalKind::User,
+            }
+            .as_str()
+            .to_owned(),
+            name: handle.clone(),
+            handle,
+            owner: None,
+        };
+        self.write_job(move |cache| cache.meet(asked_whom)).await?;
+        Ok(asked.request)
     }
 
     /// Our contacts and requests, each request marked incoming when it is ours (or one of

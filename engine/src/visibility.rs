@@ -7,7 +7,9 @@ use roundtable_protocol::model::Routing;
 
 use crate::records::EventRecord;
 
-/// Whether `agent`, with `routing` in the event's room, sees `event`.
+/// Whether `agent`, with `routing` in the event's room, sees `event`. Asked for every
+/// recipient of every event, from the hub's crate: inlined there.
+#[inline]
 pub fn agent_sees(event: &EventRecord, agent: &str, routing: Routing) -> bool {
     event.kind != "message"
         || routing == Routing::All

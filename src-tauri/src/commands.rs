@@ -19,7 +19,7 @@ use roundtable_core::work::digest::RoomDigest;
 use roundtable_core::work::watch::WatchState;
 use roundtable_core::{ErrorReport, SyncState};
 use roundtable_protocol::client::{
-    ContactRequestCmd, ContactRespond, ControlAction, RoomCreate, RoomInvite, TokenAction,
+    ContactRespond, ControlAction, RoomCreate, RoomInvite, TokenAction,
 };
 use serde::{Deserialize, Serialize};
 use tauri::State;
@@ -313,10 +313,9 @@ pub async fn contacts(app: App<'_>) -> Reply<ContactsScreen> {
 #[tauri::command]
 #[specta::specta]
 pub async fn request_contact(app: App<'_>, handle: String, message: Option<String>) -> Reply<()> {
-    let to = handle.trim().trim_start_matches('@').to_owned();
     app.core()
         .await?
-        .call(ContactRequestCmd { id: 0, to, message }, PATIENCE)
+        .request_contact(&handle, message, PATIENCE)
         .await?;
     Ok(())
 }

@@ -2,9 +2,7 @@
 
 use roundtable_core::Core;
 use roundtable_core::client::PATIENCE;
-use roundtable_protocol::client::{
-    ContactRequestCmd, ContactRespond, Contacts, InviteCreate, InviteRedeem,
-};
+use roundtable_protocol::client::{ContactRespond, Contacts, InviteCreate, InviteRedeem};
 
 use super::json::{ContactAnswered, InviteRevoked};
 use super::{Failure, Out, call};
@@ -41,19 +39,9 @@ pub(super) async fn contact_request(
     handle: String,
     message: Option<String>,
 ) -> Result<(), Failure> {
-    let asked = call(
-        core,
-        ContactRequestCmd {
-            id: 0,
-            to: handle.clone(),
-            message,
-        },
-    )
-    .await?;
-    out.show(
-        format!("asked {handle} (request {})", asked.request.id),
-        &asked.request,
-    )
+    core.synced(PATIENCE).await?;
+    let asked = core.request_contact(&handle, message, PATIENCE).await?;
+    out.show(format!("asked {handle} (request {})", asked.id), &asked)
 }
 
 pub(super) async fn contact_respond(

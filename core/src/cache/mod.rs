@@ -495,6 +495,23 @@ impl Cache {
         Ok(())
     }
 
+    /// Remembers a principal known only by what we called them (a handle we asked for), unless
+    /// the cache knows them already: what it knows comes from the hub, and stays.
+    pub fn meet(&mut self, principal: PrincipalRow) -> Result<(), CacheError> {
+        self.conn().execute(
+            "INSERT INTO principals (id, kind, handle, name, owner) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (id) DO NOTHING",
+            params![
+                principal.id,
+                principal.kind,
+                principal.handle,
+                principal.name,
+                principal.owner
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Remembers principals met in replies, to show handles.
     pub fn remember_principals(
         &mut self,

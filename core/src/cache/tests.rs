@@ -1762,3 +1762,30 @@ fn a_ping_its_asker_withdraws_waits_no_more_and_others_cannot_withdraw_it() {
         "withdrawn before it arrived"
     );
 }
+
+#[test]
+fn a_principal_met_by_the_handle_we_asked_for_never_hides_what_the_hub_told() {
+    let (_dir, mut cache) = open();
+    let row = |id: &str, handle: &str, name: &str| PrincipalRow {
+        id: id.into(),
+        kind: "agent".into(),
+        handle: handle.into(),
+        name: name.into(),
+        owner: None,
+    };
+    // Unknown: known by what we asked for.
+    cache.meet(row("p_bot", "bob/bot", "bob/bot")).unwrap();
+    assert_eq!(
+        cache.principal("p_bot").unwrap(),
+        Some(row("p_bot", "bob/bot", "bob/bot"))
+    );
+    // What the hub tells replaces it; meeting them again changes nothing.
+    cache
+        .remember_principals([row("p_bot", "bob/bot", "Bob's reviewer")])
+        .unwrap();
+    cache.meet(row("p_bot", "bob/bot", "bob/bot")).unwrap();
+    assert_eq!(
+        cache.principal("p_bot").unwrap().unwrap().name,
+        "Bob's reviewer"
+    );
+}
