@@ -369,7 +369,10 @@ impl Core {
             handle,
             owner: None,
         };
-        self.write_job(move |cache| cache.meet(asked_whom)).await?;
+        // Asked already: a cache that cannot note the handle shows the id, and says why.
+        if let Err(error) = self.write_job(move |cache| cache.meet(asked_whom)).await {
+            tracing::warn!(%error, "cannot note whom a contact request asked");
+        }
         Ok(asked.request)
     }
 
