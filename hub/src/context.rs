@@ -46,6 +46,12 @@ impl std::fmt::Debug for HubContext {
 }
 
 impl HubContext {
+    /// The hub's time ([`HubConfig::clock`]): what the engine decides by, and so what any
+    /// time compared with one it wrote (a call's due time, a request's expiry) is read with.
+    pub fn now_ms(&self) -> i64 {
+        self.config.clock.now_ms()
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         writer: WriterHandle,

@@ -417,7 +417,7 @@ impl Gateway {
             agents_only: true,
             query,
             limit,
-            now_ms: crate::unix_ms(),
+            now_ms: self.context.now_ms(),
         };
         self.read_directory(query).await
     }
@@ -439,7 +439,7 @@ impl Gateway {
             agents_only: false,
             query: None,
             limit: 1,
-            now_ms: crate::unix_ms(),
+            now_ms: self.context.now_ms(),
         };
         Ok(self.read_directory(query).await?.pop())
     }
@@ -508,7 +508,7 @@ impl Gateway {
             agents_only: false,
             query: query.filter(|query| !query.is_empty()),
             limit,
-            now_ms: crate::unix_ms(),
+            now_ms: self.context.now_ms(),
         };
         self.read_directory(query).await
     }

@@ -311,7 +311,7 @@ pub(super) async fn serve_directory(
             .limit
             .unwrap_or(DIRECTORY_DEFAULT)
             .clamp(1, DIRECTORY_MAX) as usize,
-        now_ms: crate::unix_ms(),
+        now_ms: context.now_ms(),
     };
     let reader = context.reader.clone();
     match tokio::task::spawn_blocking(move || reader.directory(&query)).await {

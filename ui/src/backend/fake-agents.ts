@@ -49,15 +49,21 @@ export class FakeAgents {
     });
     world.directory.push({ id, kind: "agent", handle, name, description: detected.name, owner: me.id, contact: "kin" });
     this.core.changed({ agents: true });
+    return this.configReport(cli, handle, detected.config, "added");
+  }
+
+  /** What onboarding (`added`) or offboarding (`removed`) did to each of a CLI's config files. */
+  private configReport(cli: AgentCli, handle: string, config: string[], side: "added" | "removed"): Report {
+    const entry = `"roundtable": { "command": "roundtable", "args": ["mcp", "--agent", "${handle}"] }`;
     return copy({
       cli,
       handle,
       profile: this.profilePath(handle),
       unchanged: false,
-      changes: detected.config.map((path) => ({
+      changes: config.map((path) => ({
         path,
-        added: [`"roundtable": { "command": "roundtable", "args": ["mcp", "--agent", "${handle}"] }`],
-        removed: [],
+        added: side === "added" ? [entry] : [],
+        removed: side === "removed" ? [entry] : [],
         backup: `${path}.roundtable-backup`,
       })),
     });
@@ -74,18 +80,7 @@ export class FakeAgents {
     detected.handle = null;
     world.agents = world.agents.filter((agent) => agent.handle !== handle);
     this.core.changed({ agents: true });
-    return copy({
-      cli,
-      handle,
-      profile: this.profilePath(handle),
-      unchanged: false,
-      changes: detected.config.map((path) => ({
-        path,
-        added: [],
-        removed: [`"roundtable": { "command": "roundtable", "args": ["mcp", "--agent", "${handle}"] }`],
-        backup: `${path}.roundtable-backup`,
-      })),
-    });
+    return this.configReport(cli, handle, detected.config, "removed");
   }
 
   agents(): AgentView[] {

@@ -94,7 +94,7 @@ impl RoomTasks {
                 fold.fold(event);
             }
         }
-        let view = fold.view(crate::unix_ms());
+        let view = fold.view(self.gateway.context().now_ms());
         self.folds
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

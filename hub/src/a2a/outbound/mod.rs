@@ -268,7 +268,7 @@ impl Worker {
     /// Forgets the calls settled more than [`KEEP_SETTLED`] ago (their answers are in the
     /// rooms; the rows only served to make them).
     async fn prune(&self) {
-        let before_ms = crate::unix_ms() - KEEP_SETTLED.as_millis() as i64;
+        let before_ms = self.now_ms() - KEEP_SETTLED.as_millis() as i64;
         let hub = self.caller_of("");
         if let Err(refusal) = self
             .gateway
@@ -286,7 +286,7 @@ impl Worker {
     /// [`CALLS_AT_ONCE`] in all; the others wait for a later look.
     async fn look(&self, calls: &mut tokio::task::JoinSet<()>) {
         let reader = self.gateway.context().reader.clone();
-        let now_ms = crate::unix_ms();
+        let now_ms = self.now_ms();
         let due =
             tokio::task::spawn_blocking(move || reader.remote_calls_due(now_ms, DUE_PAGE)).await;
         let due = match due {
@@ -315,6 +315,11 @@ impl Worker {
                 worker.call(call).await;
             });
         }
+    }
+
+    /// The hub's time, which the calls' due times and leases are written in.
+    fn now_ms(&self) -> i64 {
+        self.gateway.context().now_ms()
     }
 
     fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<PairKey>> {
@@ -357,7 +362,7 @@ impl Worker {
                 return;
             }
         };
-        let now_ms = crate::unix_ms();
+        let now_ms = self.now_ms();
         // A notice (the agent joined) calls no one: it never expires, and waits for a resume.
         let notice = event.as_ref().is_some_and(|event| event.kind == "member");
         let expires_ms = match notice {
@@ -402,7 +407,7 @@ impl Worker {
         };
         let Some(_owner_slot) = OwnerSlot::take(&self.owners, &parties.owner) else {
             // Its owner's agents hold their share of slots: put back for a little while.
-            self.settle(&held, Some(crate::unix_ms() + OWNER_BUSY_RETRY_MS))
+            self.settle(&held, Some(self.now_ms() + OWNER_BUSY_RETRY_MS))
                 .await;
             return;
         };
@@ -422,14 +427,18 @@ impl Worker {
             }
             Some(false) => {}
             None => {
-                self.settle(&held, Some(crate::unix_ms() + OWNER_BUSY_RETRY_MS))
+                self.settle(&held, Some(self.now_ms() + OWNER_BUSY_RETRY_MS))
                     .await;
                 return;
             }
         }
         // The lease is renewed while the call runs, answer or failure posted, so it is not
         // taken up by another process meanwhile; if it is lost, this attempt stops.
-        (self.gateway.context().metrics.a2a_outbound_calls).fetch_add(1, Ordering::Relaxed);
+        self.gateway
+            .context()
+            .metrics
+            .a2a_outbound_calls
+            .fetch_add(1, Ordering::Relaxed);
         tokio::select! {
             () = self.make(&held, &event, &parties, expires_ms) => {}
             () = self.renew_lease(&held) => {}
@@ -444,7 +453,7 @@ impl Worker {
         parties: &CallParties,
         expires_ms: i64,
     ) {
-        let remaining = expires_ms - crate::unix_ms();
+        let remaining = expires_ms - self.now_ms();
         let gave_up =
             || CallError::Permanent(format!("no answer within {} min", self.ttl_ms / 60_000));
         let outcome = if remaining <= 0 {
@@ -460,10 +469,10 @@ impl Worker {
         };
         match outcome {
             Ok(()) => self.settle(held, None).await,
-            Err(CallError::Transient(error)) if crate::unix_ms() < expires_ms => {
+            Err(CallError::Transient(error)) if self.now_ms() < expires_ms => {
                 let backoff = 1_000i64 << held.call.attempts.min(8);
                 tracing::info!(remote = %parties.remote_handle, attempt = held.attempt, %error, "a remote agent call will be retried");
-                self.settle(held, Some(crate::unix_ms() + backoff.min(300_000)))
+                self.settle(held, Some(self.now_ms() + backoff.min(300_000)))
                     .await;
             }
             Err(CallError::Transient(error) | CallError::Permanent(error)) => {
@@ -557,7 +566,7 @@ impl Worker {
         let mut lease_ends = held.until_ms;
         loop {
             tokio::time::sleep(every).await;
-            let until = crate::unix_ms() + self.lease_ms;
+            let until = self.now_ms() + self.lease_ms;
             let renewed = self
                 .gateway
                 .remote(&held.caller, held.settling(Some(until)))
@@ -568,7 +577,7 @@ impl Worker {
                     tracing::info!("a remote call's claim lapsed; another takes it up");
                     return;
                 }
-                Err(refusal) if crate::unix_ms() < lease_ends => {
+                Err(refusal) if self.now_ms() < lease_ends => {
                     tracing::warn!(
                         code = refusal.code.as_str(),
                         "a remote call's lease was not renewed; trying again"
