@@ -62,6 +62,13 @@ export type ContactsDeps = {
   roomTitle: (roomId: string) => string;
 };
 
+/**
+ * How long an invite lasts when the form leaves it blank, in hours: the hub's default
+ * (`INVITE_DEFAULT_EXPIRY_S` in the protocol, seven days), which contacts.model.test.ts holds
+ * to the core's word.
+ */
+export const INVITE_DEFAULT_HOURS = 168;
+
 export class ContactsModel {
   contacts: ContactView[] = $state.raw([]);
   requests: ContactRequest[] = $state.raw([]);
@@ -70,7 +77,7 @@ export class ContactsModel {
   /** Requests answered here, shown as such until the core confirms. */
   responding: Record<string, "accepting" | "rejecting"> = $state({});
 
-  /** Invite form: blank fields mean no room, one use, no expiry. */
+  /** Invite form: blank fields mean no room, one use, the hub's default expiry. */
   inviteRoom = $state<string | null>(null);
   inviteUses = $state("");
   inviteHours = $state("");

@@ -4,7 +4,8 @@ import { FakeBackend } from "../../backend/fake";
 import { emptyWorld } from "../../backend/fake-world";
 import { Toasts } from "../../app/toasts.svelte";
 import { settle } from "../../testing/settle";
-import { ContactsModel, optionalPositive, reachesThisComputerOnly, redeemedSummary, splitRequests } from "./contacts.model.svelte";
+import invitesVerdicts from "../../backend/fixtures/invites.json";
+import { ContactsModel, INVITE_DEFAULT_HOURS, optionalPositive, reachesThisComputerOnly, redeemedSummary, splitRequests } from "./contacts.model.svelte";
 import { contactLabel } from "./directory-search.svelte";
 
 function request(id: string, overrides: Partial<ContactRequest>): ContactRequest {
@@ -179,5 +180,11 @@ describe("contacts model", () => {
     expect(contactLabel({ ...entry, contact: "pending_out" })).toBe("request sent");
     expect(contactLabel({ ...entry, contact: "pending_in" })).toBe("asked to connect");
     expect(contactLabel({ ...entry, contact: "none" })).toBe("not a contact");
+  });
+});
+
+describe("the invite form's blank expiry", () => {
+  it("is the hub's default, as the core says", () => {
+    expect(INVITE_DEFAULT_HOURS * 3_600).toBe(invitesVerdicts.default_expiry_s);
   });
 });
