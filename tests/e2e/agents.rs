@@ -375,14 +375,15 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
     let transcript = machine.file("transcript.jsonl");
     std::fs::write(&transcript, "").unwrap();
     let transcript_path = transcript.display().to_string();
-    // As a session a person sits at runs it (`claude` in a terminal), or `claude -p`.
-    let hook_as = |event: &'static str, attended: &'static str| {
+    // As a session a person sits at runs it (`claude` in a terminal), `claude -p`, or a
+    // runner over ACP: as its environment says.
+    let hook_with = |event: &'static str, env: &'static [(&'static str, &'static str)]| {
         let (machine, transcript_path) = (&machine, transcript_path.clone());
         async move {
             let started = Instant::now();
             let mut child = machine
                 .command("dana", &["hook", "claude", "--agent", "dana/writer"])
-                .env("CLAUDE_CODE_SESSION_ATTENDED", attended)
+                .envs(env.iter().copied())
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
@@ -403,7 +404,7 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
             (String::from_utf8(output.stdout).unwrap(), started.elapsed())
         }
     };
-    let hook = |event: &'static str| hook_as(event, "1");
+    let hook = |event: &'static str| hook_with(event, &[("CLAUDE_CODE_SESSION_ATTENDED", "1")]);
 
     // Nothing unread, and the agent's MCP bridge in step with the hub (here a core that
     // serves hand-offs, as `roundtable mcp` runs one): the prompt hook reads the cache the
@@ -432,7 +433,7 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
         "listen_s = 600\npermission_wait_s = 120\n",
     )
     .unwrap();
-    let (out, took) = hook_as("Stop", "0").await;
+    let (out, took) = hook_with("Stop", &[("CLAUDE_CODE_SESSION_ATTENDED", "0")]).await;
     assert_eq!(out, "");
     assert!(took < Duration::from_secs(30), "{took:?}");
     // A person at the session types while it listens: the listening ends then, and their
@@ -576,6 +577,20 @@ async fn a_stop_hook_hands_unread_messages_to_the_session_and_lets_a_quiet_one_r
             .ok("dana", &["answer", ping["ping"].as_str().unwrap(), "Deny"])
             .await;
     }
+    // Under a runner that drives it over ACP, the CLI asks its permissions over ACP and the
+    // runner asks the person: the hooks ask nothing of their own, at once.
+    let over_acp = &[
+        ("CLAUDE_CODE_SESSION_ATTENDED", "0"),
+        ("ROUNDTABLE_RUN", "1"),
+        ("ROUNDTABLE_ACP", "1"),
+    ];
+    for event in ["PermissionRequest", "Notification"] {
+        let (out, took) = hook_with(event, over_acp).await;
+        assert_eq!(out, "", "{event}");
+        assert!(took < Duration::from_secs(10), "{event}: {took:?}");
+    }
+    let pings = json(&machine.ok("dana", &["--json", "pings"]).await);
+    assert_eq!(pings.as_array().unwrap().len(), 0, "{pings}");
     // A notification raises a ping for the person and says the agent waits for them.
     hook("Notification").await;
     let pings = json(&machine.ok("dana", &["--json", "pings"]).await);

@@ -71,6 +71,10 @@ pub const CATCH_UP_PATIENCE: Duration = Duration::from_millis(2500);
 /// mention, a reply) until the person types or its window closes.
 pub const LISTENING: &str = "listening for messages";
 
+/// The kind of Claude Code's notification that it waits for a permission (the question
+/// its `PermissionRequest` hook is asked as well).
+const PERMISSION_PROMPT: &str = "permission_prompt";
+
 /// How often a listening hook looks at its transcript for the person's typing.
 const TYPING_CHECK: Duration = Duration::from_millis(100);
 
@@ -96,6 +100,8 @@ pub struct HookContext {
     pub room: Option<String>,
     /// The CLI runs every tool without asking anyone (Copilot's `--allow-all-tools`).
     pub tools_allowed: bool,
+    /// A runner drives the CLI over ACP ([`crate::runner::ACP_ENV`]).
+    pub over_acp: bool,
 }
 
 impl HookContext {
@@ -111,6 +117,8 @@ impl HookContext {
             listen_asked: env("ROUNDTABLE_LISTEN").as_deref() == Some("1"),
             room: env(crate::runner::RUNNER_ENV).and_then(|_| env(crate::runner::ROOM_ENV)),
             tools_allowed: false,
+            over_acp: env(crate::runner::RUNNER_ENV).is_some()
+                && env(crate::runner::ACP_ENV).as_deref() == Some("1"),
         }
     }
 
@@ -143,6 +151,16 @@ impl HookContext {
             tools_allowed: allow_all || has(&["--allow-all-tools", "--allow-all", "--yolo"]),
             ..HookContext::from_env(AgentCli::Copilot, attended, env)
         }
+    }
+
+    /// Whether the CLI asks its permissions over ACP, where the runner asks the person (so a
+    /// hook asking too would put one tool call to them twice, and leave one question open
+    /// after the tool ran). Claude Code asks both its `PermissionRequest` hook and its ACP
+    /// client at once, and notifies that it waits: over ACP, its hooks leave that to the
+    /// runner. Codex under its adapter asks its hook alone (a tool the hook does not allow
+    /// does not run), so its hook goes on asking; OpenCode asks over ACP alone.
+    pub fn permissions_asked_over_acp(&self) -> bool {
+        self.over_acp && self.cli == AgentCli::Claude
     }
 
     /// What Claude Code's environment says: `CLAUDE_CODE_SESSION_ATTENDED` is `1` when a
@@ -274,6 +292,16 @@ impl Core {
             }
             HookEvent::PromptSubmitted { .. } | HookEvent::ToolDone { .. } => {
                 self.tell_unread(context).await
+            }
+            // The runner asks the person, with the agent's own options.
+            HookEvent::Notification { kind, .. }
+                if context.permissions_asked_over_acp()
+                    && kind.as_deref() == Some(PERMISSION_PROMPT) =>
+            {
+                Ok(HookReply::Nothing)
+            }
+            HookEvent::PermissionRequest { .. } if context.permissions_asked_over_acp() => {
+                Ok(HookReply::Nothing)
             }
             HookEvent::Notification {
                 session_id,

@@ -214,6 +214,20 @@ fn claudes_environment_says_whether_a_person_sits_at_the_session() {
     );
     assert_eq!(room(&[("ROUNDTABLE_ROOM", "r_design")]), None);
     assert_eq!(room(&[("ROUNDTABLE_RUN", "1")]), None);
+    // A runner that drives Claude Code over ACP asks its permissions itself; the variable
+    // alone (no runner) means nothing. Codex over ACP asks its hook.
+    let over_acp =
+        |cli, pairs| HookContext::from_env(cli, None, &env(pairs)).permissions_asked_over_acp();
+    let acp_run = &[("ROUNDTABLE_RUN", "1"), ("ROUNDTABLE_ACP", "1")];
+    assert!(over_acp(AgentCli::Claude, acp_run));
+    assert!(HookContext::claude(&env(acp_run)).permissions_asked_over_acp());
+    assert!(!over_acp(AgentCli::Codex, acp_run));
+    assert!(!over_acp(AgentCli::Claude, &[("ROUNDTABLE_RUN", "1")]));
+    assert!(!over_acp(AgentCli::Claude, &[("ROUNDTABLE_ACP", "1")]));
+    assert!(!over_acp(
+        AgentCli::Claude,
+        &[("ROUNDTABLE_RUN", "1"), ("ROUNDTABLE_ACP", "0")]
+    ));
 }
 
 #[test]

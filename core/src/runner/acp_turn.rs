@@ -146,6 +146,7 @@ impl Core {
         let mut env = acp.env.clone();
         env.extend([
             (RUNNER_ENV.to_owned(), "1".to_owned()),
+            (ACP_ENV.to_owned(), "1".to_owned()),
             (AGENT_ENV.to_owned(), self.profile().handle.clone()),
             (ROOM_ENV.to_owned(), String::new()),
         ]);

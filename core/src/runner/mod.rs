@@ -58,6 +58,11 @@ pub const RUNNER_ENV: &str = "ROUNDTABLE_RUN";
 /// hand it that room's messages only (the runner brings each room's to its own session).
 pub const ROOM_ENV: &str = "ROUNDTABLE_ROOM";
 
+/// Set beside [`RUNNER_ENV`] when the runner drives the CLI over ACP, where the runner puts
+/// the permissions the CLI asks to the person, with the agent's own options
+/// ([`crate::hooks::HookContext::permissions_asked_over_acp`]).
+pub const ACP_ENV: &str = "ROUNDTABLE_ACP";
+
 /// Names the agent a session belongs to, in the environment of the agent CLIs the runner
 /// starts: hooks and MCP servers of other agents leave such a session alone.
 pub const AGENT_ENV: &str = "ROUNDTABLE_AGENT";

@@ -308,6 +308,16 @@ async fn acp_journey(
     assert!(!prompted, "prompted while paused");
     desk.ok(&["agents", "resume", "dana/coder"]).await;
     replied("Back at it.").await;
+    // Each permission was asked of the person once, over ACP: no hook asked it again, so no
+    // question is left open after its tool ran.
+    let pings = json(&desk.ok(&["--json", "pings", "--all"]).await);
+    let open: Vec<&Value> = pings
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|ping| ping["state"] == "open")
+        .collect();
+    assert!(open.is_empty(), "left open: {open:#?}");
     let _ = running.start_kill();
     let _ = running.wait().await;
 }
