@@ -142,9 +142,45 @@ pub fn run() {
         })
         .run(tauri::generate_context!());
     if let Err(error) = result {
+        #[cfg(target_os = "linux")]
+        start_again_after_a_quitting_instance(&error);
         eprintln!("Roundtable could not start: {error}");
         std::process::exit(1);
     }
+}
+
+/// Set in the environment of a launch started again by
+/// [`start_again_after_a_quitting_instance`]: it is not started a third time.
+#[cfg(target_os = "linux")]
+const STARTED_AGAIN: &str = "ROUNDTABLE_STARTED_AGAIN";
+
+/// A launch that raced an instance quitting (on Linux, where the instance is found by its
+/// name on the session bus): the single-instance plugin found the name taken and handed the
+/// instance this launch's arguments, and the instance left without answering. Nothing of
+/// this process has started (the plugin is set up first), so it starts again, once, as the
+/// same program with the same arguments: now it is the instance, or it hands its arguments
+/// to the one that started meanwhile. Returns only if it does not start again.
+#[cfg(target_os = "linux")]
+fn start_again_after_a_quitting_instance(error: &tauri::Error) {
+    use std::os::unix::process::CommandExt;
+    // The plugin's error names no kind: its words are what tell this failure.
+    let forwarding = error
+        .to_string()
+        .contains("failed to forward arguments to the running instance");
+    if !forwarding || std::env::var_os(STARTED_AGAIN).is_some() {
+        return;
+    }
+    let Ok(program) = std::env::current_exe() else {
+        return;
+    };
+    eprintln!("Roundtable's running instance quit as this one started ({error}); starting again");
+    // The bus takes a moment to let the name go.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let failed = std::process::Command::new(program)
+        .args(std::env::args_os().skip(1))
+        .env(STARTED_AGAIN, "1")
+        .exec();
+    eprintln!("Roundtable could not start again: {failed}");
 }
 
 #[cfg(test)]

@@ -164,9 +164,21 @@ impl Desk {
 
     /// Starts the app at `app` (this build's, or one a package installed) on `machine`.
     pub async fn launch(name: &str, machine: Machine, app: PathBuf) -> Desk {
+        Desk::launch_on_bus(name, machine, app, |_| {}).await
+    }
+
+    /// As [`Desk::launch`], with `on_bus` given the address of the machine's session bus
+    /// before the app starts (to put something of the test's on it first).
+    pub async fn launch_on_bus(
+        name: &str,
+        machine: Machine,
+        app: PathBuf,
+        on_bus: impl FnOnce(&str),
+    ) -> Desk {
         let display = Display::start();
         // A private session bus, with our notification server on it.
         let bus = Bus::start(&machine.runtime());
+        on_bus(&bus.address);
         let (sent, notified) = mpsc::channel();
         let bus_server = zbus::blocking::connection::Builder::address(bus.address.as_str())
             .unwrap()
@@ -237,13 +249,29 @@ impl Desk {
 
     /// Ends the WebDriver session (the app quits).
     pub async fn finish(self) {
-        let _ = self.client.clone().close().await;
+        self.quit().await;
+    }
+
+    /// Ends the WebDriver session, which quits the app (bounded: a driver that never
+    /// answers leaves the app to the drop of its process tree).
+    async fn quit(&self) {
+        let _ = tokio::time::timeout(PATIENCE, self.client.clone().close()).await;
+    }
+
+    /// Where this test's screenshots and the app's log (`app.log`) go.
+    pub fn shots_dir(&self) -> &Path {
+        &self.shots
+    }
+
+    /// The tries the app's last WebDriver session took (1 when the first did).
+    pub fn session_tries(&self) -> u32 {
+        self._driver.tries
     }
 
     /// Quits the app; `away` runs while it is closed; then starts it again on the same
     /// machine (a new WebDriver session).
     pub async fn reopen(&mut self, away: impl AsyncFnOnce()) {
-        let _ = self.client.clone().close().await;
+        self.quit().await;
         let app = self.app.clone();
         let started = Instant::now();
         while self._driver.launched(&app).is_some() {

@@ -9,6 +9,7 @@
 mod boards;
 mod contract;
 mod harness;
+mod launch;
 mod messages;
 mod package;
 #[path = "../support/mod.rs"]

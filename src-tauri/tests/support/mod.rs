@@ -280,13 +280,16 @@ pub const UNSET: [&str; 2] = ["CLAUDE_CONFIG_DIR", "CODEX_HOME"];
 pub struct Driver {
     pub port: u16,
     pub tree: Tree,
+    /// The tries [`Driver::launch`] took to get its session (1 when the first did).
+    pub tries: u32,
 }
 
 impl Driver {
     /// tauri-driver in `env`, its output and the app's into `log`, with a WebDriver session
     /// that launched `application`. tauri-driver now and then fails to reach WebKitWebDriver
     /// on its first try (the request is cut short): up to three tries, each with a fresh
-    /// driver.
+    /// driver. A try with no session within `patience` (the app never came up: WebKit's
+    /// driver waits for it without end) fails.
     pub async fn launch(
         env: &[(String, String)],
         log: &std::fs::File,
@@ -296,9 +299,22 @@ impl Driver {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let driver = Driver::start(env, log.try_clone().unwrap(), patience);
-            match driver.session(application).await {
-                Ok(client) => return Ok((driver, client)),
+            let mut driver = Driver::start(env, log.try_clone().unwrap(), patience);
+            let session = tokio::time::timeout(patience, driver.session(application))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(fantoccini::error::NewSessionError::Lost(
+                        std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("no session within {patience:?}: did the app start?"),
+                        ),
+                    ))
+                });
+            match session {
+                Ok(client) => {
+                    driver.tries = attempt;
+                    return Ok((driver, client));
+                }
                 Err(error) if attempt < 3 => {
                     eprintln!("no WebDriver session ({error}); again");
                     drop(driver);
@@ -332,7 +348,11 @@ impl Driver {
             assert!(started.elapsed() < patience, "tauri-driver did not listen");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Driver { port, tree }
+        Driver {
+            port,
+            tree,
+            tries: 1,
+        }
     }
 
     /// A WebDriver session on `application` (creating it launches the application).
