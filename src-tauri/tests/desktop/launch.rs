@@ -3,6 +3,7 @@
 //! that quits, which leaves without taking them, starts as the app itself.
 
 use std::process::Command;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::harness::{Desk, PATIENCE};
@@ -13,14 +14,15 @@ use crate::support::{self, Machine};
 const INSTANCE_NAME: &str = "dev.roundtable.desktop.SingleInstance";
 
 /// Holds the app's name on the bus at `address` as an app that quits does when a launch
-/// reaches it: it leaves the bus without answering. True once it was asked.
-fn a_quitting_app(address: &str) -> std::thread::JoinHandle<bool> {
+/// reaches it: it leaves the bus without answering. Says so on the channel returned.
+fn a_quitting_app(address: &str) -> mpsc::Receiver<()> {
     let connection = zbus::blocking::connection::Builder::address(address)
         .unwrap()
         .name(INSTANCE_NAME)
         .unwrap()
         .build()
         .unwrap();
+    let (asked, reached) = mpsc::channel();
     std::thread::spawn(move || {
         for message in zbus::blocking::MessageIterator::from(&connection) {
             let Ok(message) = message else { break };
@@ -30,11 +32,12 @@ fn a_quitting_app(address: &str) -> std::thread::JoinHandle<bool> {
                 .is_some_and(|member| member.as_str() == "ExecuteCallback")
             {
                 // Dropped unanswered: the connection closes, and the name is free.
-                return true;
+                let _ = asked.send(());
+                return;
             }
         }
-        false
-    })
+    });
+    reached
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,7 +53,7 @@ async fn a_launch_racing_an_app_that_quits_starts_and_a_second_one_goes_to_the_r
     // The app found the name taken, handed its arguments over, got no answer, and started
     // again as the app: in the first WebDriver session, whose launch it was.
     assert!(
-        quitting.unwrap().join().unwrap(),
+        quitting.unwrap().recv_timeout(PATIENCE).is_ok(),
         "the launch never reached the quitting app"
     );
     assert_eq!(
